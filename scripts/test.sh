@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# The whole test suite: installs what hinoki needs, checks formatting and lints, builds without
+# MPI too, and runs every test (unit, integration, CLI). GPU tests skip themselves without a GPU.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/setup.sh
+export CARGO_TERM_COLOR=never
+echo "== cargo fmt --check"
+cargo fmt --check
+echo "== cargo clippy (all targets, warnings are errors)"
+cargo clippy --quiet --all-targets -- -D warnings
+echo "== build without MPI (one-rank hinoki)"
+cargo check --quiet --no-default-features --all-targets
+echo "== cargo test"
+cargo test --release 2>&1

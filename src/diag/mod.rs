@@ -1,0 +1,9 @@
+//! Diagnostics: per-phase timers, force-error statistics, and conserved quantities.
+
+pub mod conservation;
+pub mod error_stats;
+pub mod report;
+pub mod timers;
+
+pub use error_stats::ErrorStats;
+pub use timers::PhaseTimes;

@@ -1,0 +1,164 @@
+//! The force-evaluation report of `hinoki forces`: one JSON object (the contract every benchmark
+//! script reads) or the same content as a readable table.
+
+use super::error_stats::{relative_acc_errors, relative_pot_errors, ErrorStats};
+use super::timers::PhaseTimes;
+use crate::forces::{ForceParams, ForceResult};
+use crate::particles::Particles;
+use crate::walk::direct::direct_forces;
+use rand::seq::index::sample;
+use rand::SeedableRng;
+use rand_xoshiro::Xoshiro256PlusPlus;
+use serde_json::{json, Value};
+use std::time::Instant;
+
+/// Accuracy of a force evaluation against float64 direct summation on a sample of particles.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Check {
+    /// Number of particles compared.
+    pub sampled: usize,
+    /// Relative acceleration error statistics.
+    pub acc: ErrorStats,
+    /// Relative potential error statistics.
+    pub pot: ErrorStats,
+    /// Seconds spent on the reference summation.
+    pub seconds: f64,
+}
+
+/// Compares `result` with float64 direct summation on `k` particles drawn at random with `seed`
+/// (all particles when `k ≥ N`), using the softening and G of `params`.
+pub fn check_against_direct(
+    p: &Particles,
+    params: &ForceParams,
+    result: &ForceResult,
+    k: usize,
+    seed: u64,
+) -> Check {
+    let t0 = Instant::now();
+    let n = p.len();
+    let idx: Vec<usize> = if k >= n {
+        (0..n).collect()
+    } else {
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
+        let mut v = sample(&mut rng, n, k).into_vec();
+        v.sort_unstable();
+        v
+    };
+    let (acc_ref, pot_ref) = direct_forces(&p.pos, &p.mass, params.eps, &idx);
+    let acc_ref: Vec<_> = acc_ref.into_iter().map(|a| a * params.g).collect();
+    let pot_ref: Vec<_> = pot_ref.into_iter().map(|v| v * params.g).collect();
+    let acc: Vec<_> = idx.iter().map(|&i| result.acc[i]).collect();
+    let pot: Vec<_> = idx.iter().map(|&i| result.pot[i]).collect();
+    Check {
+        sampled: idx.len(),
+        acc: ErrorStats::of(&relative_acc_errors(&acc, &acc_ref)),
+        pot: ErrorStats::of(&relative_pot_errors(&pot, &pot_ref)),
+        seconds: t0.elapsed().as_secs_f64(),
+    }
+}
+
+/// Mean interactions per particle `(p2p, m2p)`.
+pub fn interactions_per_particle(r: &ForceResult) -> (f64, f64) {
+    let n = r.p2p.len().max(1) as f64;
+    let sum = |v: &[u32]| v.iter().map(|&x| x as f64).sum::<f64>() / n;
+    (sum(&r.p2p), sum(&r.m2p))
+}
+
+/// The report as one JSON object.
+pub fn forces_json(
+    n: usize,
+    params: &ForceParams,
+    result: &ForceResult,
+    check: Option<&Check>,
+) -> Value {
+    let (pp, pc) = interactions_per_particle(result);
+    let total = (pp + pc) * n as f64;
+    let walk = result.times.get("walk");
+    json!({
+        "n": n,
+        "method": params.method.name(),
+        "backend": params.backend.name(),
+        "device": result.device,
+        "theta": params.theta,
+        "mac": params.mac.name(),
+        "alpha": params.alpha,
+        "multipole": params.multipole,
+        "ncrit": params.ncrit,
+        "group": params.group,
+        "order": params.order.name(),
+        "walk": params.walk.name(),
+        "eps": params.eps,
+        "G": params.g,
+        "threads": rayon::current_num_threads(),
+        "time": result.times.to_json(),
+        "interactions": {
+            "p2p_per_particle": pp,
+            "m2p_per_particle": pc,
+            "total": total,
+            "per_second": if walk > 0.0 { total / walk } else { 0.0 },
+        },
+        "check": check.map(|c| c.sampled),
+        "error": check.map(|c| serde_json::to_value(c.acc).unwrap_or(Value::Null)),
+        "potential_error": check.map(|c| json!({"p50": c.pot.p50, "p99": c.pot.p99})),
+        "check_time": check.map(|c| c.seconds),
+    })
+}
+
+/// The report as a readable table.
+pub fn forces_table(
+    n: usize,
+    params: &ForceParams,
+    result: &ForceResult,
+    check: Option<&Check>,
+) -> String {
+    use std::fmt::Write;
+    let (pp, pc) = interactions_per_particle(result);
+    let walk = result.times.get("walk");
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "hinoki forces: N = {n}, {} on {}",
+        params.method, result.device
+    );
+    let _ = writeln!(
+        s,
+        "  theta {}  mac {}  multipole {}  ncrit {}  group {}  order {}  walk {}  eps {}  G {}",
+        params.theta,
+        params.mac,
+        params.multipole,
+        params.ncrit,
+        params.group,
+        params.order,
+        params.walk,
+        params.eps,
+        params.g
+    );
+    let _ = writeln!(s, "  time per phase [s]:");
+    write_times(&mut s, &result.times);
+    let _ = writeln!(
+        s,
+        "  interactions per particle: p2p {pp:.1}  m2p {pc:.1}  ({:.3e} interactions/s in the walk)",
+        if walk > 0.0 { (pp + pc) * n as f64 / walk } else { 0.0 }
+    );
+    if let Some(c) = check {
+        let e = &c.acc;
+        let _ = writeln!(
+            s,
+            "  |a - a_direct|/|a_direct| over {} particles: p50 {:.3e}  p90 {:.3e}  p99 {:.3e}  max {:.3e}  mean {:.3e}",
+            c.sampled, e.p50, e.p90, e.p99, e.max, e.mean
+        );
+        let _ = writeln!(
+            s,
+            "  |phi - phi_direct|/|phi_direct|: p50 {:.3e}  p99 {:.3e}",
+            c.pot.p50, c.pot.p99
+        );
+    }
+    s
+}
+
+fn write_times(s: &mut String, t: &PhaseTimes) {
+    use std::fmt::Write;
+    for (name, secs) in t.iter() {
+        let _ = writeln!(s, "    {name:<10} {secs:>10.4}");
+    }
+}

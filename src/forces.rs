@@ -1,0 +1,332 @@
+//! One force evaluation, end to end: the parameters every path shares and the driver that runs the
+//! pipeline stages (keys → sort → tree → moments → walk) and times each of them.
+
+use crate::error::{Error, Result};
+use crate::sfc::Order;
+use crate::walk::mac::Mac;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::str::FromStr;
+
+/// Where the force walk runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Backend {
+    /// The rayon walk on the CPU cores.
+    Cpu,
+    /// The CUDA walk on this rank's GPU; an error where no usable GPU exists.
+    Gpu,
+    /// The GPU when one is usable, else the CPU.
+    Auto,
+}
+
+/// How forces are computed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Method {
+    /// Barnes–Hut tree walk.
+    Tree,
+    /// Exact O(N²) summation in float64.
+    Direct,
+}
+
+/// Which CPU tree walk is used.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum WalkKind {
+    /// Groups of consecutive particles share one opening decision and one interaction list
+    /// (the CPU analogue of the (V,G) kernel of seed 001).
+    Grouped,
+    /// One iterative next/more walk per particle (seed 004, Fig. 6).
+    Single,
+}
+
+macro_rules! named_enum {
+    ($t:ty, $what:literal, $( $v:path => $name:literal ),+ ) => {
+        impl $t {
+            /// The name used on the command line and in configs.
+            pub fn name(self) -> &'static str {
+                match self { $( $v => $name ),+ }
+            }
+        }
+        impl fmt::Display for $t {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.name())
+            }
+        }
+        impl FromStr for $t {
+            type Err = Error;
+            fn from_str(s: &str) -> Result<Self> {
+                match s {
+                    $( $name => Ok($v), )+
+                    _ => Err(Error::input(format!(
+                        concat!("unknown ", $what, " '{}' (expected one of: {})"),
+                        s,
+                        [$( $name ),+].join(", ")
+                    ))),
+                }
+            }
+        }
+    };
+}
+
+named_enum!(Backend, "backend", Backend::Cpu => "cpu", Backend::Gpu => "gpu", Backend::Auto => "auto");
+named_enum!(Method, "method", Method::Tree => "tree", Method::Direct => "direct");
+named_enum!(WalkKind, "walk", WalkKind::Grouped => "grouped", WalkKind::Single => "single");
+named_enum!(Order, "ordering", Order::Hilbert => "hilbert", Order::Morton => "morton", Order::None => "none");
+
+/// Everything that decides how one force evaluation is done.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ForceParams {
+    /// Opening angle θ of the geometric criteria (dimensionless, > 0).
+    pub theta: f32,
+    /// Opening criterion.
+    pub mac: Mac,
+    /// Tolerance α of the acceleration criterion (dimensionless, > 0).
+    pub alpha: f32,
+    /// Multipole order of cell expansions: 1 = monopole, 2 = quadrupole.
+    pub multipole: u8,
+    /// Largest number of particles in a tree leaf (N_crit).
+    pub ncrit: usize,
+    /// Number of consecutive particles that share one walk in the grouped walk.
+    pub group: usize,
+    /// Particle ordering (space-filling curve) used for the tree and the walk order.
+    pub order: Order,
+    /// Plummer softening length ε (length units, ≥ 0).
+    pub eps: f64,
+    /// Gravitational constant (1 in N-body units).
+    pub g: f64,
+    /// Tree walk or direct summation.
+    pub method: Method,
+    /// Which CPU walk.
+    pub walk: WalkKind,
+    /// Where the walk runs.
+    pub backend: Backend,
+}
+
+impl Default for ForceParams {
+    fn default() -> Self {
+        Self {
+            theta: 0.5,
+            mac: Mac::Modified,
+            alpha: 0.001,
+            multipole: 2,
+            ncrit: 8,
+            group: 32,
+            order: Order::Hilbert,
+            eps: 0.01,
+            g: 1.0,
+            method: Method::Tree,
+            walk: WalkKind::Grouped,
+            backend: Backend::Auto,
+        }
+    }
+}
+
+impl ForceParams {
+    /// Checks every value; the error names the parameter and the rule it breaks.
+    pub fn validate(&self) -> Result<()> {
+        if !(self.theta.is_finite() && self.theta > 0.0) {
+            return Err(Error::input(format!(
+                "theta must be finite and > 0 (got {})",
+                self.theta
+            )));
+        }
+        if !(self.alpha.is_finite() && self.alpha > 0.0) {
+            return Err(Error::input(format!(
+                "alpha (acceleration criterion tolerance) must be finite and > 0 (got {})",
+                self.alpha
+            )));
+        }
+        if !(self.multipole == 1 || self.multipole == 2) {
+            return Err(Error::input(format!(
+                "multipole must be 1 (monopole) or 2 (quadrupole) (got {})",
+                self.multipole
+            )));
+        }
+        if !(1..=1 << 16).contains(&self.ncrit) {
+            return Err(Error::input(format!(
+                "ncrit must be between 1 and 65536 (got {})",
+                self.ncrit
+            )));
+        }
+        if !(1..=1 << 16).contains(&self.group) {
+            return Err(Error::input(format!(
+                "group size must be between 1 and 65536 (got {})",
+                self.group
+            )));
+        }
+        if !(self.eps.is_finite() && self.eps >= 0.0) {
+            return Err(Error::input(format!(
+                "softening eps must be finite and >= 0 (got {})",
+                self.eps
+            )));
+        }
+        if !(self.g.is_finite() && self.g > 0.0) {
+            return Err(Error::input(format!(
+                "gravitational constant G must be finite and > 0 (got {})",
+                self.g
+            )));
+        }
+        Ok(())
+    }
+}
+
+use crate::diag::PhaseTimes;
+use crate::particles::Particles;
+use crate::tree::{FlatTree, Tree, TreeParams};
+use crate::walk::cpu::{grouped_walk, single_walk, WalkOutput, WalkParams};
+use crate::walk::direct::direct_forces;
+use crate::walk::mac::Criterion;
+use glam::DVec3;
+use std::time::Instant;
+
+/// The result of one force evaluation, in the input particle order, G included.
+#[derive(Clone, Debug, Default)]
+pub struct ForceResult {
+    /// Accelerations (length / time²).
+    pub acc: Vec<DVec3>,
+    /// Potentials (energy per mass).
+    pub pot: Vec<f64>,
+    /// Particle–particle interactions per particle.
+    pub p2p: Vec<u32>,
+    /// Particle–cell interactions per particle.
+    pub m2p: Vec<u32>,
+    /// Seconds per phase, with `total` last.
+    pub times: PhaseTimes,
+    /// What computed the forces (e.g. "cpu (2 threads)").
+    pub device: String,
+}
+
+/// One force evaluation on all particles of `p` with `params`. `old_acc`, the accelerations of
+/// the previous step, feed the acceleration criterion; without them that criterion first walks
+/// with the modified criterion to obtain them (timed as part of `walk`).
+pub fn compute_forces(
+    p: &Particles,
+    params: &ForceParams,
+    old_acc: Option<&[DVec3]>,
+) -> Result<ForceResult> {
+    params.validate()?;
+    resolve_backend(params.backend)?;
+    let t0 = Instant::now();
+    let device = format!("cpu ({} threads)", rayon::current_num_threads());
+    let mut result = match params.method {
+        Method::Direct => {
+            let mut times = PhaseTimes::default();
+            let all: Vec<usize> = (0..p.len()).collect();
+            let (acc, pot) =
+                times.time("walk", || direct_forces(&p.pos, &p.mass, params.eps, &all));
+            let n = p.len() as u32;
+            ForceResult {
+                acc: acc.into_iter().map(|a| a * params.g).collect(),
+                pot: pot.into_iter().map(|v| v * params.g).collect(),
+                p2p: vec![n.saturating_sub(1); p.len()],
+                m2p: vec![0; p.len()],
+                times,
+                device,
+            }
+        }
+        Method::Tree => tree_forces(p, params, old_acc, device),
+    };
+    result.times.add("total", t0.elapsed().as_secs_f64());
+    Ok(result)
+}
+
+/// Checks that the requested backend can run here. The CPU backend always can; `auto` falls
+/// back to it.
+fn resolve_backend(backend: Backend) -> Result<()> {
+    match backend {
+        Backend::Cpu | Backend::Auto => Ok(()),
+        Backend::Gpu => Err(Error::device(
+            "backend 'gpu' requested but this build has no usable GPU path on this machine (use --backend cpu or auto)",
+        )),
+    }
+}
+
+fn tree_forces(
+    p: &Particles,
+    params: &ForceParams,
+    old_acc: Option<&[DVec3]>,
+    device: String,
+) -> ForceResult {
+    let mut times = PhaseTimes::default();
+    let tree = Tree::build(
+        &p.pos,
+        &p.mass,
+        &TreeParams {
+            order: params.order,
+            ncrit: params.ncrit,
+            mac: params.mac,
+            theta: params.theta,
+        },
+        &mut times,
+    );
+    let n = p.len();
+    // Walk order: the tree's sorted order, or the input order for `--order none`.
+    let walk_to_input: Vec<u32> = match params.order {
+        Order::None => (0..n as u32).collect(),
+        Order::Hilbert | Order::Morton => tree.index.clone(),
+    };
+    let amag = |i: usize| old_acc.map_or(0.0, |a| a[i].length() as f32);
+    let mut targets: Vec<[f32; 4]> = walk_to_input
+        .iter()
+        .map(|&i| {
+            let x = p.pos[i as usize];
+            [x.x as f32, x.y as f32, x.z as f32, amag(i as usize)]
+        })
+        .collect();
+    let mut wp = WalkParams {
+        criterion: Criterion {
+            mac: params.mac,
+            alpha: params.alpha,
+            g: params.g as f32,
+        },
+        eps2: (params.eps * params.eps) as f32,
+        quadrupole: params.multipole >= 2,
+        group: params.group,
+    };
+    let flat = (params.walk == WalkKind::Single)
+        .then(|| times.time("thread", || FlatTree::from_tree(&tree, params.eps as f32)));
+    let walk = |wp: &WalkParams, targets: &[[f32; 4]]| match &flat {
+        Some(f) => single_walk(&tree, f, targets, wp),
+        None => grouped_walk(&tree, targets, wp),
+    };
+    let out: WalkOutput = times.time("walk", || {
+        if params.mac == crate::walk::mac::Mac::Acceleration && old_acc.is_none() {
+            let boot = WalkParams {
+                criterion: Criterion {
+                    mac: crate::walk::mac::Mac::Modified,
+                    ..wp.criterion
+                },
+                ..wp
+            };
+            let first = walk(&boot, &targets);
+            for (t, a) in targets.iter_mut().zip(&first.acc_pot) {
+                t[3] = wp.criterion.g * (a[0] * a[0] + a[1] * a[1] + a[2] * a[2]).sqrt();
+            }
+        }
+        wp.criterion.g = params.g as f32;
+        walk(&wp, &targets)
+    });
+    // Back to input order, G applied, float64.
+    let mut r = ForceResult {
+        acc: vec![DVec3::ZERO; n],
+        pot: vec![0.0; n],
+        p2p: vec![0; n],
+        m2p: vec![0; n],
+        times: PhaseTimes::default(),
+        device,
+    };
+    times.time("unsort", || {
+        for (k, &i) in walk_to_input.iter().enumerate() {
+            let f = out.acc_pot[k];
+            let i = i as usize;
+            r.acc[i] = DVec3::new(f[0] as f64, f[1] as f64, f[2] as f64) * params.g;
+            r.pot[i] = f[3] as f64 * params.g;
+            r.p2p[i] = out.p2p[k];
+            r.m2p[i] = out.m2p[k];
+        }
+    });
+    r.times = times;
+    r
+}

@@ -1,0 +1,23 @@
+//! hinoki: a Barnes–Hut tree code for gravitational N-body simulation.
+//!
+//! One force evaluation is a pipeline, and the modules follow it (see `ARCHITECTURE.md`):
+//! [`sfc`] keys → [`tree`] build and moments → [`walk`] (CPU grouped walk, single-particle walk,
+//! direct summation) → [`integrate`] → [`diag`]. [`ics`] makes initial conditions, [`io`] reads
+//! and writes files and configurations, [`comm`] is the only place that knows about MPI.
+//! Units are N-body units with G = 1 unless a run configures otherwise; softening is Plummer.
+
+pub mod comm;
+pub mod diag;
+pub mod error;
+pub mod forces;
+pub mod ics;
+pub mod integrate;
+pub mod io;
+pub mod particles;
+pub mod sfc;
+pub mod simulation;
+pub mod tree;
+pub mod walk;
+
+pub use error::{Error, Result};
+pub use particles::Particles;

@@ -1,0 +1,271 @@
+//! The `hinoki` command line: subcommands `run`, `ics` and `forces`.
+//!
+//! Every failure ends with one line `error: …` on stderr and a non-zero exit status.
+
+use clap::{Args, Parser, Subcommand};
+use hinoki::diag::report::{check_against_direct, forces_json, forces_table};
+use hinoki::forces::{compute_forces, Backend, ForceParams, Method, WalkKind};
+use hinoki::ics::{generate, Model};
+use hinoki::io::{read_ic, write_ic, RunConfig};
+use hinoki::sfc::Order;
+use hinoki::simulation;
+use hinoki::walk::mac::Mac;
+use hinoki::{Error, Particles, Result};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(
+    name = "hinoki",
+    version,
+    about = "Barnes–Hut tree code for gravitational N-body simulation"
+)]
+struct Cli {
+    /// Worker threads for the CPU stages (default: all cores, or RAYON_NUM_THREADS).
+    #[arg(long, global = true)]
+    threads: Option<usize>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run a simulation: the built-in default problem (a Plummer sphere of 65,536 particles)
+    /// without a config, or the problem a TOML config describes.
+    Run(RunArgs),
+    /// Write initial conditions to a hinoki IC file.
+    Ics(IcsArgs),
+    /// Compute one force evaluation and report times, interactions and (with --check) errors
+    /// against float64 direct summation.
+    Forces(ForcesArgs),
+}
+
+#[derive(Args)]
+struct RunArgs {
+    /// The run configuration (TOML); omit it for the built-in default problem.
+    config: Option<PathBuf>,
+    /// Output directory (overrides the config's [output] dir).
+    #[arg(long, short)]
+    out: Option<PathBuf>,
+}
+
+#[derive(Args)]
+struct IcsArgs {
+    /// Model: plummer, hernquist, nfw, uniform-sphere, uniform-cube.
+    model: Model,
+    /// Number of particles.
+    #[arg(long, short)]
+    n: usize,
+    /// Random seed.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Output file.
+    #[arg(long, short)]
+    output: PathBuf,
+}
+
+#[derive(Args)]
+struct ForcesArgs {
+    /// Generate the particles from this model (see `hinoki ics --help`).
+    #[arg(long, conflicts_with = "input")]
+    ics: Option<Model>,
+    /// Number of particles for --ics.
+    #[arg(long, short, default_value_t = 65536)]
+    n: usize,
+    /// Random seed for --ics.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Read the particles from a hinoki IC file.
+    #[arg(long)]
+    input: Option<PathBuf>,
+    #[command(flatten)]
+    gravity: GravityArgs,
+    /// Compare K randomly chosen particles (all when K >= N) with float64 direct summation.
+    #[arg(long, value_name = "K")]
+    check: Option<usize>,
+    /// Seed for choosing the --check sample.
+    #[arg(long, default_value_t = 12345)]
+    check_seed: u64,
+    /// Print exactly one JSON object on stdout instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Force-evaluation options shared by the subcommands that compute forces.
+#[derive(Args)]
+struct GravityArgs {
+    /// Opening angle θ.
+    #[arg(long, default_value_t = ForceParams::default().theta)]
+    theta: f32,
+    /// Opening criterion: bh (l/d < θ), modified (l/θ + s < d), accel (GADGET relative).
+    #[arg(long, default_value_t = ForceParams::default().mac)]
+    mac: Mac,
+    /// Tolerance α of the acceleration criterion.
+    #[arg(long, default_value_t = ForceParams::default().alpha)]
+    alpha: f32,
+    /// Multipole order: 1 (monopole) or 2 (quadrupole).
+    #[arg(long, default_value_t = ForceParams::default().multipole)]
+    multipole: u8,
+    /// Largest number of particles in a leaf (N_crit).
+    #[arg(long, default_value_t = ForceParams::default().ncrit)]
+    ncrit: usize,
+    /// Particles per group in the grouped walk.
+    #[arg(long, default_value_t = ForceParams::default().group)]
+    group: usize,
+    /// Particle ordering: hilbert, morton, none.
+    #[arg(long, default_value_t = ForceParams::default().order)]
+    order: Order,
+    /// Plummer softening length ε.
+    #[arg(long, default_value_t = ForceParams::default().eps)]
+    eps: f64,
+    /// Gravitational constant.
+    #[arg(long = "G", default_value_t = ForceParams::default().g)]
+    g: f64,
+    /// Force method: tree or direct (exact float64 summation).
+    #[arg(long, default_value_t = ForceParams::default().method)]
+    method: Method,
+    /// CPU tree walk: grouped or single (one next/more walk per particle).
+    #[arg(long, default_value_t = ForceParams::default().walk)]
+    walk: WalkKind,
+    /// Where the walk runs: cpu, gpu, auto.
+    #[arg(long, default_value_t = ForceParams::default().backend)]
+    backend: Backend,
+}
+
+impl GravityArgs {
+    fn params(&self) -> ForceParams {
+        ForceParams {
+            theta: self.theta,
+            mac: self.mac,
+            alpha: self.alpha,
+            multipole: self.multipole,
+            ncrit: self.ncrit,
+            group: self.group,
+            order: self.order,
+            eps: self.eps,
+            g: self.g,
+            method: self.method,
+            walk: self.walk,
+            backend: self.backend,
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            use clap::error::ErrorKind as K;
+            if matches!(
+                e.kind(),
+                K::DisplayHelp | K::DisplayVersion | K::DisplayHelpOnMissingArgumentOrSubcommand
+            ) {
+                let _ = e.print();
+                return ExitCode::SUCCESS;
+            }
+            // Clap's message is several lines; its first says what is wrong.
+            let text = e.render().to_string();
+            let line = text.lines().next().unwrap_or("invalid command line");
+            eprintln!("{}", line.trim());
+            return ExitCode::from(2);
+        }
+    };
+    init_logging();
+    match dispatch(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn init_logging() {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_env("HINOKI_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_target(false)
+        .try_init();
+}
+
+fn dispatch(cli: Cli) -> Result<()> {
+    if let Some(t) = cli.threads {
+        if t == 0 {
+            return Err(Error::input("--threads must be at least 1"));
+        }
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(t)
+            .build_global()
+            .map_err(|e| Error::input(format!("cannot start {t} threads: {e}")))?;
+    }
+    match cli.command {
+        Command::Run(a) => run(a),
+        Command::Ics(a) => {
+            let p = generate(a.model, a.n, a.seed)?;
+            write_ic(&a.output, &p)?;
+            tracing::info!(
+                "wrote {} {} particles to {}",
+                p.len(),
+                a.model,
+                a.output.display()
+            );
+            Ok(())
+        }
+        Command::Forces(a) => forces(a),
+    }
+}
+
+fn load_particles(
+    ics: Option<Model>,
+    n: usize,
+    seed: u64,
+    input: Option<&PathBuf>,
+) -> Result<Particles> {
+    match input {
+        Some(path) => read_ic(path),
+        None => generate(ics.unwrap_or(Model::Plummer), n, seed),
+    }
+}
+
+fn forces(a: ForcesArgs) -> Result<()> {
+    let params = a.gravity.params();
+    params.validate()?;
+    if a.check == Some(0) {
+        return Err(Error::input("--check needs at least 1 particle"));
+    }
+    let p = load_particles(a.ics, a.n, a.seed, a.input.as_ref())?;
+    p.validate()?;
+    let result = compute_forces(&p, &params, None)?;
+    let check = a
+        .check
+        .map(|k| check_against_direct(&p, &params, &result, k, a.check_seed));
+    if a.json {
+        println!("{}", forces_json(p.len(), &params, &result, check.as_ref()));
+    } else {
+        print!(
+            "{}",
+            forces_table(p.len(), &params, &result, check.as_ref())
+        );
+    }
+    Ok(())
+}
+
+fn run(a: RunArgs) -> Result<()> {
+    let cfg = match &a.config {
+        Some(path) => RunConfig::load(path)?,
+        None => RunConfig::default(),
+    };
+    let out = a.out.unwrap_or_else(|| cfg.output.dir.clone());
+    let s = simulation::run(&cfg, &out)?;
+    println!(
+        "hinoki run: N = {}, {} steps to t = {:.4} in {:.1} s; energy {:.8e} -> {:.8e}, |dE/E| = {:.3e}",
+        s.n, s.steps, s.time, s.wall_seconds, s.start.total, s.end.total, s.energy_error
+    );
+    let phases: Vec<String> = s.times.iter().map(|(n, t)| format!("{n} {t:.2}")).collect();
+    println!("time per phase [s]: {}", phases.join(", "));
+    println!("final particles: {}", s.final_state.display());
+    Ok(())
+}

@@ -1,0 +1,138 @@
+//! 63-bit Peano–Hilbert keys (21 bits per axis), by Skilling's transpose algorithm
+//! (J. Skilling, "Programming the Hilbert curve", AIP Conf. Proc. 707, 2004).
+//!
+//! The coordinates are first turned into the "transposed" Hilbert index (three 21-bit words whose
+//! interleaved bits are the key), then interleaved with the Morton bit spreading. As with Morton
+//! keys, each 3-bit digit selects one octant per level, so every octree cell is a contiguous key
+//! range; unlike Morton keys, consecutive keys are always face-adjacent grid cells.
+
+use super::morton::{compact, spread};
+
+const BITS: u32 = 21;
+
+/// Peano–Hilbert key of grid cell `(ix, iy, iz)`, each coordinate in `0..2²¹`.
+#[inline]
+pub fn encode(ix: u32, iy: u32, iz: u32) -> u64 {
+    let mut x = [ix, iy, iz];
+    // Inverse undo of the excess work.
+    let mut q = 1u32 << (BITS - 1);
+    while q > 1 {
+        let p = q - 1;
+        for i in 0..3 {
+            if x[i] & q != 0 {
+                x[0] ^= p;
+            } else {
+                let t = (x[0] ^ x[i]) & p;
+                x[0] ^= t;
+                x[i] ^= t;
+            }
+        }
+        q >>= 1;
+    }
+    // Gray encode.
+    x[1] ^= x[0];
+    x[2] ^= x[1];
+    let mut t = 0;
+    let mut q = 1u32 << (BITS - 1);
+    while q > 1 {
+        if x[2] & q != 0 {
+            t ^= q - 1;
+        }
+        q >>= 1;
+    }
+    (spread(x[0] ^ t) << 2) | (spread(x[1] ^ t) << 1) | spread(x[2] ^ t)
+}
+
+/// Grid coordinates of a Peano–Hilbert key (inverse of [`encode`]).
+#[inline]
+pub fn decode(key: u64) -> [u32; 3] {
+    let mut x = [compact(key >> 2), compact(key >> 1), compact(key)];
+    // Gray decode.
+    let t = x[2] >> 1;
+    x[2] ^= x[1];
+    x[1] ^= x[0];
+    x[0] ^= t;
+    // Undo the excess work.
+    let mut q = 2u32;
+    while q != 1 << BITS {
+        let p = q - 1;
+        for i in (0..3).rev() {
+            if x[i] & q != 0 {
+                x[0] ^= p;
+            } else {
+                let t = (x[0] ^ x[i]) & p;
+                x[0] ^= t;
+                x[i] ^= t;
+            }
+        }
+        q <<= 1;
+    }
+    x
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lcg(s: &mut u64) -> u64 {
+        *s = s
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        *s >> 1
+    }
+
+    fn manhattan(a: [u32; 3], b: [u32; 3]) -> u32 {
+        (0..3).map(|k| a[k].abs_diff(b[k])).sum()
+    }
+
+    #[test]
+    fn bijection_on_the_grid() {
+        let mut s = 42;
+        for _ in 0..100_000 {
+            let key = lcg(&mut s);
+            let c = decode(key);
+            assert!(c.iter().all(|&v| v < 1 << BITS));
+            assert_eq!(encode(c[0], c[1], c[2]), key);
+            let m = 1 << BITS;
+            let p = [
+                (lcg(&mut s) % m) as u32,
+                (lcg(&mut s) % m) as u32,
+                (lcg(&mut s) % m) as u32,
+            ];
+            assert_eq!(decode(encode(p[0], p[1], p[2])), p);
+        }
+    }
+
+    #[test]
+    fn consecutive_keys_are_face_adjacent() {
+        // Exhaustively over the first 2^15 keys (a 32³ corner block), then at random places.
+        for k in 0..(1u64 << 15) {
+            assert_eq!(manhattan(decode(k), decode(k + 1)), 1, "key {k}");
+        }
+        let mut s = 7;
+        for _ in 0..100_000 {
+            let k = lcg(&mut s) % ((1u64 << 63) - 1);
+            assert_eq!(manhattan(decode(k), decode(k + 1)), 1, "key {k}");
+        }
+    }
+
+    #[test]
+    fn octants_are_contiguous_key_ranges() {
+        // Points in one level-1 octant share the top 3 bits of their key.
+        let h = 1u32 << (BITS - 1);
+        let mut s = 3;
+        for _ in 0..10_000 {
+            let m = h as u64;
+            let p = [
+                (lcg(&mut s) % m) as u32,
+                (lcg(&mut s) % m) as u32,
+                (lcg(&mut s) % m) as u32,
+            ];
+            let q = [p[0] ^ 7, p[1] ^ 3, p[2] ^ 5];
+            assert_eq!(
+                encode(p[0], p[1], p[2]) >> 60,
+                encode(q[0], q[1], q[2]) >> 60
+            );
+        }
+    }
+}

@@ -1,0 +1,120 @@
+//! Space-filling-curve keys: 63-bit Morton and Peano–Hilbert keys, 21 bits per axis, of positions
+//! quantised on a 2²¹ grid spanning a cubic bounding box.
+
+pub mod hilbert;
+pub mod morton;
+
+/// The particle ordering used to build the tree and to order the walk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Order {
+    /// Peano–Hilbert order (the default; most compact groups).
+    Hilbert,
+    /// Morton (Z) order.
+    Morton,
+    /// Input order: the tree is still built on Morton keys, but the walk visits particles (and
+    /// forms groups) in the order they were given, as the unordered runs of seeds 000/001.
+    None,
+}
+
+use glam::DVec3;
+use rayon::prelude::*;
+
+/// Grid resolution per axis: 2²¹ cells, so that three coordinates fill a 63-bit key.
+pub const GRID: u32 = 1 << 21;
+
+/// A cube that contains every particle, quantised into a 2²¹ grid per axis.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct GridBox {
+    /// Lower corner (length units).
+    pub origin: DVec3,
+    /// Side length (length units), > 0.
+    pub side: f64,
+}
+
+impl GridBox {
+    /// The smallest cube (slightly enlarged so that no point sits on the upper face) around the
+    /// axis-aligned bounding box `[lo, hi]`; a cube of side 1 around a single point.
+    pub fn around(lo: DVec3, hi: DVec3) -> Self {
+        let extent = (hi - lo).max_element();
+        let side = if extent > 0.0 {
+            extent * (1.0 + 1e-6)
+        } else {
+            1.0
+        };
+        let centre = 0.5 * (lo + hi);
+        Self {
+            origin: centre - DVec3::splat(0.5 * side),
+            side,
+        }
+    }
+
+    /// The cube around a set of (finite) points.
+    pub fn of_points(pos: &[DVec3]) -> Self {
+        let (lo, hi) = bounding_box(pos);
+        Self::around(lo, hi)
+    }
+
+    /// Grid coordinates of a point, clamped into the grid.
+    #[inline]
+    pub fn cell_of(&self, p: DVec3) -> [u32; 3] {
+        let s = GRID as f64 / self.side;
+        let q = (p - self.origin) * s;
+        let c = |v: f64| (v.max(0.0) as u32).min(GRID - 1);
+        [c(q.x), c(q.y), c(q.z)]
+    }
+
+    /// Side length of a cell at tree level `level` (root = 0).
+    pub fn cell_side(&self, level: u32) -> f64 {
+        self.side / (1u64 << level) as f64
+    }
+}
+
+/// Axis-aligned bounding box `(min, max)` of a set of points, computed in parallel.
+pub fn bounding_box(pos: &[DVec3]) -> (DVec3, DVec3) {
+    pos.par_iter()
+        .fold(
+            || (DVec3::splat(f64::INFINITY), DVec3::splat(f64::NEG_INFINITY)),
+            |(lo, hi), p| (lo.min(*p), hi.max(*p)),
+        )
+        .reduce(
+            || (DVec3::splat(f64::INFINITY), DVec3::splat(f64::NEG_INFINITY)),
+            |a, b| (a.0.min(b.0), a.1.max(b.1)),
+        )
+}
+
+/// The key of grid cell `c` on the curve `order` (Morton for [`Order::None`], which builds the
+/// tree on Morton keys).
+#[inline]
+pub fn key_of(order: Order, c: [u32; 3]) -> u64 {
+    match order {
+        Order::Hilbert => hilbert::encode(c[0], c[1], c[2]),
+        Order::Morton | Order::None => morton::encode(c[0], c[1], c[2]),
+    }
+}
+
+/// Keys of all points in `grid` on the curve `order`, in parallel.
+pub fn keys(order: Order, grid: &GridBox, pos: &[DVec3]) -> Vec<u64> {
+    pos.par_iter()
+        .map(|p| key_of(order, grid.cell_of(*p)))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grid_box_contains_points() {
+        let pts = vec![DVec3::new(-1.0, 2.0, 0.5), DVec3::new(3.0, -2.0, 0.5)];
+        let g = GridBox::of_points(&pts);
+        for p in &pts {
+            let c = g.cell_of(*p);
+            assert!(c.iter().all(|&v| v < GRID));
+        }
+        assert!(g.side >= 4.0);
+        let single = GridBox::of_points(&[DVec3::ONE]);
+        assert_eq!(single.side, 1.0);
+        assert_eq!(single.cell_of(DVec3::ONE), [GRID / 2; 3]);
+    }
+}

@@ -1,0 +1,135 @@
+//! The octree: built from particles sorted along a space-filling curve, with multipole moments
+//! and the stackless next/more threading of seeds 000/004.
+//!
+//! Cells are stored in depth-first preorder with the root at index 0, so a cell's first child is
+//! the next cell and the cell after its whole subtree is `c + subtree[c]`; these two facts are the
+//! `more` and `next` pointers of the walk. Particles are stored sorted by key, so every cell owns
+//! one contiguous range of them.
+
+pub mod build;
+pub mod moments;
+pub mod threading;
+
+pub use build::build_topology;
+pub use moments::compute_moments;
+pub use threading::FlatTree;
+
+use crate::sfc::GridBox;
+
+/// Deepest tree level: 21 bits per axis. Cells at this level are leaves whatever their count,
+/// which keeps coincident particles in one leaf instead of recursing forever.
+pub const MAX_LEVEL: u8 = 21;
+
+/// Octree cells as a structure of arrays, in depth-first preorder (root = 0).
+#[derive(Clone, Debug, Default)]
+pub struct Cells {
+    /// Index of the cell's first particle in the sorted particle arrays.
+    pub first: Vec<u32>,
+    /// Number of particles in the cell.
+    pub count: Vec<u32>,
+    /// Tree level (root = 0).
+    pub level: Vec<u8>,
+    /// Number of child cells (0 for a leaf).
+    pub nchild: Vec<u8>,
+    /// Number of cells in the subtree rooted here, the cell itself included.
+    pub subtree: Vec<u32>,
+    /// Geometric centre of the cell box (length units).
+    pub centre: Vec<[f32; 3]>,
+    /// Half the side of the cell box (length units).
+    pub half: Vec<f32>,
+    /// Centre of mass (length units) and total mass (mass units).
+    pub com_mass: Vec<[f32; 4]>,
+    /// Traceless quadrupole about the centre of mass, Σ m (3 y yᵀ − |y|² I), as
+    /// (xx, yy, zz, xy, xz, yz) (mass × length²).
+    pub quad: Vec<[f32; 6]>,
+    /// Squared effective opening radius S_eff (length²): accept when d² > S_eff.
+    pub s_eff: Vec<f32>,
+}
+
+impl Cells {
+    /// Number of cells.
+    pub fn len(&self) -> usize {
+        self.first.len()
+    }
+
+    /// True for a tree without cells (never produced by [`Tree::build`]).
+    pub fn is_empty(&self) -> bool {
+        self.first.is_empty()
+    }
+
+    /// True when cell `c` has no children.
+    #[inline]
+    pub fn is_leaf(&self, c: usize) -> bool {
+        self.nchild[c] == 0
+    }
+}
+
+/// A complete tree over one set of particles.
+#[derive(Clone, Debug)]
+pub struct Tree {
+    /// The cube the keys were computed in.
+    pub grid: GridBox,
+    /// Sorted particles: position (length units) and mass (mass units), float32.
+    pub particles: Vec<[f32; 4]>,
+    /// For each sorted particle, its index in the input arrays.
+    pub index: Vec<u32>,
+    /// The cells.
+    pub cells: Cells,
+}
+
+use crate::diag::PhaseTimes;
+use crate::sfc::{keys, Order};
+use crate::walk::mac::Mac;
+use glam::DVec3;
+use rayon::prelude::*;
+
+/// How to build a tree.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct TreeParams {
+    /// Space-filling curve of the keys (Morton for [`Order::None`]).
+    pub order: Order,
+    /// Largest leaf (N_crit).
+    pub ncrit: usize,
+    /// Criterion whose S_eff the cells carry.
+    pub mac: Mac,
+    /// Opening angle θ.
+    pub theta: f32,
+}
+
+impl Tree {
+    /// Builds the tree over particles at `pos` (length units) with masses `mass`, timing the
+    /// phases `sort` (bounding box, keys, sort, gather), `build` (topology) and `moments`.
+    /// `pos` must be non-empty and finite.
+    pub fn build(pos: &[DVec3], mass: &[f64], p: &TreeParams, times: &mut PhaseTimes) -> Self {
+        let (grid, index, particles) = times.time("sort", || {
+            let grid = GridBox::of_points(pos);
+            let k = keys(p.order, &grid, pos);
+            let mut pairs: Vec<(u64, u32)> = k.into_iter().zip(0u32..).collect();
+            pairs.par_sort_unstable();
+            let index: Vec<u32> = pairs.iter().map(|&(_, i)| i).collect();
+            let particles: Vec<[f32; 4]> = index
+                .par_iter()
+                .map(|&i| {
+                    let x = pos[i as usize];
+                    [x.x as f32, x.y as f32, x.z as f32, mass[i as usize] as f32]
+                })
+                .collect();
+            let sorted: Vec<u64> = pairs.into_iter().map(|(k, _)| k).collect();
+            (grid, index, (particles, sorted))
+        });
+        let (particles, sorted_keys) = particles;
+        let mut cells = times.time("build", || build_topology(&sorted_keys, p.ncrit));
+        times.time("moments", || {
+            compute_moments(&mut cells, &particles, &grid, p.mac, p.theta)
+        });
+        Tree {
+            grid,
+            particles,
+            index,
+            cells,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

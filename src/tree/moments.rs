@@ -1,0 +1,163 @@
+//! Upward pass: cell geometry, mass, centre of mass, traceless quadrupole, and the effective
+//! opening radius S_eff of the chosen criterion.
+//!
+//! Leaves are summed directly from their particles (in parallel); internal cells combine their
+//! children with the parallel-axis theorem, visiting cells in reverse preorder so that children
+//! are done before parents. Sums run in float64 and are stored in float32.
+
+use super::Cells;
+use crate::sfc::GridBox;
+use crate::walk::mac::{s_eff, Mac};
+use rayon::prelude::*;
+
+/// Mass, centre of mass and quadrupole of one cell in float64.
+#[derive(Clone, Copy, Debug, Default)]
+struct Moment {
+    mass: f64,
+    com: [f64; 3],
+    quad: [f64; 6],
+}
+
+/// Traceless quadrupole contribution m (3 y yᵀ − |y|² I) of a point mass at offset `y`.
+#[inline]
+fn point_quad(m: f64, y: [f64; 3]) -> [f64; 6] {
+    let r2 = y[0] * y[0] + y[1] * y[1] + y[2] * y[2];
+    [
+        m * (3.0 * y[0] * y[0] - r2),
+        m * (3.0 * y[1] * y[1] - r2),
+        m * (3.0 * y[2] * y[2] - r2),
+        m * 3.0 * y[0] * y[1],
+        m * 3.0 * y[0] * y[2],
+        m * 3.0 * y[1] * y[2],
+    ]
+}
+
+/// Centre of mass of weighted points; the plain mean where all weights are zero (massless cells
+/// still need a position for the walk).
+fn centre(points: impl Iterator<Item = ([f64; 3], f64)> + Clone) -> (f64, [f64; 3]) {
+    let (mut m, mut c, mut n, mut mean) = (0.0, [0.0; 3], 0.0, [0.0; 3]);
+    for (p, w) in points {
+        m += w;
+        n += 1.0;
+        for k in 0..3 {
+            c[k] += w * p[k];
+            mean[k] += p[k];
+        }
+    }
+    if m > 0.0 {
+        (m, c.map(|v| v / m))
+    } else {
+        (0.0, mean.map(|v| v / n))
+    }
+}
+
+fn leaf_moment(particles: &[[f32; 4]]) -> Moment {
+    let pts = particles
+        .iter()
+        .map(|p| ([p[0] as f64, p[1] as f64, p[2] as f64], p[3] as f64));
+    let (mass, com) = centre(pts.clone());
+    let mut quad = [0.0; 6];
+    for (p, m) in pts {
+        let q = point_quad(m, [p[0] - com[0], p[1] - com[1], p[2] - com[2]]);
+        (0..6).for_each(|k| quad[k] += q[k]);
+    }
+    Moment { mass, com, quad }
+}
+
+fn combine(children: &[Moment]) -> Moment {
+    let (mass, com) = centre(children.iter().map(|c| (c.com, c.mass)));
+    let mut quad = [0.0; 6];
+    for c in children {
+        let q = point_quad(
+            c.mass,
+            [c.com[0] - com[0], c.com[1] - com[1], c.com[2] - com[2]],
+        );
+        (0..6).for_each(|k| quad[k] += c.quad[k] + q[k]);
+    }
+    Moment { mass, com, quad }
+}
+
+/// Fills geometry (`centre`, `half`), moments (`com_mass`, `quad`) and `s_eff` of every cell.
+/// `particles` are the key-sorted particles the topology was built on, `grid` the key cube.
+pub fn compute_moments(
+    cells: &mut Cells,
+    particles: &[[f32; 4]],
+    grid: &GridBox,
+    mac: Mac,
+    theta: f32,
+) {
+    let n = cells.len();
+    // Geometry from the grid cell of each cell's first particle, truncated to the cell's level.
+    let geometry: Vec<([f32; 3], f32)> = (0..n)
+        .into_par_iter()
+        .map(|c| {
+            let p = particles[cells.first[c] as usize];
+            let level = cells.level[c] as u32;
+            let side = grid.cell_side(level);
+            let g = grid.cell_of(glam::DVec3::new(p[0] as f64, p[1] as f64, p[2] as f64));
+            let shift = 21 - level;
+            let corner = |k: usize| ((g[k] >> shift) as f64 + 0.5) * side;
+            let o = grid.origin;
+            (
+                [
+                    (o.x + corner(0)) as f32,
+                    (o.y + corner(1)) as f32,
+                    (o.z + corner(2)) as f32,
+                ],
+                (0.5 * side) as f32,
+            )
+        })
+        .collect();
+    let mut moments: Vec<Moment> = (0..n)
+        .into_par_iter()
+        .map(|c| {
+            if cells.is_leaf(c) {
+                let a = cells.first[c] as usize;
+                leaf_moment(&particles[a..a + cells.count[c] as usize])
+            } else {
+                Moment::default()
+            }
+        })
+        .collect();
+    let mut kids: Vec<Moment> = Vec::with_capacity(8);
+    for c in (0..n).rev() {
+        if cells.is_leaf(c) {
+            continue;
+        }
+        kids.clear();
+        let mut k = c + 1;
+        for _ in 0..cells.nchild[c] {
+            kids.push(moments[k]);
+            k += cells.subtree[k] as usize;
+        }
+        moments[c] = combine(&kids);
+    }
+    cells.centre = geometry.iter().map(|g| g.0).collect();
+    cells.half = geometry.iter().map(|g| g.1).collect();
+    cells.com_mass = moments
+        .iter()
+        .map(|m| {
+            [
+                m.com[0] as f32,
+                m.com[1] as f32,
+                m.com[2] as f32,
+                m.mass as f32,
+            ]
+        })
+        .collect();
+    cells.quad = moments.iter().map(|m| m.quad.map(|v| v as f32)).collect();
+    update_s_eff(cells, mac, theta);
+}
+
+/// Computes S_eff of every cell for a criterion and opening angle from geometry and moments.
+fn update_s_eff(cells: &mut Cells, mac: Mac, theta: f32) {
+    cells.s_eff = (0..cells.len())
+        .into_par_iter()
+        .map(|c| {
+            let [cx, cy, cz] = cells.centre[c];
+            let [mx, my, mz, _] = cells.com_mass[c];
+            let s = ((cx - mx).powi(2) + (cy - my).powi(2) + (cz - mz).powi(2)).sqrt();
+            s_eff(mac, theta, 2.0 * cells.half[c], s)
+        })
+        .collect();
+}

@@ -1,0 +1,117 @@
+//! Cell-opening criteria (multipole acceptance criteria, MAC).
+//!
+//! A cell of side `l`, mass `M`, centre of mass at distance `d` from the target (for a group of
+//! targets: the smallest distance from the group's bounding box) is *accepted*, i.e. its multipole
+//! expansion is used instead of its contents, when
+//! - `BarnesHut`:    l / d < θ                       (S_eff = (l/θ)²)
+//! - `Modified`:     l / θ + s < d  (seeds 000/004)  (S_eff = (l/θ + s)², s = |centre − centre of mass|)
+//! - `Acceleration`: G M l² / d⁴ < α |a_old|         (GADGET, seed 003; needs previous accelerations)
+//!
+//! Every criterion also opens a cell whose box overlaps the target (group) box, so a cell is never
+//! accepted for a particle inside it, whatever θ or α.
+
+use crate::error::{Error, Result};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::str::FromStr;
+
+/// Which opening criterion the walk uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Mac {
+    /// Classic Barnes–Hut: accept when l/d < θ.
+    BarnesHut,
+    /// Modified criterion of seeds 000/004: accept when l/θ + s < d (the default).
+    Modified,
+    /// Relative acceleration criterion (GADGET-2/4, GOTHIC): accept when M l²/d⁴ < α|a_old|.
+    Acceleration,
+}
+
+impl Mac {
+    /// The names accepted on the command line and in configs.
+    pub const NAMES: [&'static str; 3] = ["bh", "modified", "accel"];
+
+    /// The command-line name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mac::BarnesHut => "bh",
+            Mac::Modified => "modified",
+            Mac::Acceleration => "accel",
+        }
+    }
+}
+
+impl fmt::Display for Mac {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Mac {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "bh" | "barnes-hut" => Ok(Mac::BarnesHut),
+            "modified" => Ok(Mac::Modified),
+            "accel" | "acceleration" => Ok(Mac::Acceleration),
+            _ => Err(Error::input(format!(
+                "unknown opening criterion '{s}' (expected one of: {})",
+                Mac::NAMES.join(", ")
+            ))),
+        }
+    }
+}
+
+/// The effective squared opening radius of a cell for the geometric criteria: the cell is
+/// accepted when the squared distance exceeds it. `l` is the cell side, `s` the offset of the
+/// centre of mass from the geometric centre (length units).
+pub fn s_eff(mac: Mac, theta: f32, l: f32, s: f32) -> f32 {
+    match mac {
+        Mac::BarnesHut => (l / theta) * (l / theta),
+        // The acceleration criterion is evaluated per target; its geometric fallback (used only
+        // for the first, bootstrap walk) is the modified criterion.
+        Mac::Modified | Mac::Acceleration => (l / theta + s) * (l / theta + s),
+    }
+}
+
+use crate::tree::Cells;
+
+/// An opening criterion with its parameters, ready to test cells against a target box.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Criterion {
+    /// Which criterion. For [`Mac::BarnesHut`] and [`Mac::Modified`] θ is already folded into
+    /// the cells' S_eff.
+    pub mac: Mac,
+    /// Tolerance α of the acceleration criterion.
+    pub alpha: f32,
+    /// Gravitational constant (the old accelerations include it).
+    pub g: f32,
+}
+
+impl Criterion {
+    /// True when cell `c` may be used as a multipole for every target in the box centred at `bc`
+    /// with half-extents `bh` (a single particle: `bh = 0`). `amin` is the smallest previous
+    /// acceleration magnitude of the targets (only read by the acceleration criterion).
+    #[inline(always)]
+    pub fn accepts(&self, cells: &Cells, c: usize, bc: [f32; 3], bh: [f32; 3], amin: f32) -> bool {
+        let ce = cells.centre[c];
+        let h = cells.half[c];
+        let overlap = (0..3).all(|k| (ce[k] - bc[k]).abs() <= h + bh[k]);
+        if overlap {
+            return false;
+        }
+        let cm = cells.com_mass[c];
+        let mut d2 = 0.0f32;
+        for k in 0..3 {
+            let d = ((cm[k] - bc[k]).abs() - bh[k]).max(0.0);
+            d2 += d * d;
+        }
+        match self.mac {
+            Mac::Acceleration => {
+                let l2 = 4.0 * h * h;
+                self.g * cm[3] * l2 < self.alpha * amin * d2 * d2
+            }
+            Mac::BarnesHut | Mac::Modified => d2 > cells.s_eff[c],
+        }
+    }
+}

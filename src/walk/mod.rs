@@ -1,0 +1,7 @@
+//! Force walks: the opening criteria, the interaction kernels, the CPU tree walks and the exact
+//! direct-summation reference.
+
+pub mod cpu;
+pub mod direct;
+pub mod kernels;
+pub mod mac;
