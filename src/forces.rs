@@ -3,6 +3,7 @@
 
 use crate::error::{Error, Result};
 use crate::sfc::Order;
+use crate::walk::gpu::{local_rank, Gpu, GpuLayout};
 use crate::walk::mac::Mac;
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -102,6 +103,9 @@ pub struct ForceParams {
     pub walk: WalkKind,
     /// Where the walk runs.
     pub backend: Backend,
+    /// Shape of the GPU walk kernel: V targets per thread, G threads per group (the GPU's group
+    /// of consecutive targets is V·G; `group` applies to the CPU walk only).
+    pub vg: GpuLayout,
 }
 
 impl Default for ForceParams {
@@ -119,6 +123,7 @@ impl Default for ForceParams {
             method: Method::Tree,
             walk: WalkKind::Grouped,
             backend: Backend::Auto,
+            vg: GpuLayout::default(),
         }
     }
 }
@@ -156,6 +161,7 @@ impl ForceParams {
                 self.group
             )));
         }
+        self.vg.validate()?;
         if !(self.eps.is_finite() && self.eps >= 0.0) {
             return Err(Error::input(format!(
                 "softening eps must be finite and >= 0 (got {})",
@@ -198,57 +204,96 @@ pub struct ForceResult {
     pub device: String,
 }
 
-/// One force evaluation on all particles of `p` with `params`. `old_acc`, the accelerations of
-/// the previous step, feed the acceleration criterion; without them that criterion first walks
-/// with the modified criterion to obtain them (timed as part of `walk`).
+/// A force evaluator that keeps what outlives one evaluation: the validated parameters and,
+/// on the GPU backend, the device context, compiled kernels and device buffers.
+pub struct ForceEngine {
+    params: ForceParams,
+    gpu: Option<Gpu>,
+}
+
+impl ForceEngine {
+    /// Validates `params` and opens the backend: `gpu` fails with the reason when no usable GPU
+    /// exists; `auto` takes the GPU when one can be opened and the CPU otherwise.
+    pub fn new(params: ForceParams) -> Result<Self> {
+        params.validate()?;
+        let gpu = match (params.backend, params.method) {
+            (Backend::Cpu, _) | (_, Method::Direct) => None,
+            (Backend::Gpu, Method::Tree) => Some(Gpu::open(local_rank(), params.vg)?),
+            (Backend::Auto, Method::Tree) => match Gpu::open(local_rank(), params.vg) {
+                Ok(g) => Some(g),
+                Err(e) => {
+                    tracing::info!("backend auto: using the CPU ({e})");
+                    None
+                }
+            },
+        };
+        Ok(Self { params, gpu })
+    }
+
+    /// The parameters this engine evaluates with.
+    pub fn params(&self) -> &ForceParams {
+        &self.params
+    }
+
+    /// What computes the forces, e.g. "cpu (2 threads)" or the GPU's name.
+    pub fn device(&self) -> String {
+        match &self.gpu {
+            Some(g) => g.name.clone(),
+            None => format!("cpu ({} threads)", rayon::current_num_threads()),
+        }
+    }
+
+    /// Device bytes held by the GPU walk (0 on the CPU).
+    pub fn device_bytes(&self) -> usize {
+        self.gpu.as_ref().map_or(0, Gpu::device_bytes)
+    }
+
+    /// One force evaluation on all particles of `p`. `old_acc`, the accelerations of the
+    /// previous step, feed the acceleration criterion; without them that criterion first walks
+    /// with the modified criterion to obtain them (timed as part of `walk`).
+    pub fn compute(&mut self, p: &Particles, old_acc: Option<&[DVec3]>) -> Result<ForceResult> {
+        let t0 = Instant::now();
+        let device = self.device();
+        let params = &self.params;
+        let mut result = match params.method {
+            Method::Direct => {
+                let mut times = PhaseTimes::default();
+                let all: Vec<usize> = (0..p.len()).collect();
+                let (acc, pot) =
+                    times.time("walk", || direct_forces(&p.pos, &p.mass, params.eps, &all));
+                let n = p.len() as u32;
+                ForceResult {
+                    acc: acc.into_iter().map(|a| a * params.g).collect(),
+                    pot: pot.into_iter().map(|v| v * params.g).collect(),
+                    p2p: vec![n.saturating_sub(1); p.len()],
+                    m2p: vec![0; p.len()],
+                    times,
+                    device,
+                }
+            }
+            Method::Tree => tree_forces(p, params, self.gpu.as_mut(), old_acc, device)?,
+        };
+        result.times.add("total", t0.elapsed().as_secs_f64());
+        Ok(result)
+    }
+}
+
+/// One force evaluation with a throw-away [`ForceEngine`] (see [`ForceEngine::compute`]).
 pub fn compute_forces(
     p: &Particles,
     params: &ForceParams,
     old_acc: Option<&[DVec3]>,
 ) -> Result<ForceResult> {
-    params.validate()?;
-    resolve_backend(params.backend)?;
-    let t0 = Instant::now();
-    let device = format!("cpu ({} threads)", rayon::current_num_threads());
-    let mut result = match params.method {
-        Method::Direct => {
-            let mut times = PhaseTimes::default();
-            let all: Vec<usize> = (0..p.len()).collect();
-            let (acc, pot) =
-                times.time("walk", || direct_forces(&p.pos, &p.mass, params.eps, &all));
-            let n = p.len() as u32;
-            ForceResult {
-                acc: acc.into_iter().map(|a| a * params.g).collect(),
-                pot: pot.into_iter().map(|v| v * params.g).collect(),
-                p2p: vec![n.saturating_sub(1); p.len()],
-                m2p: vec![0; p.len()],
-                times,
-                device,
-            }
-        }
-        Method::Tree => tree_forces(p, params, old_acc, device),
-    };
-    result.times.add("total", t0.elapsed().as_secs_f64());
-    Ok(result)
-}
-
-/// Checks that the requested backend can run here. The CPU backend always can; `auto` falls
-/// back to it.
-fn resolve_backend(backend: Backend) -> Result<()> {
-    match backend {
-        Backend::Cpu | Backend::Auto => Ok(()),
-        Backend::Gpu => Err(Error::device(
-            "backend 'gpu' requested but this build has no usable GPU path on this machine (use --backend cpu or auto)",
-        )),
-    }
+    ForceEngine::new(params.clone())?.compute(p, old_acc)
 }
 
 fn tree_forces(
     p: &Particles,
     params: &ForceParams,
+    mut gpu: Option<&mut Gpu>,
     old_acc: Option<&[DVec3]>,
     device: String,
-) -> ForceResult {
+) -> Result<ForceResult> {
     let mut times = PhaseTimes::default();
     let tree = Tree::build(
         &p.pos,
@@ -275,7 +320,7 @@ fn tree_forces(
             [x.x as f32, x.y as f32, x.z as f32, amag(i as usize)]
         })
         .collect();
-    let mut wp = WalkParams {
+    let wp = WalkParams {
         criterion: Criterion {
             mac: params.mac,
             alpha: params.alpha,
@@ -285,29 +330,28 @@ fn tree_forces(
         quadrupole: params.multipole >= 2,
         group: params.group,
     };
-    let flat = (params.walk == WalkKind::Single)
+    let flat = (params.walk == WalkKind::Single || gpu.is_some())
         .then(|| times.time("thread", || FlatTree::from_tree(&tree, params.eps as f32)));
-    let walk = |wp: &WalkParams, targets: &[[f32; 4]]| match &flat {
-        Some(f) => single_walk(&tree, f, targets, wp),
-        None => grouped_walk(&tree, targets, wp),
-    };
-    let out: WalkOutput = times.time("walk", || {
-        if params.mac == crate::walk::mac::Mac::Acceleration && old_acc.is_none() {
-            let boot = WalkParams {
-                criterion: Criterion {
-                    mac: crate::walk::mac::Mac::Modified,
-                    ..wp.criterion
-                },
-                ..wp
-            };
-            let first = walk(&boot, &targets);
-            for (t, a) in targets.iter_mut().zip(&first.acc_pot) {
-                t[3] = wp.criterion.g * (a[0] * a[0] + a[1] * a[1] + a[2] * a[2]).sqrt();
-            }
+    let mut walk =
+        |wp: &WalkParams, targets: &[[f32; 4]], times: &mut PhaseTimes| match (&mut gpu, &flat) {
+            (Some(g), Some(f)) => g.walk(&tree, f, targets, wp, times),
+            (None, Some(f)) => Ok(times.time("walk", || single_walk(&tree, f, targets, wp))),
+            _ => Ok(times.time("walk", || grouped_walk(&tree, targets, wp))),
+        };
+    if params.mac == Mac::Acceleration && old_acc.is_none() {
+        let boot = WalkParams {
+            criterion: Criterion {
+                mac: Mac::Modified,
+                ..wp.criterion
+            },
+            ..wp
+        };
+        let first = walk(&boot, &targets, &mut times)?;
+        for (t, a) in targets.iter_mut().zip(&first.acc_pot) {
+            t[3] = wp.criterion.g * (a[0] * a[0] + a[1] * a[1] + a[2] * a[2]).sqrt();
         }
-        wp.criterion.g = params.g as f32;
-        walk(&wp, &targets)
-    });
+    }
+    let out: WalkOutput = walk(&wp, &targets, &mut times)?;
     // Back to input order, G applied, float64.
     let mut r = ForceResult {
         acc: vec![DVec3::ZERO; n],
@@ -328,5 +372,5 @@ fn tree_forces(
         }
     });
     r.times = times;
-    r
+    Ok(r)
 }

@@ -4,11 +4,12 @@
 
 use clap::{Args, Parser, Subcommand};
 use hinoki::diag::report::{check_against_direct, forces_json, forces_table};
-use hinoki::forces::{compute_forces, Backend, ForceParams, Method, WalkKind};
+use hinoki::forces::{Backend, ForceEngine, ForceParams, Method, WalkKind};
 use hinoki::ics::{generate, Model};
 use hinoki::io::{read_ic, write_ic, RunConfig};
 use hinoki::sfc::Order;
 use hinoki::simulation;
+use hinoki::walk::gpu::GpuLayout;
 use hinoki::walk::mac::Mac;
 use hinoki::{Error, Particles, Result};
 use std::path::PathBuf;
@@ -130,6 +131,9 @@ struct GravityArgs {
     /// Where the walk runs: cpu, gpu, auto.
     #[arg(long, default_value_t = ForceParams::default().backend)]
     backend: Backend,
+    /// GPU kernel shape "V,G": V targets per thread, G threads (a power of two ≤ 32) per group.
+    #[arg(long, default_value_t = ForceParams::default().vg)]
+    vg: GpuLayout,
 }
 
 impl GravityArgs {
@@ -147,6 +151,7 @@ impl GravityArgs {
             method: self.method,
             walk: self.walk,
             backend: self.backend,
+            vg: self.vg,
         }
     }
 }
@@ -238,12 +243,15 @@ fn forces(a: ForcesArgs) -> Result<()> {
     }
     let p = load_particles(a.ics, a.n, a.seed, a.input.as_ref())?;
     p.validate()?;
-    let result = compute_forces(&p, &params, None)?;
+    let mut engine = ForceEngine::new(params.clone())?;
+    let result = engine.compute(&p, None)?;
     let check = a
         .check
         .map(|k| check_against_direct(&p, &params, &result, k, a.check_seed));
     if a.json {
-        println!("{}", forces_json(p.len(), &params, &result, check.as_ref()));
+        let mut report = forces_json(p.len(), &params, &result, check.as_ref());
+        report["memory"] = serde_json::json!({ "device_bytes": engine.device_bytes() });
+        println!("{report}");
     } else {
         print!(
             "{}",

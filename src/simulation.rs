@@ -8,7 +8,7 @@
 use crate::diag::conservation::Conserved;
 use crate::diag::PhaseTimes;
 use crate::error::{Error, Result};
-use crate::forces::{compute_forces, ForceResult};
+use crate::forces::{ForceEngine, ForceResult};
 use crate::integrate::{drift, kick};
 use crate::io::config::IcsConfig;
 use crate::io::{read_ic, write_ic, RunConfig};
@@ -60,6 +60,7 @@ pub fn run(cfg: &RunConfig, out: &Path) -> Result<RunSummary> {
     let mut diag = BufWriter::new(File::create(&diag_path).map_err(|e| Error::io(&diag_path, e))?);
     let mut p = initial_particles(cfg)?;
     let params = cfg.force_params();
+    let mut engine = ForceEngine::new(params.clone())?;
     let dt_max = cfg.time.dt;
     let t_end = cfg.time.t_end;
     tracing::info!(
@@ -70,7 +71,8 @@ pub fn run(cfg: &RunConfig, out: &Path) -> Result<RunSummary> {
         out.display()
     );
     let mut times = PhaseTimes::default();
-    let mut f: ForceResult = compute_forces(&p, &params, None)?;
+    tracing::info!("forces on {}", engine.device());
+    let mut f: ForceResult = engine.compute(&p, None)?;
     times.merge(&f.times);
     let start = Conserved::of(&p, &f.pot);
     let mut t = 0.0;
@@ -83,7 +85,7 @@ pub fn run(cfg: &RunConfig, out: &Path) -> Result<RunSummary> {
         kick(&mut p, &f.acc, 0.5 * dt);
         drift(&mut p, dt);
         times.add("integrate", t0.elapsed().as_secs_f64());
-        f = compute_forces(&p, &params, Some(&f.acc))?;
+        f = engine.compute(&p, Some(&f.acc))?;
         times.merge(&f.times);
         let t0 = Instant::now();
         kick(&mut p, &f.acc, 0.5 * dt);

@@ -42,6 +42,7 @@ use crate::error::{Error, Result};
 use crate::forces::{Backend, ForceParams, Method, WalkKind};
 use crate::ics::Model;
 use crate::sfc::Order;
+use crate::walk::gpu::GpuLayout;
 use crate::walk::mac::Mac;
 use serde::{Deserialize, Deserializer};
 use std::fmt::Display;
@@ -163,6 +164,9 @@ pub struct GravityConfig {
     /// Where the walk runs (`backend`: `"cpu"`, `"gpu"` or `"auto"`).
     #[serde(deserialize_with = "by_name")]
     pub backend: Backend,
+    /// Shape of the GPU walk kernel (`vg`: `"V,G"`, V targets per thread, G threads per group).
+    #[serde(deserialize_with = "by_name")]
+    pub vg: GpuLayout,
 }
 
 impl Default for GravityConfig {
@@ -181,6 +185,7 @@ impl Default for GravityConfig {
             method: f.method,
             walk: f.walk,
             backend: f.backend,
+            vg: f.vg,
         }
     }
 }
@@ -270,6 +275,7 @@ impl RunConfig {
             method: g.method,
             walk: g.walk,
             backend: g.backend,
+            vg: g.vg,
         }
     }
 
@@ -402,6 +408,7 @@ mod tests {
             method = "direct"
             walk = "single"
             backend = "cpu"
+            vg = "2,16"
             [time]
             dt = 0.001
             t_end = 2.5
@@ -435,6 +442,7 @@ mod tests {
                 method: Method::Direct,
                 walk: WalkKind::Single,
                 backend: Backend::Cpu,
+                vg: GpuLayout { v: 2, g: 16 },
             }
         );
         assert_eq!((c.time.dt, c.time.t_end), (0.001, 2.5));

@@ -3,5 +3,6 @@
 
 pub mod cpu;
 pub mod direct;
+pub mod gpu;
 pub mod kernels;
 pub mod mac;

@@ -1,0 +1,69 @@
+// Device functions shared by the walk and direct-summation kernels: the softened interactions
+// and the cell-acceptance test. They mirror src/walk/kernels.rs and src/walk/mac.rs line by line
+// so that the GPU and CPU walks take the same decisions on the same tree.
+#pragma once
+
+#define HINOKI_INF __int_as_float(0x7f800000)
+
+// Point mass src (x, y, z, m) on a target at x: adds m d / r^3 and -m / r, r^2 = |d|^2 + eps2;
+// nothing for a source at the target's own position.
+__device__ __forceinline__ void p2p(float3 x, float4 src, float eps2, float4 &acc)
+{
+    const float dx = src.x - x.x, dy = src.y - x.y, dz = src.z - x.z;
+    const float d2 = dx * dx + dy * dy + dz * dz;
+    const float rinv = d2 > 0.f ? rsqrtf(d2 + eps2) : 0.f;
+    const float mr = src.w * rinv;
+    const float mr3 = mr * rinv * rinv;
+    acc.x += dx * mr3;
+    acc.y += dy * mr3;
+    acc.z += dz * mr3;
+    acc.w -= mr;
+}
+
+// Cell (centre of mass, mass; traceless quadrupole qa = xx yy zz xy, qb = xz yz) on a target.
+__device__ __forceinline__ void m2p(float3 x, float4 cm, float4 qa, float2 qb, float eps2,
+                                    int quadrupole, float4 &acc)
+{
+    const float dx = cm.x - x.x, dy = cm.y - x.y, dz = cm.z - x.z;
+    const float r2 = dx * dx + dy * dy + dz * dz + eps2;
+    const float rinv = rsqrtf(r2);
+    const float rinv2 = rinv * rinv;
+    const float mr = cm.w * rinv;
+    const float mr3 = mr * rinv2;
+    if (!quadrupole) {
+        acc.x += dx * mr3;
+        acc.y += dy * mr3;
+        acc.z += dz * mr3;
+        acc.w -= mr;
+        return;
+    }
+    const float qx = qa.x * dx + qa.w * dy + qb.x * dz;
+    const float qy = qa.w * dx + qa.y * dy + qb.y * dz;
+    const float qz = qb.x * dx + qb.y * dy + qa.z * dz;
+    const float dqd = dx * qx + dy * qy + dz * qz;
+    const float rinv5 = rinv2 * rinv2 * rinv;
+    const float radial = mr3 + 2.5f * dqd * rinv5 * rinv2;
+    acc.x += dx * radial - qx * rinv5;
+    acc.y += dy * radial - qy * rinv5;
+    acc.z += dz * radial - qz * rinv5;
+    acc.w += -mr - 0.5f * dqd * rinv5;
+}
+
+// The opening test of src/walk/mac.rs (Criterion::accepts) for a target box (centre bc,
+// half-extents bh): never accept a cell whose box overlaps the targets' box.
+__device__ __forceinline__ bool accepts(float4 box, float4 cm, float s_eff, float3 bc, float3 bh,
+                                        int accel_mac, float alpha, float grav, float amin)
+{
+    if (fabsf(box.x - bc.x) <= box.w + bh.x && fabsf(box.y - bc.y) <= box.w + bh.y &&
+        fabsf(box.z - bc.z) <= box.w + bh.z)
+        return false;
+    const float ex = fmaxf(fabsf(cm.x - bc.x) - bh.x, 0.f);
+    const float ey = fmaxf(fabsf(cm.y - bc.y) - bh.y, 0.f);
+    const float ez = fmaxf(fabsf(cm.z - bc.z) - bh.z, 0.f);
+    const float d2 = ex * ex + ey * ey + ez * ez;
+    if (accel_mac) {
+        const float l2 = 4.f * box.w * box.w;
+        return grav * cm.w * l2 < alpha * amin * d2 * d2;
+    }
+    return d2 > s_eff;
+}

@@ -1,0 +1,117 @@
+// The (V,G) tree walk of seed 001 (Ogiya et al., Sec. 4.1) on the flat node arrays of seed 004
+// (appendix A): nodes 0..n_particles-1 are particles, the rest cells; next/more thread the tree.
+//
+// Each thread owns V consecutive targets in registers; G consecutive threads (G divides 32) form a
+// group that owns V*G consecutive targets and walks the tree once, taking every opening decision
+// together. The group first reduces its targets' bounding box (and smallest previous acceleration)
+// with __shfl_xor_sync over the group's lanes only (a mask of its own G lanes: with independent
+// thread scheduling on Volta and later, other groups of the same warp may be elsewhere in the
+// walk). After that every lane evaluates the same criterion on the same numbers, so the group
+// stays converged without further communication. The criterion is the CPU grouped walk's
+// (src/walk/mac.rs): a cell is accepted when it does not overlap the group's box and its centre of
+// mass is far enough from the box (d_min^2 > S_eff), or, for the acceleration criterion,
+// G M l^2 < alpha |a|_min d_min^4. The minimum distance from the box is never larger than the
+// minimum over the particles that seed 001 reduces per node, so the decision is the same or more
+// conservative, at no per-node shuffle.
+//
+// V and G are compile-time constants (NVRTC defines HINOKI_V, HINOKI_G).
+// Output per target: (ax, ay, az, phi) with G = 1, and the p2p and m2p counts.
+
+#ifndef HINOKI_V
+#define HINOKI_V 1
+#endif
+#ifndef HINOKI_G
+#define HINOKI_G 32
+#endif
+#define V HINOKI_V
+#define G HINOKI_G
+
+#include "gravity.cuh"
+
+extern "C" __global__ void __launch_bounds__(128)
+walk_vg(const float4 *__restrict__ pos_mass,   // per node: position, mass (cells: centre of mass)
+        const float *__restrict__ size,        // per node: eps^2 (particles), S_eff (cells)
+        const int *__restrict__ next,          // per node
+        const int *__restrict__ more,          // per node
+        const float4 *__restrict__ cell_box,   // per cell: geometric centre, half side
+        const float4 *__restrict__ quad_a,     // per cell: Qxx, Qyy, Qzz, Qxy
+        const float2 *__restrict__ quad_b,     // per cell: Qxz, Qyz
+        int n_particles, int root,
+        const float4 *__restrict__ targets,    // per target: position, |a_old|
+        int n_targets,
+        float eps2, int quadrupole, int accel_mac, float alpha, float grav,
+        float4 *__restrict__ out,               // per target: acceleration, potential
+        uint2 *__restrict__ counts)             // per target: p2p, m2p
+{
+    const int tid = blockIdx.x * blockDim.x + threadIdx.x;
+    const int group = tid / G;
+    const int first = group * (G * V);
+    if (first >= n_targets) return;            // the whole group leaves together
+    const int lane = tid % G;
+    const unsigned lane_in_warp = threadIdx.x & 31u;
+    const unsigned mask = (G == 32) ? 0xffffffffu
+                                    : (((1u << G) - 1u) << (lane_in_warp & ~(unsigned)(G - 1)));
+
+    float3 x[V];
+    float lo[3] = {HINOKI_INF, HINOKI_INF, HINOKI_INF};
+    float hi[3] = {-HINOKI_INF, -HINOKI_INF, -HINOKI_INF};
+    float amin = HINOKI_INF;
+#pragma unroll
+    for (int v = 0; v < V; v++) {
+        const int i = min(first + lane * V + v, n_targets - 1);
+        const float4 t = targets[i];
+        x[v] = make_float3(t.x, t.y, t.z);
+        lo[0] = fminf(lo[0], t.x); hi[0] = fmaxf(hi[0], t.x);
+        lo[1] = fminf(lo[1], t.y); hi[1] = fmaxf(hi[1], t.y);
+        lo[2] = fminf(lo[2], t.z); hi[2] = fmaxf(hi[2], t.z);
+        amin = fminf(amin, t.w);
+    }
+#pragma unroll
+    for (int off = G / 2; off > 0; off >>= 1) {
+#pragma unroll
+        for (int k = 0; k < 3; k++) {
+            lo[k] = fminf(lo[k], __shfl_xor_sync(mask, lo[k], off, G));
+            hi[k] = fmaxf(hi[k], __shfl_xor_sync(mask, hi[k], off, G));
+        }
+        amin = fminf(amin, __shfl_xor_sync(mask, amin, off, G));
+    }
+    const float3 bc = make_float3(0.5f * (lo[0] + hi[0]), 0.5f * (lo[1] + hi[1]), 0.5f * (lo[2] + hi[2]));
+    const float3 bh = make_float3(0.5f * (hi[0] - lo[0]), 0.5f * (hi[1] - lo[1]), 0.5f * (hi[2] - lo[2]));
+
+    float4 acc[V];
+#pragma unroll
+    for (int v = 0; v < V; v++) acc[v] = make_float4(0.f, 0.f, 0.f, 0.f);
+    unsigned np = 0, nm = 0;
+
+    int cur = root;
+    while (cur >= 0) {
+        const float4 pm = pos_mass[cur];
+        if (cur < n_particles) {
+#pragma unroll
+            for (int v = 0; v < V; v++) p2p(x[v], pm, eps2, acc[v]);
+            np++;
+            cur = next[cur];
+            continue;
+        }
+        const int c = cur - n_particles;
+        const float4 box = cell_box[c];
+        if (accepts(box, pm, size[cur], bc, bh, accel_mac, alpha, grav, amin)) {
+            const float4 qa = quad_a[c];
+            const float2 qb = quad_b[c];
+#pragma unroll
+            for (int v = 0; v < V; v++) m2p(x[v], pm, qa, qb, eps2, quadrupole, acc[v]);
+            nm++;
+            cur = next[cur];
+        } else {
+            cur = more[cur];
+        }
+    }
+#pragma unroll
+    for (int v = 0; v < V; v++) {
+        const int i = first + lane * V + v;
+        if (i < n_targets) {
+            out[i] = acc[v];
+            counts[i] = make_uint2(np > 0 ? np - 1 : 0, nm);
+        }
+    }
+}

@@ -1,0 +1,132 @@
+//! GPU walk against the CPU walk on the same tree (float32 rounding) and against float64 direct
+//! summation. Skipped, with the reason printed, where no usable GPU exists.
+
+use glam::DVec3;
+use hinoki::diag::error_stats::relative_acc_errors;
+use hinoki::diag::report::check_against_direct;
+use hinoki::diag::{ErrorStats, PhaseTimes};
+use hinoki::forces::{compute_forces, Backend, ForceParams};
+use hinoki::ics::{generate, Model};
+use hinoki::sfc::Order;
+use hinoki::tree::{FlatTree, Tree, TreeParams};
+use hinoki::walk::cpu::{grouped_walk, WalkParams};
+use hinoki::walk::gpu::{Gpu, GpuLayout};
+use hinoki::walk::mac::{Criterion, Mac};
+
+/// The GPU with the given layout, or None (after saying why) when there is none.
+fn gpu(layout: GpuLayout) -> Option<Gpu> {
+    match Gpu::open(0, layout) {
+        Ok(g) => Some(g),
+        Err(e) => {
+            eprintln!("skipping GPU test: {e}");
+            None
+        }
+    }
+}
+
+fn to_dvec(a: &[[f32; 4]]) -> Vec<DVec3> {
+    a.iter()
+        .map(|f| DVec3::new(f[0] as f64, f[1] as f64, f[2] as f64))
+        .collect()
+}
+
+#[test]
+fn gpu_matches_cpu_on_the_same_tree() {
+    let Some(_) = gpu(GpuLayout::default()) else {
+        return;
+    };
+    let p = generate(Model::Plummer, 30_000, 11).unwrap();
+    for mac in [Mac::Modified, Mac::BarnesHut, Mac::Acceleration] {
+        let tree = Tree::build(
+            &p.pos,
+            &p.mass,
+            &TreeParams {
+                order: Order::Hilbert,
+                ncrit: 8,
+                mac,
+                theta: 0.5,
+            },
+            &mut PhaseTimes::default(),
+        );
+        let flat = FlatTree::from_tree(&tree, 0.01);
+        // Targets in tree order with a previous acceleration for the acceleration criterion.
+        let direct = compute_forces(
+            &p,
+            &ForceParams {
+                backend: Backend::Cpu,
+                ..ForceParams::default()
+            },
+            None,
+        )
+        .unwrap();
+        let targets: Vec<[f32; 4]> = tree
+            .index
+            .iter()
+            .map(|&i| {
+                let x = p.pos[i as usize];
+                let a = direct.acc[i as usize].length() as f32;
+                [x.x as f32, x.y as f32, x.z as f32, a]
+            })
+            .collect();
+        for layout in [
+            GpuLayout { v: 1, g: 32 },
+            GpuLayout { v: 2, g: 16 },
+            GpuLayout { v: 4, g: 8 },
+            GpuLayout { v: 2, g: 32 },
+            GpuLayout { v: 1, g: 4 },
+        ] {
+            let mut g = gpu(layout).unwrap();
+            for quadrupole in [false, true] {
+                let wp = WalkParams {
+                    criterion: Criterion {
+                        mac,
+                        alpha: 0.001,
+                        g: 1.0,
+                    },
+                    eps2: 1e-4,
+                    quadrupole,
+                    group: layout.group(),
+                };
+                let cpu = grouped_walk(&tree, &targets, &wp);
+                let gpu = g
+                    .walk(&tree, &flat, &targets, &wp, &mut PhaseTimes::default())
+                    .unwrap();
+                let e = ErrorStats::of(&relative_acc_errors(
+                    &to_dvec(&gpu.acc_pot),
+                    &to_dvec(&cpu.acc_pot),
+                ));
+                assert!(
+                    e.p99 <= 1e-5,
+                    "{mac} V,G = {layout} quadrupole {quadrupole}: {e:?}"
+                );
+                let same_lists = gpu.m2p.iter().zip(&cpu.m2p).filter(|(a, b)| a == b).count();
+                assert!(same_lists as f64 >= 0.99 * targets.len() as f64);
+            }
+        }
+    }
+}
+
+#[test]
+fn gpu_meets_the_accuracy_bound() {
+    if gpu(GpuLayout::default()).is_none() {
+        return;
+    }
+    // The CPU bounds of tests/accuracy.rs: default settings on Plummer and the cube, θ = 0.6
+    // with the looser bound on the cuspy NFW halo.
+    for (model, theta, bound) in [
+        (Model::Plummer, 0.5, 1e-3),
+        (Model::UniformCube, 0.5, 1e-3),
+        (Model::Nfw, 0.6, 3e-3),
+    ] {
+        let p = generate(model, 100_000, 2).unwrap();
+        let params = ForceParams {
+            backend: Backend::Gpu,
+            theta,
+            ..ForceParams::default()
+        };
+        let r = compute_forces(&p, &params, None).unwrap();
+        assert!(!r.device.starts_with("cpu"));
+        let e = check_against_direct(&p, &params, &r, 1000, 3).acc;
+        assert!(e.p99 <= bound, "{model}: {e:?}");
+    }
+}
