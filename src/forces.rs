@@ -185,6 +185,7 @@ use crate::walk::cpu::{grouped_walk, single_walk, WalkOutput, WalkParams};
 use crate::walk::direct::direct_forces;
 use crate::walk::mac::Criterion;
 use glam::DVec3;
+use rayon::prelude::*;
 use std::time::Instant;
 
 /// The result of one force evaluation, in the input particle order, G included.
@@ -314,7 +315,7 @@ fn tree_forces(
     };
     let amag = |i: usize| old_acc.map_or(0.0, |a| a[i].length() as f32);
     let mut targets: Vec<[f32; 4]> = walk_to_input
-        .iter()
+        .par_iter()
         .map(|&i| {
             let x = p.pos[i as usize];
             [x.x as f32, x.y as f32, x.z as f32, amag(i as usize)]
@@ -353,24 +354,34 @@ fn tree_forces(
     }
     let out: WalkOutput = walk(&wp, &targets, &mut times)?;
     // Back to input order, G applied, float64.
-    let mut r = ForceResult {
-        acc: vec![DVec3::ZERO; n],
-        pot: vec![0.0; n],
-        p2p: vec![0; n],
-        m2p: vec![0; n],
-        times: PhaseTimes::default(),
+    let g = params.g;
+    let (acc, pot, p2p, m2p) = times.time("unsort", || {
+        let mut slot = vec![0u32; n];
+        for (k, &i) in walk_to_input.iter().enumerate() {
+            slot[i as usize] = k as u32;
+        }
+        let acc = slot
+            .par_iter()
+            .map(|&k| {
+                let f = out.acc_pot[k as usize];
+                DVec3::new(f[0] as f64, f[1] as f64, f[2] as f64) * g
+            })
+            .collect();
+        let pot = slot
+            .par_iter()
+            .map(|&k| out.acc_pot[k as usize][3] as f64 * g)
+            .collect();
+        let p2p = slot.par_iter().map(|&k| out.p2p[k as usize]).collect();
+        let m2p = slot.par_iter().map(|&k| out.m2p[k as usize]).collect();
+        (acc, pot, p2p, m2p)
+    });
+    let r = ForceResult {
+        acc,
+        pot,
+        p2p,
+        m2p,
+        times,
         device,
     };
-    times.time("unsort", || {
-        for (k, &i) in walk_to_input.iter().enumerate() {
-            let f = out.acc_pot[k];
-            let i = i as usize;
-            r.acc[i] = DVec3::new(f[0] as f64, f[1] as f64, f[2] as f64) * params.g;
-            r.pot[i] = f[3] as f64 * params.g;
-            r.p2p[i] = out.p2p[k];
-            r.m2p[i] = out.m2p[k];
-        }
-    });
-    r.times = times;
     Ok(r)
 }

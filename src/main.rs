@@ -3,6 +3,7 @@
 //! Every failure ends with one line `error: …` on stderr and a non-zero exit status.
 
 use clap::{Args, Parser, Subcommand};
+use hinoki::comm::Comm;
 use hinoki::diag::report::{check_against_direct, forces_json, forces_table};
 use hinoki::forces::{Backend, ForceEngine, ForceParams, Method, WalkKind};
 use hinoki::ics::{generate, Model};
@@ -176,10 +177,23 @@ fn main() -> ExitCode {
         }
     };
     init_logging();
-    match dispatch(cli) {
+    // MPI starts only under a launcher; the communicator lives to the end of main (dropping it
+    // finalises MPI).
+    let comm = match hinoki::comm::init() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match dispatch(cli, &*comm) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e}");
+            if comm.size() > 1 {
+                // End every rank instead of leaving the others waiting in a collective.
+                comm.abort(1);
+            }
             ExitCode::FAILURE
         }
     }
@@ -196,7 +210,14 @@ fn init_logging() {
         .try_init();
 }
 
-fn dispatch(cli: Cli) -> Result<()> {
+fn dispatch(cli: Cli, comm: &dyn Comm) -> Result<()> {
+    if comm.size() > 1 {
+        return Err(Error::comm(format!(
+            "rank {} of {}: this hinoki computes forces on one rank only (the distributed LET walk is not built yet); start it without mpirun or with -np 1",
+            comm.rank(),
+            comm.size()
+        )));
+    }
     if let Some(t) = cli.threads {
         if t == 0 {
             return Err(Error::input("--threads must be at least 1"));

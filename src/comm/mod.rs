@@ -1,1 +1,259 @@
-//! (in progress)
+//! Communication between ranks: the only module of hinoki that knows about MPI.
+//!
+//! Every stage talks to other ranks through the [`Comm`] trait. [`init`] picks the
+//! implementation once, at start-up: `MpiComm` (feature `mpi`) when a launcher such as
+//! `mpirun`, `mpiexec` or `srun` started the process, [`SingleProcess`] otherwise, so a plain
+//! `hinoki` run never loads the MPI runtime and every stage is testable without `mpirun`.
+
+#[cfg(feature = "mpi")]
+mod mpi;
+mod single;
+
+#[cfg(feature = "mpi")]
+pub use self::mpi::MpiComm;
+pub use single::SingleProcess;
+
+use crate::{Error, Result};
+
+/// The collectives hinoki needs, over all ranks of a job.
+///
+/// Every rank must make the same calls in the same order, with slices of the same length;
+/// a rank that fails should call [`Comm::abort`] rather than return, or the others wait forever.
+pub trait Comm: Send + Sync {
+    /// This process's rank, `0..size()`.
+    fn rank(&self) -> usize;
+
+    /// The number of ranks in the job (at least 1).
+    fn size(&self) -> usize;
+
+    /// Waits until every rank has called it.
+    fn barrier(&self);
+
+    /// Replaces each element of `x` by its sum over all ranks.
+    fn allreduce_sum_f64(&self, x: &mut [f64]);
+
+    /// Replaces each element of `x` by its minimum over all ranks.
+    fn allreduce_min_f64(&self, x: &mut [f64]);
+
+    /// Replaces each element of `x` by its maximum over all ranks.
+    fn allreduce_max_f64(&self, x: &mut [f64]);
+
+    /// Replaces each element of `x` by its sum over all ranks (wrapping on overflow).
+    fn allreduce_sum_u64(&self, x: &mut [u64]);
+
+    /// Returns every rank's `x`, indexed by rank.
+    fn allgather_u64(&self, x: u64) -> Vec<u64>;
+
+    /// Ends the whole job with exit status `code`: every rank, not just this one.
+    fn abort(&self, code: i32) -> !;
+}
+
+/// Where a launcher's job size came from: the variable and the number of ranks it gives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct LauncherJob {
+    /// The environment variable that gave the size.
+    var: &'static str,
+    /// The number of ranks the launcher started.
+    size: usize,
+}
+
+/// The number of ranks the launcher that started this process says it started, or `None`
+/// when no launcher did (or its variable is not a positive integer).
+///
+/// Looks, in this order, at `OMPI_COMM_WORLD_SIZE` (Open MPI's `mpirun`), `PMI_SIZE` (MPICH,
+/// Intel MPI and other Hydra-based `mpiexec`s) and, only inside an `srun` task (both
+/// `SLURM_PROCID` and `SLURM_STEP_ID` set, which a batch script's own shell lacks),
+/// `SLURM_STEP_NUM_TASKS`, else `SLURM_NTASKS`.
+pub fn launcher_world_size() -> Option<usize> {
+    launcher_job(env_var).map(|j| j.size)
+}
+
+/// Starts communication: `MpiComm` when a launcher started this process, else
+/// [`SingleProcess`] without touching MPI.
+///
+/// Fails when MPI's world size differs from the launcher's (hinoki linked against a different
+/// MPI than the launcher's), when MPI was already initialised, or when a launcher started
+/// several ranks but hinoki was built without the `mpi` feature.
+pub fn init() -> Result<Box<dyn Comm>> {
+    init_for(launcher_job(env_var))
+}
+
+/// [`init`] for a given launcher job (`None`: not started by a launcher).
+fn init_for(job: Option<LauncherJob>) -> Result<Box<dyn Comm>> {
+    let Some(job) = job else {
+        return Ok(Box::new(SingleProcess));
+    };
+    #[cfg(feature = "mpi")]
+    {
+        let comm = MpiComm::init()?;
+        if comm.size() != job.size {
+            return Err(Error::comm(format!(
+                "MPI world has {} ranks but the launcher started {} (${}={}) (was hinoki built \
+                 against a different MPI than the mpirun that started it?)",
+                comm.size(),
+                job.size,
+                job.var,
+                job.size
+            )));
+        }
+        tracing::debug!(
+            "MPI rank {} of {} (launcher: ${})",
+            comm.rank(),
+            comm.size(),
+            job.var
+        );
+        Ok(Box::new(comm))
+    }
+    #[cfg(not(feature = "mpi"))]
+    {
+        if job.size > 1 {
+            return Err(Error::comm(format!(
+                "started as rank of a {}-rank job (${}), but this hinoki was built without MPI \
+                 (--no-default-features); rebuild with the default features",
+                job.size, job.var
+            )));
+        }
+        Ok(Box::new(SingleProcess))
+    }
+}
+
+/// Reads one environment variable; `None` when unset or not Unicode.
+fn env_var(name: &str) -> Option<String> {
+    std::env::var(name).ok()
+}
+
+/// [`launcher_world_size`] with its source, reading variables through `lookup`.
+///
+/// An unset or empty variable is skipped; the first one with a value decides, and a value
+/// that is not a positive integer gives `None`.
+fn launcher_job(lookup: impl Fn(&str) -> Option<String>) -> Option<LauncherJob> {
+    let get = |var: &str| lookup(var).filter(|v| !v.trim().is_empty());
+    let mut candidates: Vec<&'static str> = vec!["OMPI_COMM_WORLD_SIZE", "PMI_SIZE"];
+    // Slurm sets SLURM_PROCID (and SLURM_NTASKS) in a batch script's own shell too, where
+    // hinoki runs as one process; SLURM_STEP_ID is set only in the tasks of an srun step.
+    if get("SLURM_PROCID").is_some() && get("SLURM_STEP_ID").is_some() {
+        candidates.extend(["SLURM_STEP_NUM_TASKS", "SLURM_NTASKS"]);
+    }
+    let var = candidates.into_iter().find(|v| get(v).is_some())?;
+    let size = get(var)?.trim().parse::<usize>().ok().filter(|&n| n > 0)?;
+    Some(LauncherJob { var, size })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn job(vars: &[(&str, &str)]) -> Option<LauncherJob> {
+        let env: HashMap<String, String> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        launcher_job(|k| env.get(k).cloned())
+    }
+
+    fn size(vars: &[(&str, &str)]) -> Option<usize> {
+        job(vars).map(|j| j.size)
+    }
+
+    #[test]
+    fn no_launcher() {
+        assert_eq!(size(&[]), None);
+        assert_eq!(size(&[("HOME", "/root")]), None);
+    }
+
+    #[test]
+    fn open_mpi() {
+        assert_eq!(
+            job(&[("OMPI_COMM_WORLD_SIZE", "4")]),
+            Some(LauncherJob {
+                var: "OMPI_COMM_WORLD_SIZE",
+                size: 4
+            })
+        );
+        assert_eq!(size(&[("OMPI_COMM_WORLD_SIZE", " 2\n")]), Some(2));
+    }
+
+    #[test]
+    fn hydra() {
+        assert_eq!(size(&[("PMI_SIZE", "3")]), Some(3));
+    }
+
+    #[test]
+    fn preference_order() {
+        let all = [
+            ("OMPI_COMM_WORLD_SIZE", "2"),
+            ("PMI_SIZE", "3"),
+            ("SLURM_PROCID", "0"),
+            ("SLURM_STEP_ID", "0"),
+            ("SLURM_STEP_NUM_TASKS", "5"),
+            ("SLURM_NTASKS", "8"),
+        ];
+        assert_eq!(size(&all), Some(2));
+        assert_eq!(size(&all[1..]), Some(3));
+        assert_eq!(size(&all[2..]), Some(5));
+        assert_eq!(size(&[all[2], all[3], all[5]]), Some(8));
+    }
+
+    #[test]
+    fn slurm_only_inside_an_srun_task() {
+        // salloc shell or plain login: no task id.
+        assert_eq!(size(&[("SLURM_NTASKS", "4")]), None);
+        // A batch script's shell: SLURM_PROCID=0 but no step id.
+        assert_eq!(size(&[("SLURM_NTASKS", "4"), ("SLURM_PROCID", "0")]), None);
+        // An srun task.
+        assert_eq!(
+            job(&[
+                ("SLURM_NTASKS", "4"),
+                ("SLURM_PROCID", "3"),
+                ("SLURM_STEP_ID", "0")
+            ]),
+            Some(LauncherJob {
+                var: "SLURM_NTASKS",
+                size: 4
+            })
+        );
+    }
+
+    #[test]
+    fn invalid_values_give_none() {
+        for bad in ["0", "-1", "two", "2.0", "99999999999999999999999999"] {
+            assert_eq!(size(&[("OMPI_COMM_WORLD_SIZE", bad)]), None, "{bad:?}");
+        }
+        // The first variable with a value decides: a bad one is not overridden by a later one.
+        assert_eq!(
+            size(&[("OMPI_COMM_WORLD_SIZE", "x"), ("PMI_SIZE", "2")]),
+            None
+        );
+        // Empty counts as unset.
+        assert_eq!(
+            size(&[("OMPI_COMM_WORLD_SIZE", ""), ("PMI_SIZE", "2")]),
+            Some(2)
+        );
+    }
+
+    #[test]
+    fn no_launcher_gives_single_process() {
+        let c = init_for(None).unwrap();
+        assert_eq!((c.rank(), c.size()), (0, 1));
+        assert_eq!(c.allgather_u64(9), vec![9]);
+    }
+
+    #[cfg(not(feature = "mpi"))]
+    #[test]
+    fn multi_rank_without_mpi_feature_is_an_error() {
+        let job = Some(LauncherJob {
+            var: "OMPI_COMM_WORLD_SIZE",
+            size: 4,
+        });
+        let e = init_for(job).err().expect("an error");
+        assert_eq!(e.kind, crate::error::ErrorKind::Comm);
+        assert!(e.message.contains("4-rank job"), "{}", e.message);
+        assert!(e.message.contains("--no-default-features"), "{}", e.message);
+        let one = Some(LauncherJob {
+            var: "OMPI_COMM_WORLD_SIZE",
+            size: 1,
+        });
+        assert_eq!(init_for(one).unwrap().size(), 1);
+    }
+}

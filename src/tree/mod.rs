@@ -104,9 +104,13 @@ impl Tree {
         let (grid, index, particles) = times.time("sort", || {
             let grid = GridBox::of_points(pos);
             let k = keys(p.order, &grid, pos);
-            let mut pairs: Vec<(u64, u32)> = k.into_iter().zip(0u32..).collect();
+            let mut pairs: Vec<(u64, u32)> = k
+                .into_par_iter()
+                .enumerate()
+                .map(|(i, key)| (key, i as u32))
+                .collect();
             pairs.par_sort_unstable();
-            let index: Vec<u32> = pairs.iter().map(|&(_, i)| i).collect();
+            let index: Vec<u32> = pairs.par_iter().map(|&(_, i)| i).collect();
             let particles: Vec<[f32; 4]> = index
                 .par_iter()
                 .map(|&i| {
@@ -114,7 +118,7 @@ impl Tree {
                     [x.x as f32, x.y as f32, x.z as f32, mass[i as usize] as f32]
                 })
                 .collect();
-            let sorted: Vec<u64> = pairs.into_iter().map(|(k, _)| k).collect();
+            let sorted: Vec<u64> = pairs.par_iter().map(|&(k, _)| k).collect();
             (grid, index, (particles, sorted))
         });
         let (particles, sorted_keys) = particles;

@@ -119,18 +119,31 @@ pub fn compute_moments(
             }
         })
         .collect();
-    let mut kids: Vec<Moment> = Vec::with_capacity(8);
-    for c in (0..n).rev() {
-        if cells.is_leaf(c) {
-            continue;
+    // Internal cells level by level from the deepest up: a level's children are all done.
+    let depth = cells.level.iter().copied().max().unwrap_or(0) as usize;
+    let mut by_level: Vec<Vec<u32>> = vec![Vec::new(); depth + 1];
+    for c in 0..n {
+        if !cells.is_leaf(c) {
+            by_level[cells.level[c] as usize].push(c as u32);
         }
-        kids.clear();
-        let mut k = c + 1;
-        for _ in 0..cells.nchild[c] {
-            kids.push(moments[k]);
-            k += cells.subtree[k] as usize;
+    }
+    for level in by_level.iter().rev() {
+        let done: Vec<Moment> = level
+            .par_iter()
+            .map(|&c| {
+                let c = c as usize;
+                let mut kids = [Moment::default(); 8];
+                let mut k = c + 1;
+                for kid in kids.iter_mut().take(cells.nchild[c] as usize) {
+                    *kid = moments[k];
+                    k += cells.subtree[k] as usize;
+                }
+                combine(&kids[..cells.nchild[c] as usize])
+            })
+            .collect();
+        for (&c, m) in level.iter().zip(done) {
+            moments[c as usize] = m;
         }
-        moments[c] = combine(&kids);
     }
     cells.centre = geometry.iter().map(|g| g.0).collect();
     cells.half = geometry.iter().map(|g| g.1).collect();

@@ -7,6 +7,7 @@
 //! child, the parent's `next`; −1 ends the walk. This is the format the GPU kernels read.
 
 use super::Tree;
+use rayon::prelude::*;
 
 /// Node arrays of one tree in the walk format of seed 004.
 #[derive(Clone, Debug, Default)]
@@ -26,42 +27,43 @@ pub struct FlatTree {
 }
 
 impl FlatTree {
-    /// Threads `tree` into flat node arrays with softening `eps` (length units).
+    /// Threads `tree` into flat node arrays with softening `eps` (length units), in parallel.
+    ///
+    /// In depth-first preorder the cell after `c`'s subtree, `c + subtree[c]`, is exactly the
+    /// node a walk goes to when it accepts `c` (the next sibling, or an ancestor's), so every
+    /// `next` is known locally; a leaf's last particle continues where the leaf would.
     pub fn from_tree(tree: &Tree, eps: f32) -> Self {
         let n = tree.particles.len();
         let cells = &tree.cells;
         let nc = cells.len();
-        let total = n + nc;
-        let mut next = vec![-1i32; total];
-        let mut more = vec![-1i32; total];
-        // A cell's next: the node after its subtree, or its parent's next when it is the last
-        // child. Preorder lets this be filled top-down with an explicit stack of "after" links.
-        let mut after = vec![-1i32; nc];
-        for c in 0..nc {
-            let node = (n + c) as i32;
-            next[node as usize] = after[c];
-            if cells.is_leaf(c) {
-                let a = cells.first[c] as usize;
-                let b = a + cells.count[c] as usize;
-                more[node as usize] = a as i32;
-                for (p, nx) in next.iter_mut().enumerate().take(b).skip(a) {
-                    *nx = if p + 1 < b { (p + 1) as i32 } else { after[c] };
-                }
+        let cell_next = |c: usize| {
+            let after = c + cells.subtree[c] as usize;
+            if after < nc {
+                (n + after) as i32
             } else {
-                more[node as usize] = node + 1;
-                let mut k = c + 1;
-                for i in 0..cells.nchild[c] {
-                    let sibling = k + cells.subtree[k] as usize;
-                    after[k] = if i + 1 < cells.nchild[c] {
-                        (n + sibling) as i32
-                    } else {
-                        after[c]
-                    };
-                    k = sibling;
-                }
+                -1
             }
+        };
+        let mut next: Vec<i32> = (0..n as i32).into_par_iter().map(|p| p + 1).collect();
+        // The last particle of each leaf continues with the leaf's next.
+        let ends: Vec<(usize, i32)> = (0..nc)
+            .into_par_iter()
+            .filter(|&c| cells.is_leaf(c) && cells.count[c] > 0)
+            .map(|c| ((cells.first[c] + cells.count[c] - 1) as usize, cell_next(c)))
+            .collect();
+        for (p, nx) in ends {
+            next[p] = nx;
         }
-        let mut pos_mass = Vec::with_capacity(total);
+        next.par_extend((0..nc).into_par_iter().map(cell_next));
+        let mut more = vec![-1i32; n];
+        more.par_extend((0..nc).into_par_iter().map(|c| {
+            if cells.is_leaf(c) {
+                cells.first[c] as i32
+            } else {
+                (n + c + 1) as i32
+            }
+        }));
+        let mut pos_mass = Vec::with_capacity(n + nc);
         pos_mass.extend_from_slice(&tree.particles);
         pos_mass.extend_from_slice(&cells.com_mass);
         let mut size = vec![eps * eps; n];
