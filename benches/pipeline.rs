@@ -1,1 +1,149 @@
-fn main() {}
+//! Benchmarks of the force pipeline stages on a Plummer sphere of 10⁵ particles: space-filling
+//! curve keys (Hilbert, Morton), tree construction (sort + build + moments), the grouped and the
+//! single-particle CPU walks on a prebuilt tree, and float64 direct summation on 1000 targets.
+//!
+//! Sample sizes and measurement times are small so that `cargo bench` ends in a few minutes on a
+//! two-core machine; pass `-- <filter>` to run one group.
+
+use criterion::{
+    black_box, criterion_group, criterion_main, BenchmarkId, Criterion, SamplingMode, Throughput,
+};
+use hinoki::diag::PhaseTimes;
+use hinoki::forces::ForceParams;
+use hinoki::ics::{generate, Model};
+use hinoki::sfc::{keys, GridBox, Order};
+use hinoki::tree::{FlatTree, Tree, TreeParams};
+use hinoki::walk::cpu::{grouped_walk, single_walk, WalkParams};
+use hinoki::walk::direct::direct_forces;
+use hinoki::walk::groups::tree_groups;
+use hinoki::walk::mac::Criterion as Opening;
+use hinoki::Particles;
+use std::time::Duration;
+
+const N: usize = 100_000;
+const DIRECT_TARGETS: usize = 1000;
+
+fn plummer() -> Particles {
+    generate(Model::Plummer, N, 1).expect("generate Plummer sphere")
+}
+
+/// The tree parameters of the default force evaluation.
+fn tree_params(f: &ForceParams) -> TreeParams {
+    TreeParams {
+        order: f.order,
+        ncrit: f.ncrit,
+        mac: f.mac,
+        theta: f.theta,
+    }
+}
+
+/// Walk targets in the tree's order, as `hinoki::forces` builds them (no previous
+/// accelerations: the default criterion does not read them).
+fn targets(tree: &Tree, p: &Particles) -> Vec<[f32; 4]> {
+    tree.index
+        .iter()
+        .map(|&i| {
+            let x = p.pos[i as usize];
+            [x.x as f32, x.y as f32, x.z as f32, 0.0]
+        })
+        .collect()
+}
+
+/// The walk parameters of the default force evaluation.
+fn walk_params(f: &ForceParams) -> WalkParams {
+    WalkParams {
+        criterion: Opening {
+            mac: f.mac,
+            alpha: f.alpha,
+            g: f.g as f32,
+        },
+        eps2: (f.eps * f.eps) as f32,
+        quadrupole: f.multipole >= 2,
+    }
+}
+
+fn configure<'a>(
+    c: &'a mut Criterion,
+    name: &str,
+) -> criterion::BenchmarkGroup<'a, criterion::measurement::WallTime> {
+    let mut g = c.benchmark_group(name);
+    g.sample_size(10)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(3));
+    g
+}
+
+fn bench_keys(c: &mut Criterion) {
+    let p = plummer();
+    let grid = GridBox::of_points(&p.pos);
+    let mut g = configure(c, "keys");
+    g.throughput(Throughput::Elements(N as u64));
+    for order in [Order::Hilbert, Order::Morton] {
+        g.bench_with_input(BenchmarkId::new(order.name(), N), &order, |b, &order| {
+            b.iter(|| keys(order, &grid, black_box(&p.pos)))
+        });
+    }
+    g.finish();
+}
+
+fn bench_tree(c: &mut Criterion) {
+    let p = plummer();
+    let f = ForceParams::default();
+    let tp = tree_params(&f);
+    let mut g = configure(c, "tree");
+    g.throughput(Throughput::Elements(N as u64));
+    g.bench_function(BenchmarkId::new("sort+build+moments", N), |b| {
+        b.iter(|| {
+            let mut times = PhaseTimes::default();
+            Tree::build(black_box(&p.pos), &p.mass, &tp, &mut times)
+        })
+    });
+    g.finish();
+}
+
+fn bench_walks(c: &mut Criterion) {
+    let p = plummer();
+    let f = ForceParams::default();
+    let tree = Tree::build(
+        &p.pos,
+        &p.mass,
+        &tree_params(&f),
+        &mut PhaseTimes::default(),
+    );
+    let t = targets(&tree, &p);
+    let wp = walk_params(&f);
+    // The CPU groups of `hinoki::forces`: tree cells of at most `group` particles.
+    let groups = tree_groups(&tree, f.group);
+    let flat = FlatTree::from_tree(&tree, f.eps as f32);
+    let mut g = configure(c, "walk");
+    // The single walk takes one to two seconds per evaluation on two cores: flat sampling, one
+    // evaluation per sample.
+    g.sampling_mode(SamplingMode::Flat)
+        .measurement_time(Duration::from_secs(20))
+        .throughput(Throughput::Elements(N as u64));
+    g.bench_function(BenchmarkId::new("grouped", N), |b| {
+        b.iter(|| grouped_walk(&tree, black_box(&t), &groups, &wp))
+    });
+    g.bench_function(BenchmarkId::new("single", N), |b| {
+        b.iter(|| single_walk(&tree, &flat, black_box(&t), &wp))
+    });
+    g.finish();
+}
+
+fn bench_direct(c: &mut Criterion) {
+    let p = plummer();
+    let eps = ForceParams::default().eps;
+    // Every hundredth particle: 1000 targets spread over the whole sphere, N sources each.
+    let idx: Vec<usize> = (0..N).step_by(N / DIRECT_TARGETS).collect();
+    assert_eq!(idx.len(), DIRECT_TARGETS);
+    let mut g = configure(c, "direct");
+    g.throughput(Throughput::Elements((DIRECT_TARGETS * N) as u64));
+    g.bench_function(
+        BenchmarkId::new("f64", format!("{DIRECT_TARGETS}x{N}")),
+        |b| b.iter(|| direct_forces(black_box(&p.pos), &p.mass, eps, &idx)),
+    );
+    g.finish();
+}
+
+criterion_group!(benches, bench_keys, bench_tree, bench_walks, bench_direct);
+criterion_main!(benches);

@@ -2,8 +2,8 @@
 // (appendix A): nodes 0..n_particles-1 are particles, the rest cells; next/more thread the tree.
 //
 // Each thread owns V consecutive targets in registers; G consecutive threads (G divides 32) form a
-// group that owns V*G consecutive targets and walks the tree once, taking every opening decision
-// together. The group first reduces its targets' bounding box (and smallest previous acceleration)
+// group that owns one range of at most V*G consecutive targets (a tree cell, src/walk/groups.rs)
+// and walks the tree once, taking every opening decision together. The group first reduces its targets' bounding box (and smallest previous acceleration)
 // with __shfl_xor_sync over the group's lanes only (a mask of its own G lanes: with independent
 // thread scheduling on Volta and later, other groups of the same warp may be elsewhere in the
 // walk). After that every lane evaluates the same criterion on the same numbers, so the group
@@ -39,14 +39,18 @@ walk_vg(const float4 *__restrict__ pos_mass,   // per node: position, mass (cell
         int n_particles, int root,
         const float4 *__restrict__ targets,    // per target: position, |a_old|
         int n_targets,
+        const uint2 *__restrict__ groups,      // per group: first target, count (<= V*G)
+        int n_groups,
         float eps2, int quadrupole, int accel_mac, float alpha, float grav,
         float4 *__restrict__ out,               // per target: acceleration, potential
         uint2 *__restrict__ counts)             // per target: p2p, m2p
 {
     const int tid = blockIdx.x * blockDim.x + threadIdx.x;
     const int group = tid / G;
-    const int first = group * (G * V);
-    if (first >= n_targets) return;            // the whole group leaves together
+    if (group >= n_groups) return;             // the whole group leaves together
+    const uint2 range = groups[group];
+    const int first = range.x;
+    const int count = range.y;
     const int lane = tid % G;
     const unsigned lane_in_warp = threadIdx.x & 31u;
     const unsigned mask = (G == 32) ? 0xffffffffu
@@ -58,7 +62,7 @@ walk_vg(const float4 *__restrict__ pos_mass,   // per node: position, mass (cell
     float amin = HINOKI_INF;
 #pragma unroll
     for (int v = 0; v < V; v++) {
-        const int i = min(first + lane * V + v, n_targets - 1);
+        const int i = first + min(lane * V + v, count - 1);
         const float4 t = targets[i];
         x[v] = make_float3(t.x, t.y, t.z);
         lo[0] = fminf(lo[0], t.x); hi[0] = fmaxf(hi[0], t.x);
@@ -109,7 +113,7 @@ walk_vg(const float4 *__restrict__ pos_mass,   // per node: position, mass (cell
 #pragma unroll
     for (int v = 0; v < V; v++) {
         const int i = first + lane * V + v;
-        if (i < n_targets) {
+        if (lane * V + v < count) {
             out[i] = acc[v];
             counts[i] = make_uint2(np > 0 ? np - 1 : 0, nm);
         }

@@ -12,4 +12,6 @@ cargo clippy --quiet --all-targets -- -D warnings
 echo "== build without MPI (one-rank hinoki)"
 cargo check --quiet --no-default-features --all-targets
 echo "== cargo test"
-cargo test --release 2>&1
+cargo test --release -- --skip gpu_ 2>&1
+echo "== GPU tests (they print why they skip where no GPU is usable)"
+cargo test --release --test gpu -- --nocapture 2>&1

@@ -111,12 +111,12 @@ pub struct ForceParams {
 impl Default for ForceParams {
     fn default() -> Self {
         Self {
-            theta: 0.5,
+            theta: 0.45,
             mac: Mac::Modified,
             alpha: 0.001,
             multipole: 2,
             ncrit: 8,
-            group: 32,
+            group: 64,
             order: Order::Hilbert,
             eps: 0.01,
             g: 1.0,
@@ -183,6 +183,7 @@ use crate::particles::Particles;
 use crate::tree::{FlatTree, Tree, TreeParams};
 use crate::walk::cpu::{grouped_walk, single_walk, WalkOutput, WalkParams};
 use crate::walk::direct::direct_forces;
+use crate::walk::groups::{chunk_groups, tree_groups};
 use crate::walk::mac::Criterion;
 use glam::DVec3;
 use rayon::prelude::*;
@@ -329,15 +330,21 @@ fn tree_forces(
         },
         eps2: (params.eps * params.eps) as f32,
         quadrupole: params.multipole >= 2,
-        group: params.group,
     };
     let flat = (params.walk == WalkKind::Single || gpu.is_some())
         .then(|| times.time("thread", || FlatTree::from_tree(&tree, params.eps as f32)));
+    // Groups: V·G targets on the GPU, `group` on the CPU; tree cells when the walk follows
+    // the tree order, fixed chunks of the input order otherwise.
+    let group_size = gpu.as_ref().map_or(params.group, |g| g.layout().group());
+    let groups = match params.order {
+        Order::None => chunk_groups(n, group_size),
+        Order::Hilbert | Order::Morton => tree_groups(&tree, group_size),
+    };
     let mut walk =
         |wp: &WalkParams, targets: &[[f32; 4]], times: &mut PhaseTimes| match (&mut gpu, &flat) {
-            (Some(g), Some(f)) => g.walk(&tree, f, targets, wp, times),
+            (Some(g), Some(f)) => g.walk(&tree, f, targets, &groups, wp, times),
             (None, Some(f)) => Ok(times.time("walk", || single_walk(&tree, f, targets, wp))),
-            _ => Ok(times.time("walk", || grouped_walk(&tree, targets, wp))),
+            _ => Ok(times.time("walk", || grouped_walk(&tree, targets, &groups, wp))),
         };
     if params.mac == Mac::Acceleration && old_acc.is_none() {
         let boot = WalkParams {

@@ -97,13 +97,13 @@ struct ForcesArgs {
 #[derive(Args)]
 struct GravityArgs {
     /// Opening angle θ.
-    #[arg(long, default_value_t = ForceParams::default().theta)]
+    #[arg(long, allow_negative_numbers = true, default_value_t = ForceParams::default().theta)]
     theta: f32,
     /// Opening criterion: bh (l/d < θ), modified (l/θ + s < d), accel (GADGET relative).
     #[arg(long, default_value_t = ForceParams::default().mac)]
     mac: Mac,
     /// Tolerance α of the acceleration criterion.
-    #[arg(long, default_value_t = ForceParams::default().alpha)]
+    #[arg(long, allow_negative_numbers = true, default_value_t = ForceParams::default().alpha)]
     alpha: f32,
     /// Multipole order: 1 (monopole) or 2 (quadrupole).
     #[arg(long, default_value_t = ForceParams::default().multipole)]
@@ -118,10 +118,10 @@ struct GravityArgs {
     #[arg(long, default_value_t = ForceParams::default().order)]
     order: Order,
     /// Plummer softening length ε.
-    #[arg(long, default_value_t = ForceParams::default().eps)]
+    #[arg(long, allow_negative_numbers = true, default_value_t = ForceParams::default().eps)]
     eps: f64,
     /// Gravitational constant.
-    #[arg(long = "G", default_value_t = ForceParams::default().g)]
+    #[arg(long = "G", allow_negative_numbers = true, default_value_t = ForceParams::default().g)]
     g: f64,
     /// Force method: tree or direct (exact float64 summation).
     #[arg(long, default_value_t = ForceParams::default().method)]
@@ -169,10 +169,15 @@ fn main() -> ExitCode {
                 let _ = e.print();
                 return ExitCode::SUCCESS;
             }
-            // Clap's message is several lines; its first says what is wrong.
+            // Clap's message is several lines: what is wrong (up to the first blank line, e.g.
+            // the list of missing arguments), then usage. Keep the first part, on one line.
             let text = e.render().to_string();
-            let line = text.lines().next().unwrap_or("invalid command line");
-            eprintln!("{}", line.trim());
+            let what: Vec<&str> = text
+                .lines()
+                .take_while(|l| !l.trim().is_empty())
+                .map(str::trim)
+                .collect();
+            eprintln!("{}", what.join(" "));
             return ExitCode::from(2);
         }
     };

@@ -85,6 +85,7 @@ pub fn forces_json(
         "multipole": params.multipole,
         "ncrit": params.ncrit,
         "group": params.group,
+        "vg": params.vg.to_string(),
         "order": params.order.name(),
         "walk": params.walk.name(),
         "eps": params.eps,

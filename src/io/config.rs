@@ -10,12 +10,12 @@
 //! # file = "ics.bin"   # a hinoki IC file instead (see crate::io::icfile); excludes model, n, seed
 //!
 //! [gravity]
-//! theta = 0.5          # opening angle θ (dimensionless, > 0)
+//! theta = 0.45         # opening angle θ (dimensionless, > 0)
 //! mac = "modified"     # opening criterion: bh | modified | accel
 //! alpha = 0.001        # tolerance α of the accel criterion (dimensionless, > 0)
 //! multipole = 2        # 1 = monopole, 2 = quadrupole
 //! ncrit = 8            # most particles in a tree leaf, 1 ..= 65536
-//! group = 32           # particles sharing one walk in the grouped walk, 1 ..= 65536
+//! group = 64           # particles sharing one walk in the grouped walk, 1 ..= 65536
 //! order = "hilbert"    # particle ordering: hilbert | morton | none
 //! eps = 0.01           # Plummer softening length (length units, >= 0)
 //! G = 1.0              # gravitational constant (> 0)

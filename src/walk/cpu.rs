@@ -1,7 +1,7 @@
 //! Tree walks on the CPU with rayon.
 //!
-//! - [`grouped_walk`]: consecutive targets (in walk order) form groups of up to `group`
-//!   particles; one stackless walk per group, with every opening decision taken on the smallest
+//! - [`grouped_walk`]: consecutive targets (in walk order) form groups (see [`super::groups`]);
+//!   one stackless walk per group, with every opening decision taken on the smallest
 //!   distance from the group's bounding box (the CPU analogue of the (V,G) kernel of seed 001),
 //!   collects an interaction list (particle ranges of opened leaves, accepted cells) that is then
 //!   evaluated for all targets of the group, eight at a time in SIMD lanes (AVX2 when the CPU has
@@ -11,6 +11,7 @@
 //!
 //! Both return accelerations and potentials with G = 1 (the caller scales) in target order.
 
+use super::groups::Group;
 use super::kernels::{m2p, p2p};
 use super::mac::Criterion;
 use crate::tree::{FlatTree, Tree};
@@ -28,8 +29,6 @@ pub struct WalkParams {
     pub eps2: f32,
     /// Add quadrupole terms to cell interactions.
     pub quadrupole: bool,
-    /// Targets per group in the grouped walk.
-    pub group: usize,
 }
 
 /// Per-target results of a walk.
@@ -60,21 +59,41 @@ struct List {
     cells: Vec<u32>,
 }
 
-/// Forces on `targets` (x, y, z, |a_old|) from `tree`, by the grouped walk.
-pub fn grouped_walk(tree: &Tree, targets: &[[f32; 4]], p: &WalkParams) -> WalkOutput {
+/// Forces on `targets` (x, y, z, |a_old|) from `tree`, by the grouped walk over `groups`
+/// (consecutive ranges covering all targets in order).
+pub fn grouped_walk(
+    tree: &Tree,
+    targets: &[[f32; 4]],
+    groups: &[Group],
+    p: &WalkParams,
+) -> WalkOutput {
     let mut out = WalkOutput::zeros(targets.len());
-    let g = p.group.max(1);
-    targets
-        .par_chunks(g)
-        .zip(out.acc_pot.par_chunks_mut(g))
-        .zip(out.p2p.par_chunks_mut(g).zip(out.m2p.par_chunks_mut(g)))
-        .for_each_init(List::default, |list, ((tg, acc), (np, nm))| {
+    let acc = split(&mut out.acc_pot, groups);
+    let np = split(&mut out.p2p, groups);
+    let nm = split(&mut out.m2p, groups);
+    groups
+        .par_iter()
+        .zip(acc)
+        .zip(np.into_par_iter().zip(nm))
+        .for_each_init(List::default, |list, ((&[s, k], acc), (np, nm))| {
+            let tg = &targets[s as usize..(s + k) as usize];
             collect(tree, tg, &p.criterion, list);
             let n_p2p: u32 = list.ranges.iter().map(|r| r.1 - r.0).sum();
             np.fill(n_p2p.saturating_sub(1));
             nm.fill(list.cells.len() as u32);
             evaluate(tree, tg, list, p, acc);
         });
+    out
+}
+
+/// Cuts `v` into the consecutive pieces of `groups`.
+fn split<'a, T>(mut v: &'a mut [T], groups: &[Group]) -> Vec<&'a mut [T]> {
+    let mut out = Vec::with_capacity(groups.len());
+    for &[_, k] in groups {
+        let (head, tail) = v.split_at_mut(k as usize);
+        out.push(head);
+        v = tail;
+    }
     out
 }
 

@@ -4,5 +4,6 @@
 pub mod cpu;
 pub mod direct;
 pub mod gpu;
+pub mod groups;
 pub mod kernels;
 pub mod mac;

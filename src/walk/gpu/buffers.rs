@@ -4,6 +4,7 @@
 use crate::error::{Error, Result};
 use crate::tree::{FlatTree, Tree};
 use crate::walk::cpu::WalkOutput;
+use crate::walk::groups::Group;
 use cudarc::driver::{CudaSlice, CudaStream, DeviceRepr, ValidAsZeroBits};
 use std::sync::Arc;
 
@@ -21,6 +22,7 @@ pub(super) struct Buffers {
     pub quad_a: CudaSlice<f32>,
     pub quad_b: CudaSlice<f32>,
     pub targets: CudaSlice<f32>,
+    pub groups: CudaSlice<u32>,
     pub out: CudaSlice<f32>,
     pub counts: CudaSlice<u32>,
     /// Host staging for cell boxes and split quadrupoles.
@@ -43,6 +45,7 @@ impl Buffers {
             quad_a: empty(&stream)?,
             quad_b: empty(&stream)?,
             targets: empty(&stream)?,
+            groups: empty(&stream)?,
             out: empty(&stream)?,
             counts: empty(&stream)?,
             staging: Default::default(),
@@ -60,13 +63,14 @@ impl Buffers {
             + self.quad_a.len()
             + self.quad_b.len()
             + self.targets.len()
+            + self.groups.len()
             + self.out.len()
             + self.counts.len())
     }
 
     /// Grows every buffer that is too small for `nodes` nodes, `cells` cells and `nt` targets,
     /// after checking that the device has the memory.
-    fn reserve(&mut self, nodes: usize, cells: usize, nt: usize) -> Result<()> {
+    fn reserve(&mut self, nodes: usize, cells: usize, nt: usize, ng: usize) -> Result<()> {
         let need = [
             (self.pos_mass.len(), 4 * nodes),
             (self.size.len(), nodes),
@@ -76,6 +80,7 @@ impl Buffers {
             (self.quad_a.len(), 4 * cells),
             (self.quad_b.len(), 2 * cells),
             (self.targets.len(), 4 * nt),
+            (self.groups.len(), 2 * ng),
             (self.out.len(), 4 * nt),
             (self.counts.len(), 2 * nt),
         ];
@@ -109,17 +114,24 @@ impl Buffers {
         grow(&s, &mut self.quad_a, 4 * cells)?;
         grow(&s, &mut self.quad_b, 2 * cells)?;
         grow(&s, &mut self.targets, 4 * nt)?;
+        grow(&s, &mut self.groups, 2 * ng)?;
         grow(&s, &mut self.out, 4 * nt)?;
         grow(&s, &mut self.counts, 2 * nt)?;
         Ok(())
     }
 
-    /// Copies the tree and the targets to the device (growing buffers as needed).
-    pub fn upload(&mut self, tree: &Tree, flat: &FlatTree, targets: &[[f32; 4]]) -> Result<()> {
+    /// Copies the tree, the targets and their groups to the device (growing buffers as needed).
+    pub fn upload(
+        &mut self,
+        tree: &Tree,
+        flat: &FlatTree,
+        targets: &[[f32; 4]],
+        groups: &[Group],
+    ) -> Result<()> {
         let nodes = flat.pos_mass.len();
         let cells = &tree.cells;
         let nc = cells.len();
-        self.reserve(nodes, nc, targets.len())?;
+        self.reserve(nodes, nc, targets.len(), groups.len())?;
         let (boxes, qa, qb) = &mut self.staging;
         boxes.clear();
         qa.clear();
@@ -154,6 +166,11 @@ impl Buffers {
         s.memcpy_htod(
             bytemuck::cast_slice::<[f32; 4], f32>(targets),
             &mut self.targets.slice_mut(..4 * targets.len()),
+        )
+        .map_err(err)?;
+        s.memcpy_htod(
+            bytemuck::cast_slice::<Group, u32>(groups),
+            &mut self.groups.slice_mut(..2 * groups.len()),
         )
         .map_err(err)?;
         Ok(())

@@ -5,6 +5,7 @@ use crate::diag::PhaseTimes;
 use crate::error::{Error, Result};
 use crate::tree::{FlatTree, Tree};
 use crate::walk::cpu::{WalkOutput, WalkParams};
+use crate::walk::groups::Group;
 use crate::walk::mac::Mac;
 use cudarc::driver::{CudaContext, CudaFunction, CudaStream, LaunchConfig, PushKernelArg};
 use cudarc::nvrtc::{compile_ptx_with_opts, CompileError, CompileOptions};
@@ -44,7 +45,8 @@ impl GpuLayout {
 
 impl Default for GpuLayout {
     fn default() -> Self {
-        Self { v: 1, g: 32 }
+        // Fastest measured on an H100 (docs/performance.md).
+        Self { v: 4, g: 32 }
     }
 }
 
@@ -181,25 +183,33 @@ impl Gpu {
     }
 
     /// Forces on `targets` (x, y, z, |a_old|) from `tree` threaded as `flat`, on the GPU. Times
-    /// the phases `upload`, `walk` and `download`. Groups are V·G consecutive targets, so the
-    /// result equals [`crate::walk::cpu::grouped_walk`] with `group = V·G` up to rounding.
+    /// the phases `upload`, `walk` and `download`. Each of `groups` (at most V·G targets) is
+    /// walked by one group of G threads, so the result equals
+    /// [`crate::walk::cpu::grouped_walk`] on the same groups up to float32 rounding.
     pub fn walk(
         &mut self,
         tree: &Tree,
         flat: &FlatTree,
         targets: &[[f32; 4]],
+        groups: &[Group],
         p: &WalkParams,
         times: &mut PhaseTimes,
     ) -> Result<WalkOutput> {
+        if groups.iter().any(|g| g[1] as usize > self.layout.group()) {
+            return Err(Error::input(format!(
+                "a target group is larger than V*G = {}",
+                self.layout.group()
+            )));
+        }
         let nt = targets.len();
         let t0 = Instant::now();
-        self.buffers.upload(tree, flat, targets)?;
+        self.buffers.upload(tree, flat, targets, groups)?;
         self.stream.synchronize().map_err(driver_err("upload"))?;
         times.add("upload", t0.elapsed().as_secs_f64());
 
         let t0 = Instant::now();
-        let groups = nt.div_ceil(self.layout.group()) as u32;
-        let threads = groups * self.layout.g;
+        let n_groups = groups.len() as i32;
+        let threads = groups.len() as u32 * self.layout.g;
         let cfg = LaunchConfig {
             grid_dim: (threads.div_ceil(BLOCK).max(1), 1, 1),
             block_dim: (BLOCK, 1, 1),
@@ -224,6 +234,8 @@ impl Gpu {
             .arg(&root)
             .arg(&b.targets)
             .arg(&nt_i)
+            .arg(&b.groups)
+            .arg(&n_groups)
             .arg(&p.eps2)
             .arg(&quadrupole)
             .arg(&accel)
