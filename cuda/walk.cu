@@ -34,6 +34,7 @@ walk_vg(const float4 *__restrict__ pos_mass,   // per node: position, mass (cell
         const int *__restrict__ next,          // per node
         const int *__restrict__ more,          // per node
         const float4 *__restrict__ cell_box,   // per cell: geometric centre, half side
+        const int *__restrict__ leaf_count,    // per cell: particles of a leaf, 0 otherwise
         const float4 *__restrict__ quad_a,     // per cell: Qxx, Qyy, Qzz, Qxy
         const float2 *__restrict__ quad_b,     // per cell: Qxz, Qyz
         int n_particles, int root,
@@ -89,15 +90,8 @@ walk_vg(const float4 *__restrict__ pos_mass,   // per node: position, mass (cell
 
     int cur = root;
     while (cur >= 0) {
+        const int c = cur - n_particles;       // the walk only ever visits cells
         const float4 pm = pos_mass[cur];
-        if (cur < n_particles) {
-#pragma unroll
-            for (int v = 0; v < V; v++) p2p(x[v], pm, eps2, acc[v]);
-            np++;
-            cur = next[cur];
-            continue;
-        }
-        const int c = cur - n_particles;
         const float4 box = cell_box[c];
         if (accepts(box, pm, size[cur], bc, bh, accel_mac, alpha, grav, amin)) {
             const float4 qa = quad_a[c];
@@ -106,9 +100,24 @@ walk_vg(const float4 *__restrict__ pos_mass,   // per node: position, mass (cell
             for (int v = 0; v < V; v++) m2p(x[v], pm, qa, qb, eps2, quadrupole, acc[v]);
             nm++;
             cur = next[cur];
-        } else {
-            cur = more[cur];
+            continue;
         }
+        const int nl = leaf_count[c];
+        if (nl == 0) {                         // an internal cell: descend
+            cur = more[cur];
+            continue;
+        }
+        // An opened leaf: its particles are the contiguous nodes more[cur] .. + nl, read as a
+        // range (independent loads) instead of following their next pointers one by one.
+        const int j0 = more[cur];
+#pragma unroll 4
+        for (int j = j0; j < j0 + nl; j++) {
+            const float4 pj = pos_mass[j];
+#pragma unroll
+            for (int v = 0; v < V; v++) p2p(x[v], pj, eps2, acc[v]);
+        }
+        np += nl;
+        cur = next[cur];
     }
 #pragma unroll
     for (int v = 0; v < V; v++) {

@@ -27,7 +27,7 @@ pub enum Backend {
 pub enum Method {
     /// Barnes–Hut tree walk.
     Tree,
-    /// Exact O(N²) summation in float64.
+    /// Exact O(N²) summation: float64 on the CPU; float32 on the GPU with `--backend gpu`.
     Direct,
 }
 
@@ -218,9 +218,10 @@ impl ForceEngine {
     /// exists; `auto` takes the GPU when one can be opened and the CPU otherwise.
     pub fn new(params: ForceParams) -> Result<Self> {
         params.validate()?;
+        // Direct summation stays the float64 CPU reference unless the GPU is asked for by name.
         let gpu = match (params.backend, params.method) {
-            (Backend::Cpu, _) | (_, Method::Direct) => None,
-            (Backend::Gpu, Method::Tree) => Some(Gpu::open(local_rank(), params.vg)?),
+            (Backend::Cpu, _) | (Backend::Auto, Method::Direct) => None,
+            (Backend::Gpu, _) => Some(Gpu::open(local_rank(), params.vg)?),
             (Backend::Auto, Method::Tree) => match Gpu::open(local_rank(), params.vg) {
                 Ok(g) => Some(g),
                 Err(e) => {
@@ -257,8 +258,30 @@ impl ForceEngine {
         let t0 = Instant::now();
         let device = self.device();
         let params = &self.params;
-        let mut result = match params.method {
-            Method::Direct => {
+        let mut result = match (params.method, self.gpu.as_mut()) {
+            (Method::Direct, Some(gpu)) => {
+                let mut times = PhaseTimes::default();
+                let src: Vec<[f32; 4]> = p
+                    .pos
+                    .iter()
+                    .zip(&p.mass)
+                    .map(|(x, &m)| [x.x as f32, x.y as f32, x.z as f32, m as f32])
+                    .collect();
+                let out = gpu.direct(&src, (params.eps * params.eps) as f32, &mut times)?;
+                let n = p.len() as u32;
+                ForceResult {
+                    acc: out
+                        .iter()
+                        .map(|f| DVec3::new(f[0] as f64, f[1] as f64, f[2] as f64) * params.g)
+                        .collect(),
+                    pot: out.iter().map(|f| f[3] as f64 * params.g).collect(),
+                    p2p: vec![n.saturating_sub(1); p.len()],
+                    m2p: vec![0; p.len()],
+                    times,
+                    device,
+                }
+            }
+            (Method::Direct, None) => {
                 let mut times = PhaseTimes::default();
                 let all: Vec<usize> = (0..p.len()).collect();
                 let (acc, pot) =
@@ -273,7 +296,7 @@ impl ForceEngine {
                     device,
                 }
             }
-            Method::Tree => tree_forces(p, params, self.gpu.as_mut(), old_acc, device)?,
+            (Method::Tree, gpu) => tree_forces(p, params, gpu, old_acc, device)?,
         };
         result.times.add("total", t0.elapsed().as_secs_f64());
         Ok(result)

@@ -139,3 +139,21 @@ fn gpu_meets_the_accuracy_bound() {
         assert!(e.p99 <= bound, "{model}: {e:?}");
     }
 }
+
+#[test]
+fn gpu_direct_summation_matches_float64() {
+    if gpu(GpuLayout::default()).is_none() {
+        return;
+    }
+    let p = generate(Model::Plummer, 20_000, 4).unwrap();
+    let params = ForceParams {
+        backend: Backend::Gpu,
+        method: hinoki::forces::Method::Direct,
+        ..ForceParams::default()
+    };
+    let r = compute_forces(&p, &params, None).unwrap();
+    assert!(!r.device.starts_with("cpu"));
+    let e = check_against_direct(&p, &params, &r, 2000, 5).acc;
+    // float32 sums of 2e4 terms, rsqrtf: a few 1e-6.
+    assert!(e.p99 <= 2e-5, "{e:?}");
+}

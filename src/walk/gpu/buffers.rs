@@ -19,14 +19,15 @@ pub(super) struct Buffers {
     pub next: CudaSlice<i32>,
     pub more: CudaSlice<i32>,
     pub cell_box: CudaSlice<f32>,
+    pub leaf_count: CudaSlice<i32>,
     pub quad_a: CudaSlice<f32>,
     pub quad_b: CudaSlice<f32>,
     pub targets: CudaSlice<f32>,
     pub groups: CudaSlice<u32>,
     pub out: CudaSlice<f32>,
     pub counts: CudaSlice<u32>,
-    /// Host staging for cell boxes and split quadrupoles.
-    staging: (Vec<f32>, Vec<f32>, Vec<f32>),
+    /// Host staging for cell boxes, split quadrupoles and leaf counts.
+    staging: (Vec<f32>, Vec<f32>, Vec<f32>, Vec<i32>),
 }
 
 fn empty<T: DeviceRepr + ValidAsZeroBits>(s: &Arc<CudaStream>) -> Result<CudaSlice<T>> {
@@ -42,6 +43,7 @@ impl Buffers {
             next: empty(&stream)?,
             more: empty(&stream)?,
             cell_box: empty(&stream)?,
+            leaf_count: empty(&stream)?,
             quad_a: empty(&stream)?,
             quad_b: empty(&stream)?,
             targets: empty(&stream)?,
@@ -60,6 +62,7 @@ impl Buffers {
             + self.next.len()
             + self.more.len()
             + self.cell_box.len()
+            + self.leaf_count.len()
             + self.quad_a.len()
             + self.quad_b.len()
             + self.targets.len()
@@ -77,6 +80,7 @@ impl Buffers {
             (self.next.len(), nodes),
             (self.more.len(), nodes),
             (self.cell_box.len(), 4 * cells),
+            (self.leaf_count.len(), cells),
             (self.quad_a.len(), 4 * cells),
             (self.quad_b.len(), 2 * cells),
             (self.targets.len(), 4 * nt),
@@ -111,6 +115,7 @@ impl Buffers {
         grow(&s, &mut self.next, nodes)?;
         grow(&s, &mut self.more, nodes)?;
         grow(&s, &mut self.cell_box, 4 * cells)?;
+        grow(&s, &mut self.leaf_count, cells)?;
         grow(&s, &mut self.quad_a, 4 * cells)?;
         grow(&s, &mut self.quad_b, 2 * cells)?;
         grow(&s, &mut self.targets, 4 * nt)?;
@@ -132,10 +137,18 @@ impl Buffers {
         let cells = &tree.cells;
         let nc = cells.len();
         self.reserve(nodes, nc, targets.len(), groups.len())?;
-        let (boxes, qa, qb) = &mut self.staging;
+        let (boxes, qa, qb, leaf) = &mut self.staging;
         boxes.clear();
         qa.clear();
         qb.clear();
+        leaf.clear();
+        leaf.extend((0..nc).map(|c| {
+            if cells.is_leaf(c) {
+                cells.count[c] as i32
+            } else {
+                0
+            }
+        }));
         for c in 0..nc {
             let ce = cells.centre[c];
             boxes.extend_from_slice(&[ce[0], ce[1], ce[2], cells.half[c]]);
@@ -159,6 +172,8 @@ impl Buffers {
             .map_err(err)?;
         s.memcpy_htod(&boxes[..], &mut self.cell_box.slice_mut(..4 * nc))
             .map_err(err)?;
+        s.memcpy_htod(&leaf[..], &mut self.leaf_count.slice_mut(..nc))
+            .map_err(err)?;
         s.memcpy_htod(&qa[..], &mut self.quad_a.slice_mut(..4 * nc))
             .map_err(err)?;
         s.memcpy_htod(&qb[..], &mut self.quad_b.slice_mut(..2 * nc))
@@ -174,6 +189,18 @@ impl Buffers {
         )
         .map_err(err)?;
         Ok(())
+    }
+
+    /// Copies `n` sources (x, y, z, m) for direct summation to the device.
+    pub fn upload_sources(&mut self, pos_mass: &[[f32; 4]]) -> Result<()> {
+        let n = pos_mass.len();
+        self.reserve(n, 0, n, 0)?;
+        self.stream
+            .memcpy_htod(
+                bytemuck::cast_slice::<[f32; 4], f32>(pos_mass),
+                &mut self.pos_mass.slice_mut(..4 * n),
+            )
+            .map_err(|e| Error::device(format!("CUDA upload failed: {e}")))
     }
 
     /// Copies the results for `nt` targets back.

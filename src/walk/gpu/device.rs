@@ -92,6 +92,7 @@ pub fn local_rank() -> usize {
 pub struct Gpu {
     stream: Arc<CudaStream>,
     walk: CudaFunction,
+    direct: CudaFunction,
     layout: GpuLayout,
     buffers: Buffers,
     /// Human-readable device description, e.g. "NVIDIA H100 80GB HBM3 (GPU 0, sm_90)".
@@ -102,12 +103,16 @@ fn driver_err(what: &str) -> impl Fn(cudarc::driver::DriverError) -> Error + '_ 
     move |e| Error::device(format!("CUDA {what} failed: {e}"))
 }
 
-/// The walk kernel source: `cuda/walk.cu` with `cuda/gravity.cuh` pasted in place of its include.
-fn walk_source() -> String {
-    include_str!("../../../cuda/walk.cu").replace(
-        "#include \"gravity.cuh\"",
+/// The kernel source: `cuda/gravity.cuh`, then `cuda/walk.cu` and `cuda/direct.cu` without
+/// their includes of it (NVRTC is given one self-contained program).
+fn kernel_source() -> String {
+    let include = "#include \"gravity.cuh\"";
+    [
         include_str!("../../../cuda/gravity.cuh"),
-    )
+        &include_str!("../../../cuda/walk.cu").replace(include, ""),
+        &include_str!("../../../cuda/direct.cu").replace(include, ""),
+    ]
+    .join("\n")
 }
 
 impl Gpu {
@@ -148,12 +153,12 @@ impl Gpu {
                 format!("-DHINOKI_G={}", layout.g),
                 "-std=c++17".into(),
             ],
-            name: Some("walk.cu".into()),
+            name: Some("hinoki.cu".into()),
             ..Default::default()
         };
-        let ptx = compile_ptx_with_opts(walk_source(), opts).map_err(|e| match e {
+        let ptx = compile_ptx_with_opts(kernel_source(), opts).map_err(|e| match e {
             CompileError::CompileError { log, .. } => Error::device(format!(
-                "NVRTC could not compile cuda/walk.cu for {arch}: {}",
+                "NVRTC could not compile the kernels of cuda/ for {arch}: {}",
                 log.to_string_lossy()
             )),
             other => Error::device(format!("NVRTC failed: {other:?}")),
@@ -162,11 +167,15 @@ impl Gpu {
         let walk = module
             .load_function("walk_vg")
             .map_err(driver_err("kernel lookup"))?;
+        let direct = module
+            .load_function("direct")
+            .map_err(driver_err("kernel lookup"))?;
         let stream = ctx.default_stream();
         Ok(Self {
             buffers: Buffers::new(stream.clone())?,
             stream,
             walk,
+            direct,
             layout,
             name: format!("{device_name} (GPU {ordinal}, {arch})"),
         })
@@ -228,6 +237,7 @@ impl Gpu {
             .arg(&b.next)
             .arg(&b.more)
             .arg(&b.cell_box)
+            .arg(&b.leaf_count)
             .arg(&b.quad_a)
             .arg(&b.quad_b)
             .arg(&n_particles)
@@ -251,6 +261,42 @@ impl Gpu {
 
         let t0 = Instant::now();
         let out = self.buffers.download(nt)?;
+        times.add("download", t0.elapsed().as_secs_f64());
+        Ok(out)
+    }
+
+    /// Forces on every particle of `pos_mass` (x, y, z, m) from all the others by direct
+    /// summation in float32 on the GPU (`cuda/direct.cu`), G = 1. Times `upload`, `walk` and
+    /// `download`.
+    pub fn direct(
+        &mut self,
+        pos_mass: &[[f32; 4]],
+        eps2: f32,
+        times: &mut PhaseTimes,
+    ) -> Result<Vec<[f32; 4]>> {
+        const BLOCK: u32 = 256; // DIRECT_BLOCK * DIRECT_I targets per block (cuda/direct.cu)
+        const PER_BLOCK: u32 = 2 * BLOCK;
+        let n = pos_mass.len();
+        let t0 = Instant::now();
+        self.buffers.upload_sources(pos_mass)?;
+        self.stream.synchronize().map_err(driver_err("upload"))?;
+        times.add("upload", t0.elapsed().as_secs_f64());
+        let t0 = Instant::now();
+        let cfg = LaunchConfig {
+            grid_dim: ((n as u32).div_ceil(PER_BLOCK).max(1), 1, 1),
+            block_dim: (BLOCK, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let n_i = n as i32;
+        let b = &mut self.buffers;
+        let mut launch = self.stream.launch_builder(&self.direct);
+        launch.arg(&b.pos_mass).arg(&n_i).arg(&eps2).arg(&mut b.out);
+        // SAFETY: matches `direct` in cuda/direct.cu; pos_mass and out hold n elements.
+        unsafe { launch.launch(cfg) }.map_err(driver_err("direct launch"))?;
+        self.stream.synchronize().map_err(driver_err("direct"))?;
+        times.add("walk", t0.elapsed().as_secs_f64());
+        let t0 = Instant::now();
+        let out = self.buffers.download(n)?.acc_pot;
         times.add("download", t0.elapsed().as_secs_f64());
         Ok(out)
     }
