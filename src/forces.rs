@@ -3,7 +3,7 @@
 
 use crate::error::{Error, Result};
 use crate::sfc::Order;
-use crate::walk::gpu::{local_rank, Gpu, GpuLayout};
+use crate::walk::gpu::{local_rank, Gpu, GpuLayout, VgChoice};
 use crate::walk::mac::Mac;
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -105,7 +105,7 @@ pub struct ForceParams {
     pub backend: Backend,
     /// Shape of the GPU walk kernel: V targets per thread, G threads per group (the GPU's group
     /// of consecutive targets is V·G; `group` applies to the CPU walk only).
-    pub vg: GpuLayout,
+    pub vg: VgChoice,
 }
 
 impl Default for ForceParams {
@@ -123,7 +123,7 @@ impl Default for ForceParams {
             method: Method::Tree,
             walk: WalkKind::Grouped,
             backend: Backend::Auto,
-            vg: GpuLayout::default(),
+            vg: VgChoice::default(),
         }
     }
 }
@@ -161,7 +161,9 @@ impl ForceParams {
                 self.group
             )));
         }
-        self.vg.validate()?;
+        if let VgChoice::Fixed(l) = self.vg {
+            l.validate()?;
+        }
         if !(self.eps.is_finite() && self.eps >= 0.0) {
             return Err(Error::input(format!(
                 "softening eps must be finite and >= 0 (got {})",
@@ -183,7 +185,7 @@ use crate::particles::Particles;
 use crate::tree::{FlatTree, Tree, TreeParams};
 use crate::walk::cpu::{grouped_walk, single_walk, WalkOutput, WalkParams};
 use crate::walk::direct::direct_forces;
-use crate::walk::groups::{chunk_groups, tree_groups};
+use crate::walk::groups::{chunk_groups, tree_groups, Group};
 use crate::walk::mac::Criterion;
 use glam::DVec3;
 use rayon::prelude::*;
@@ -211,6 +213,8 @@ pub struct ForceResult {
 pub struct ForceEngine {
     params: ForceParams,
     gpu: Option<Gpu>,
+    /// `--vg auto` has not chosen a layout yet.
+    tune: bool,
 }
 
 impl ForceEngine {
@@ -221,8 +225,8 @@ impl ForceEngine {
         // Direct summation stays the float64 CPU reference unless the GPU is asked for by name.
         let gpu = match (params.backend, params.method) {
             (Backend::Cpu, _) | (Backend::Auto, Method::Direct) => None,
-            (Backend::Gpu, _) => Some(Gpu::open(local_rank(), params.vg)?),
-            (Backend::Auto, Method::Tree) => match Gpu::open(local_rank(), params.vg) {
+            (Backend::Gpu, _) => Some(Gpu::open(local_rank(), params.vg.initial())?),
+            (Backend::Auto, Method::Tree) => match Gpu::open(local_rank(), params.vg.initial()) {
                 Ok(g) => Some(g),
                 Err(e) => {
                     tracing::info!("backend auto: using the CPU ({e})");
@@ -230,7 +234,13 @@ impl ForceEngine {
                 }
             },
         };
-        Ok(Self { params, gpu })
+        let tune = params.vg == VgChoice::Auto && gpu.is_some();
+        Ok(Self { params, gpu, tune })
+    }
+
+    /// The GPU kernel layout in use (after `--vg auto` has chosen), if the GPU walks.
+    pub fn layout(&self) -> Option<GpuLayout> {
+        self.gpu.as_ref().map(Gpu::layout)
     }
 
     /// The parameters this engine evaluates with.
@@ -296,7 +306,10 @@ impl ForceEngine {
                     device,
                 }
             }
-            (Method::Tree, gpu) => tree_forces(p, params, gpu, old_acc, device)?,
+            (Method::Tree, gpu) => {
+                let tune = std::mem::take(&mut self.tune);
+                tree_forces(p, params, gpu, tune, old_acc, device)?
+            }
         };
         result.times.add("total", t0.elapsed().as_secs_f64());
         Ok(result)
@@ -316,6 +329,7 @@ fn tree_forces(
     p: &Particles,
     params: &ForceParams,
     mut gpu: Option<&mut Gpu>,
+    tune: bool,
     old_acc: Option<&[DVec3]>,
     device: String,
 ) -> Result<ForceResult> {
@@ -356,13 +370,19 @@ fn tree_forces(
     };
     let flat = (params.walk == WalkKind::Single || gpu.is_some())
         .then(|| times.time("thread", || FlatTree::from_tree(&tree, params.eps as f32)));
+    let form_groups = |size: usize| match params.order {
+        Order::None => chunk_groups(n, size),
+        Order::Hilbert | Order::Morton => tree_groups(&tree, size),
+    };
+    if let (true, Some(g), Some(f)) = (tune, gpu.as_deref_mut(), &flat) {
+        times.time("tune", || {
+            choose_layout(g, &tree, f, &targets, &form_groups, &wp)
+        })?;
+    }
     // Groups: V·G targets on the GPU, `group` on the CPU; tree cells when the walk follows
     // the tree order, fixed chunks of the input order otherwise.
     let group_size = gpu.as_ref().map_or(params.group, |g| g.layout().group());
-    let groups = match params.order {
-        Order::None => chunk_groups(n, group_size),
-        Order::Hilbert | Order::Morton => tree_groups(&tree, group_size),
-    };
+    let groups = form_groups(group_size);
     let mut walk =
         |wp: &WalkParams, targets: &[[f32; 4]], times: &mut PhaseTimes| match (&mut gpu, &flat) {
             (Some(g), Some(f)) => g.walk(&tree, f, targets, &groups, wp, times),
@@ -414,4 +434,33 @@ fn tree_forces(
         device,
     };
     Ok(r)
+}
+
+/// `--vg auto`: times one walk for every layout of [`GpuLayout::CANDIDATES`] on this tree and
+/// keeps the fastest compiled in `gpu`.
+fn choose_layout(
+    gpu: &mut Gpu,
+    tree: &Tree,
+    flat: &FlatTree,
+    targets: &[[f32; 4]],
+    form_groups: &dyn Fn(usize) -> Vec<Group>,
+    wp: &WalkParams,
+) -> Result<()> {
+    let mut best: Option<(f64, GpuLayout)> = None;
+    for layout in GpuLayout::CANDIDATES {
+        gpu.set_layout(layout)?;
+        let groups = form_groups(layout.group());
+        let mut t = PhaseTimes::default();
+        gpu.walk(tree, flat, targets, &groups, wp, &mut t)?;
+        let secs = t.get("walk");
+        tracing::info!("vg auto: V,G = {layout} walks in {:.2} ms", secs * 1e3);
+        if best.is_none_or(|b| secs < b.0) {
+            best = Some((secs, layout));
+        }
+    }
+    if let Some((secs, layout)) = best {
+        tracing::info!("vg auto: using V,G = {layout} ({:.2} ms)", secs * 1e3);
+        gpu.set_layout(layout)?;
+    }
+    Ok(())
 }

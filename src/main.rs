@@ -10,7 +10,7 @@ use hinoki::ics::{generate, Model};
 use hinoki::io::{read_ic, write_ic, RunConfig};
 use hinoki::sfc::Order;
 use hinoki::simulation;
-use hinoki::walk::gpu::GpuLayout;
+use hinoki::walk::gpu::VgChoice;
 use hinoki::walk::mac::Mac;
 use hinoki::{Error, Particles, Result};
 use std::path::PathBuf;
@@ -132,9 +132,10 @@ struct GravityArgs {
     /// Where the walk runs: cpu, gpu, auto.
     #[arg(long, default_value_t = ForceParams::default().backend)]
     backend: Backend,
-    /// GPU kernel shape "V,G": V targets per thread, G threads (a power of two ≤ 32) per group.
+    /// GPU kernel shape "V,G" (V targets per thread, G threads, a power of two ≤ 32, per group),
+    /// or "auto" to time a few shapes on the first force evaluation and keep the fastest.
     #[arg(long, default_value_t = ForceParams::default().vg)]
-    vg: GpuLayout,
+    vg: VgChoice,
 }
 
 impl GravityArgs {
@@ -277,6 +278,7 @@ fn forces(a: ForcesArgs) -> Result<()> {
     if a.json {
         let mut report = forces_json(p.len(), &params, &result, check.as_ref());
         report["memory"] = serde_json::json!({ "device_bytes": engine.device_bytes() });
+        report["vg_used"] = serde_json::json!(engine.layout().map(|l| l.to_string()));
         println!("{report}");
     } else {
         print!(

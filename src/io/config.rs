@@ -42,7 +42,7 @@ use crate::error::{Error, Result};
 use crate::forces::{Backend, ForceParams, Method, WalkKind};
 use crate::ics::Model;
 use crate::sfc::Order;
-use crate::walk::gpu::GpuLayout;
+use crate::walk::gpu::VgChoice;
 use crate::walk::mac::Mac;
 use serde::{Deserialize, Deserializer};
 use std::fmt::Display;
@@ -164,9 +164,10 @@ pub struct GravityConfig {
     /// Where the walk runs (`backend`: `"cpu"`, `"gpu"` or `"auto"`).
     #[serde(deserialize_with = "by_name")]
     pub backend: Backend,
-    /// Shape of the GPU walk kernel (`vg`: `"V,G"`, V targets per thread, G threads per group).
+    /// Shape of the GPU walk kernel (`vg`: `"V,G"`, V targets per thread, G threads per group,
+    /// or `"auto"`: the fastest of a few, timed on the first force evaluation).
     #[serde(deserialize_with = "by_name")]
-    pub vg: GpuLayout,
+    pub vg: VgChoice,
 }
 
 impl Default for GravityConfig {
@@ -348,6 +349,7 @@ mod tests {
     use super::*;
     use crate::error::ErrorKind;
     use crate::io::testdir::TestDir;
+    use crate::walk::gpu::GpuLayout;
 
     fn parse(s: &str) -> Result<RunConfig> {
         RunConfig::from_toml_str(s, "run.toml")
@@ -442,7 +444,7 @@ mod tests {
                 method: Method::Direct,
                 walk: WalkKind::Single,
                 backend: Backend::Cpu,
-                vg: GpuLayout { v: 2, g: 16 },
+                vg: VgChoice::Fixed(GpuLayout { v: 2, g: 16 }),
             }
         );
         assert_eq!((c.time.dt, c.time.t_end), (0.001, 2.5));

@@ -10,6 +10,20 @@ use super::morton::{compact, spread};
 
 const BITS: u32 = 21;
 
+/// One step of Skilling's excess-work loop for axis `i` at bit `q`: invert the low bits of
+/// axis 0 when axis `i` has bit `q` set, otherwise exchange the low bits of axes 0 and `i`.
+#[inline(always)]
+fn invert_or_exchange(x: &mut [u32; 3], i: usize, q: u32) {
+    let p = q - 1;
+    if x[i] & q != 0 {
+        x[0] ^= p;
+    } else {
+        let t = (x[0] ^ x[i]) & p;
+        x[0] ^= t;
+        x[i] ^= t;
+    }
+}
+
 /// Peano–Hilbert key of grid cell `(ix, iy, iz)`, each coordinate in `0..2²¹`.
 #[inline]
 pub fn encode(ix: u32, iy: u32, iz: u32) -> u64 {
@@ -17,15 +31,8 @@ pub fn encode(ix: u32, iy: u32, iz: u32) -> u64 {
     // Inverse undo of the excess work.
     let mut q = 1u32 << (BITS - 1);
     while q > 1 {
-        let p = q - 1;
         for i in 0..3 {
-            if x[i] & q != 0 {
-                x[0] ^= p;
-            } else {
-                let t = (x[0] ^ x[i]) & p;
-                x[0] ^= t;
-                x[i] ^= t;
-            }
+            invert_or_exchange(&mut x, i, q);
         }
         q >>= 1;
     }
@@ -55,15 +62,8 @@ pub fn decode(key: u64) -> [u32; 3] {
     // Undo the excess work.
     let mut q = 2u32;
     while q != 1 << BITS {
-        let p = q - 1;
         for i in (0..3).rev() {
-            if x[i] & q != 0 {
-                x[0] ^= p;
-            } else {
-                let t = (x[0] ^ x[i]) & p;
-                x[0] ^= t;
-                x[i] ^= t;
-            }
+            invert_or_exchange(&mut x, i, q);
         }
         q <<= 1;
     }

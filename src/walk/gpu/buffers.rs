@@ -6,6 +6,7 @@ use crate::tree::{FlatTree, Tree};
 use crate::walk::cpu::WalkOutput;
 use crate::walk::groups::Group;
 use cudarc::driver::{CudaSlice, CudaStream, DeviceRepr, ValidAsZeroBits};
+use rayon::prelude::*;
 use std::sync::Arc;
 
 /// Headroom factor when a buffer grows, so slowly growing N does not reallocate every step.
@@ -142,20 +143,24 @@ impl Buffers {
         qa.clear();
         qb.clear();
         leaf.clear();
-        leaf.extend((0..nc).map(|c| {
+        leaf.par_extend((0..nc).into_par_iter().map(|c| {
             if cells.is_leaf(c) {
                 cells.count[c] as i32
             } else {
                 0
             }
         }));
-        for c in 0..nc {
+        boxes.par_extend((0..nc).into_par_iter().flat_map_iter(|c| {
             let ce = cells.centre[c];
-            boxes.extend_from_slice(&[ce[0], ce[1], ce[2], cells.half[c]]);
-            let q = cells.quad[c];
-            qa.extend_from_slice(&q[..4]);
-            qb.extend_from_slice(&q[4..]);
-        }
+            [ce[0], ce[1], ce[2], cells.half[c]]
+        }));
+        qa.par_extend(
+            cells
+                .quad
+                .par_iter()
+                .flat_map_iter(|q| [q[0], q[1], q[2], q[3]]),
+        );
+        qb.par_extend(cells.quad.par_iter().flat_map_iter(|q| [q[4], q[5]]));
         let s = &self.stream;
         let err =
             |e: cudarc::driver::DriverError| Error::device(format!("CUDA upload failed: {e}"));
@@ -203,23 +208,29 @@ impl Buffers {
             .map_err(|e| Error::device(format!("CUDA upload failed: {e}")))
     }
 
-    /// Copies the results for `nt` targets back.
+    /// Copies the results for `nt` targets back, straight into the output arrays.
     pub fn download(&mut self, nt: usize) -> Result<WalkOutput> {
         let err =
             |e: cudarc::driver::DriverError| Error::device(format!("CUDA download failed: {e}"));
-        let mut acc = vec![0.0f32; 4 * nt];
-        let mut counts = vec![0u32; 2 * nt];
+        let mut acc_pot = vec![[0.0f32; 4]; nt];
+        let mut counts = vec![[0u32; 2]; nt];
         self.stream
-            .memcpy_dtoh(&self.out.slice(..4 * nt), &mut acc[..])
+            .memcpy_dtoh(
+                &self.out.slice(..4 * nt),
+                bytemuck::cast_slice_mut::<[f32; 4], f32>(&mut acc_pot),
+            )
             .map_err(err)?;
         self.stream
-            .memcpy_dtoh(&self.counts.slice(..2 * nt), &mut counts[..])
+            .memcpy_dtoh(
+                &self.counts.slice(..2 * nt),
+                bytemuck::cast_slice_mut::<[u32; 2], u32>(&mut counts),
+            )
             .map_err(err)?;
         self.stream.synchronize().map_err(err)?;
         Ok(WalkOutput {
-            acc_pot: bytemuck::cast_slice::<f32, [f32; 4]>(&acc).to_vec(),
-            p2p: counts.iter().step_by(2).copied().collect(),
-            m2p: counts.iter().skip(1).step_by(2).copied().collect(),
+            acc_pot,
+            p2p: counts.par_iter().map(|c| c[0]).collect(),
+            m2p: counts.par_iter().map(|c| c[1]).collect(),
         })
     }
 }

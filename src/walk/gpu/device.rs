@@ -43,6 +43,17 @@ impl GpuLayout {
     }
 }
 
+impl GpuLayout {
+    /// The layouts `--vg auto` times: the fastest of the seed-001-style sweep on an H100
+    /// (docs/performance.md) and their neighbours.
+    pub const CANDIDATES: [GpuLayout; 4] = [
+        GpuLayout { v: 2, g: 32 },
+        GpuLayout { v: 4, g: 32 },
+        GpuLayout { v: 8, g: 32 },
+        GpuLayout { v: 4, g: 16 },
+    ];
+}
+
 impl Default for GpuLayout {
     fn default() -> Self {
         // Fastest measured on an H100 (docs/performance.md).
@@ -75,6 +86,53 @@ impl std::str::FromStr for GpuLayout {
     }
 }
 
+/// How the (V, G) layout is chosen: fixed, or by timing [`GpuLayout::CANDIDATES`] on the first
+/// force evaluation (`--vg auto`; seed 001 finds the best pair depends on the distribution).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum VgChoice {
+    /// Time the candidates once, keep the fastest.
+    Auto,
+    /// Always this layout.
+    Fixed(GpuLayout),
+}
+
+impl Default for VgChoice {
+    fn default() -> Self {
+        Self::Fixed(GpuLayout::default())
+    }
+}
+
+impl VgChoice {
+    /// The layout to compile first.
+    pub fn initial(self) -> GpuLayout {
+        match self {
+            Self::Auto => GpuLayout::default(),
+            Self::Fixed(l) => l,
+        }
+    }
+}
+
+impl std::fmt::Display for VgChoice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Auto => f.write_str("auto"),
+            Self::Fixed(l) => l.fmt(f),
+        }
+    }
+}
+
+impl std::str::FromStr for VgChoice {
+    type Err = Error;
+    /// Parses "auto" or "V,G".
+    fn from_str(s: &str) -> Result<Self> {
+        if s == "auto" {
+            Ok(Self::Auto)
+        } else {
+            s.parse().map(Self::Fixed)
+        }
+    }
+}
+
 /// The node-local rank (which GPU to take): from OpenMPI, Slurm, MPICH or PMIx, else 0.
 pub fn local_rank() -> usize {
     [
@@ -94,9 +152,47 @@ pub struct Gpu {
     walk: CudaFunction,
     direct: CudaFunction,
     layout: GpuLayout,
+    arch: &'static str,
     buffers: Buffers,
     /// Human-readable device description, e.g. "NVIDIA H100 80GB HBM3 (GPU 0, sm_90)".
     pub name: String,
+}
+
+/// Compiles the kernels of `cuda/` with NVRTC for `arch` and the (V, G) layout, and loads
+/// them into `ctx`: returns the walk and direct-summation functions.
+fn compile(
+    ctx: &Arc<CudaContext>,
+    arch: &'static str,
+    layout: GpuLayout,
+) -> Result<(CudaFunction, CudaFunction)> {
+    let opts = CompileOptions {
+        arch: Some(arch),
+        // Fast math: rsqrtf, flush-to-zero and approximate division; the walk's error budget
+        // is set by the multipole expansion, orders of magnitude above this.
+        use_fast_math: Some(true),
+        options: vec![
+            format!("-DHINOKI_V={}", layout.v),
+            format!("-DHINOKI_G={}", layout.g),
+            "-std=c++17".into(),
+        ],
+        name: Some("hinoki.cu".into()),
+        ..Default::default()
+    };
+    let ptx = compile_ptx_with_opts(kernel_source(), opts).map_err(|e| match e {
+        CompileError::CompileError { log, .. } => Error::device(format!(
+            "NVRTC could not compile the kernels of cuda/ for {arch}: {}",
+            log.to_string_lossy()
+        )),
+        other => Error::device(format!("NVRTC failed: {other:?}")),
+    })?;
+    let module = ctx.load_module(ptx).map_err(driver_err("module load"))?;
+    let walk = module
+        .load_function("walk_vg")
+        .map_err(driver_err("kernel lookup"))?;
+    let direct = module
+        .load_function("direct")
+        .map_err(driver_err("kernel lookup"))?;
+    Ok((walk, direct))
 }
 
 fn driver_err(what: &str) -> impl Fn(cudarc::driver::DriverError) -> Error + '_ {
@@ -143,33 +239,7 @@ impl Gpu {
             .map_err(driver_err("capability query"))?;
         let arch: &'static str = Box::leak(format!("sm_{major}{minor}").into_boxed_str());
         let device_name = ctx.name().map_err(driver_err("name query"))?;
-        let opts = CompileOptions {
-            arch: Some(arch),
-            // Fast math: rsqrtf, flush-to-zero and approximate division; the walk's error
-            // budget is set by the multipole expansion, orders of magnitude above this.
-            use_fast_math: Some(true),
-            options: vec![
-                format!("-DHINOKI_V={}", layout.v),
-                format!("-DHINOKI_G={}", layout.g),
-                "-std=c++17".into(),
-            ],
-            name: Some("hinoki.cu".into()),
-            ..Default::default()
-        };
-        let ptx = compile_ptx_with_opts(kernel_source(), opts).map_err(|e| match e {
-            CompileError::CompileError { log, .. } => Error::device(format!(
-                "NVRTC could not compile the kernels of cuda/ for {arch}: {}",
-                log.to_string_lossy()
-            )),
-            other => Error::device(format!("NVRTC failed: {other:?}")),
-        })?;
-        let module = ctx.load_module(ptx).map_err(driver_err("module load"))?;
-        let walk = module
-            .load_function("walk_vg")
-            .map_err(driver_err("kernel lookup"))?;
-        let direct = module
-            .load_function("direct")
-            .map_err(driver_err("kernel lookup"))?;
+        let (walk, direct) = compile(&ctx, arch, layout)?;
         let stream = ctx.default_stream();
         Ok(Self {
             buffers: Buffers::new(stream.clone())?,
@@ -177,8 +247,19 @@ impl Gpu {
             walk,
             direct,
             layout,
+            arch,
             name: format!("{device_name} (GPU {ordinal}, {arch})"),
         })
+    }
+
+    /// Recompiles the walk kernel for another (V, G) layout.
+    pub fn set_layout(&mut self, layout: GpuLayout) -> Result<()> {
+        layout.validate()?;
+        if layout != self.layout {
+            (self.walk, self.direct) = compile(self.stream.context(), self.arch, layout)?;
+            self.layout = layout;
+        }
+        Ok(())
     }
 
     /// The (V, G) layout the kernel was compiled for.
