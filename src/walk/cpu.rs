@@ -152,7 +152,20 @@ fn evaluate(tree: &Tree, tg: &[[f32; 4]], list: &List, p: &WalkParams, acc: &mut
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 fn evaluate_avx2(tree: &Tree, tg: &[[f32; 4]], list: &List, p: &WalkParams, acc: &mut [[f32; 4]]) {
-    evaluate_lanes(tree, tg, list, p, acc);
+    let lanes = super::avx2::LANES;
+    for (batch, out) in tg.chunks(lanes).zip(acc.chunks_mut(lanes)) {
+        super::avx2::evaluate_batch(
+            batch,
+            &tree.particles,
+            &list.ranges,
+            &tree.cells.com_mass,
+            &tree.cells.quad,
+            &list.cells,
+            p.eps2,
+            p.quadrupole,
+            out,
+        );
+    }
 }
 
 /// The list evaluation proper: targets in batches of [`LANES`], sources broadcast.
@@ -239,4 +252,81 @@ pub fn single_walk(
     out.p2p = results.iter().map(|r| r.1).collect();
     out.m2p = results.iter().map(|r| r.2).collect();
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::diag::PhaseTimes;
+    use crate::sfc::Order;
+    use crate::tree::TreeParams;
+    use crate::walk::groups::tree_groups;
+    use crate::walk::mac::Mac;
+    use glam::DVec3;
+
+    /// The AVX2 list evaluation (rsqrt + Newton) equals the portable one to float32 rounding.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn avx2_and_portable_evaluations_agree() {
+        if !(std::arch::is_x86_feature_detected!("avx2")
+            && std::arch::is_x86_feature_detected!("fma"))
+        {
+            eprintln!("skipping: this CPU has no AVX2/FMA");
+            return;
+        }
+        let pos: Vec<DVec3> = (0..4000)
+            .map(|i| {
+                let t = i as f64 * 0.61;
+                DVec3::new(t.sin(), (1.3 * t).cos(), (0.37 * t).sin()) * (0.2 + (i % 11) as f64)
+            })
+            .collect();
+        let mass: Vec<f64> = (0..pos.len()).map(|i| 1.0 + (i % 3) as f64).collect();
+        let tree = Tree::build(
+            &pos,
+            &mass,
+            &TreeParams {
+                order: Order::Hilbert,
+                ncrit: 8,
+                mac: Mac::Modified,
+                theta: 0.5,
+            },
+            &mut PhaseTimes::default(),
+        );
+        let targets: Vec<[f32; 4]> = tree
+            .particles
+            .iter()
+            .map(|q| [q[0], q[1], q[2], 0.0])
+            .collect();
+        for quadrupole in [false, true] {
+            let p = WalkParams {
+                criterion: Criterion {
+                    mac: Mac::Modified,
+                    alpha: 0.001,
+                    g: 1.0,
+                },
+                eps2: 1e-4,
+                quadrupole,
+            };
+            let mut worst = 0.0f32;
+            let mut list = List::default();
+            for &[s, k] in &tree_groups(&tree, 64) {
+                let tg = &targets[s as usize..(s + k) as usize];
+                collect(&tree, tg, &p.criterion, &mut list);
+                let mut a = vec![[0.0f32; 4]; tg.len()];
+                let mut b = vec![[0.0f32; 4]; tg.len()];
+                evaluate_lanes(&tree, tg, &list, &p, &mut a);
+                // SAFETY: AVX2 and FMA were detected above.
+                unsafe { evaluate_avx2(&tree, tg, &list, &p, &mut b) };
+                for (x, y) in a.iter().zip(&b) {
+                    let d: f32 = (0..3).map(|i| (x[i] - y[i]).powi(2)).sum::<f32>().sqrt();
+                    let n: f32 = (0..3).map(|i| x[i].powi(2)).sum::<f32>().sqrt();
+                    worst = worst.max(d / n).max((x[3] - y[3]).abs() / x[3].abs());
+                }
+            }
+            assert!(
+                worst < 2e-5,
+                "quadrupole {quadrupole}: worst relative difference {worst}"
+            );
+        }
+    }
 }
