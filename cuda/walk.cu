@@ -1,5 +1,7 @@
-// The (V,G) tree walk of seed 001 (Ogiya et al., Sec. 4.1) on the flat node arrays of seed 004
-// (appendix A): nodes 0..n_particles-1 are particles, the rest cells; next/more thread the tree.
+// The (V,G) tree walk of seed 001 (Ogiya et al., Sec. 4.1), stackless as in seed 004 (appendix
+// A), reading the tree's own arrays: cells in depth-first preorder, where seed 004's "more" of a
+// cell is the next cell and its "next" is the cell after its subtree, and the key-sorted
+// particles, each leaf owning a contiguous range of them.
 //
 // Each thread owns V consecutive targets in registers; G consecutive threads (G divides 32) form a
 // group that owns one range of at most V*G consecutive targets (a tree cell, src/walk/groups.rs)
@@ -29,15 +31,17 @@
 #include "gravity.cuh"
 
 extern "C" __global__ void __launch_bounds__(128)
-walk_vg(const float4 *__restrict__ pos_mass,   // per node: position, mass (cells: centre of mass)
-        const float *__restrict__ size,        // per node: eps^2 (particles), S_eff (cells)
-        const int *__restrict__ next,          // per node
-        const int *__restrict__ more,          // per node
-        const float4 *__restrict__ cell_box,   // per cell: geometric centre, half side
-        const int *__restrict__ leaf_count,    // per cell: particles of a leaf, 0 otherwise
-        const float4 *__restrict__ quad_a,     // per cell: Qxx, Qyy, Qzz, Qxy
-        const float2 *__restrict__ quad_b,     // per cell: Qxz, Qyz
-        int n_particles, int root,
+walk_vg(const float4 *__restrict__ particles,       // sorted particles: position, mass
+        const float4 *__restrict__ cell_com_mass,   // per cell: centre of mass, mass
+        const float *__restrict__ cell_s_eff,       // per cell: S_eff
+        const float *__restrict__ cell_centre,      // per cell: geometric centre (3 floats)
+        const float *__restrict__ cell_half,        // per cell: half side
+        const unsigned *__restrict__ cell_subtree,  // per cell: cells in its subtree, itself included
+        const unsigned *__restrict__ cell_first,    // per cell: first particle
+        const unsigned *__restrict__ cell_count,    // per cell: particles
+        const unsigned char *__restrict__ cell_nchild, // per cell: children (0: a leaf)
+        const float2 *__restrict__ cell_quad,       // per cell: (xx,yy), (zz,xy), (xz,yz)
+        int n_cells,
         const float4 *__restrict__ targets,    // per target: position, |a_old|
         int n_targets,
         const uint2 *__restrict__ groups,      // per group: first target, count (<= V*G)
@@ -88,36 +92,35 @@ walk_vg(const float4 *__restrict__ pos_mass,   // per node: position, mass (cell
     for (int v = 0; v < V; v++) acc[v] = make_float4(0.f, 0.f, 0.f, 0.f);
     unsigned np = 0, nm = 0;
 
-    int cur = root;
-    while (cur >= 0) {
-        const int c = cur - n_particles;       // the walk only ever visits cells
-        const float4 pm = pos_mass[cur];
-        const float4 box = cell_box[c];
-        if (accepts(box, pm, size[cur], bc, bh, accel_mac, alpha, grav, amin)) {
-            const float4 qa = quad_a[c];
-            const float2 qb = quad_b[c];
+    // Cells are in depth-first preorder: opening a cell goes to c + 1 (its first child),
+    // accepting it skips its subtree to c + subtree[c] (the "more" and "next" of seed 004).
+    int c = 0;
+    while (c < n_cells) {
+        const float4 pm = cell_com_mass[c];
+        const float4 box = make_float4(cell_centre[3 * c], cell_centre[3 * c + 1],
+                                       cell_centre[3 * c + 2], cell_half[c]);
+        if (accepts(box, pm, cell_s_eff[c], bc, bh, accel_mac, alpha, grav, amin)) {
+            const float2 q0 = cell_quad[3 * c], q1 = cell_quad[3 * c + 1], q2 = cell_quad[3 * c + 2];
+            const float4 qa = make_float4(q0.x, q0.y, q1.x, q1.y);
 #pragma unroll
-            for (int v = 0; v < V; v++) m2p(x[v], pm, qa, qb, eps2, quadrupole, acc[v]);
+            for (int v = 0; v < V; v++) m2p(x[v], pm, qa, q2, eps2, quadrupole, acc[v]);
             nm++;
-            cur = next[cur];
+            c += cell_subtree[c];
             continue;
         }
-        const int nl = leaf_count[c];
-        if (nl == 0) {                         // an internal cell: descend
-            cur = more[cur];
-            continue;
-        }
-        // An opened leaf: its particles are the contiguous nodes more[cur] .. + nl, read as a
-        // range (independent loads) instead of following their next pointers one by one.
-        const int j0 = more[cur];
+        if (cell_nchild[c] == 0) {
+            // An opened leaf: its particles are a contiguous range, read with independent loads.
+            const int j0 = cell_first[c];
+            const int nl = cell_count[c];
 #pragma unroll 4
-        for (int j = j0; j < j0 + nl; j++) {
-            const float4 pj = pos_mass[j];
+            for (int j = j0; j < j0 + nl; j++) {
+                const float4 pj = particles[j];
 #pragma unroll
-            for (int v = 0; v < V; v++) p2p(x[v], pj, eps2, acc[v]);
+                for (int v = 0; v < V; v++) p2p(x[v], pj, eps2, acc[v]);
+            }
+            np += nl;
         }
-        np += nl;
-        cur = next[cur];
+        c += 1;
     }
 #pragma unroll
     for (int v = 0; v < V; v++) {

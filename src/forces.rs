@@ -368,15 +368,16 @@ fn tree_forces(
         eps2: (params.eps * params.eps) as f32,
         quadrupole: params.multipole >= 2,
     };
-    let flat = (params.walk == WalkKind::Single || gpu.is_some())
+    // The seed-004 node arrays with next/more threading, for the single-particle CPU walk.
+    let flat = (params.walk == WalkKind::Single && gpu.is_none())
         .then(|| times.time("thread", || FlatTree::from_tree(&tree, params.eps as f32)));
     let form_groups = |size: usize| match params.order {
         Order::None => chunk_groups(n, size),
         Order::Hilbert | Order::Morton => tree_groups(&tree, size),
     };
-    if let (true, Some(g), Some(f)) = (tune, gpu.as_deref_mut(), &flat) {
+    if let (true, Some(g)) = (tune, gpu.as_deref_mut()) {
         times.time("tune", || {
-            choose_layout(g, &tree, f, &targets, &form_groups, &wp)
+            choose_layout(g, &tree, &targets, &form_groups, &wp)
         })?;
     }
     // Groups: V·G targets on the GPU, `group` on the CPU; tree cells when the walk follows
@@ -385,7 +386,7 @@ fn tree_forces(
     let groups = form_groups(group_size);
     let mut walk =
         |wp: &WalkParams, targets: &[[f32; 4]], times: &mut PhaseTimes| match (&mut gpu, &flat) {
-            (Some(g), Some(f)) => g.walk(&tree, f, targets, &groups, wp, times),
+            (Some(g), _) => g.walk(&tree, targets, &groups, wp, times),
             (None, Some(f)) => Ok(times.time("walk", || single_walk(&tree, f, targets, wp))),
             _ => Ok(times.time("walk", || grouped_walk(&tree, targets, &groups, wp))),
         };
@@ -441,7 +442,6 @@ fn tree_forces(
 fn choose_layout(
     gpu: &mut Gpu,
     tree: &Tree,
-    flat: &FlatTree,
     targets: &[[f32; 4]],
     form_groups: &dyn Fn(usize) -> Vec<Group>,
     wp: &WalkParams,
@@ -451,7 +451,7 @@ fn choose_layout(
         gpu.set_layout(layout)?;
         let groups = form_groups(layout.group());
         let mut t = PhaseTimes::default();
-        gpu.walk(tree, flat, targets, &groups, wp, &mut t)?;
+        gpu.walk(tree, targets, &groups, wp, &mut t)?;
         let secs = t.get("walk");
         tracing::info!("vg auto: V,G = {layout} walks in {:.2} ms", secs * 1e3);
         if best.is_none_or(|b| secs < b.0) {

@@ -8,7 +8,7 @@ use hinoki::diag::{ErrorStats, PhaseTimes};
 use hinoki::forces::{compute_forces, Backend, ForceParams};
 use hinoki::ics::{generate, Model};
 use hinoki::sfc::Order;
-use hinoki::tree::{FlatTree, Tree, TreeParams};
+use hinoki::tree::{Tree, TreeParams};
 use hinoki::walk::cpu::{grouped_walk, WalkParams};
 use hinoki::walk::gpu::{Gpu, GpuLayout};
 use hinoki::walk::groups::tree_groups;
@@ -49,7 +49,6 @@ fn gpu_matches_cpu_on_the_same_tree() {
             },
             &mut PhaseTimes::default(),
         );
-        let flat = FlatTree::from_tree(&tree, 0.01);
         // Targets in tree order with a previous acceleration for the acceleration criterion.
         let direct = compute_forces(
             &p,
@@ -90,14 +89,7 @@ fn gpu_matches_cpu_on_the_same_tree() {
                 let groups = tree_groups(&tree, layout.group());
                 let cpu = grouped_walk(&tree, &targets, &groups, &wp);
                 let gpu = g
-                    .walk(
-                        &tree,
-                        &flat,
-                        &targets,
-                        &groups,
-                        &wp,
-                        &mut PhaseTimes::default(),
-                    )
+                    .walk(&tree, &targets, &groups, &wp, &mut PhaseTimes::default())
                     .unwrap();
                 let e = ErrorStats::of(&relative_acc_errors(
                     &to_dvec(&gpu.acc_pot),

@@ -1,8 +1,11 @@
 //! Device buffers of the walk, allocated once and grown (never shrunk) as N grows, so a run does
 //! no per-step allocation. Before growing, free device memory is checked against the need.
+//!
+//! The tree goes up as it is on the host (the sorted particles and the cells' arrays), viewed
+//! as flat f32/u32/u8 slices: no staging copy and no threaded node arrays.
 
 use crate::error::{Error, Result};
-use crate::tree::{FlatTree, Tree};
+use crate::tree::Tree;
 use crate::walk::cpu::WalkOutput;
 use crate::walk::groups::Group;
 use cudarc::driver::{CudaSlice, CudaStream, DeviceRepr, ValidAsZeroBits};
@@ -12,23 +15,24 @@ use std::sync::Arc;
 /// Headroom factor when a buffer grows, so slowly growing N does not reallocate every step.
 const GROWTH: f64 = 1.25;
 
-/// The walk's device arrays (flat f32/i32/u32 views of the node and target arrays).
+/// The walk's device arrays.
 pub(super) struct Buffers {
     stream: Arc<CudaStream>,
-    pub pos_mass: CudaSlice<f32>,
-    pub size: CudaSlice<f32>,
-    pub next: CudaSlice<i32>,
-    pub more: CudaSlice<i32>,
-    pub cell_box: CudaSlice<f32>,
-    pub leaf_count: CudaSlice<i32>,
-    pub quad_a: CudaSlice<f32>,
-    pub quad_b: CudaSlice<f32>,
+    /// Sorted particles (x, y, z, m) as 4 floats each; the sources of direct summation too.
+    pub particles: CudaSlice<f32>,
+    pub com_mass: CudaSlice<f32>,
+    pub s_eff: CudaSlice<f32>,
+    pub centre: CudaSlice<f32>,
+    pub half: CudaSlice<f32>,
+    pub subtree: CudaSlice<u32>,
+    pub first: CudaSlice<u32>,
+    pub count: CudaSlice<u32>,
+    pub nchild: CudaSlice<u8>,
+    pub quad: CudaSlice<f32>,
     pub targets: CudaSlice<f32>,
     pub groups: CudaSlice<u32>,
     pub out: CudaSlice<f32>,
     pub counts: CudaSlice<u32>,
-    /// Host staging for cell boxes, split quadrupoles and leaf counts.
-    staging: (Vec<f32>, Vec<f32>, Vec<f32>, Vec<i32>),
 }
 
 fn empty<T: DeviceRepr + ValidAsZeroBits>(s: &Arc<CudaStream>) -> Result<CudaSlice<T>> {
@@ -36,63 +40,72 @@ fn empty<T: DeviceRepr + ValidAsZeroBits>(s: &Arc<CudaStream>) -> Result<CudaSli
         .map_err(|e| Error::device(format!("CUDA allocation failed: {e}")))
 }
 
+fn upload_err(e: cudarc::driver::DriverError) -> Error {
+    Error::device(format!("CUDA upload failed: {e}"))
+}
+
 impl Buffers {
     pub fn new(stream: Arc<CudaStream>) -> Result<Self> {
         Ok(Self {
-            pos_mass: empty(&stream)?,
-            size: empty(&stream)?,
-            next: empty(&stream)?,
-            more: empty(&stream)?,
-            cell_box: empty(&stream)?,
-            leaf_count: empty(&stream)?,
-            quad_a: empty(&stream)?,
-            quad_b: empty(&stream)?,
+            particles: empty(&stream)?,
+            com_mass: empty(&stream)?,
+            s_eff: empty(&stream)?,
+            centre: empty(&stream)?,
+            half: empty(&stream)?,
+            subtree: empty(&stream)?,
+            first: empty(&stream)?,
+            count: empty(&stream)?,
+            nchild: empty(&stream)?,
+            quad: empty(&stream)?,
             targets: empty(&stream)?,
             groups: empty(&stream)?,
             out: empty(&stream)?,
             counts: empty(&stream)?,
-            staging: Default::default(),
             stream,
         })
     }
 
     /// Bytes held on the device.
     pub fn bytes(&self) -> usize {
-        4 * (self.pos_mass.len()
-            + self.size.len()
-            + self.next.len()
-            + self.more.len()
-            + self.cell_box.len()
-            + self.leaf_count.len()
-            + self.quad_a.len()
-            + self.quad_b.len()
+        4 * (self.particles.len()
+            + self.com_mass.len()
+            + self.s_eff.len()
+            + self.centre.len()
+            + self.half.len()
+            + self.subtree.len()
+            + self.first.len()
+            + self.count.len()
+            + self.quad.len()
             + self.targets.len()
             + self.groups.len()
             + self.out.len()
             + self.counts.len())
+            + self.nchild.len()
     }
 
-    /// Grows every buffer that is too small for `nodes` nodes, `cells` cells and `nt` targets,
-    /// after checking that the device has the memory.
-    fn reserve(&mut self, nodes: usize, cells: usize, nt: usize, ng: usize) -> Result<()> {
-        let need = [
-            (self.pos_mass.len(), 4 * nodes),
-            (self.size.len(), nodes),
-            (self.next.len(), nodes),
-            (self.more.len(), nodes),
-            (self.cell_box.len(), 4 * cells),
-            (self.leaf_count.len(), cells),
-            (self.quad_a.len(), 4 * cells),
-            (self.quad_b.len(), 2 * cells),
-            (self.targets.len(), 4 * nt),
-            (self.groups.len(), 2 * ng),
-            (self.out.len(), 4 * nt),
-            (self.counts.len(), 2 * nt),
+    /// Grows every buffer that is too small for `n` particles, `nc` cells, `nt` targets and
+    /// `ng` groups, after checking that the device has the memory.
+    fn reserve(&mut self, n: usize, nc: usize, nt: usize, ng: usize) -> Result<()> {
+        let need: [(usize, usize, usize); 14] = [
+            (self.particles.len(), 4 * n, 4),
+            (self.com_mass.len(), 4 * nc, 4),
+            (self.s_eff.len(), nc, 4),
+            (self.centre.len(), 3 * nc, 4),
+            (self.half.len(), nc, 4),
+            (self.subtree.len(), nc, 4),
+            (self.first.len(), nc, 4),
+            (self.count.len(), nc, 4),
+            (self.nchild.len(), nc, 1),
+            (self.quad.len(), 6 * nc, 4),
+            (self.targets.len(), 4 * nt, 4),
+            (self.groups.len(), 2 * ng, 4),
+            (self.out.len(), 4 * nt, 4),
+            (self.counts.len(), 2 * nt, 4),
         ];
         let extra: usize = need
             .iter()
-            .filter(|(have, want)| have < want)
-            .map(|(_, want)| (*want as f64 * GROWTH) as usize * 4)
+            .filter(|(have, want, _)| have < want)
+            .map(|(_, want, size)| (*want as f64 * GROWTH) as usize * size)
             .sum();
         if extra == 0 {
             return Ok(());
@@ -111,14 +124,16 @@ impl Buffers {
             )));
         }
         let s = self.stream.clone();
-        grow(&s, &mut self.pos_mass, 4 * nodes)?;
-        grow(&s, &mut self.size, nodes)?;
-        grow(&s, &mut self.next, nodes)?;
-        grow(&s, &mut self.more, nodes)?;
-        grow(&s, &mut self.cell_box, 4 * cells)?;
-        grow(&s, &mut self.leaf_count, cells)?;
-        grow(&s, &mut self.quad_a, 4 * cells)?;
-        grow(&s, &mut self.quad_b, 2 * cells)?;
+        grow(&s, &mut self.particles, 4 * n)?;
+        grow(&s, &mut self.com_mass, 4 * nc)?;
+        grow(&s, &mut self.s_eff, nc)?;
+        grow(&s, &mut self.centre, 3 * nc)?;
+        grow(&s, &mut self.half, nc)?;
+        grow(&s, &mut self.subtree, nc)?;
+        grow(&s, &mut self.first, nc)?;
+        grow(&s, &mut self.count, nc)?;
+        grow(&s, &mut self.nchild, nc)?;
+        grow(&s, &mut self.quad, 6 * nc)?;
         grow(&s, &mut self.targets, 4 * nt)?;
         grow(&s, &mut self.groups, 2 * ng)?;
         grow(&s, &mut self.out, 4 * nt)?;
@@ -127,72 +142,55 @@ impl Buffers {
     }
 
     /// Copies the tree, the targets and their groups to the device (growing buffers as needed).
-    pub fn upload(
-        &mut self,
-        tree: &Tree,
-        flat: &FlatTree,
-        targets: &[[f32; 4]],
-        groups: &[Group],
-    ) -> Result<()> {
-        let nodes = flat.pos_mass.len();
+    pub fn upload(&mut self, tree: &Tree, targets: &[[f32; 4]], groups: &[Group]) -> Result<()> {
+        let n = tree.particles.len();
         let cells = &tree.cells;
         let nc = cells.len();
-        self.reserve(nodes, nc, targets.len(), groups.len())?;
-        let (boxes, qa, qb, leaf) = &mut self.staging;
-        boxes.clear();
-        qa.clear();
-        qb.clear();
-        leaf.clear();
-        leaf.par_extend((0..nc).into_par_iter().map(|c| {
-            if cells.is_leaf(c) {
-                cells.count[c] as i32
-            } else {
-                0
-            }
-        }));
-        boxes.par_extend((0..nc).into_par_iter().flat_map_iter(|c| {
-            let ce = cells.centre[c];
-            [ce[0], ce[1], ce[2], cells.half[c]]
-        }));
-        qa.par_extend(
-            cells
-                .quad
-                .par_iter()
-                .flat_map_iter(|q| [q[0], q[1], q[2], q[3]]),
-        );
-        qb.par_extend(cells.quad.par_iter().flat_map_iter(|q| [q[4], q[5]]));
+        self.reserve(n, nc, targets.len(), groups.len())?;
         let s = &self.stream;
-        let err =
-            |e: cudarc::driver::DriverError| Error::device(format!("CUDA upload failed: {e}"));
+        let flat4 = bytemuck::cast_slice::<[f32; 4], f32>;
         s.memcpy_htod(
-            bytemuck::cast_slice::<[f32; 4], f32>(&flat.pos_mass),
-            &mut self.pos_mass.slice_mut(..4 * nodes),
+            flat4(&tree.particles),
+            &mut self.particles.slice_mut(..4 * n),
         )
-        .map_err(err)?;
-        s.memcpy_htod(&flat.size[..], &mut self.size.slice_mut(..nodes))
-            .map_err(err)?;
-        s.memcpy_htod(&flat.next[..], &mut self.next.slice_mut(..nodes))
-            .map_err(err)?;
-        s.memcpy_htod(&flat.more[..], &mut self.more.slice_mut(..nodes))
-            .map_err(err)?;
-        s.memcpy_htod(&boxes[..], &mut self.cell_box.slice_mut(..4 * nc))
-            .map_err(err)?;
-        s.memcpy_htod(&leaf[..], &mut self.leaf_count.slice_mut(..nc))
-            .map_err(err)?;
-        s.memcpy_htod(&qa[..], &mut self.quad_a.slice_mut(..4 * nc))
-            .map_err(err)?;
-        s.memcpy_htod(&qb[..], &mut self.quad_b.slice_mut(..2 * nc))
-            .map_err(err)?;
+        .map_err(upload_err)?;
         s.memcpy_htod(
-            bytemuck::cast_slice::<[f32; 4], f32>(targets),
+            flat4(&cells.com_mass),
+            &mut self.com_mass.slice_mut(..4 * nc),
+        )
+        .map_err(upload_err)?;
+        s.memcpy_htod(&cells.s_eff[..], &mut self.s_eff.slice_mut(..nc))
+            .map_err(upload_err)?;
+        s.memcpy_htod(
+            bytemuck::cast_slice::<[f32; 3], f32>(&cells.centre),
+            &mut self.centre.slice_mut(..3 * nc),
+        )
+        .map_err(upload_err)?;
+        s.memcpy_htod(&cells.half[..], &mut self.half.slice_mut(..nc))
+            .map_err(upload_err)?;
+        s.memcpy_htod(&cells.subtree[..], &mut self.subtree.slice_mut(..nc))
+            .map_err(upload_err)?;
+        s.memcpy_htod(&cells.first[..], &mut self.first.slice_mut(..nc))
+            .map_err(upload_err)?;
+        s.memcpy_htod(&cells.count[..], &mut self.count.slice_mut(..nc))
+            .map_err(upload_err)?;
+        s.memcpy_htod(&cells.nchild[..], &mut self.nchild.slice_mut(..nc))
+            .map_err(upload_err)?;
+        s.memcpy_htod(
+            bytemuck::cast_slice::<[f32; 6], f32>(&cells.quad),
+            &mut self.quad.slice_mut(..6 * nc),
+        )
+        .map_err(upload_err)?;
+        s.memcpy_htod(
+            flat4(targets),
             &mut self.targets.slice_mut(..4 * targets.len()),
         )
-        .map_err(err)?;
+        .map_err(upload_err)?;
         s.memcpy_htod(
             bytemuck::cast_slice::<Group, u32>(groups),
             &mut self.groups.slice_mut(..2 * groups.len()),
         )
-        .map_err(err)?;
+        .map_err(upload_err)?;
         Ok(())
     }
 
@@ -203,9 +201,9 @@ impl Buffers {
         self.stream
             .memcpy_htod(
                 bytemuck::cast_slice::<[f32; 4], f32>(pos_mass),
-                &mut self.pos_mass.slice_mut(..4 * n),
+                &mut self.particles.slice_mut(..4 * n),
             )
-            .map_err(|e| Error::device(format!("CUDA upload failed: {e}")))
+            .map_err(upload_err)
     }
 
     /// Copies the results for `nt` targets back, straight into the output arrays.

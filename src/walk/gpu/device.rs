@@ -3,7 +3,7 @@
 use super::buffers::Buffers;
 use crate::diag::PhaseTimes;
 use crate::error::{Error, Result};
-use crate::tree::{FlatTree, Tree};
+use crate::tree::Tree;
 use crate::walk::cpu::{WalkOutput, WalkParams};
 use crate::walk::groups::Group;
 use crate::walk::mac::Mac;
@@ -272,14 +272,13 @@ impl Gpu {
         self.buffers.bytes()
     }
 
-    /// Forces on `targets` (x, y, z, |a_old|) from `tree` threaded as `flat`, on the GPU. Times
-    /// the phases `upload`, `walk` and `download`. Each of `groups` (at most V·G targets) is
-    /// walked by one group of G threads, so the result equals
-    /// [`crate::walk::cpu::grouped_walk`] on the same groups up to float32 rounding.
+    /// Forces on `targets` (x, y, z, |a_old|) from `tree`, on the GPU. Times the phases
+    /// `upload`, `walk` and `download`. Each of `groups` (at most V·G targets) is walked by one
+    /// group of G threads, so the result equals [`crate::walk::cpu::grouped_walk`] on the same
+    /// groups up to float32 rounding.
     pub fn walk(
         &mut self,
         tree: &Tree,
-        flat: &FlatTree,
         targets: &[[f32; 4]],
         groups: &[Group],
         p: &WalkParams,
@@ -293,7 +292,7 @@ impl Gpu {
         }
         let nt = targets.len();
         let t0 = Instant::now();
-        self.buffers.upload(tree, flat, targets, groups)?;
+        self.buffers.upload(tree, targets, groups)?;
         self.stream.synchronize().map_err(driver_err("upload"))?;
         times.add("upload", t0.elapsed().as_secs_f64());
 
@@ -305,24 +304,24 @@ impl Gpu {
             block_dim: (BLOCK, 1, 1),
             shared_mem_bytes: 0,
         };
-        let n_particles = flat.n_particles as i32;
-        let root = flat.root() as i32;
+        let n_cells = tree.cells.len() as i32;
         let nt_i = nt as i32;
         let quadrupole = p.quadrupole as i32;
         let accel = (p.criterion.mac == Mac::Acceleration) as i32;
         let b = &mut self.buffers;
         let mut launch = self.stream.launch_builder(&self.walk);
         launch
-            .arg(&b.pos_mass)
-            .arg(&b.size)
-            .arg(&b.next)
-            .arg(&b.more)
-            .arg(&b.cell_box)
-            .arg(&b.leaf_count)
-            .arg(&b.quad_a)
-            .arg(&b.quad_b)
-            .arg(&n_particles)
-            .arg(&root)
+            .arg(&b.particles)
+            .arg(&b.com_mass)
+            .arg(&b.s_eff)
+            .arg(&b.centre)
+            .arg(&b.half)
+            .arg(&b.subtree)
+            .arg(&b.first)
+            .arg(&b.count)
+            .arg(&b.nchild)
+            .arg(&b.quad)
+            .arg(&n_cells)
             .arg(&b.targets)
             .arg(&nt_i)
             .arg(&b.groups)
@@ -371,7 +370,11 @@ impl Gpu {
         let n_i = n as i32;
         let b = &mut self.buffers;
         let mut launch = self.stream.launch_builder(&self.direct);
-        launch.arg(&b.pos_mass).arg(&n_i).arg(&eps2).arg(&mut b.out);
+        launch
+            .arg(&b.particles)
+            .arg(&n_i)
+            .arg(&eps2)
+            .arg(&mut b.out);
         // SAFETY: matches `direct` in cuda/direct.cu; pos_mass and out hold n elements.
         unsafe { launch.launch(cfg) }.map_err(driver_err("direct launch"))?;
         self.stream.synchronize().map_err(driver_err("direct"))?;
