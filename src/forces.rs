@@ -407,10 +407,7 @@ fn tree_forces(
     // Back to input order, G applied, float64.
     let g = params.g;
     let (acc, pot, p2p, m2p) = times.time("unsort", || {
-        let mut slot = vec![0u32; n];
-        for (k, &i) in walk_to_input.iter().enumerate() {
-            slot[i as usize] = k as u32;
-        }
+        let slot = inverse_permutation(&walk_to_input);
         let acc = slot
             .par_iter()
             .map(|&k| {
@@ -435,6 +432,20 @@ fn tree_forces(
         device,
     };
     Ok(r)
+}
+
+/// The inverse of the permutation `p` (`q[p[k]] = k`), scattered in parallel. Relaxed atomic
+/// stores compile to plain stores; they only make the disjoint parallel writes safe Rust.
+fn inverse_permutation(p: &[u32]) -> Vec<u32> {
+    use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
+    let q: Vec<AtomicU32> = (0..p.len())
+        .into_par_iter()
+        .map(|_| AtomicU32::new(0))
+        .collect();
+    p.par_iter()
+        .enumerate()
+        .for_each(|(k, &i)| q[i as usize].store(k as u32, Relaxed));
+    q.into_par_iter().map(AtomicU32::into_inner).collect()
 }
 
 /// `--vg auto`: times one walk for every layout of [`GpuLayout::CANDIDATES`] on this tree and

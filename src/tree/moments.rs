@@ -77,6 +77,71 @@ fn combine(children: &[Moment]) -> Moment {
     Moment { mass, com, quad }
 }
 
+/// The moment of cell `c` (index into `done`, which holds the moments of every cell of the
+/// slice after `c`, `offset` being the slice's first cell): from its particles for a leaf, from
+/// its children otherwise.
+fn cell_moment(
+    cells: &Cells,
+    particles: &[[f32; 4]],
+    c: usize,
+    done: &[Moment],
+    offset: usize,
+) -> Moment {
+    if cells.is_leaf(c) {
+        let a = cells.first[c] as usize;
+        return leaf_moment(&particles[a..a + cells.count[c] as usize]);
+    }
+    let mut kids = [Moment::default(); 8];
+    let mut k = c + 1;
+    for kid in kids.iter_mut().take(cells.nchild[c] as usize) {
+        *kid = done[k - offset];
+        k += cells.subtree[k] as usize;
+    }
+    combine(&kids[..cells.nchild[c] as usize])
+}
+
+/// Moments of every cell. Subtrees of at most a chunk of cells are contiguous in preorder and
+/// independent, so each is summed bottom-up (reverse preorder) by one rayon task; the few cells
+/// above them follow, again in reverse preorder.
+fn upward_pass(cells: &Cells, particles: &[[f32; 4]]) -> Vec<Moment> {
+    let n = cells.len();
+    let chunk = (n / (8 * rayon::current_num_threads())).max(1024);
+    let mut roots = Vec::new();
+    let mut top = Vec::new();
+    let mut c = 0;
+    while c < n {
+        if cells.subtree[c] as usize <= chunk {
+            roots.push(c);
+            c += cells.subtree[c] as usize;
+        } else {
+            top.push(c);
+            c += 1;
+        }
+    }
+    // Allocated and touched in parallel: at 2^28 particles this is gigabytes of fresh pages.
+    let mut moments: Vec<Moment> = (0..n).into_par_iter().map(|_| Moment::default()).collect();
+    // Disjoint slices, one per task subtree.
+    let mut slices = Vec::with_capacity(roots.len());
+    let mut rest = &mut moments[..];
+    let mut at = 0;
+    for &r in &roots {
+        let (_, tail) = rest.split_at_mut(r - at);
+        let (mine, tail) = tail.split_at_mut(cells.subtree[r] as usize);
+        slices.push((r, mine));
+        rest = tail;
+        at = r + cells.subtree[r] as usize;
+    }
+    slices.into_par_iter().for_each(|(r, mine)| {
+        for i in (0..mine.len()).rev() {
+            mine[i] = cell_moment(cells, particles, r + i, mine, r);
+        }
+    });
+    for &c in top.iter().rev() {
+        moments[c] = cell_moment(cells, particles, c, &moments, 0);
+    }
+    moments
+}
+
 /// Fills geometry (`centre`, `half`), moments (`com_mass`, `quad`) and `s_eff` of every cell.
 /// `particles` are the key-sorted particles the topology was built on, `grid` the key cube.
 pub fn compute_moments(
@@ -108,47 +173,11 @@ pub fn compute_moments(
             )
         })
         .collect();
-    let mut moments: Vec<Moment> = (0..n)
-        .into_par_iter()
-        .map(|c| {
-            if cells.is_leaf(c) {
-                let a = cells.first[c] as usize;
-                leaf_moment(&particles[a..a + cells.count[c] as usize])
-            } else {
-                Moment::default()
-            }
-        })
-        .collect();
-    // Internal cells level by level from the deepest up: a level's children are all done.
-    let depth = cells.level.iter().copied().max().unwrap_or(0) as usize;
-    let mut by_level: Vec<Vec<u32>> = vec![Vec::new(); depth + 1];
-    for c in 0..n {
-        if !cells.is_leaf(c) {
-            by_level[cells.level[c] as usize].push(c as u32);
-        }
-    }
-    for level in by_level.iter().rev() {
-        let done: Vec<Moment> = level
-            .par_iter()
-            .map(|&c| {
-                let c = c as usize;
-                let mut kids = [Moment::default(); 8];
-                let mut k = c + 1;
-                for kid in kids.iter_mut().take(cells.nchild[c] as usize) {
-                    *kid = moments[k];
-                    k += cells.subtree[k] as usize;
-                }
-                combine(&kids[..cells.nchild[c] as usize])
-            })
-            .collect();
-        for (&c, m) in level.iter().zip(done) {
-            moments[c as usize] = m;
-        }
-    }
-    cells.centre = geometry.iter().map(|g| g.0).collect();
-    cells.half = geometry.iter().map(|g| g.1).collect();
+    let moments = upward_pass(cells, particles);
+    cells.centre = geometry.par_iter().map(|g| g.0).collect();
+    cells.half = geometry.par_iter().map(|g| g.1).collect();
     cells.com_mass = moments
-        .iter()
+        .par_iter()
         .map(|m| {
             [
                 m.com[0] as f32,
@@ -158,7 +187,10 @@ pub fn compute_moments(
             ]
         })
         .collect();
-    cells.quad = moments.iter().map(|m| m.quad.map(|v| v as f32)).collect();
+    cells.quad = moments
+        .par_iter()
+        .map(|m| m.quad.map(|v| v as f32))
+        .collect();
     update_s_eff(cells, mac, theta);
 }
 
