@@ -13,10 +13,9 @@ use hinoki::forces::ForceParams;
 use hinoki::ics::{generate, Model};
 use hinoki::sfc::{keys, GridBox, Order};
 use hinoki::tree::{FlatTree, Tree, TreeParams};
-use hinoki::walk::cpu::{grouped_walk, single_walk, WalkParams};
+use hinoki::walk::cpu::{grouped_walk, single_walk};
 use hinoki::walk::direct::direct_forces;
 use hinoki::walk::groups::tree_groups;
-use hinoki::walk::mac::Criterion as Opening;
 use hinoki::Particles;
 use std::time::Duration;
 
@@ -47,19 +46,6 @@ fn targets(tree: &Tree, p: &Particles) -> Vec<[f32; 4]> {
             [x.x as f32, x.y as f32, x.z as f32, 0.0]
         })
         .collect()
-}
-
-/// The walk parameters of the default force evaluation.
-fn walk_params(f: &ForceParams) -> WalkParams {
-    WalkParams {
-        criterion: Opening {
-            mac: f.mac,
-            alpha: f.alpha,
-            g: f.g as f32,
-        },
-        eps2: (f.eps * f.eps) as f32,
-        quadrupole: f.multipole >= 2,
-    }
 }
 
 fn configure<'a>(
@@ -111,7 +97,7 @@ fn bench_walks(c: &mut Criterion) {
         &mut PhaseTimes::default(),
     );
     let t = targets(&tree, &p);
-    let wp = walk_params(&f);
+    let wp = f.walk_params();
     // The CPU groups of `hinoki::forces`: tree cells of at most `group` particles.
     let groups = tree_groups(&tree, f.group);
     let flat = FlatTree::from_tree(&tree, f.eps as f32);

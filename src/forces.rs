@@ -129,6 +129,19 @@ impl Default for ForceParams {
 }
 
 impl ForceParams {
+    /// What the walks need of these parameters (θ is already in the tree's S_eff).
+    pub fn walk_params(&self) -> WalkParams {
+        WalkParams {
+            criterion: Criterion {
+                mac: self.mac,
+                alpha: self.alpha,
+                g: self.g as f32,
+            },
+            eps2: (self.eps * self.eps) as f32,
+            quadrupole: self.multipole >= 2,
+        }
+    }
+
     /// Checks every value; the error names the parameter and the rule it breaks.
     pub fn validate(&self) -> Result<()> {
         if !(self.theta.is_finite() && self.theta > 0.0) {
@@ -359,15 +372,7 @@ fn tree_forces(
             [x.x as f32, x.y as f32, x.z as f32, amag(i as usize)]
         })
         .collect();
-    let wp = WalkParams {
-        criterion: Criterion {
-            mac: params.mac,
-            alpha: params.alpha,
-            g: params.g as f32,
-        },
-        eps2: (params.eps * params.eps) as f32,
-        quadrupole: params.multipole >= 2,
-    };
+    let wp = params.walk_params();
     // The seed-004 node arrays with next/more threading, for the single-particle CPU walk.
     let flat = (params.walk == WalkKind::Single && gpu.is_none())
         .then(|| times.time("thread", || FlatTree::from_tree(&tree, params.eps as f32)));
