@@ -8,7 +8,9 @@ use crate::error::{Error, Result};
 use crate::tree::Tree;
 use crate::walk::cpu::WalkOutput;
 use crate::walk::groups::Group;
-use cudarc::driver::{CudaSlice, CudaStream, DeviceRepr, ValidAsZeroBits};
+use cudarc::driver::{
+    CudaContext, CudaSlice, CudaStream, DeviceRepr, PinnedHostSlice, ValidAsZeroBits,
+};
 use rayon::prelude::*;
 use std::sync::Arc;
 
@@ -33,6 +35,10 @@ pub(super) struct Buffers {
     pub groups: CudaSlice<u32>,
     pub out: CudaSlice<f32>,
     pub counts: CudaSlice<u32>,
+    /// Page-locked host copies of `out` and `counts`: the device copies into them at full
+    /// bus speed, then the host unpacks them in parallel.
+    host_out: Option<PinnedHostSlice<f32>>,
+    host_counts: Option<PinnedHostSlice<u32>>,
 }
 
 fn empty<T: DeviceRepr + ValidAsZeroBits>(s: &Arc<CudaStream>) -> Result<CudaSlice<T>> {
@@ -61,6 +67,8 @@ impl Buffers {
             groups: empty(&stream)?,
             out: empty(&stream)?,
             counts: empty(&stream)?,
+            host_out: None,
+            host_counts: None,
             stream,
         })
     }
@@ -206,31 +214,57 @@ impl Buffers {
             .map_err(upload_err)
     }
 
-    /// Copies the results for `nt` targets back, straight into the output arrays.
+    /// Copies the results for `nt` targets back through page-locked host buffers.
     pub fn download(&mut self, nt: usize) -> Result<WalkOutput> {
         let err =
             |e: cudarc::driver::DriverError| Error::device(format!("CUDA download failed: {e}"));
-        let mut acc_pot = vec![[0.0f32; 4]; nt];
-        let mut counts = vec![[0u32; 2]; nt];
+        let ctx = self.stream.context().clone();
+        let out_host = pinned(&ctx, &mut self.host_out, 4 * nt)?;
         self.stream
-            .memcpy_dtoh(
-                &self.out.slice(..4 * nt),
-                bytemuck::cast_slice_mut::<[f32; 4], f32>(&mut acc_pot),
-            )
+            .memcpy_dtoh(&self.out.slice(..4 * nt), out_host)
             .map_err(err)?;
+        let counts_host = pinned(&ctx, &mut self.host_counts, 2 * nt)?;
         self.stream
-            .memcpy_dtoh(
-                &self.counts.slice(..2 * nt),
-                bytemuck::cast_slice_mut::<[u32; 2], u32>(&mut counts),
-            )
+            .memcpy_dtoh(&self.counts.slice(..2 * nt), counts_host)
             .map_err(err)?;
         self.stream.synchronize().map_err(err)?;
+        let acc = &out_host_slice(&self.host_out)?[..4 * nt];
+        let counts = &out_host_slice(&self.host_counts)?[..2 * nt];
         Ok(WalkOutput {
-            acc_pot,
-            p2p: counts.par_iter().map(|c| c[0]).collect(),
-            m2p: counts.par_iter().map(|c| c[1]).collect(),
+            acc_pot: acc
+                .par_chunks_exact(4)
+                .map(|c| [c[0], c[1], c[2], c[3]])
+                .collect(),
+            p2p: counts.par_chunks_exact(2).map(|c| c[0]).collect(),
+            m2p: counts.par_chunks_exact(2).map(|c| c[1]).collect(),
         })
     }
+}
+
+/// The page-locked buffer in `slot`, (re)allocated when it holds fewer than `len` elements.
+fn pinned<'a, T: DeviceRepr>(
+    ctx: &Arc<CudaContext>,
+    slot: &'a mut Option<PinnedHostSlice<T>>,
+    len: usize,
+) -> Result<&'a mut PinnedHostSlice<T>> {
+    if !matches!(slot, Some(p) if p.len() >= len) {
+        let n = ((len as f64 * GROWTH) as usize).max(len);
+        // SAFETY: plain page-locked memory (flags 0); every element read is first written by a
+        // device-to-host copy.
+        let buf = unsafe { ctx.alloc_pinned_with_flags::<T>(n, 0) }
+            .map_err(|e| Error::device(format!("page-locked host allocation failed: {e}")))?;
+        *slot = Some(buf);
+    }
+    slot.as_mut()
+        .ok_or_else(|| Error::device("page-locked host buffer missing"))
+}
+
+/// The contents of a page-locked buffer after the stream has synchronised.
+fn out_host_slice<T: ValidAsZeroBits>(slot: &Option<PinnedHostSlice<T>>) -> Result<&[T]> {
+    slot.as_ref()
+        .ok_or_else(|| Error::device("page-locked host buffer missing"))?
+        .as_slice()
+        .map_err(|e| Error::device(format!("CUDA download failed: {e}")))
 }
 
 /// Replaces `buf` by a larger allocation (with headroom) when it holds fewer than `len` elements.
