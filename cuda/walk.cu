@@ -34,8 +34,7 @@ extern "C" __global__ void __launch_bounds__(128)
 walk_vg(const float4 *__restrict__ particles,       // sorted particles: position, mass
         const float4 *__restrict__ cell_com_mass,   // per cell: centre of mass, mass
         const float *__restrict__ cell_s_eff,       // per cell: S_eff
-        const float *__restrict__ cell_centre,      // per cell: geometric centre (3 floats)
-        const float *__restrict__ cell_half,        // per cell: half side
+        const float4 *__restrict__ cell_box,        // per cell: geometric centre, half side
         const unsigned *__restrict__ cell_subtree,  // per cell: cells in its subtree, itself included
         const unsigned *__restrict__ cell_first,    // per cell: first particle
         const unsigned *__restrict__ cell_count,    // per cell: particles
@@ -97,8 +96,7 @@ walk_vg(const float4 *__restrict__ particles,       // sorted particles: positio
     int c = 0;
     while (c < n_cells) {
         const float4 pm = cell_com_mass[c];
-        const float4 box = make_float4(cell_centre[3 * c], cell_centre[3 * c + 1],
-                                       cell_centre[3 * c + 2], cell_half[c]);
+        const float4 box = cell_box[c];
         if (accepts(box, pm, cell_s_eff[c], bc, bh, accel_mac, alpha, grav, amin)) {
             const float2 q0 = cell_quad[3 * c], q1 = cell_quad[3 * c + 1], q2 = cell_quad[3 * c + 2];
             const float4 qa = make_float4(q0.x, q0.y, q1.x, q1.y);

@@ -33,10 +33,9 @@ pub struct Cells {
     pub nchild: Vec<u8>,
     /// Number of cells in the subtree rooted here, the cell itself included.
     pub subtree: Vec<u32>,
-    /// Geometric centre of the cell box (length units).
-    pub centre: Vec<[f32; 3]>,
-    /// Half the side of the cell box (length units).
-    pub half: Vec<f32>,
+    /// The cell box: geometric centre (x, y, z) and half its side (length units), packed so
+    /// that a walk reads it with one 16-byte load.
+    pub boxes: Vec<[f32; 4]>,
     /// Centre of mass (length units) and total mass (mass units).
     pub com_mass: Vec<[f32; 4]>,
     /// Traceless quadrupole about the centre of mass, Σ m (3 y yᵀ − |y|² I), as

@@ -142,7 +142,7 @@ fn upward_pass(cells: &Cells, particles: &[[f32; 4]]) -> Vec<Moment> {
     moments
 }
 
-/// Fills geometry (`centre`, `half`), moments (`com_mass`, `quad`) and `s_eff` of every cell.
+/// Fills geometry (`boxes`), moments (`com_mass`, `quad`) and `s_eff` of every cell.
 /// `particles` are the key-sorted particles the topology was built on, `grid` the key cube.
 pub fn compute_moments(
     cells: &mut Cells,
@@ -153,7 +153,7 @@ pub fn compute_moments(
 ) {
     let n = cells.len();
     // Geometry from the grid cell of each cell's first particle, truncated to the cell's level.
-    let geometry: Vec<([f32; 3], f32)> = (0..n)
+    cells.boxes = (0..n)
         .into_par_iter()
         .map(|c| {
             let p = particles[cells.first[c] as usize];
@@ -163,19 +163,15 @@ pub fn compute_moments(
             let shift = 21 - level;
             let corner = |k: usize| ((g[k] >> shift) as f64 + 0.5) * side;
             let o = grid.origin;
-            (
-                [
-                    (o.x + corner(0)) as f32,
-                    (o.y + corner(1)) as f32,
-                    (o.z + corner(2)) as f32,
-                ],
+            [
+                (o.x + corner(0)) as f32,
+                (o.y + corner(1)) as f32,
+                (o.z + corner(2)) as f32,
                 (0.5 * side) as f32,
-            )
+            ]
         })
         .collect();
     let moments = upward_pass(cells, particles);
-    cells.centre = geometry.par_iter().map(|g| g.0).collect();
-    cells.half = geometry.par_iter().map(|g| g.1).collect();
     cells.com_mass = moments
         .par_iter()
         .map(|m| {
@@ -199,10 +195,10 @@ fn update_s_eff(cells: &mut Cells, mac: Mac, theta: f32) {
     cells.s_eff = (0..cells.len())
         .into_par_iter()
         .map(|c| {
-            let [cx, cy, cz] = cells.centre[c];
+            let [cx, cy, cz, half] = cells.boxes[c];
             let [mx, my, mz, _] = cells.com_mass[c];
             let s = ((cx - mx).powi(2) + (cy - my).powi(2) + (cz - mz).powi(2)).sqrt();
-            s_eff(mac, theta, 2.0 * cells.half[c], s)
+            s_eff(mac, theta, 2.0 * half, s)
         })
         .collect();
 }

@@ -61,9 +61,10 @@ fn check_invariants(t: &Tree, mass: &[f64], ncrit: usize) {
             "cell {c} mass"
         );
         let tol = 1e-5 * t.grid.side as f32;
-        for (m, centre) in cm.iter().zip(cells.centre[c]) {
+        let [cx, cy, cz, half] = cells.boxes[c];
+        for (m, centre) in cm.iter().zip([cx, cy, cz]) {
             assert!(
-                (m - centre).abs() <= cells.half[c] + tol,
+                (m - centre).abs() <= half + tol,
                 "cell {c} centre of mass outside its box"
             );
         }

@@ -56,7 +56,7 @@ fn form(tree: &Tree, max: usize, widest: f32) -> Vec<(Group, f32)> {
             ancestors.pop();
         }
         let (first, count) = (cells.first[c], cells.count[c]);
-        let side = 2.0 * cells.half[c];
+        let side = 2.0 * cells.boxes[c][3];
         if !cells.is_leaf(c) && (count > max || side > widest) {
             ancestors.push((c, c + cells.subtree[c] as usize));
             c += 1;

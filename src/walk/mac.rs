@@ -94,8 +94,8 @@ impl Criterion {
     /// acceleration magnitude of the targets (only read by the acceleration criterion).
     #[inline(always)]
     pub fn accepts(&self, cells: &Cells, c: usize, bc: [f32; 3], bh: [f32; 3], amin: f32) -> bool {
-        let ce = cells.centre[c];
-        let h = cells.half[c];
+        let [cx, cy, cz, h] = cells.boxes[c];
+        let ce = [cx, cy, cz];
         let overlap = (0..3).all(|k| (ce[k] - bc[k]).abs() <= h + bh[k]);
         if overlap {
             return false;

@@ -24,8 +24,7 @@ pub(super) struct Buffers {
     pub particles: CudaSlice<f32>,
     pub com_mass: CudaSlice<f32>,
     pub s_eff: CudaSlice<f32>,
-    pub centre: CudaSlice<f32>,
-    pub half: CudaSlice<f32>,
+    pub boxes: CudaSlice<f32>,
     pub subtree: CudaSlice<u32>,
     pub first: CudaSlice<u32>,
     pub count: CudaSlice<u32>,
@@ -56,8 +55,7 @@ impl Buffers {
             particles: empty(&stream)?,
             com_mass: empty(&stream)?,
             s_eff: empty(&stream)?,
-            centre: empty(&stream)?,
-            half: empty(&stream)?,
+            boxes: empty(&stream)?,
             subtree: empty(&stream)?,
             first: empty(&stream)?,
             count: empty(&stream)?,
@@ -78,8 +76,7 @@ impl Buffers {
         4 * (self.particles.len()
             + self.com_mass.len()
             + self.s_eff.len()
-            + self.centre.len()
-            + self.half.len()
+            + self.boxes.len()
             + self.subtree.len()
             + self.first.len()
             + self.count.len()
@@ -94,12 +91,11 @@ impl Buffers {
     /// Grows every buffer that is too small for `n` particles, `nc` cells, `nt` targets and
     /// `ng` groups, after checking that the device has the memory.
     fn reserve(&mut self, n: usize, nc: usize, nt: usize, ng: usize) -> Result<()> {
-        let need: [(usize, usize, usize); 14] = [
+        let need: [(usize, usize, usize); 13] = [
             (self.particles.len(), 4 * n, 4),
             (self.com_mass.len(), 4 * nc, 4),
             (self.s_eff.len(), nc, 4),
-            (self.centre.len(), 3 * nc, 4),
-            (self.half.len(), nc, 4),
+            (self.boxes.len(), 4 * nc, 4),
             (self.subtree.len(), nc, 4),
             (self.first.len(), nc, 4),
             (self.count.len(), nc, 4),
@@ -135,8 +131,7 @@ impl Buffers {
         grow(&s, &mut self.particles, 4 * n)?;
         grow(&s, &mut self.com_mass, 4 * nc)?;
         grow(&s, &mut self.s_eff, nc)?;
-        grow(&s, &mut self.centre, 3 * nc)?;
-        grow(&s, &mut self.half, nc)?;
+        grow(&s, &mut self.boxes, 4 * nc)?;
         grow(&s, &mut self.subtree, nc)?;
         grow(&s, &mut self.first, nc)?;
         grow(&s, &mut self.count, nc)?;
@@ -169,12 +164,7 @@ impl Buffers {
         .map_err(upload_err)?;
         s.memcpy_htod(&cells.s_eff[..], &mut self.s_eff.slice_mut(..nc))
             .map_err(upload_err)?;
-        s.memcpy_htod(
-            bytemuck::cast_slice::<[f32; 3], f32>(&cells.centre),
-            &mut self.centre.slice_mut(..3 * nc),
-        )
-        .map_err(upload_err)?;
-        s.memcpy_htod(&cells.half[..], &mut self.half.slice_mut(..nc))
+        s.memcpy_htod(flat4(&cells.boxes), &mut self.boxes.slice_mut(..4 * nc))
             .map_err(upload_err)?;
         s.memcpy_htod(&cells.subtree[..], &mut self.subtree.slice_mut(..nc))
             .map_err(upload_err)?;
