@@ -93,6 +93,15 @@ pub fn key_of(order: Order, c: [u32; 3]) -> u64 {
     }
 }
 
+/// Grid cell of a key on the curve `order` (inverse of [`key_of`]).
+#[inline]
+pub fn cell_of_key(order: Order, key: u64) -> [u32; 3] {
+    match order {
+        Order::Hilbert => hilbert::decode(key),
+        Order::Morton | Order::None => morton::decode(key),
+    }
+}
+
 /// Keys of all points in `grid` on the curve `order`, in parallel.
 pub fn keys(order: Order, grid: &GridBox, pos: &[DVec3]) -> Vec<u64> {
     pos.par_iter()

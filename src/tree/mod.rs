@@ -123,7 +123,7 @@ impl Tree {
         let (particles, sorted_keys) = particles;
         let mut cells = times.time("build", || build_topology(&sorted_keys, p.ncrit));
         times.time("moments", || {
-            compute_moments(&mut cells, &particles, &grid, p.mac, p.theta)
+            compute_moments(&mut cells, &particles, &sorted_keys, &grid, p)
         });
         Tree {
             grid,

@@ -5,8 +5,8 @@
 //! children with the parallel-axis theorem, visiting cells in reverse preorder so that children
 //! are done before parents. Sums run in float64 and are stored in float32.
 
-use super::Cells;
-use crate::sfc::GridBox;
+use super::{Cells, TreeParams};
+use crate::sfc::{cell_of_key, GridBox};
 use crate::walk::mac::{s_eff, Mac};
 use rayon::prelude::*;
 
@@ -143,23 +143,24 @@ fn upward_pass(cells: &Cells, particles: &[[f32; 4]]) -> Vec<Moment> {
 }
 
 /// Fills geometry (`boxes`), moments (`com_mass`, `quad`) and `s_eff` of every cell.
-/// `particles` are the key-sorted particles the topology was built on, `grid` the key cube.
+/// `particles` and `keys` are the key-sorted particles and keys the topology was built on, on
+/// the curve of `params.order`, in the cube `grid`; `params` also gives the criterion and θ.
 pub fn compute_moments(
     cells: &mut Cells,
     particles: &[[f32; 4]],
+    keys: &[u64],
     grid: &GridBox,
-    mac: Mac,
-    theta: f32,
+    params: &TreeParams,
 ) {
     let n = cells.len();
-    // Geometry from the grid cell of each cell's first particle, truncated to the cell's level.
+    // Geometry from the key of each cell's first particle (exactly the grid cell the tree was
+    // built on), truncated to the cell's level.
     cells.boxes = (0..n)
         .into_par_iter()
         .map(|c| {
-            let p = particles[cells.first[c] as usize];
             let level = cells.level[c] as u32;
             let side = grid.cell_side(level);
-            let g = grid.cell_of(glam::DVec3::new(p[0] as f64, p[1] as f64, p[2] as f64));
+            let g = cell_of_key(params.order, keys[cells.first[c] as usize]);
             let shift = 21 - level;
             let corner = |k: usize| ((g[k] >> shift) as f64 + 0.5) * side;
             let o = grid.origin;
@@ -187,7 +188,7 @@ pub fn compute_moments(
         .par_iter()
         .map(|m| m.quad.map(|v| v as f32))
         .collect();
-    update_s_eff(cells, mac, theta);
+    update_s_eff(cells, params.mac, params.theta);
 }
 
 /// Computes S_eff of every cell for a criterion and opening angle from geometry and moments.
