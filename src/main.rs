@@ -163,12 +163,18 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(e) => {
             use clap::error::ErrorKind as K;
-            if matches!(
-                e.kind(),
-                K::DisplayHelp | K::DisplayVersion | K::DisplayHelpOnMissingArgumentOrSubcommand
-            ) {
-                let _ = e.print();
-                return ExitCode::SUCCESS;
+            match e.kind() {
+                K::DisplayHelp | K::DisplayVersion => {
+                    let _ = e.print();
+                    return ExitCode::SUCCESS;
+                }
+                K::DisplayHelpOnMissingArgumentOrSubcommand => {
+                    eprintln!(
+                        "error: a subcommand is needed: run, ics or forces (see hinoki --help)"
+                    );
+                    return ExitCode::from(2);
+                }
+                _ => {}
             }
             // Clap's message is several lines: what is wrong (up to the first blank line, e.g.
             // the list of missing arguments), then usage. Keep the first part, on one line.

@@ -136,6 +136,7 @@ fn write_config(path: &Path, n: usize, dt: f64, t_end: f64, eps: f64, dir: &Path
 #[test]
 fn bad_options_are_one_line_errors() {
     check_all(&[
+        case(&[], Status::Usage, &["subcommand"]),
         case(
             &["forces", "--ics", "nosuch"],
             Status::Usage,
