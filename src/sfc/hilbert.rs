@@ -12,16 +12,14 @@ const BITS: u32 = 21;
 
 /// One step of Skilling's excess-work loop for axis `i` at bit `q`: invert the low bits of
 /// axis 0 when axis `i` has bit `q` set, otherwise exchange the low bits of axes 0 and `i`.
+/// Branch-free (the bits are random, so a branch mispredicts half the time).
 #[inline(always)]
 fn invert_or_exchange(x: &mut [u32; 3], i: usize, q: u32) {
     let p = q - 1;
-    if x[i] & q != 0 {
-        x[0] ^= p;
-    } else {
-        let t = (x[0] ^ x[i]) & p;
-        x[0] ^= t;
-        x[i] ^= t;
-    }
+    let set = 0u32.wrapping_sub(((x[i] & q) != 0) as u32); // all ones when the bit is set
+    let t = (x[0] ^ x[i]) & p & !set;
+    x[0] ^= (p & set) ^ t;
+    x[i] ^= t;
 }
 
 /// Peano–Hilbert key of grid cell `(ix, iy, iz)`, each coordinate in `0..2²¹`.
@@ -39,14 +37,15 @@ pub fn encode(ix: u32, iy: u32, iz: u32) -> u64 {
     // Gray encode.
     x[1] ^= x[0];
     x[2] ^= x[1];
-    let mut t = 0;
-    let mut q = 1u32 << (BITS - 1);
-    while q > 1 {
-        if x[2] & q != 0 {
-            t ^= q - 1;
-        }
-        q >>= 1;
-    }
+    // t = XOR of (q − 1) over the set bits q > 1 of x[2]: bit b of t is the parity of the bits
+    // of x[2] above b (bit 0 excluded), a suffix XOR.
+    let mut y = x[2] & !1;
+    y ^= y >> 1;
+    y ^= y >> 2;
+    y ^= y >> 4;
+    y ^= y >> 8;
+    y ^= y >> 16;
+    let t = y >> 1;
     (spread(x[0] ^ t) << 2) | (spread(x[1] ^ t) << 1) | spread(x[2] ^ t)
 }
 
