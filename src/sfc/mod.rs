@@ -102,11 +102,24 @@ pub fn cell_of_key(order: Order, key: u64) -> [u32; 3] {
     }
 }
 
-/// Keys of all points in `grid` on the curve `order`, in parallel.
+/// Keys of all points in `grid` on the curve `order`, in parallel (Hilbert keys eight at a
+/// time, see [`hilbert::encode_lanes`]).
 pub fn keys(order: Order, grid: &GridBox, pos: &[DVec3]) -> Vec<u64> {
-    pos.par_iter()
-        .map(|p| key_of(order, grid.cell_of(*p)))
-        .collect()
+    const L: usize = 8;
+    match order {
+        Order::Hilbert => pos
+            .par_chunks(L)
+            .flat_map_iter(|chunk| {
+                let cells: [[u32; 3]; L] =
+                    std::array::from_fn(|l| grid.cell_of(chunk[l.min(chunk.len() - 1)]));
+                hilbert::encode_lanes(&cells).into_iter().take(chunk.len())
+            })
+            .collect(),
+        Order::Morton | Order::None => pos
+            .par_iter()
+            .map(|p| key_of(order, grid.cell_of(*p)))
+            .collect(),
+    }
 }
 
 #[cfg(test)]
