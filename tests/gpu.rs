@@ -149,3 +149,40 @@ fn gpu_direct_summation_matches_float64() {
     // float32 sums of 2e4 terms, rsqrtf: a few 1e-6.
     assert!(e.p99 <= 2e-5, "{e:?}");
 }
+
+#[test]
+fn gpu_vg_auto_and_unordered_groups_work() {
+    use hinoki::forces::ForceEngine;
+    use hinoki::walk::gpu::VgChoice;
+    if gpu(GpuLayout::default()).is_none() {
+        return;
+    }
+    let p = generate(Model::Hernquist, 50_000, 8).unwrap();
+    // `--vg auto` settles on one of the candidates and keeps the accuracy.
+    let params = ForceParams {
+        backend: Backend::Gpu,
+        vg: VgChoice::Auto,
+        ..ForceParams::default()
+    };
+    let mut engine = ForceEngine::new(params.clone()).unwrap();
+    let r = engine.compute(&p, None).unwrap();
+    let chosen = engine.layout().unwrap();
+    assert!(GpuLayout::CANDIDATES.contains(&chosen), "{chosen}");
+    assert!(r.times.get("tune") > 0.0);
+    let e = check_against_direct(&p, &params, &r, 500, 1).acc;
+    assert!(e.p99 <= 1e-3, "{e:?}");
+    // A second evaluation does not tune again.
+    let r2 = engine.compute(&p, Some(&r.acc)).unwrap();
+    assert_eq!(r2.times.get("tune"), 0.0);
+    // Input order (chunks of V·G targets) agrees with the CPU walk on the same chunks.
+    let unordered = |backend| ForceParams {
+        backend,
+        order: Order::None,
+        group: GpuLayout::default().group(),
+        ..ForceParams::default()
+    };
+    let a = compute_forces(&p, &unordered(Backend::Gpu), None).unwrap();
+    let b = compute_forces(&p, &unordered(Backend::Cpu), None).unwrap();
+    let d = ErrorStats::of(&relative_acc_errors(&a.acc, &b.acc));
+    assert!(d.p99 <= 1e-5, "{d:?}");
+}
