@@ -1,0 +1,150 @@
+//! One force evaluation, end to end: the parameters every path shares ([`params`]), the engine
+//! that keeps the backend alive between evaluations, and the tree pipeline (`tree_forces`:
+//! keys → sort → tree → moments → walk, each stage timed).
+
+pub mod params;
+mod tree_forces;
+
+pub use params::{Backend, ForceParams, Method, WalkKind};
+
+use crate::diag::PhaseTimes;
+use crate::error::Result;
+use crate::particles::Particles;
+use crate::walk::direct::direct_forces;
+use crate::walk::gpu::{local_rank, Gpu, GpuLayout, VgChoice};
+use glam::DVec3;
+use std::time::Instant;
+use tree_forces::tree_forces;
+
+/// The result of one force evaluation, in the input particle order, G included.
+#[derive(Clone, Debug, Default)]
+pub struct ForceResult {
+    /// Accelerations (length / time²).
+    pub acc: Vec<DVec3>,
+    /// Potentials (energy per mass).
+    pub pot: Vec<f64>,
+    /// Particle–particle interactions per particle.
+    pub p2p: Vec<u32>,
+    /// Particle–cell interactions per particle.
+    pub m2p: Vec<u32>,
+    /// Seconds per phase, with `total` last.
+    pub times: PhaseTimes,
+    /// What computed the forces (e.g. "cpu (2 threads)").
+    pub device: String,
+}
+
+/// A force evaluator that keeps what outlives one evaluation: the validated parameters and,
+/// on the GPU backend, the device context, compiled kernels and device buffers.
+pub struct ForceEngine {
+    params: ForceParams,
+    gpu: Option<Gpu>,
+    /// `--vg auto` has not chosen a layout yet.
+    tune: bool,
+}
+
+impl ForceEngine {
+    /// Validates `params` and opens the backend: `gpu` fails with the reason when no usable GPU
+    /// exists; `auto` takes the GPU when one can be opened and the CPU otherwise.
+    pub fn new(params: ForceParams) -> Result<Self> {
+        params.validate()?;
+        // Direct summation stays the float64 CPU reference unless the GPU is asked for by name.
+        let gpu = match (params.backend, params.method) {
+            (Backend::Cpu, _) | (Backend::Auto, Method::Direct) => None,
+            (Backend::Gpu, _) => Some(Gpu::open(local_rank(), params.vg.initial())?),
+            (Backend::Auto, Method::Tree) => match Gpu::open(local_rank(), params.vg.initial()) {
+                Ok(g) => Some(g),
+                Err(e) => {
+                    tracing::info!("backend auto: using the CPU ({e})");
+                    None
+                }
+            },
+        };
+        let tune = params.vg == VgChoice::Auto && gpu.is_some();
+        Ok(Self { params, gpu, tune })
+    }
+
+    /// The GPU kernel layout in use (after `--vg auto` has chosen), if the GPU walks.
+    pub fn layout(&self) -> Option<GpuLayout> {
+        self.gpu.as_ref().map(Gpu::layout)
+    }
+
+    /// The parameters this engine evaluates with.
+    pub fn params(&self) -> &ForceParams {
+        &self.params
+    }
+
+    /// What computes the forces, e.g. "cpu (2 threads)" or the GPU's name.
+    pub fn device(&self) -> String {
+        match &self.gpu {
+            Some(g) => g.name.clone(),
+            None => format!("cpu ({} threads)", rayon::current_num_threads()),
+        }
+    }
+
+    /// Device bytes held by the GPU walk (0 on the CPU).
+    pub fn device_bytes(&self) -> usize {
+        self.gpu.as_ref().map_or(0, Gpu::device_bytes)
+    }
+
+    /// One force evaluation on all particles of `p`. `old_acc`, the accelerations of the
+    /// previous step, feed the acceleration criterion; without them that criterion first walks
+    /// with the modified criterion to obtain them (timed as part of `walk`).
+    pub fn compute(&mut self, p: &Particles, old_acc: Option<&[DVec3]>) -> Result<ForceResult> {
+        let t0 = Instant::now();
+        let device = self.device();
+        let params = &self.params;
+        let mut result = match (params.method, self.gpu.as_mut()) {
+            (Method::Direct, gpu) => {
+                let mut times = PhaseTimes::default();
+                let (acc, pot): (Vec<DVec3>, Vec<f64>) = match gpu {
+                    Some(gpu) => {
+                        let src: Vec<[f32; 4]> = p
+                            .pos
+                            .iter()
+                            .zip(&p.mass)
+                            .map(|(x, &m)| [x.x as f32, x.y as f32, x.z as f32, m as f32])
+                            .collect();
+                        let eps2 = (params.eps * params.eps) as f32;
+                        let out = gpu.direct(&src, eps2, &mut times)?;
+                        out.iter()
+                            .map(|f| {
+                                (
+                                    DVec3::new(f[0] as f64, f[1] as f64, f[2] as f64),
+                                    f[3] as f64,
+                                )
+                            })
+                            .unzip()
+                    }
+                    None => {
+                        let all: Vec<usize> = (0..p.len()).collect();
+                        times.time("walk", || direct_forces(&p.pos, &p.mass, params.eps, &all))
+                    }
+                };
+                let n = p.len() as u32;
+                ForceResult {
+                    acc: acc.into_iter().map(|a| a * params.g).collect(),
+                    pot: pot.into_iter().map(|v| v * params.g).collect(),
+                    p2p: vec![n.saturating_sub(1); p.len()],
+                    m2p: vec![0; p.len()],
+                    times,
+                    device,
+                }
+            }
+            (Method::Tree, gpu) => {
+                let tune = std::mem::take(&mut self.tune);
+                tree_forces(p, params, gpu, tune, old_acc, device)?
+            }
+        };
+        result.times.add("total", t0.elapsed().as_secs_f64());
+        Ok(result)
+    }
+}
+
+/// One force evaluation with a throw-away [`ForceEngine`] (see [`ForceEngine::compute`]).
+pub fn compute_forces(
+    p: &Particles,
+    params: &ForceParams,
+    old_acc: Option<&[DVec3]>,
+) -> Result<ForceResult> {
+    ForceEngine::new(params.clone())?.compute(p, old_acc)
+}
