@@ -2,6 +2,7 @@
 # GPU force-evaluation benchmarks of docs/performance.md, one JSON report per line in
 # OUT_DIR/gpu_bench.jsonl (`hinoki forces --json` plus the fields "bench" and "model").
 # Usage: scripts/bench_gpu.sh HINOKI_BINARY OUT_DIR [SECTION...]
+# The same rows as CSV, one column per field: OUT_DIR/gpu_bench.csv (scripts/bench_csv.py).
 # Sections: vg (seed 001 Fig. 3), theta (seed 000 Table V), nsweep (N = 2^16..2^24 per model),
 # order (Hilbert vs Morton, seed 001 Fig. 8), ncrit (seed 001 Fig. 10); default: all of them.
 set -uo pipefail
@@ -48,3 +49,4 @@ for section in $SECTIONS; do
   *) echo "unknown section '$section' (vg, theta, nsweep, order, ncrit)" >&2; exit 2 ;;
   esac
 done
+python3 "$(dirname "$0")/bench_csv.py" "$OUT/gpu_bench.jsonl" "$OUT/gpu_bench.csv"
