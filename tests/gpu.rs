@@ -112,8 +112,8 @@ fn gpu_meets_the_accuracy_bound() {
         return;
     }
     // Default settings on Plummer and the cube (the CPU bound of tests/accuracy.rs). In the
-    // NFW cusp the softened acceleration goes to zero at the centre, where the relative error is
-    // ill-conditioned; at N = 1e5 about 1 % of the particles sit there, so its p99 is looser.
+    // NFW cusp, within a few ε of the centre, accepted cells are only a few ε away, where the
+    // softened multipole expansion is least accurate (docs/performance.md): its p99 is looser.
     for (model, theta, bound) in [
         (Model::Plummer, 0.45, 1e-3),
         (Model::UniformCube, 0.45, 1e-3),
