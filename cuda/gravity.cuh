@@ -20,9 +20,10 @@ __device__ __forceinline__ void p2p(float3 x, float4 src, float eps2, float4 &ac
     acc.w -= mr;
 }
 
-// Cell (centre of mass, mass; traceless quadrupole qa = xx yy zz xy, qb = xz yz) on a target.
-__device__ __forceinline__ void m2p(float3 x, float4 cm, float4 qa, float2 qb, float eps2,
-                                    int quadrupole, float4 &acc)
+// Cell (centre of mass, mass; traceless quadrupole qa = xx yy zz xy, qb = xz yz; trace
+// sum m |y|^2) on a target, with the softened second-order term d.Q.d - trace eps^2.
+__device__ __forceinline__ void m2p(float3 x, float4 cm, float4 qa, float2 qb, float trace,
+                                    float eps2, int quadrupole, float4 &acc)
 {
     const float dx = cm.x - x.x, dy = cm.y - x.y, dz = cm.z - x.z;
     const float r2 = dx * dx + dy * dy + dz * dz + eps2;
@@ -40,7 +41,7 @@ __device__ __forceinline__ void m2p(float3 x, float4 cm, float4 qa, float2 qb, f
     const float qx = qa.x * dx + qa.w * dy + qb.x * dz;
     const float qy = qa.w * dx + qa.y * dy + qb.y * dz;
     const float qz = qb.x * dx + qb.y * dy + qa.z * dz;
-    const float dqd = dx * qx + dy * qy + dz * qz;
+    const float dqd = dx * qx + dy * qy + dz * qz - trace * eps2;
     const float rinv5 = rinv2 * rinv2 * rinv;
     const float radial = mr3 + 2.5f * dqd * rinv5 * rinv2;
     acc.x += dx * radial - qx * rinv5;

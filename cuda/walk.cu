@@ -40,6 +40,7 @@ walk_vg(const float4 *__restrict__ particles,       // sorted particles: positio
         const unsigned *__restrict__ cell_count,    // per cell: particles
         const unsigned char *__restrict__ cell_nchild, // per cell: children (0: a leaf)
         const float2 *__restrict__ cell_quad,       // per cell: (xx,yy), (zz,xy), (xz,yz)
+        const float *__restrict__ cell_trace,       // per cell: sum m |y|^2
         int n_cells,
         const float4 *__restrict__ targets,    // per target: position, |a_old|
         int n_targets,
@@ -100,8 +101,9 @@ walk_vg(const float4 *__restrict__ particles,       // sorted particles: positio
         if (accepts(box, pm, cell_s_eff[c], bc, bh, accel_mac, alpha, grav, amin)) {
             const float2 q0 = cell_quad[3 * c], q1 = cell_quad[3 * c + 1], q2 = cell_quad[3 * c + 2];
             const float4 qa = make_float4(q0.x, q0.y, q1.x, q1.y);
+            const float tr = cell_trace[c];
 #pragma unroll
-            for (int v = 0; v < V; v++) m2p(x[v], pm, qa, q2, eps2, quadrupole, acc[v]);
+            for (int v = 0; v < V; v++) m2p(x[v], pm, qa, q2, tr, eps2, quadrupole, acc[v]);
             nm++;
             c += cell_subtree[c];
             continue;

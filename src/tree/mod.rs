@@ -41,6 +41,9 @@ pub struct Cells {
     /// Traceless quadrupole about the centre of mass, Σ m (3 y yᵀ − |y|² I), as
     /// (xx, yy, zz, xy, xz, yz) (mass × length²).
     pub quad: Vec<[f32; 6]>,
+    /// Σ m |y|² about the centre of mass (mass × length²): the trace that the traceless
+    /// quadrupole drops, which the Plummer-softened quadrupole term needs.
+    pub trace: Vec<f32>,
     /// Squared effective opening radius S_eff (length²): accept when d² > S_eff.
     pub s_eff: Vec<f32>,
 }

@@ -16,6 +16,8 @@ struct Moment {
     mass: f64,
     com: [f64; 3],
     quad: [f64; 6],
+    /// Σ m |y|² about the centre of mass.
+    trace: f64,
 }
 
 /// Traceless quadrupole contribution m (3 y yᵀ − |y|² I) of a point mass at offset `y`.
@@ -57,24 +59,37 @@ fn leaf_moment(particles: &[[f32; 4]]) -> Moment {
         .map(|p| ([p[0] as f64, p[1] as f64, p[2] as f64], p[3] as f64));
     let (mass, com) = centre(pts.clone());
     let mut quad = [0.0; 6];
+    let mut trace = 0.0;
     for (p, m) in pts {
-        let q = point_quad(m, [p[0] - com[0], p[1] - com[1], p[2] - com[2]]);
+        let y = [p[0] - com[0], p[1] - com[1], p[2] - com[2]];
+        let q = point_quad(m, y);
         (0..6).for_each(|k| quad[k] += q[k]);
+        trace += m * (y[0] * y[0] + y[1] * y[1] + y[2] * y[2]);
     }
-    Moment { mass, com, quad }
+    Moment {
+        mass,
+        com,
+        quad,
+        trace,
+    }
 }
 
 fn combine(children: &[Moment]) -> Moment {
     let (mass, com) = centre(children.iter().map(|c| (c.com, c.mass)));
     let mut quad = [0.0; 6];
+    let mut trace = 0.0;
     for c in children {
-        let q = point_quad(
-            c.mass,
-            [c.com[0] - com[0], c.com[1] - com[1], c.com[2] - com[2]],
-        );
+        let d = [c.com[0] - com[0], c.com[1] - com[1], c.com[2] - com[2]];
+        let q = point_quad(c.mass, d);
         (0..6).for_each(|k| quad[k] += c.quad[k] + q[k]);
+        trace += c.trace + c.mass * (d[0] * d[0] + d[1] * d[1] + d[2] * d[2]);
     }
-    Moment { mass, com, quad }
+    Moment {
+        mass,
+        com,
+        quad,
+        trace,
+    }
 }
 
 /// The moment of cell `c` (index into `done`, which holds the moments of every cell of the
@@ -188,6 +203,7 @@ pub fn compute_moments(
         .par_iter()
         .map(|m| m.quad.map(|v| v as f32))
         .collect();
+    cells.trace = moments.par_iter().map(|m| m.trace as f32).collect();
     update_s_eff(cells, params.mac, params.theta);
 }
 

@@ -24,8 +24,8 @@ fn rsqrt(x: __m256) -> __m256 {
 }
 
 /// Accelerations and potentials (G = 1) on up to eight targets `tg` from the point masses of
-/// `ranges` (index ranges into `particles`) and the cells `cells` (indices into `com_mass` and
-/// `quad`), written to `out` (one entry per target).
+/// `ranges` (index ranges into `particles`) and the cells `cells` (indices into `com_mass`,
+/// `quad` and `trace`), written to `out` (one entry per target).
 #[target_feature(enable = "avx2,fma")]
 #[allow(clippy::too_many_arguments)]
 pub fn evaluate_batch(
@@ -34,6 +34,7 @@ pub fn evaluate_batch(
     ranges: &[(u32, u32)],
     com_mass: &[[f32; 4]],
     quad: &[[f32; 6]],
+    trace: &[f32],
     cells: &[u32],
     eps2: f32,
     quadrupole: bool,
@@ -87,7 +88,13 @@ pub fn evaluate_batch(
         let qx = _mm256_fmadd_ps(qxx, dx, _mm256_fmadd_ps(qxy, dy, _mm256_mul_ps(qxz, dz)));
         let qy = _mm256_fmadd_ps(qxy, dx, _mm256_fmadd_ps(qyy, dy, _mm256_mul_ps(qyz, dz)));
         let qz = _mm256_fmadd_ps(qxz, dx, _mm256_fmadd_ps(qyz, dy, _mm256_mul_ps(qzz, dz)));
-        let dqd = _mm256_fmadd_ps(dx, qx, _mm256_fmadd_ps(dy, qy, _mm256_mul_ps(dz, qz)));
+        // dᵀQd − T ε²: the softened second-order term.
+        let t_eps2 = _mm256_set1_ps(-trace[c as usize] * eps2);
+        let dqd = _mm256_fmadd_ps(
+            dx,
+            qx,
+            _mm256_fmadd_ps(dy, qy, _mm256_fmadd_ps(dz, qz, t_eps2)),
+        );
         let rinv5 = _mm256_mul_ps(_mm256_mul_ps(rinv2, rinv2), rinv);
         let radial = _mm256_fmadd_ps(
             _mm256_mul_ps(_mm256_set1_ps(2.5), dqd),

@@ -160,6 +160,7 @@ fn evaluate_avx2(tree: &Tree, tg: &[[f32; 4]], list: &List, p: &WalkParams, acc:
             &list.ranges,
             &tree.cells.com_mass,
             &tree.cells.quad,
+            &tree.cells.trace,
             &list.cells,
             p.eps2,
             p.quadrupole,
@@ -192,8 +193,9 @@ fn evaluate_lanes(tree: &Tree, tg: &[[f32; 4]], list: &List, p: &WalkParams, acc
         for &c in &list.cells {
             let cm = cells.com_mass[c as usize];
             let q = &cells.quad[c as usize];
+            let tr = cells.trace[c as usize];
             for l in 0..LANES {
-                let f = m2p(x[l], cm, q, p.eps2, p.quadrupole);
+                let f = m2p(x[l], cm, q, tr, p.eps2, p.quadrupole);
                 for k in 0..4 {
                     a[l][k] += f[k];
                 }
@@ -233,6 +235,7 @@ pub fn single_walk(
                         x,
                         flat.pos_mass[node],
                         &flat.quad[node - n],
+                        cells.trace[node - n],
                         p.eps2,
                         p.quadrupole,
                     )

@@ -3,8 +3,11 @@
 //!
 //! With d = x_j − x_i, r² = |d|² + ε²:
 //! - p2p: a = m d / r³, φ = −m / r; a source at zero distance (the target itself) adds nothing.
-//! - m2p: a = M d / r³ − Q d / r⁵ + (5/2)(dᵀQd) d / r⁷, φ = −M / r − (1/2)(dᵀQd) / r⁵, with Q the
-//!   traceless quadrupole about the centre of mass (softened as in Bonsai: r² includes ε²).
+//! - m2p: a = M d / r³ − Q d / r⁵ + (5/2)(dᵀQd − T ε²) d / r⁷, φ = −M / r − (1/2)(dᵀQd − T ε²) / r⁵,
+//!   with Q the traceless quadrupole about the centre of mass and T = Σ m |y|² its dropped trace:
+//!   the exact second-order term of the Plummer-softened potential (the `T ε²` part vanishes
+//!   without softening; leaving it out, as codes that soften the point-mass formula do, costs
+//!   accuracy exactly where cells are accepted within a few ε, e.g. in a dense cusp).
 //!
 //! The walks call these inside fixed-width loops over targets, which the compiler vectorises.
 
@@ -24,13 +27,14 @@ pub fn p2p(x: [f32; 3], src: [f32; 4], eps2: f32) -> [f32; 4] {
 }
 
 /// Acceleration and potential on a target at `x` from a cell with centre of mass and mass
-/// `com_mass` and traceless quadrupole `quad` (xx, yy, zz, xy, xz, yz); the quadrupole terms
-/// are added when `quadrupole` is true.
+/// `com_mass`, traceless quadrupole `quad` (xx, yy, zz, xy, xz, yz) and trace `trace`
+/// (Σ m |y|²); the quadrupole terms are added when `quadrupole` is true.
 #[inline(always)]
 pub fn m2p(
     x: [f32; 3],
     com_mass: [f32; 4],
     quad: &[f32; 6],
+    trace: f32,
     eps2: f32,
     quadrupole: bool,
 ) -> [f32; 4] {
@@ -49,7 +53,8 @@ pub fn m2p(
     let qx = qxx * dx + qxy * dy + qxz * dz;
     let qy = qxy * dx + qyy * dy + qyz * dz;
     let qz = qxz * dx + qyz * dy + qzz * dz;
-    let dqd = dx * qx + dy * qy + dz * qz;
+    // dᵀQd − T ε²: the softened second-order term.
+    let dqd = dx * qx + dy * qy + dz * qz - trace * eps2;
     let rinv5 = rinv2 * rinv2 * rinv;
     let radial = mr3 + 2.5 * dqd * rinv5 * rinv2;
     [
@@ -108,10 +113,10 @@ mod tests {
             let a: f32 = (0..3).map(|k| exact[k].powi(2)).sum();
             (d / a).sqrt()
         };
-        let mono = err(m2p(target, cm, &qf, 0.0, false));
-        let quad = err(m2p(target, cm, &qf, 0.0, true));
+        let mono = err(m2p(target, cm, &qf, 0.0, 0.0, false));
+        let quad = err(m2p(target, cm, &qf, 0.0, 0.0, true));
         assert!(quad < 0.4 * mono, "monopole {mono}, quadrupole {quad}");
-        let quad_pot = m2p(target, cm, &qf, 0.0, true)[3];
+        let quad_pot = m2p(target, cm, &qf, 0.0, 0.0, true)[3];
         assert!((quad_pot - exact[3]).abs() < 1e-3 * exact[3].abs());
     }
 

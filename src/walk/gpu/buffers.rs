@@ -30,6 +30,7 @@ pub(super) struct Buffers {
     pub count: CudaSlice<u32>,
     pub nchild: CudaSlice<u8>,
     pub quad: CudaSlice<f32>,
+    pub trace: CudaSlice<f32>,
     pub targets: CudaSlice<f32>,
     pub groups: CudaSlice<u32>,
     pub out: CudaSlice<f32>,
@@ -61,6 +62,7 @@ impl Buffers {
             count: empty(&stream)?,
             nchild: empty(&stream)?,
             quad: empty(&stream)?,
+            trace: empty(&stream)?,
             targets: empty(&stream)?,
             groups: empty(&stream)?,
             out: empty(&stream)?,
@@ -81,6 +83,7 @@ impl Buffers {
             + self.first.len()
             + self.count.len()
             + self.quad.len()
+            + self.trace.len()
             + self.targets.len()
             + self.groups.len()
             + self.out.len()
@@ -91,7 +94,7 @@ impl Buffers {
     /// Grows every buffer that is too small for `n` particles, `nc` cells, `nt` targets and
     /// `ng` groups, after checking that the device has the memory.
     fn reserve(&mut self, n: usize, nc: usize, nt: usize, ng: usize) -> Result<()> {
-        let need: [(usize, usize, usize); 13] = [
+        let need: [(usize, usize, usize); 14] = [
             (self.particles.len(), 4 * n, 4),
             (self.com_mass.len(), 4 * nc, 4),
             (self.s_eff.len(), nc, 4),
@@ -101,6 +104,7 @@ impl Buffers {
             (self.count.len(), nc, 4),
             (self.nchild.len(), nc, 1),
             (self.quad.len(), 6 * nc, 4),
+            (self.trace.len(), nc, 4),
             (self.targets.len(), 4 * nt, 4),
             (self.groups.len(), 2 * ng, 4),
             (self.out.len(), 4 * nt, 4),
@@ -137,6 +141,7 @@ impl Buffers {
         grow(&s, &mut self.count, nc)?;
         grow(&s, &mut self.nchild, nc)?;
         grow(&s, &mut self.quad, 6 * nc)?;
+        grow(&s, &mut self.trace, nc)?;
         grow(&s, &mut self.targets, 4 * nt)?;
         grow(&s, &mut self.groups, 2 * ng)?;
         grow(&s, &mut self.out, 4 * nt)?;
@@ -179,6 +184,8 @@ impl Buffers {
             &mut self.quad.slice_mut(..6 * nc),
         )
         .map_err(upload_err)?;
+        s.memcpy_htod(&cells.trace[..], &mut self.trace.slice_mut(..nc))
+            .map_err(upload_err)?;
         s.memcpy_htod(
             flat4(targets),
             &mut self.targets.slice_mut(..4 * targets.len()),

@@ -320,6 +320,7 @@ impl Gpu {
             .arg(&b.count)
             .arg(&b.nchild)
             .arg(&b.quad)
+            .arg(&b.trace)
             .arg(&n_cells)
             .arg(&b.targets)
             .arg(&nt_i)
