@@ -120,6 +120,59 @@ mod tests {
         assert!((quad_pot - exact[3]).abs() < 1e-3 * exact[3].abs());
     }
 
+    /// With softening, the trace term makes the quadrupole the second-order expansion of the
+    /// softened sum: at a distance of a few ε it is much closer than the point-mass formula.
+    #[test]
+    fn softened_quadrupole_needs_the_trace_term() {
+        // A cell of size ~0.002 seen from 2 ε = 0.02: octupole terms ~(l/d)³ are small, the
+        // trace term ~(l/d)² ε²/(d² + ε²) is not.
+        let pts = [
+            [0.002f64, 0.0, 0.0, 1.0],
+            [-0.0008, 0.0012, 0.0, 2.0],
+            [0.0, -0.001, 0.0006, 1.5],
+        ];
+        let eps2 = 0.01f64 * 0.01;
+        let m: f64 = pts.iter().map(|p| p[3]).sum();
+        let com: Vec<f64> = (0..3)
+            .map(|k| pts.iter().map(|p| p[k] * p[3]).sum::<f64>() / m)
+            .collect();
+        let (mut q, mut trace) = ([0.0f64; 6], 0.0);
+        for p in &pts {
+            let y = [p[0] - com[0], p[1] - com[1], p[2] - com[2]];
+            let r2 = y[0] * y[0] + y[1] * y[1] + y[2] * y[2];
+            let t = [
+                3.0 * y[0] * y[0] - r2,
+                3.0 * y[1] * y[1] - r2,
+                3.0 * y[2] * y[2] - r2,
+                3.0 * y[0] * y[1],
+                3.0 * y[0] * y[2],
+                3.0 * y[1] * y[2],
+            ];
+            (0..6).for_each(|k| q[k] += p[3] * t[k]);
+            trace += p[3] * r2;
+        }
+        // A target two ε away; the exact softened sum in float64.
+        let x = [0.018f64, 0.008, -0.003];
+        let mut exact = [0.0f64; 4];
+        for p in &pts {
+            let d = [p[0] - x[0], p[1] - x[1], p[2] - x[2]];
+            let rinv = 1.0 / (d[0] * d[0] + d[1] * d[1] + d[2] * d[2] + eps2).sqrt();
+            (0..3).for_each(|k| exact[k] += p[3] * d[k] * rinv * rinv * rinv);
+            exact[3] -= p[3] * rinv;
+        }
+        let err = |f: [f32; 4]| {
+            let d: f64 = (0..3).map(|k| (f[k] as f64 - exact[k]).powi(2)).sum();
+            let a: f64 = (0..3).map(|k| exact[k].powi(2)).sum();
+            (d / a).sqrt()
+        };
+        let xf = x.map(|v| v as f32);
+        let cm = [com[0] as f32, com[1] as f32, com[2] as f32, m as f32];
+        let qf = q.map(|v| v as f32);
+        let with = err(m2p(xf, cm, &qf, trace as f32, eps2 as f32, true));
+        let without = err(m2p(xf, cm, &qf, 0.0, eps2 as f32, true));
+        assert!(with < 0.5 * without, "with trace {with}, without {without}");
+    }
+
     #[test]
     fn self_interaction_is_zero() {
         let f = p2p([1.0, 2.0, 3.0], [1.0, 2.0, 3.0, 5.0], 0.0);
