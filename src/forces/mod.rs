@@ -68,11 +68,6 @@ impl ForceEngine {
         self.gpu.as_ref().map(Gpu::layout)
     }
 
-    /// The parameters this engine evaluates with.
-    pub fn params(&self) -> &ForceParams {
-        &self.params
-    }
-
     /// What computes the forces, e.g. "cpu (2 threads)" or the GPU's name.
     pub fn device(&self) -> String {
         match &self.gpu {

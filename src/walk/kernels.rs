@@ -69,21 +69,13 @@ pub fn m2p(
 mod tests {
     use super::*;
 
-    /// Far from a cell, the quadrupole expansion matches the exact sum of its particles much
-    /// better than the monopole.
-    #[test]
-    fn quadrupole_improves_far_field() {
-        let pts = [
-            [0.3f64, 0.0, 0.0, 1.0],
-            [-0.1, 0.2, 0.0, 2.0],
-            [0.0, -0.25, 0.15, 1.5],
-        ];
+    /// Mass, centre of mass, traceless quadrupole and trace of point masses (x, y, z, m), in
+    /// float64: the reference the expansions are checked against.
+    fn reference_moments(pts: &[[f64; 4]]) -> (f64, [f64; 3], [f64; 6], f64) {
         let m: f64 = pts.iter().map(|p| p[3]).sum();
-        let com: Vec<f64> = (0..3)
-            .map(|k| pts.iter().map(|p| p[k] * p[3]).sum::<f64>() / m)
-            .collect();
-        let mut q = [0.0f64; 6];
-        for p in &pts {
+        let com = [0, 1, 2].map(|k| pts.iter().map(|p| p[k] * p[3]).sum::<f64>() / m);
+        let (mut q, mut trace) = ([0.0f64; 6], 0.0);
+        for p in pts {
             let y = [p[0] - com[0], p[1] - com[1], p[2] - com[2]];
             let r2 = y[0] * y[0] + y[1] * y[1] + y[2] * y[2];
             let t = [
@@ -95,7 +87,21 @@ mod tests {
                 3.0 * y[1] * y[2],
             ];
             (0..6).for_each(|k| q[k] += p[3] * t[k]);
+            trace += p[3] * r2;
         }
+        (m, com, q, trace)
+    }
+
+    /// Far from a cell, the quadrupole expansion matches the exact sum of its particles much
+    /// better than the monopole.
+    #[test]
+    fn quadrupole_improves_far_field() {
+        let pts = [
+            [0.3f64, 0.0, 0.0, 1.0],
+            [-0.1, 0.2, 0.0, 2.0],
+            [0.0, -0.25, 0.15, 1.5],
+        ];
+        let (m, com, q, _) = reference_moments(&pts);
         let target = [8.0f32, 4.4, -2.8];
         let mut exact = [0.0f32; 4];
         for p in &pts {
@@ -132,25 +138,7 @@ mod tests {
             [0.0, -0.001, 0.0006, 1.5],
         ];
         let eps2 = 0.01f64 * 0.01;
-        let m: f64 = pts.iter().map(|p| p[3]).sum();
-        let com: Vec<f64> = (0..3)
-            .map(|k| pts.iter().map(|p| p[k] * p[3]).sum::<f64>() / m)
-            .collect();
-        let (mut q, mut trace) = ([0.0f64; 6], 0.0);
-        for p in &pts {
-            let y = [p[0] - com[0], p[1] - com[1], p[2] - com[2]];
-            let r2 = y[0] * y[0] + y[1] * y[1] + y[2] * y[2];
-            let t = [
-                3.0 * y[0] * y[0] - r2,
-                3.0 * y[1] * y[1] - r2,
-                3.0 * y[2] * y[2] - r2,
-                3.0 * y[0] * y[1],
-                3.0 * y[0] * y[2],
-                3.0 * y[1] * y[2],
-            ];
-            (0..6).for_each(|k| q[k] += p[3] * t[k]);
-            trace += p[3] * r2;
-        }
+        let (m, com, q, trace) = reference_moments(&pts);
         // A target two ε away; the exact softened sum in float64.
         let x = [0.018f64, 0.008, -0.003];
         let mut exact = [0.0f64; 4];
