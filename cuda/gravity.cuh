@@ -55,6 +55,7 @@ __device__ __forceinline__ void m2p(float3 x, float4 cm, float4 qa, float2 qb, f
 __device__ __forceinline__ bool accepts(float4 box, float4 cm, float s_eff, float3 bc, float3 bh,
                                         int accel_mac, float alpha, float grav, float amin)
 {
+    if (s_eff < 0.f) return true;  // a LET multipole its sender checked for all our targets
     if (fabsf(box.x - bc.x) <= box.w + bh.x && fabsf(box.y - bc.y) <= box.w + bh.y &&
         fabsf(box.z - bc.z) <= box.w + bh.z)
         return false;

@@ -127,7 +127,7 @@ walk_vg(const float4 *__restrict__ particles,       // sorted particles: positio
         const int i = first + lane * V + v;
         if (lane * V + v < count) {
             out[i] = acc[v];
-            counts[i] = make_uint2(np > 0 ? np - 1 : 0, nm);
+            counts[i] = make_uint2(np, nm);  // the target itself included
         }
     }
 }

@@ -8,11 +8,13 @@
 
 pub mod comm;
 pub mod diag;
+pub mod domain;
 pub mod error;
 pub mod forces;
 pub mod ics;
 pub mod integrate;
 pub mod io;
+pub mod lets;
 pub mod particles;
 pub mod sfc;
 pub mod simulation;

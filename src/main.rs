@@ -3,8 +3,9 @@
 //! Every failure ends with one line `error: …` on stderr and a non-zero exit status.
 
 use clap::{Args, Parser, Subcommand};
-use hinoki::comm::Comm;
+use hinoki::comm::{Comm, SingleProcess};
 use hinoki::diag::report::{check_against_direct, forces_json, forces_table};
+use hinoki::domain::{self, Balance};
 use hinoki::forces::{Backend, ForceEngine, ForceParams, Method, WalkKind};
 use hinoki::ics::{generate, Model};
 use hinoki::io::{read_ic, write_ic, RunConfig};
@@ -15,6 +16,7 @@ use hinoki::walk::mac::Mac;
 use hinoki::{Error, Particles, Result};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Instant;
 
 #[derive(Parser)]
 #[command(
@@ -40,6 +42,35 @@ enum Command {
     /// Compute one force evaluation and report times, interactions and (with --check) errors
     /// against float64 direct summation.
     Forces(ForcesArgs),
+    /// Decompose the particles over P virtual ranks in this one process and build every LET,
+    /// reporting per-rank particles, cost and LET volume (one JSON line per P): the distributed
+    /// design judged at cluster scale without a cluster.
+    VirtualRanks(VirtualRanksArgs),
+}
+
+#[derive(Args)]
+struct VirtualRanksArgs {
+    /// Generate the particles from this model (see `hinoki ics --help`).
+    #[arg(long, conflicts_with = "input")]
+    ics: Option<Model>,
+    /// Number of particles for --ics.
+    #[arg(long, short, default_value_t = 1 << 20)]
+    n: usize,
+    /// Random seed for --ics.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Read the particles from a file instead.
+    #[arg(long)]
+    input: Option<PathBuf>,
+    /// Comma-separated numbers of virtual ranks, e.g. 1,4,16,256,4096.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "1,2,4,8,16,64,256,1024,4096"
+    )]
+    ranks: Vec<usize>,
+    #[command(flatten)]
+    gravity: GravityArgs,
 }
 
 #[derive(Args)]
@@ -91,6 +122,10 @@ struct ForcesArgs {
     /// Print exactly one JSON object on stdout instead of a table.
     #[arg(long)]
     json: bool,
+    /// Evaluate the forces R times on the same particles and report the last evaluation
+    /// (warm GPU and buffers; with --balance cost each one rebalances on the last one's cost).
+    #[arg(long, default_value_t = 1)]
+    repeat: usize,
 }
 
 /// Force-evaluation options shared by the subcommands that compute forces.
@@ -136,6 +171,13 @@ struct GravityArgs {
     /// or "auto" to time a few shapes on the first force evaluation and keep the fastest.
     #[arg(long, default_value_t = ForceParams::default().vg)]
     vg: VgChoice,
+    /// Multi-rank load balance: count (equal particles) or cost (equal interactions of the
+    /// last evaluation).
+    #[arg(long, default_value_t = ForceParams::default().balance)]
+    balance: Balance,
+    /// Multi-rank: boxes per rank describing its particles to the other ranks' LET builders.
+    #[arg(long, default_value_t = ForceParams::default().let_boxes)]
+    let_boxes: usize,
 }
 
 impl GravityArgs {
@@ -154,6 +196,8 @@ impl GravityArgs {
             walk: self.walk,
             backend: self.backend,
             vg: self.vg,
+            balance: self.balance,
+            let_boxes: self.let_boxes,
         }
     }
 }
@@ -170,7 +214,7 @@ fn main() -> ExitCode {
                 }
                 K::DisplayHelpOnMissingArgumentOrSubcommand => {
                     eprintln!(
-                        "error: a subcommand is needed: run, ics or forces (see hinoki --help)"
+                        "error: a subcommand is needed: run, ics, forces or virtual-ranks (see hinoki --help)"
                     );
                     return ExitCode::from(2);
                 }
@@ -223,13 +267,6 @@ fn init_logging() {
 }
 
 fn dispatch(cli: Cli, comm: &dyn Comm) -> Result<()> {
-    if comm.size() > 1 {
-        return Err(Error::comm(format!(
-            "rank {} of {}: this hinoki computes forces on one rank only (the distributed LET walk is not built yet); start it without mpirun or with -np 1",
-            comm.rank(),
-            comm.size()
-        )));
-    }
     if let Some(t) = cli.threads {
         if t == 0 {
             return Err(Error::input("--threads must be at least 1"));
@@ -240,7 +277,7 @@ fn dispatch(cli: Cli, comm: &dyn Comm) -> Result<()> {
             .map_err(|e| Error::input(format!("cannot start {t} threads: {e}")))?;
     }
     match cli.command {
-        Command::Run(a) => run(a),
+        Command::Run(a) => run(a, comm),
         Command::Ics(a) => {
             let p = generate(a.model, a.n, a.seed)?;
             write_ic(&a.output, &p)?;
@@ -252,7 +289,8 @@ fn dispatch(cli: Cli, comm: &dyn Comm) -> Result<()> {
             );
             Ok(())
         }
-        Command::Forces(a) => forces(a),
+        Command::Forces(a) => forces(a, comm),
+        Command::VirtualRanks(a) => virtual_ranks(a),
     }
 }
 
@@ -268,40 +306,209 @@ fn load_particles(
     }
 }
 
-fn forces(a: ForcesArgs) -> Result<()> {
+fn forces(a: ForcesArgs, comm: &dyn Comm) -> Result<()> {
     let params = a.gravity.params();
     params.validate()?;
     if a.check == Some(0) {
         return Err(Error::input("--check needs at least 1 particle"));
     }
-    let p = load_particles(a.ics, a.n, a.seed, a.input.as_ref())?;
-    p.validate()?;
+    if a.repeat == 0 {
+        return Err(Error::input("--repeat needs at least 1 evaluation"));
+    }
+    let all = load_particles(a.ics, a.n, a.seed, a.input.as_ref())?;
+    all.validate()?;
+    let n_total = all.len();
+    // Each rank starts from a contiguous share of the input; the domain decomposition then
+    // gives it a slice of the Peano–Hilbert curve.
+    let mut p = share_of(all, comm.rank(), comm.size());
     let mut engine = ForceEngine::new(params.clone())?;
-    let result = engine.compute(&p, None)?;
-    let check = a
-        .check
-        .map(|k| check_against_direct(&p, &params, &result, k, a.check_seed));
+    let mut cost: Option<Vec<f64>> = None;
+    let mut result = None;
+    let mut moved = 0usize;
+    for _ in 0..a.repeat {
+        let t0 = Instant::now();
+        if comm.size() > 1 {
+            let weights = match params.balance {
+                Balance::Cost => cost.as_deref(),
+                Balance::Count => None,
+            };
+            let plan = domain::plan(comm, &p.pos, weights)?;
+            moved = p.len() - plan.kept(comm.rank());
+            plan.move_particles(comm, &mut p)?;
+        }
+        let domain_secs = t0.elapsed().as_secs_f64();
+        let mut r = engine.compute(comm, &p, None)?;
+        if comm.size() > 1 {
+            r.times.add("domain", domain_secs);
+            r.times.add("total", domain_secs);
+        }
+        cost = Some(
+            r.p2p
+                .iter()
+                .zip(&r.m2p)
+                .map(|(&a, &b)| (a + b) as f64)
+                .collect(),
+        );
+        result = Some(r);
+    }
+    let result = result.expect("at least one evaluation");
+    let check = match a.check {
+        Some(k) => Some(check_against_direct(
+            comm,
+            &p,
+            &params,
+            &result,
+            k,
+            a.check_seed,
+        )?),
+        None => None,
+    };
+    let ranks = ranks_report(comm, &p, &result, &engine, moved, params.let_boxes);
+    if comm.rank() != 0 {
+        return Ok(());
+    }
     if a.json {
-        let mut report = forces_json(p.len(), &params, &result, check.as_ref());
+        let mut report = forces_json(n_total, &params, &result, check.as_ref());
+        for (k, v) in ranks {
+            report[k] = v;
+        }
         report["memory"] = serde_json::json!({ "device_bytes": engine.device_bytes() });
         report["vg_used"] = serde_json::json!(engine.layout().map(|l| l.to_string()));
         println!("{report}");
     } else {
         print!(
             "{}",
-            forces_table(p.len(), &params, &result, check.as_ref())
+            forces_table(n_total, &params, &result, check.as_ref())
         );
+        if comm.size() > 1 {
+            for (k, v) in ranks {
+                println!("  {k}: {v}");
+            }
+        }
     }
     Ok(())
 }
 
-fn run(a: RunArgs) -> Result<()> {
+fn virtual_ranks(a: VirtualRanksArgs) -> Result<()> {
+    let params = a.gravity.params();
+    params.validate()?;
+    let p = load_particles(a.ics, a.n, a.seed, a.input.as_ref())?;
+    p.validate()?;
+    // Cost weights: the interactions of each particle in one force evaluation.
+    let cost = match params.balance {
+        Balance::Cost => {
+            let r = ForceEngine::new(params.clone())?.compute(&SingleProcess, &p, None)?;
+            Some(
+                r.p2p
+                    .iter()
+                    .zip(&r.m2p)
+                    .map(|(&a, &b)| (a + b) as f64)
+                    .collect::<Vec<f64>>(),
+            )
+        }
+        Balance::Count => None,
+    };
+    for &ranks in &a.ranks {
+        let v = hinoki::diag::virtual_ranks::study(&p, cost.as_deref(), ranks, &params)?;
+        println!("{}", serde_json::to_string(&v).unwrap_or_default());
+    }
+    Ok(())
+}
+
+/// The particles of rank `rank` of `size` before the decomposition: a contiguous share.
+fn share_of(mut all: Particles, rank: usize, size: usize) -> Particles {
+    if size == 1 {
+        return all;
+    }
+    let n = all.len();
+    let (a, b) = (n * rank / size, n * (rank + 1) / size);
+    let order: Vec<u32> = (a as u32..b as u32).collect();
+    all.permute(&order);
+    all
+}
+
+/// The multi-rank parts of the force report: times of the slowest rank and their spread, load
+/// imbalance, LET and particle traffic, and the conserved totals (N, mass, id checksums).
+fn ranks_report(
+    comm: &dyn Comm,
+    p: &Particles,
+    r: &hinoki::forces::ForceResult,
+    engine: &ForceEngine,
+    moved: usize,
+    let_boxes: usize,
+) -> Vec<(&'static str, serde_json::Value)> {
+    use hinoki::diag::ranks::{phase_spreads, slowest_json, spread, spreads, spreads_json};
+    use serde_json::json;
+    let phases = phase_spreads(comm, &r.times);
+    let walk = spread(comm, r.times.get("walk") + r.times.get("walk_let"));
+    let ls = engine.let_stats();
+    let traffic = spreads(
+        comm,
+        &[
+            p.len() as f64,
+            ls.bytes_sent as f64,
+            ls.bytes_received as f64,
+            ls.cells_received as f64,
+            ls.particles_received as f64,
+            moved as f64,
+        ],
+    );
+    let mut sums = [
+        p.len() as u64,
+        p.id.iter().fold(0u64, |s, &i| s.wrapping_add(i)),
+        p.id.iter()
+            .fold(0u64, |s, &i| s.wrapping_add(i.wrapping_mul(i))),
+    ];
+    comm.allreduce_sum_u64(&mut sums);
+    let mut mass = [p.total_mass()];
+    comm.allreduce_sum_f64(&mut mass);
+    let mut inter = [r.p2p.iter().chain(&r.m2p).map(|&x| x as f64).sum::<f64>()];
+    comm.allreduce_sum_f64(&mut inter);
+    let slowest_walk = phases
+        .iter()
+        .filter(|(n, _)| *n == "walk" || *n == "walk_let")
+        .map(|(_, s)| s.max)
+        .sum::<f64>();
+    vec![
+        ("ranks", json!(comm.size())),
+        ("time", slowest_json(&phases)),
+        ("time_ranks", spreads_json(&phases)),
+        (
+            "imbalance",
+            json!({ "walk": walk.imbalance(), "particles": traffic[0].imbalance() }),
+        ),
+        (
+            "lets",
+            json!({
+                "boxes_per_rank": let_boxes,
+                "bytes_sent": traffic[1], "bytes_received": traffic[2],
+                "cells_received": traffic[3], "particles_received": traffic[4],
+            }),
+        ),
+        (
+            "domain",
+            json!({ "particles": traffic[0], "particles_moved": traffic[5],
+                    "bytes_moved": { "max": traffic[5].max * 64.0, "mean": traffic[5].mean * 64.0 } }),
+        ),
+        (
+            "conservation",
+            json!({ "n": sums[0], "id_sum": sums[1], "id_square_sum": sums[2], "mass": mass[0] }),
+        ),
+        (
+            "interactions_job",
+            json!({ "total": inter[0],
+                    "per_second": if slowest_walk > 0.0 { inter[0] / slowest_walk } else { 0.0 } }),
+        ),
+    ]
+}
+
+fn run(a: RunArgs, comm: &dyn Comm) -> Result<()> {
     let cfg = match &a.config {
         Some(path) => RunConfig::load(path)?,
         None => RunConfig::default(),
     };
     let out = a.out.unwrap_or_else(|| cfg.output.dir.clone());
-    let s = simulation::run(&cfg, &out)?;
+    let s = simulation::run(comm, &cfg, &out)?;
     println!(
         "hinoki run: N = {}, {} steps to t = {:.4} in {:.1} s; energy {:.8e} -> {:.8e}, |dE/E| = {:.3e}",
         s.n, s.steps, s.time, s.wall_seconds, s.start.total, s.end.total, s.energy_error

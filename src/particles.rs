@@ -136,9 +136,9 @@ impl Particles {
         Ok(())
     }
 
-    /// Reorders all arrays so that new index `k` holds old particle `order[k]`.
+    /// Reorders (or selects from) all arrays so that new index `k` holds old particle
+    /// `order[k]`; the set then has `order.len()` particles.
     pub fn permute(&mut self, order: &[u32]) {
-        debug_assert_eq!(order.len(), self.len());
         self.pos = order.iter().map(|&i| self.pos[i as usize]).collect();
         self.vel = order.iter().map(|&i| self.vel[i as usize]).collect();
         self.mass = order.iter().map(|&i| self.mass[i as usize]).collect();

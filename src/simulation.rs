@@ -5,6 +5,7 @@
 //! step, energies, relative energy error, momenta, time per phase) and `final.ic` (the particles
 //! at the end, hinoki IC format, written atomically).
 
+use crate::comm::Comm;
 use crate::diag::conservation::Conserved;
 use crate::diag::PhaseTimes;
 use crate::error::{Error, Result};
@@ -51,9 +52,15 @@ pub fn initial_particles(cfg: &RunConfig) -> Result<Particles> {
     Ok(p)
 }
 
-/// Runs the configured simulation, writing into `out` (created if missing).
-pub fn run(cfg: &RunConfig, out: &Path) -> Result<RunSummary> {
+/// Runs the configured simulation, writing into `out` (created if missing). One rank only
+/// for now: several ranks are refused with an error.
+pub fn run(comm: &dyn Comm, cfg: &RunConfig, out: &Path) -> Result<RunSummary> {
     cfg.validate()?;
+    if comm.size() > 1 {
+        return Err(Error::comm(
+            "hinoki run works on one rank only so far; start it without mpirun (hinoki forces runs on several)",
+        ));
+    }
     let wall = Instant::now();
     std::fs::create_dir_all(out).map_err(|e| Error::io(out, e))?;
     let diag_path = out.join("diagnostics.jsonl");
@@ -72,7 +79,7 @@ pub fn run(cfg: &RunConfig, out: &Path) -> Result<RunSummary> {
     );
     let mut times = PhaseTimes::default();
     tracing::info!("forces on {}", engine.device());
-    let mut f: ForceResult = engine.compute(&p, None)?;
+    let mut f: ForceResult = engine.compute(comm, &p, None)?;
     times.merge(&f.times);
     let start = Conserved::of(&p, &f.pot);
     let mut t = 0.0;
@@ -85,7 +92,7 @@ pub fn run(cfg: &RunConfig, out: &Path) -> Result<RunSummary> {
         kick(&mut p, &f.acc, 0.5 * dt);
         drift(&mut p, dt);
         times.add("integrate", t0.elapsed().as_secs_f64());
-        f = engine.compute(&p, Some(&f.acc))?;
+        f = engine.compute(comm, &p, Some(&f.acc))?;
         times.merge(&f.times);
         let t0 = Instant::now();
         kick(&mut p, &f.acc, 0.5 * dt);

@@ -1,6 +1,7 @@
 //! Force accuracy against float64 direct summation: every walk, criterion and multipole order,
 //! with bounds on the relative acceleration error percentiles.
 
+use hinoki::comm::SingleProcess;
 use hinoki::diag::report::check_against_direct;
 use hinoki::diag::ErrorStats;
 use hinoki::forces::{compute_forces, Backend, ForceParams, Method, WalkKind};
@@ -19,8 +20,10 @@ fn cpu(f: impl FnOnce(&mut ForceParams)) -> ForceParams {
 }
 
 fn errors(p: &Particles, params: &ForceParams, k: usize) -> ErrorStats {
-    let r = compute_forces(p, params, None).expect("forces");
-    check_against_direct(p, params, &r, k, 7).acc
+    let r = compute_forces(&SingleProcess, p, params, None).expect("forces");
+    check_against_direct(&SingleProcess, p, params, &r, k, 7)
+        .unwrap()
+        .acc
 }
 
 #[test]
@@ -119,12 +122,14 @@ fn degenerate_sets_give_finite_forces() {
     }
     p.push(DVec3::new(3.0, 0.0, 0.0), DVec3::ZERO, 1.0, 200);
     let params = cpu(|_| {});
-    let r = compute_forces(&p, &params, None).unwrap();
+    let r = compute_forces(&SingleProcess, &p, &params, None).unwrap();
     assert!(r.acc.iter().all(|a| a.is_finite()));
-    let e = check_against_direct(&p, &params, &r, 201, 1).acc;
+    let e = check_against_direct(&SingleProcess, &p, &params, &r, 201, 1)
+        .unwrap()
+        .acc;
     assert!(e.p99 < 1e-5, "{e:?}");
     let mut one = Particles::default();
     one.push(DVec3::ONE, DVec3::ZERO, 1.0, 0);
-    let r = compute_forces(&one, &params, None).unwrap();
+    let r = compute_forces(&SingleProcess, &one, &params, None).unwrap();
     assert_eq!(r.acc[0], DVec3::ZERO);
 }

@@ -2,6 +2,7 @@
 //! summation. Skipped, with the reason printed, where no usable GPU exists.
 
 use glam::DVec3;
+use hinoki::comm::SingleProcess;
 use hinoki::diag::error_stats::relative_acc_errors;
 use hinoki::diag::report::check_against_direct;
 use hinoki::diag::{ErrorStats, PhaseTimes};
@@ -51,6 +52,7 @@ fn gpu_matches_cpu_on_the_same_tree() {
         );
         // Targets in tree order with a previous acceleration for the acceleration criterion.
         let direct = compute_forces(
+            &SingleProcess,
             &p,
             &ForceParams {
                 backend: Backend::Cpu,
@@ -123,9 +125,11 @@ fn gpu_meets_the_accuracy_bound() {
             theta,
             ..ForceParams::default()
         };
-        let r = compute_forces(&p, &params, None).unwrap();
+        let r = compute_forces(&SingleProcess, &p, &params, None).unwrap();
         assert!(!r.device.starts_with("cpu"));
-        let e = check_against_direct(&p, &params, &r, 1000, 3).acc;
+        let e = check_against_direct(&SingleProcess, &p, &params, &r, 1000, 3)
+            .unwrap()
+            .acc;
         assert!(e.p99 <= bound, "{model}: {e:?}");
     }
 }
@@ -141,9 +145,11 @@ fn gpu_direct_summation_matches_float64() {
         method: hinoki::forces::Method::Direct,
         ..ForceParams::default()
     };
-    let r = compute_forces(&p, &params, None).unwrap();
+    let r = compute_forces(&SingleProcess, &p, &params, None).unwrap();
     assert!(!r.device.starts_with("cpu"));
-    let e = check_against_direct(&p, &params, &r, 2000, 5).acc;
+    let e = check_against_direct(&SingleProcess, &p, &params, &r, 2000, 5)
+        .unwrap()
+        .acc;
     // float32 sums of 2e4 terms, rsqrtf: a few 1e-6.
     assert!(e.p99 <= 2e-5, "{e:?}");
 }
@@ -163,14 +169,16 @@ fn gpu_vg_auto_and_unordered_groups_work() {
         ..ForceParams::default()
     };
     let mut engine = ForceEngine::new(params.clone()).unwrap();
-    let r = engine.compute(&p, None).unwrap();
+    let r = engine.compute(&SingleProcess, &p, None).unwrap();
     let chosen = engine.layout().unwrap();
     assert!(GpuLayout::CANDIDATES.contains(&chosen), "{chosen}");
     assert!(r.times.get("tune") > 0.0);
-    let e = check_against_direct(&p, &params, &r, 500, 1).acc;
+    let e = check_against_direct(&SingleProcess, &p, &params, &r, 500, 1)
+        .unwrap()
+        .acc;
     assert!(e.p99 <= 1e-3, "{e:?}");
     // A second evaluation does not tune again.
-    let r2 = engine.compute(&p, Some(&r.acc)).unwrap();
+    let r2 = engine.compute(&SingleProcess, &p, Some(&r.acc)).unwrap();
     assert_eq!(r2.times.get("tune"), 0.0);
     // Input order (chunks of V·G targets) agrees with the CPU walk on the same chunks.
     let unordered = |backend| ForceParams {
@@ -179,8 +187,8 @@ fn gpu_vg_auto_and_unordered_groups_work() {
         group: GpuLayout::default().group(),
         ..ForceParams::default()
     };
-    let a = compute_forces(&p, &unordered(Backend::Gpu), None).unwrap();
-    let b = compute_forces(&p, &unordered(Backend::Cpu), None).unwrap();
+    let a = compute_forces(&SingleProcess, &p, &unordered(Backend::Gpu), None).unwrap();
+    let b = compute_forces(&SingleProcess, &p, &unordered(Backend::Cpu), None).unwrap();
     let d = ErrorStats::of(&relative_acc_errors(&a.acc, &b.acc));
     assert!(d.p99 <= 1e-5, "{d:?}");
 }

@@ -6,6 +6,7 @@ mod common;
 
 use common::TempDir;
 use glam::DVec3;
+use hinoki::comm::SingleProcess;
 use hinoki::forces::{compute_forces, Backend, ForceParams, Method};
 use hinoki::ics::{generate, Model};
 use hinoki::io::config::{GravityConfig, IcsConfig, OutputConfig, RunConfig, TimeConfig};
@@ -116,7 +117,7 @@ fn plummer_sphere_stays_in_equilibrium_for_ten_crossing_times() {
         &out,
     );
     let t0 = std::time::Instant::now();
-    let s: RunSummary = simulation::run(&cfg, &out).expect("run");
+    let s: RunSummary = simulation::run(&SingleProcess, &cfg, &out).expect("run");
     let wall = t0.elapsed().as_secs_f64();
     assert_eq!(s.n, N);
     assert!((s.time - T_END).abs() < 1e-9, "ended at t = {}", s.time);
@@ -175,7 +176,7 @@ fn direct_summation_conserves_momentum_to_rounding() {
         2.0,
         &out,
     );
-    let s = simulation::run(&cfg, &out).expect("run");
+    let s = simulation::run(&SingleProcess, &cfg, &out).expect("run");
     assert_eq!(s.steps, 256);
     let last = read_ic(&s.final_state).unwrap();
     let scale: f64 = last
@@ -212,7 +213,7 @@ fn direct_summation_conserves_momentum_to_rounding() {
 fn tree_net_force_is_small() {
     let p = generate(Model::Plummer, 20_000, 9).unwrap();
     let net = |params: &ForceParams| {
-        let r = compute_forces(&p, params, None).expect("forces");
+        let r = compute_forces(&SingleProcess, &p, params, None).expect("forces");
         let sum: DVec3 = r.acc.iter().zip(&p.mass).map(|(a, &m)| m * *a).sum();
         let scale: f64 = r
             .acc
@@ -242,6 +243,7 @@ fn tree_net_force_is_small() {
     }
     let small = generate(Model::Plummer, 2000, 9).unwrap();
     let r = compute_forces(
+        &SingleProcess,
         &small,
         &ForceParams {
             method: Method::Direct,

@@ -44,8 +44,45 @@ pub trait Comm: Send + Sync {
     /// Returns every rank's `x`, indexed by rank.
     fn allgather_u64(&self, x: u64) -> Vec<u64>;
 
+    /// Every rank's `x` (the same length on every rank), concatenated in rank order.
+    fn allgather_f64(&self, x: &[f64]) -> Vec<f64>;
+
+    /// Every rank's `x` (lengths may differ), concatenated in rank order.
+    fn allgatherv_f64(&self, x: &[f64]) -> Result<Vec<f64>>;
+
+    /// Every rank's `x` (lengths may differ), concatenated in rank order.
+    fn allgatherv_u64(&self, x: &[u64]) -> Result<Vec<u64>>;
+
+    /// Personalised all-to-all exchange: `send` holds, in rank order, `counts[r]` elements for
+    /// each rank `r`. Returns what every rank sent to this one, in rank order, and how many
+    /// elements came from each. Counts are in elements, each below 2³¹.
+    fn alltoallv_f32(&self, send: &[f32], counts: &[usize]) -> Result<Exchanged<f32>>;
+
+    /// [`Comm::alltoallv_f32`] for float64 data.
+    fn alltoallv_f64(&self, send: &[f64], counts: &[usize]) -> Result<Exchanged<f64>>;
+
+    /// [`Comm::alltoallv_f32`] for 64-bit integers.
+    fn alltoallv_u64(&self, send: &[u64], counts: &[usize]) -> Result<Exchanged<u64>>;
+
     /// Ends the whole job with exit status `code`: every rank, not just this one.
     fn abort(&self, code: i32) -> !;
+}
+
+/// What an all-to-all exchange delivered to this rank.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Exchanged<T> {
+    /// The received elements, grouped by source rank in rank order.
+    pub data: Vec<T>,
+    /// How many elements came from each rank.
+    pub counts: Vec<usize>,
+}
+
+impl<T> Exchanged<T> {
+    /// The elements that came from rank `r`.
+    pub fn from_rank(&self, r: usize) -> &[T] {
+        let start: usize = self.counts[..r].iter().sum();
+        &self.data[start..start + self.counts[r]]
+    }
 }
 
 /// Where a launcher's job size came from: the variable and the number of ranks it gives.

@@ -4,11 +4,13 @@
 //! one mutex, so an `MpiComm` may be shared between threads (rayon workers included) without
 //! two threads ever being inside MPI at once.
 
-use super::Comm;
+use super::{Comm, Exchanged};
 use crate::{Error, Result};
 use ::mpi::collective::{CommunicatorCollectives, SystemOperation};
+use ::mpi::datatype::{Equivalence, Partition, PartitionMut};
 use ::mpi::environment::{Threading, Universe};
 use ::mpi::topology::{Communicator, SimpleCommunicator};
+use ::mpi::Count;
 use std::sync::{Mutex, MutexGuard};
 
 /// The MPI world of this job: rank and size in `MPI_COMM_WORLD`, and the collectives on it.
@@ -79,6 +81,81 @@ impl MpiComm {
     }
 }
 
+/// `n` as an MPI count, or an error naming what overflowed.
+fn count(n: usize, what: &str) -> Result<Count> {
+    Count::try_from(n).map_err(|_| {
+        Error::comm(format!(
+            "{what}: {n} elements exceed MPI's 2^31 - 1 element limit (use more ranks)"
+        ))
+    })
+}
+
+/// Displacements (exclusive prefix sums) of `counts`, as MPI counts.
+fn displacements(counts: &[Count], what: &str) -> Result<Vec<Count>> {
+    let mut d = Vec::with_capacity(counts.len());
+    let mut total = 0usize;
+    for &c in counts {
+        d.push(count(total, what)?);
+        total += c as usize;
+    }
+    count(total, what)?;
+    Ok(d)
+}
+
+impl MpiComm {
+    /// `MPI_Allgatherv` of `x`: first the lengths, then the data, in rank order.
+    fn allgatherv<T: Equivalence + Copy + Default>(&self, x: &[T]) -> Result<Vec<T>> {
+        let lens = self.allgather_u64(x.len() as u64);
+        let counts: Vec<Count> = lens
+            .iter()
+            .map(|&n| count(n as usize, "allgatherv"))
+            .collect::<Result<_>>()?;
+        let displs = displacements(&counts, "allgatherv")?;
+        let mut all = vec![T::default(); lens.iter().sum::<u64>() as usize];
+        {
+            let mut part = PartitionMut::new(&mut all[..], counts, displs);
+            self.world().all_gather_varcount_into(x, &mut part);
+        }
+        Ok(all)
+    }
+
+    /// `MPI_Alltoall` of the counts, then `MPI_Alltoallv` of the data.
+    fn alltoallv<T: Equivalence + Copy + Default>(
+        &self,
+        send: &[T],
+        counts: &[usize],
+    ) -> Result<Exchanged<T>> {
+        if counts.len() != self.size || counts.iter().sum::<usize>() != send.len() {
+            return Err(Error::comm(format!(
+                "alltoallv: {} send counts summing to {} for {} ranks and {} elements",
+                counts.len(),
+                counts.iter().sum::<usize>(),
+                self.size,
+                send.len()
+            )));
+        }
+        let scounts: Vec<Count> = counts
+            .iter()
+            .map(|&n| count(n, "alltoallv send"))
+            .collect::<Result<_>>()?;
+        let mut rcounts = vec![0 as Count; self.size];
+        self.world().all_to_all_into(&scounts[..], &mut rcounts[..]);
+        let sdispls = displacements(&scounts, "alltoallv send")?;
+        let rdispls = displacements(&rcounts, "alltoallv receive")?;
+        let total: usize = rcounts.iter().map(|&c| c as usize).sum();
+        let mut data = vec![T::default(); total];
+        {
+            let spart = Partition::new(send, &scounts[..], &sdispls[..]);
+            let mut rpart = PartitionMut::new(&mut data[..], &rcounts[..], &rdispls[..]);
+            self.world().all_to_all_varcount_into(&spart, &mut rpart);
+        }
+        Ok(Exchanged {
+            data,
+            counts: rcounts.iter().map(|&c| c as usize).collect(),
+        })
+    }
+}
+
 impl Comm for MpiComm {
     /// This process's rank in `MPI_COMM_WORLD`.
     fn rank(&self) -> usize {
@@ -120,6 +197,38 @@ impl Comm for MpiComm {
         let mut all = vec![0u64; self.size];
         self.world().all_gather_into(&x, &mut all[..]);
         all
+    }
+
+    /// `MPI_Allgather` of equal-length slices.
+    fn allgather_f64(&self, x: &[f64]) -> Vec<f64> {
+        let mut all = vec![0.0; x.len() * self.size];
+        self.world().all_gather_into(x, &mut all[..]);
+        all
+    }
+
+    /// `MPI_Allgatherv`, after an allgather of the lengths.
+    fn allgatherv_f64(&self, x: &[f64]) -> Result<Vec<f64>> {
+        self.allgatherv(x)
+    }
+
+    /// `MPI_Allgatherv`, after an allgather of the lengths.
+    fn allgatherv_u64(&self, x: &[u64]) -> Result<Vec<u64>> {
+        self.allgatherv(x)
+    }
+
+    /// `MPI_Alltoall` of the counts, then `MPI_Alltoallv` on `MPI_FLOAT`.
+    fn alltoallv_f32(&self, send: &[f32], counts: &[usize]) -> Result<Exchanged<f32>> {
+        self.alltoallv(send, counts)
+    }
+
+    /// `MPI_Alltoall` of the counts, then `MPI_Alltoallv` on `MPI_DOUBLE`.
+    fn alltoallv_f64(&self, send: &[f64], counts: &[usize]) -> Result<Exchanged<f64>> {
+        self.alltoallv(send, counts)
+    }
+
+    /// `MPI_Alltoall` of the counts, then `MPI_Alltoallv` on `MPI_UINT64_T`.
+    fn alltoallv_u64(&self, send: &[u64], counts: &[usize]) -> Result<Exchanged<u64>> {
+        self.alltoallv(send, counts)
     }
 
     /// Flushes stdout and stderr, then `MPI_Abort`s the world with `code`, ending every rank.

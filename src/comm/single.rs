@@ -1,6 +1,7 @@
 //! The one-rank [`Comm`]: what every stage sees when hinoki runs without a launcher.
 
-use super::Comm;
+use super::{Comm, Exchanged};
+use crate::{Error, Result};
 
 /// A run of exactly one rank, with no MPI underneath.
 ///
@@ -40,12 +41,56 @@ impl Comm for SingleProcess {
         vec![x]
     }
 
+    /// Returns a copy of `x`.
+    fn allgather_f64(&self, x: &[f64]) -> Vec<f64> {
+        x.to_vec()
+    }
+
+    /// Returns a copy of `x`.
+    fn allgatherv_f64(&self, x: &[f64]) -> Result<Vec<f64>> {
+        Ok(x.to_vec())
+    }
+
+    /// Returns a copy of `x`.
+    fn allgatherv_u64(&self, x: &[u64]) -> Result<Vec<u64>> {
+        Ok(x.to_vec())
+    }
+
+    /// Returns what this rank sends to itself: all of `send`.
+    fn alltoallv_f32(&self, send: &[f32], counts: &[usize]) -> Result<Exchanged<f32>> {
+        to_self(send, counts)
+    }
+
+    /// Returns what this rank sends to itself: all of `send`.
+    fn alltoallv_f64(&self, send: &[f64], counts: &[usize]) -> Result<Exchanged<f64>> {
+        to_self(send, counts)
+    }
+
+    /// Returns what this rank sends to itself: all of `send`.
+    fn alltoallv_u64(&self, send: &[u64], counts: &[usize]) -> Result<Exchanged<u64>> {
+        to_self(send, counts)
+    }
+
     /// Exits the process with `code` (stdout is flushed by `std::process::exit`).
     fn abort(&self, code: i32) -> ! {
         use std::io::Write;
         let _ = std::io::stderr().flush();
         std::process::exit(code)
     }
+}
+
+/// The one-rank all-to-all: `counts` must be `[send.len()]`.
+fn to_self<T: Copy>(send: &[T], counts: &[usize]) -> Result<Exchanged<T>> {
+    if counts != [send.len()] {
+        return Err(Error::comm(format!(
+            "all-to-all on one rank with counts {counts:?} for {} elements",
+            send.len()
+        )));
+    }
+    Ok(Exchanged {
+        data: send.to_vec(),
+        counts: counts.to_vec(),
+    })
 }
 
 #[cfg(test)]

@@ -2,8 +2,10 @@
 
 pub mod conservation;
 pub mod error_stats;
+pub mod ranks;
 pub mod report;
 pub mod timers;
+pub mod virtual_ranks;
 
 pub use error_stats::ErrorStats;
 pub use timers::PhaseTimes;

@@ -3,6 +3,9 @@
 
 use super::error_stats::{relative_acc_errors, relative_pot_errors, ErrorStats};
 use super::timers::PhaseTimes;
+use crate::comm::Comm;
+use crate::domain::gather_all;
+use crate::error::Result;
 use crate::forces::{ForceParams, ForceResult};
 use crate::particles::Particles;
 use crate::walk::direct::direct_forces;
@@ -25,36 +28,42 @@ pub struct Check {
     pub seconds: f64,
 }
 
-/// Compares `result` with float64 direct summation on `k` particles drawn at random with `seed`
-/// (all particles when `k ≥ N`), using the softening and G of `params`.
+/// Compares `result` (forces on this rank's particles `p`) with float64 direct summation over
+/// every particle of the job on `k` particles drawn at random with `seed` (all when `k ≥ N`),
+/// using the softening and G of `params`. Collective: every rank gets the job's statistics.
 pub fn check_against_direct(
+    comm: &dyn Comm,
     p: &Particles,
     params: &ForceParams,
     result: &ForceResult,
     k: usize,
     seed: u64,
-) -> Check {
+) -> Result<Check> {
     let t0 = Instant::now();
-    let n = p.len();
-    let idx: Vec<usize> = if k >= n {
+    let (pos, mass, mine) = gather_all(comm, p)?;
+    let n = pos.len();
+    // The same global sample on every rank; each checks the sampled particles it owns.
+    let global: Vec<usize> = if k >= n {
         (0..n).collect()
     } else {
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
-        let mut v = sample(&mut rng, n, k).into_vec();
-        v.sort_unstable();
-        v
+        sample(&mut rng, n, k).into_vec()
     };
-    let (acc_ref, pot_ref) = direct_forces(&p.pos, &p.mass, params.eps, &idx);
+    let mut idx: Vec<usize> = global.into_iter().filter(|i| mine.contains(i)).collect();
+    idx.sort_unstable();
+    let (acc_ref, pot_ref) = direct_forces(&pos, &mass, params.eps, &idx);
     let acc_ref: Vec<_> = acc_ref.into_iter().map(|a| a * params.g).collect();
     let pot_ref: Vec<_> = pot_ref.into_iter().map(|v| v * params.g).collect();
-    let acc: Vec<_> = idx.iter().map(|&i| result.acc[i]).collect();
-    let pot: Vec<_> = idx.iter().map(|&i| result.pot[i]).collect();
-    Check {
-        sampled: idx.len(),
-        acc: ErrorStats::of(&relative_acc_errors(&acc, &acc_ref)),
-        pot: ErrorStats::of(&relative_pot_errors(&pot, &pot_ref)),
+    let acc: Vec<_> = idx.iter().map(|&i| result.acc[i - mine.start]).collect();
+    let pot: Vec<_> = idx.iter().map(|&i| result.pot[i - mine.start]).collect();
+    let acc_err = comm.allgatherv_f64(&relative_acc_errors(&acc, &acc_ref))?;
+    let pot_err = comm.allgatherv_f64(&relative_pot_errors(&pot, &pot_ref))?;
+    Ok(Check {
+        sampled: acc_err.len(),
+        acc: ErrorStats::of(&acc_err),
+        pot: ErrorStats::of(&pot_err),
         seconds: t0.elapsed().as_secs_f64(),
-    }
+    })
 }
 
 /// Mean interactions per particle `(p2p, m2p)`.

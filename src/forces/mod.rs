@@ -7,8 +7,10 @@ mod tree_forces;
 
 pub use params::{Backend, ForceParams, Method, WalkKind};
 
+use crate::comm::Comm;
 use crate::diag::PhaseTimes;
-use crate::error::Result;
+use crate::error::{Error, Result};
+use crate::lets::LetStats;
 use crate::particles::Particles;
 use crate::walk::direct::direct_forces;
 use crate::walk::gpu::{local_rank, Gpu, GpuLayout, VgChoice};
@@ -40,6 +42,8 @@ pub struct ForceEngine {
     gpu: Option<Gpu>,
     /// `--vg auto` has not chosen a layout yet.
     tune: bool,
+    /// LET traffic of the last evaluation.
+    let_stats: LetStats,
 }
 
 impl ForceEngine {
@@ -60,7 +64,12 @@ impl ForceEngine {
             },
         };
         let tune = params.vg == VgChoice::Auto && gpu.is_some();
-        Ok(Self { params, gpu, tune })
+        Ok(Self {
+            params,
+            gpu,
+            tune,
+            let_stats: LetStats::default(),
+        })
     }
 
     /// The GPU kernel layout in use (after `--vg auto` has chosen), if the GPU walks.
@@ -76,27 +85,46 @@ impl ForceEngine {
         }
     }
 
+    /// LET traffic of this rank in the last evaluation (zero on one rank).
+    pub fn let_stats(&self) -> LetStats {
+        self.let_stats
+    }
+
     /// Device bytes held by the GPU walk (0 on the CPU).
     pub fn device_bytes(&self) -> usize {
         self.gpu.as_ref().map_or(0, Gpu::device_bytes)
     }
 
-    /// One force evaluation on all particles of `p`. `old_acc`, the accelerations of the
-    /// previous step, feed the acceleration criterion; without them that criterion first walks
-    /// with the modified criterion to obtain them (timed as part of `walk`).
-    pub fn compute(&mut self, p: &Particles, old_acc: Option<&[DVec3]>) -> Result<ForceResult> {
+    /// One force evaluation on the local particles `p` of this rank, from the particles of
+    /// every rank of `comm` (collective: every rank calls it). `old_acc`, the accelerations of
+    /// the previous step, feed the acceleration criterion; without them that criterion first
+    /// walks with the modified criterion to obtain them (timed as part of `walk`).
+    pub fn compute(
+        &mut self,
+        comm: &dyn Comm,
+        p: &Particles,
+        old_acc: Option<&[DVec3]>,
+    ) -> Result<ForceResult> {
         let t0 = Instant::now();
         let device = self.device();
         let params = &self.params;
         let mut result = match (params.method, self.gpu.as_mut()) {
             (Method::Direct, gpu) => {
                 let mut times = PhaseTimes::default();
+                // Every rank needs every particle: gather them (a no-op on one rank).
+                let (pos, mass, mine) =
+                    times.time("exchange", || crate::domain::gather_all(comm, p))?;
                 let (acc, pot): (Vec<DVec3>, Vec<f64>) = match gpu {
                     Some(gpu) => {
-                        let src: Vec<[f32; 4]> = p
-                            .pos
+                        if comm.size() > 1 {
+                            return Err(Error::input(
+                                "--method direct on the GPU runs on one rank only \
+                                 (use --backend cpu for a multi-rank direct sum)",
+                            ));
+                        }
+                        let src: Vec<[f32; 4]> = pos
                             .iter()
-                            .zip(&p.mass)
+                            .zip(&mass)
                             .map(|(x, &m)| [x.x as f32, x.y as f32, x.z as f32, m as f32])
                             .collect();
                         let eps2 = (params.eps * params.eps) as f32;
@@ -111,11 +139,11 @@ impl ForceEngine {
                             .unzip()
                     }
                     None => {
-                        let all: Vec<usize> = (0..p.len()).collect();
-                        times.time("walk", || direct_forces(&p.pos, &p.mass, params.eps, &all))
+                        let targets: Vec<usize> = mine.collect();
+                        times.time("walk", || direct_forces(&pos, &mass, params.eps, &targets))
                     }
                 };
-                let n = p.len() as u32;
+                let n = pos.len() as u32;
                 ForceResult {
                     acc: acc.into_iter().map(|a| a * params.g).collect(),
                     pot: pot.into_iter().map(|v| v * params.g).collect(),
@@ -127,7 +155,9 @@ impl ForceEngine {
             }
             (Method::Tree, gpu) => {
                 let tune = std::mem::take(&mut self.tune);
-                tree_forces(p, params, gpu, tune, old_acc, device)?
+                let (r, stats) = tree_forces(comm, p, params, gpu, tune, old_acc, device)?;
+                self.let_stats = stats;
+                r
             }
         };
         result.times.add("total", t0.elapsed().as_secs_f64());
@@ -137,9 +167,10 @@ impl ForceEngine {
 
 /// One force evaluation with a throw-away [`ForceEngine`] (see [`ForceEngine::compute`]).
 pub fn compute_forces(
+    comm: &dyn Comm,
     p: &Particles,
     params: &ForceParams,
     old_acc: Option<&[DVec3]>,
 ) -> Result<ForceResult> {
-    ForceEngine::new(params.clone())?.compute(p, old_acc)
+    ForceEngine::new(params.clone())?.compute(comm, p, old_acc)
 }

@@ -1,6 +1,7 @@
 //! The parameters of a force evaluation: backend, method, walk, ordering and the numbers that
 //! decide accuracy (θ, criterion, multipole order, N_crit, group sizes, ε, G).
 
+use crate::domain::Balance;
 use crate::error::{Error, Result};
 use crate::sfc::Order;
 use crate::walk::cpu::WalkParams;
@@ -107,6 +108,12 @@ pub struct ForceParams {
     /// Shape of the GPU walk kernel: V targets per thread, G threads per group (the GPU's group
     /// of consecutive targets is V·G; `group` applies to the CPU walk only).
     pub vg: VgChoice,
+    /// Multi-rank runs: what the domain decomposition balances (particle counts or the
+    /// interactions of the last evaluation).
+    pub balance: Balance,
+    /// Multi-rank runs: boxes per rank describing where its particles are when the other
+    /// ranks build its LETs (1: the bounding box of seed 001; more: tighter, smaller LETs).
+    pub let_boxes: usize,
 }
 
 impl Default for ForceParams {
@@ -125,6 +132,8 @@ impl Default for ForceParams {
             walk: WalkKind::Grouped,
             backend: Backend::Auto,
             vg: VgChoice::default(),
+            balance: Balance::Cost,
+            let_boxes: 64,
         }
     }
 }
@@ -173,6 +182,12 @@ impl ForceParams {
             return Err(Error::input(format!(
                 "group size must be between 1 and 65536 (got {})",
                 self.group
+            )));
+        }
+        if !(1..=4096).contains(&self.let_boxes) {
+            return Err(Error::input(format!(
+                "let_boxes must be between 1 and 4096 (got {})",
+                self.let_boxes
             )));
         }
         if let VgChoice::Fixed(l) = self.vg {

@@ -1,9 +1,12 @@
 //! The tree pipeline of one force evaluation: tree build, target groups, the walk on the CPU or
-//! the GPU (with the `--vg auto` tuning), and the results back in input order.
+//! the GPU (with the `--vg auto` tuning), in a multi-rank run the LET exchange and the walk of
+//! the received forest, and the results back in input order.
 
 use super::{ForceParams, ForceResult, WalkKind};
+use crate::comm::Comm;
 use crate::diag::PhaseTimes;
-use crate::error::Result;
+use crate::error::{Error, Result};
+use crate::lets::{self, LetStats, Region};
 use crate::particles::Particles;
 use crate::sfc::Order;
 use crate::tree::{FlatTree, Tree, TreeParams};
@@ -14,33 +17,38 @@ use crate::walk::mac::{Criterion, Mac};
 use glam::DVec3;
 use rayon::prelude::*;
 
-/// Forces on all particles of `p` by the tree walk: on `gpu` when given (timing the `--vg
-/// auto` candidates first when `tune`), else on the CPU.
+/// Forces on all local particles `p` by the tree walk: on `gpu` when given (timing the `--vg
+/// auto` candidates first when `tune`), else on the CPU. With more than one rank, the LETs of
+/// the other ranks are exchanged (in a communication thread, overlapping the local walk) and
+/// walked after the local tree. Returns the result and the LET traffic of this rank.
 pub(super) fn tree_forces(
+    comm: &dyn Comm,
     p: &Particles,
     params: &ForceParams,
     mut gpu: Option<&mut Gpu>,
     tune: bool,
     old_acc: Option<&[DVec3]>,
     device: String,
-) -> Result<ForceResult> {
+) -> Result<(ForceResult, LetStats)> {
     let mut times = PhaseTimes::default();
-    let tree = Tree::build(
-        &p.pos,
-        &p.mass,
-        &TreeParams {
-            order: params.order,
-            ncrit: params.ncrit,
-            mac: params.mac,
-            theta: params.theta,
-        },
-        &mut times,
-    );
     let n = p.len();
+    let tree = (n > 0).then(|| {
+        Tree::build(
+            &p.pos,
+            &p.mass,
+            &TreeParams {
+                order: params.order,
+                ncrit: params.ncrit,
+                mac: params.mac,
+                theta: params.theta,
+            },
+            &mut times,
+        )
+    });
     // Walk order: the tree's sorted order, or the input order for `--order none`.
-    let walk_to_input: Vec<u32> = match params.order {
-        Order::None => (0..n as u32).collect(),
-        Order::Hilbert | Order::Morton => tree.index.clone(),
+    let walk_to_input: Vec<u32> = match (&tree, params.order) {
+        (Some(t), Order::Hilbert | Order::Morton) => t.index.clone(),
+        _ => (0..n as u32).collect(),
     };
     let amag = |i: usize| old_acc.map_or(0.0, |a| a[i].length() as f32);
     let mut targets: Vec<[f32; 4]> = walk_to_input
@@ -51,28 +59,30 @@ pub(super) fn tree_forces(
         })
         .collect();
     let wp = params.walk_params();
-    // The seed-004 node arrays with next/more threading, for the single-particle CPU walk.
-    let flat = (params.walk == WalkKind::Single && gpu.is_none())
-        .then(|| times.time("thread", || FlatTree::from_tree(&tree, params.eps as f32)));
-    let form_groups = |size: usize| match params.order {
-        Order::None => chunk_groups(n, size),
-        Order::Hilbert | Order::Morton => tree_groups(&tree, size),
+    let form_groups = |size: usize| match (&tree, params.order) {
+        (Some(t), Order::Hilbert | Order::Morton) => tree_groups(t, size),
+        _ => chunk_groups(n, size),
     };
-    if let (true, Some(g)) = (tune, gpu.as_deref_mut()) {
-        times.time("tune", || {
-            choose_layout(g, &tree, &targets, &form_groups, &wp)
-        })?;
+    if let (true, Some(g), Some(t)) = (tune, gpu.as_deref_mut(), &tree) {
+        times.time("tune", || choose_layout(g, t, &targets, &form_groups, &wp))?;
     }
     // Groups: V·G targets on the GPU, `group` on the CPU; tree cells when the walk follows
     // the tree order, fixed chunks of the input order otherwise.
     let group_size = gpu.as_ref().map_or(params.group, |g| g.layout().group());
-    let groups = form_groups(group_size);
-    let mut walk =
-        |wp: &WalkParams, targets: &[[f32; 4]], times: &mut PhaseTimes| match (&mut gpu, &flat) {
-            (Some(g), _) => g.walk(&tree, targets, &groups, wp, times),
-            (None, Some(f)) => Ok(times.time("walk", || single_walk(&tree, f, targets, wp))),
-            _ => Ok(times.time("walk", || grouped_walk(&tree, targets, &groups, wp))),
-        };
+    let mut walker = Walker {
+        gpu,
+        // The seed-004 node arrays with next/more threading, for the single-particle CPU walk.
+        flat: match (&tree, params.walk) {
+            (Some(t), WalkKind::Single) => {
+                Some(times.time("thread", || FlatTree::from_tree(t, params.eps as f32)))
+            }
+            _ => None,
+        },
+        groups: form_groups(group_size),
+        comm,
+        let_boxes: params.let_boxes,
+        stats: LetStats::default(),
+    };
     if params.mac == Mac::Acceleration && old_acc.is_none() {
         let boot = WalkParams {
             criterion: Criterion {
@@ -81,12 +91,13 @@ pub(super) fn tree_forces(
             },
             ..wp
         };
-        let first = walk(&boot, &targets, &mut times)?;
+        let first = walker.walk(tree.as_ref(), &boot, &targets, &mut times)?;
         for (t, a) in targets.iter_mut().zip(&first.acc_pot) {
             t[3] = wp.criterion.g * (a[0] * a[0] + a[1] * a[1] + a[2] * a[2]).sqrt();
         }
     }
-    let out: WalkOutput = walk(&wp, &targets, &mut times)?;
+    let out: WalkOutput = walker.walk(tree.as_ref(), &wp, &targets, &mut times)?;
+    let stats = walker.stats;
     // Back to input order, G applied, float64.
     let g = params.g;
     let (acc, pot, p2p, m2p) = times.time("unsort", || {
@@ -102,7 +113,11 @@ pub(super) fn tree_forces(
             .par_iter()
             .map(|&k| out.acc_pot[k as usize][3] as f64 * g)
             .collect();
-        let p2p = slot.par_iter().map(|&k| out.p2p[k as usize]).collect();
+        // The walks count the target itself, which sits in the local tree.
+        let p2p = slot
+            .par_iter()
+            .map(|&k| out.p2p[k as usize].saturating_sub(1))
+            .collect();
         let m2p = slot.par_iter().map(|&k| out.m2p[k as usize]).collect();
         (acc, pot, p2p, m2p)
     });
@@ -114,9 +129,101 @@ pub(super) fn tree_forces(
         times,
         device,
     };
-    Ok(r)
+    Ok((r, stats))
 }
 
+/// What walks the local tree and, in a multi-rank run, the received LETs.
+struct Walker<'a> {
+    gpu: Option<&'a mut Gpu>,
+    flat: Option<FlatTree>,
+    groups: Vec<Group>,
+    comm: &'a dyn Comm,
+    let_boxes: usize,
+    /// LET traffic, summed over the walks of this evaluation.
+    stats: LetStats,
+}
+
+impl Walker<'_> {
+    /// Forces on `targets` (walk order) from every particle of the job: the local `tree`
+    /// (`None`: this rank has no particles) and, with several ranks, the LETs of the others.
+    fn walk(
+        &mut self,
+        tree: Option<&Tree>,
+        wp: &WalkParams,
+        targets: &[[f32; 4]],
+        times: &mut PhaseTimes,
+    ) -> Result<WalkOutput> {
+        if self.comm.size() == 1 {
+            return match tree {
+                Some(t) => self.walk_tree(t, wp, targets, times, true),
+                None => Ok(WalkOutput::default()),
+            };
+        }
+        let amin = targets.iter().map(|t| t[3]).fold(f32::INFINITY, f32::min);
+        let region = tree.map_or_else(Region::default, |t| {
+            Region::of_tree(t, amin, self.let_boxes)
+        });
+        let comm = self.comm;
+        // The LETs are built and exchanged in a communication thread while this one walks the
+        // local tree (seed 001's proposed overlap); only that thread calls MPI meanwhile.
+        let (local, remote) = std::thread::scope(|s| {
+            let exchange = s.spawn(|| {
+                let mut t = PhaseTimes::default();
+                let r = lets::exchange(comm, tree, &wp.criterion, &region, &mut t);
+                (r, t)
+            });
+            let local = match tree {
+                Some(t) => self.walk_tree(t, wp, targets, times, true),
+                None => Ok(WalkOutput::default()),
+            };
+            (local, exchange.join())
+        });
+        let (remote, let_times) =
+            remote.map_err(|_| Error::comm("the LET exchange thread panicked"))?;
+        times.merge(&let_times);
+        let mut out = local?;
+        let (forest, stats) = remote?;
+        self.stats.bytes_sent += stats.bytes_sent;
+        self.stats.bytes_received += stats.bytes_received;
+        self.stats.cells_received += stats.cells_received;
+        self.stats.particles_received += stats.particles_received;
+        if !forest.cells.is_empty() && !targets.is_empty() {
+            let mut t = PhaseTimes::default();
+            let far = self.walk_tree(&forest, wp, targets, &mut t, false)?;
+            times.add("walk_let", t.get("walk"));
+            times.add("upload", t.get("upload"));
+            times.add("download", t.get("download"));
+            for (k, (a, b)) in out.acc_pot.iter_mut().zip(&far.acc_pot).enumerate() {
+                for d in 0..4 {
+                    a[d] += b[d];
+                }
+                out.p2p[k] += far.p2p[k];
+                out.m2p[k] += far.m2p[k];
+            }
+        }
+        Ok(out)
+    }
+
+    /// One walk of `tree` (the local tree when `local`, else a LET forest) for all targets:
+    /// the GPU kernel, or on the CPU the grouped walk (the single-particle walk only for the
+    /// local tree, whose threading it needs).
+    fn walk_tree(
+        &mut self,
+        tree: &Tree,
+        wp: &WalkParams,
+        targets: &[[f32; 4]],
+        times: &mut PhaseTimes,
+        local: bool,
+    ) -> Result<WalkOutput> {
+        match (&mut self.gpu, &self.flat) {
+            (Some(g), _) => g.walk(tree, targets, &self.groups, wp, times),
+            (None, Some(f)) if local => {
+                Ok(times.time("walk", || single_walk(tree, f, targets, wp)))
+            }
+            _ => Ok(times.time("walk", || grouped_walk(tree, targets, &self.groups, wp))),
+        }
+    }
+}
 /// The inverse of the permutation `p` (`q[p[k]] = k`), scattered in parallel. Relaxed atomic
 /// stores compile to plain stores; they only make the disjoint parallel writes safe Rust.
 fn inverse_permutation(p: &[u32]) -> Vec<u32> {

@@ -38,6 +38,7 @@
 //! Parsing checks only types and names: call [`RunConfig::validate`] (after any command-line
 //! overrides) before a run starts.
 
+use crate::domain::Balance;
 use crate::error::{Error, Result};
 use crate::forces::{Backend, ForceParams, Method, WalkKind};
 use crate::ics::Model;
@@ -168,6 +169,13 @@ pub struct GravityConfig {
     /// or `"auto"`: the fastest of a few, timed on the first force evaluation).
     #[serde(deserialize_with = "by_name")]
     pub vg: VgChoice,
+    /// Multi-rank load balance (`balance`: `"count"` or `"cost"`, the interactions of the
+    /// last evaluation).
+    #[serde(deserialize_with = "by_name")]
+    pub balance: Balance,
+    /// Boxes per rank describing its particles to the others' LET construction
+    /// (`let_boxes`, 1 ..= 4096).
+    pub let_boxes: usize,
 }
 
 impl Default for GravityConfig {
@@ -187,6 +195,8 @@ impl Default for GravityConfig {
             walk: f.walk,
             backend: f.backend,
             vg: f.vg,
+            balance: f.balance,
+            let_boxes: f.let_boxes,
         }
     }
 }
@@ -277,6 +287,8 @@ impl RunConfig {
             walk: g.walk,
             backend: g.backend,
             vg: g.vg,
+            balance: g.balance,
+            let_boxes: g.let_boxes,
         }
     }
 
@@ -411,6 +423,8 @@ mod tests {
             walk = "single"
             backend = "cpu"
             vg = "2,16"
+            balance = "count"
+            let_boxes = 3
             [time]
             dt = 0.001
             t_end = 2.5
@@ -445,6 +459,8 @@ mod tests {
                 walk: WalkKind::Single,
                 backend: Backend::Cpu,
                 vg: VgChoice::Fixed(GpuLayout { v: 2, g: 16 }),
+                balance: Balance::Count,
+                let_boxes: 3,
             }
         );
         assert_eq!((c.time.dt, c.time.t_end), (0.001, 2.5));

@@ -36,7 +36,8 @@ pub struct WalkParams {
 pub struct WalkOutput {
     /// Acceleration (x, y, z) and potential per target, G = 1.
     pub acc_pot: Vec<[f32; 4]>,
-    /// Particle–particle interactions per target (the target itself not counted).
+    /// Particle–particle interactions per target, the target itself included when the walked
+    /// tree holds it.
     pub p2p: Vec<u32>,
     /// Particle–cell interactions per target.
     pub m2p: Vec<u32>,
@@ -79,7 +80,7 @@ pub fn grouped_walk(
             let tg = &targets[s as usize..(s + k) as usize];
             collect(tree, tg, &p.criterion, list);
             let n_p2p: u32 = list.ranges.iter().map(|r| r.1 - r.0).sum();
-            np.fill(n_p2p.saturating_sub(1));
+            np.fill(n_p2p);
             nm.fill(list.cells.len() as u32);
             evaluate(tree, tg, list, p, acc);
         });
@@ -247,7 +248,7 @@ pub fn single_walk(
                     a[k] += f[k];
                 }
             }
-            (a, np.saturating_sub(1), nm)
+            (a, np, nm)
         })
         .collect();
     let mut out = WalkOutput::zeros(0);

@@ -8,7 +8,9 @@
 //! - `Acceleration`: G M l² / d⁴ < α |a_old|         (GADGET, seed 003; needs previous accelerations)
 //!
 //! Every criterion also opens a cell whose box overlaps the target (group) box, so a cell is never
-//! accepted for a particle inside it, whatever θ or α.
+//! accepted for a particle inside it, whatever θ or α. The one exception is a cell with S_eff < 0:
+//! a LET multipole its sending rank has already accepted for every particle of this rank, which a
+//! group box spanning several of this rank's target boxes must not reopen (it has no contents).
 
 use crate::error::{Error, Result};
 use serde::{Deserialize, Serialize};
@@ -94,6 +96,11 @@ impl Criterion {
     /// acceleration magnitude of the targets (only read by the acceleration criterion).
     #[inline(always)]
     pub fn accepts(&self, cells: &Cells, c: usize, bc: [f32; 3], bh: [f32; 3], amin: f32) -> bool {
+        // A LET multipole that its sender already checked against every target box of this
+        // rank (see `lets::wire::make_terminal`): accepted whatever this group's box.
+        if cells.s_eff[c] < 0.0 {
+            return true;
+        }
         let [cx, cy, cz, h] = cells.boxes[c];
         let ce = [cx, cy, cz];
         let overlap = (0..3).all(|k| (ce[k] - bc[k]).abs() <= h + bh[k]);

@@ -1,0 +1,121 @@
+//! Domain decomposition: each rank owns one contiguous slice of the Peano–Hilbert curve.
+//!
+//! One decomposition (seed 001 Sec. 7.2, with its proposed cost weighting): the global bounding
+//! box by allreduce → Peano–Hilbert keys in that box → weighted key samples from every rank
+//! (allgatherv) → `P − 1` splitters → each particle sent to the owner of its key (alltoallv).
+//! Weights are 1 per particle ([`Balance::Count`]) or the particle's interactions in the last
+//! force evaluation ([`Balance::Cost`]), which balances the walk instead of the particle count.
+
+mod migrate;
+mod splitters;
+
+pub use migrate::Migration;
+pub use splitters::{owner, sample_keys, splitters, Sample};
+
+use crate::comm::Comm;
+use crate::error::{Error, Result};
+use crate::sfc::{keys, GridBox, Order};
+use glam::DVec3;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::str::FromStr;
+
+/// What the splitters balance between ranks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Balance {
+    /// Equal particle counts (seed 001).
+    Count,
+    /// Equal cost: each particle weighted by its interactions in the last force evaluation
+    /// (falls back to counts before the first evaluation).
+    Cost,
+}
+
+impl Balance {
+    /// The names accepted on the command line and in configs.
+    pub const NAMES: [&'static str; 2] = ["count", "cost"];
+}
+
+impl fmt::Display for Balance {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Balance::Count => "count",
+            Balance::Cost => "cost",
+        })
+    }
+}
+
+impl FromStr for Balance {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "count" => Ok(Balance::Count),
+            "cost" => Ok(Balance::Cost),
+            _ => Err(Error::input(format!(
+                "unknown load balance '{s}' (expected one of: {})",
+                Balance::NAMES.join(", ")
+            ))),
+        }
+    }
+}
+
+/// Key samples each rank contributes per rank of the job: the splitters then balance the
+/// weight to within about 1/`SAMPLES_PER_RANK` of a rank's share.
+const SAMPLES_PER_RANK: usize = 512;
+
+/// The cube around all particles of all ranks (allreduce of the local bounding boxes); a unit
+/// cube when there are no particles at all.
+pub fn global_box(comm: &dyn Comm, pos: &[DVec3]) -> GridBox {
+    let (lo, hi) = crate::sfc::bounding_box(pos);
+    let mut lo = lo.to_array();
+    let mut hi = hi.to_array();
+    comm.allreduce_min_f64(&mut lo);
+    comm.allreduce_max_f64(&mut hi);
+    if lo[0] > hi[0] {
+        return GridBox::around(DVec3::ZERO, DVec3::ZERO);
+    }
+    GridBox::around(DVec3::from_array(lo), DVec3::from_array(hi))
+}
+
+/// The plan that sends every local particle to the rank owning its Peano–Hilbert key, with
+/// splitters balancing `weights` (one per particle; `None`: equal weights) over all ranks.
+pub fn plan(comm: &dyn Comm, pos: &[DVec3], weights: Option<&[f64]>) -> Result<Migration> {
+    let ranks = comm.size();
+    if ranks == 1 {
+        return Ok(Migration::new(&vec![0; pos.len()], 1));
+    }
+    let grid = global_box(comm, pos);
+    let k = keys(Order::Hilbert, &grid, pos);
+    let local = sample_keys(&k, weights, SAMPLES_PER_RANK * ranks);
+    let sk: Vec<u64> = local.iter().map(|s| s.0).collect();
+    let sw: Vec<f64> = local.iter().map(|s| s.1).collect();
+    let all_k = comm.allgatherv_u64(&sk)?;
+    let all_w = comm.allgatherv_f64(&sw)?;
+    let mut samples: Vec<Sample> = all_k.into_iter().zip(all_w).collect();
+    let cuts = splitters(&mut samples, ranks);
+    let dest: Vec<usize> = k.iter().map(|&key| owner(&cuts, key)).collect();
+    Ok(Migration::new(&dest, ranks))
+}
+
+/// Positions and masses of every particle of the job (in rank order) and the range of this
+/// rank's own particles among them. Collective; a copy of `p`'s on one rank.
+pub fn gather_all(
+    comm: &dyn Comm,
+    p: &crate::Particles,
+) -> Result<(Vec<DVec3>, Vec<f64>, std::ops::Range<usize>)> {
+    if comm.size() == 1 {
+        return Ok((p.pos.clone(), p.mass.clone(), 0..p.len()));
+    }
+    let flat: Vec<f64> = p.pos.iter().flat_map(|x| x.to_array()).collect();
+    let pos: Vec<DVec3> = comm
+        .allgatherv_f64(&flat)?
+        .chunks_exact(3)
+        .map(DVec3::from_slice)
+        .collect();
+    let mass = comm.allgatherv_f64(&p.mass)?;
+    let before: u64 = comm.allgather_u64(p.len() as u64)[..comm.rank()]
+        .iter()
+        .sum();
+    let start = before as usize;
+    Ok((pos, mass, start..start + p.len()))
+}

@@ -1,0 +1,147 @@
+//! Where a rank's particles are, as the other ranks see it: a set of tight boxes around them
+//! and their smallest previous acceleration (for the acceleration criterion).
+//!
+//! The boxes are the particle bounding boxes of the rank's own tree cut where cells hold at
+//! most `n / pieces` particles, so a sparse halo is described by small boxes around its few
+//! particles rather than by one box spanning it (seed 001's single bounding box makes every
+//! remote cell near any part of that box count as near, and the LETs grow with it).
+
+use crate::tree::Tree;
+
+/// An axis-aligned box: centre and half-extents (length units).
+pub type TargetBox = ([f32; 3], [f32; 3]);
+
+/// The region a rank's particles occupy.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Region {
+    /// The smallest previous acceleration magnitude |a_old| of the rank's particles (G
+    /// included; 0 before the first evaluation).
+    pub amin: f32,
+    /// One box around all particles (unused for a rank without particles).
+    pub bound: TargetBox,
+    /// Boxes that together contain every particle of the rank (none for a rank without
+    /// particles), each inside `bound`.
+    pub boxes: Vec<TargetBox>,
+}
+
+/// Words per box in the allgathered encoding (centre, half-extents).
+const BOX_WORDS: usize = 6;
+
+impl Region {
+    /// The region of the particles of `tree`: the tight boxes of its cells cut at
+    /// `n / pieces` particles (one box for `pieces = 1`: seed 001's bounding box), with `amin`
+    /// the smallest previous acceleration of its particles.
+    pub fn of_tree(tree: &Tree, amin: f32, pieces: usize) -> Self {
+        let cells = &tree.cells;
+        let cut = (tree.particles.len() / pieces.max(1)).max(1) as u32;
+        let mut boxes = Vec::new();
+        let mut c = 0;
+        while c < cells.len() {
+            if cells.count[c] <= cut || cells.is_leaf(c) {
+                let a = cells.first[c] as usize;
+                boxes.push(tight_box(&tree.particles[a..a + cells.count[c] as usize]));
+                c += cells.subtree[c] as usize;
+            } else {
+                c += 1;
+            }
+        }
+        Self::from_boxes(amin, boxes)
+    }
+
+    /// The region made of `boxes` (the bound computed around them).
+    pub fn from_boxes(amin: f32, boxes: Vec<TargetBox>) -> Self {
+        let mut lo = [f32::INFINITY; 3];
+        let mut hi = [f32::NEG_INFINITY; 3];
+        for (c, h) in &boxes {
+            for k in 0..3 {
+                lo[k] = lo[k].min(c[k] - h[k]);
+                hi[k] = hi[k].max(c[k] + h[k]);
+            }
+        }
+        let bound = (
+            [0, 1, 2].map(|k| 0.5 * (lo[k] + hi[k])),
+            [0, 1, 2].map(|k| 0.5 * (hi[k] - lo[k])),
+        );
+        Self { amin, bound, boxes }
+    }
+
+    /// The encoding for an allgatherv: `amin`, then the boxes.
+    pub fn encode(&self) -> Vec<f64> {
+        let mut v = Vec::with_capacity(1 + self.boxes.len() * BOX_WORDS);
+        v.push(self.amin as f64);
+        for (c, h) in &self.boxes {
+            v.extend(c.iter().chain(h).map(|&x| x as f64));
+        }
+        v
+    }
+
+    /// The region encoded by [`Region::encode`] in `words`.
+    pub fn decode(words: &[f64]) -> Self {
+        let boxes = words[1..]
+            .chunks_exact(BOX_WORDS)
+            .map(|b| {
+                (
+                    [b[0] as f32, b[1] as f32, b[2] as f32],
+                    [b[3] as f32, b[4] as f32, b[5] as f32],
+                )
+            })
+            .collect();
+        Self::from_boxes(words[0] as f32, boxes)
+    }
+}
+
+/// The bounding box of `particles` (x, y, z, m).
+fn tight_box(particles: &[[f32; 4]]) -> TargetBox {
+    let mut lo = [f32::INFINITY; 3];
+    let mut hi = [f32::NEG_INFINITY; 3];
+    for p in particles {
+        for k in 0..3 {
+            lo[k] = lo[k].min(p[k]);
+            hi[k] = hi[k].max(p[k]);
+        }
+    }
+    (
+        [0, 1, 2].map(|k| 0.5 * (lo[k] + hi[k])),
+        [0, 1, 2].map(|k| 0.5 * (hi[k] - lo[k])),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ics::{generate, Model};
+    use crate::sfc::Order;
+    use crate::tree::TreeParams;
+    use crate::walk::mac::Mac;
+
+    #[test]
+    fn boxes_cover_every_particle_and_survive_the_encoding() {
+        let p = generate(Model::Plummer, 5000, 4).unwrap();
+        let tp = TreeParams {
+            order: Order::Hilbert,
+            ncrit: 8,
+            mac: Mac::Modified,
+            theta: 0.5,
+        };
+        let tree = Tree::build(&p.pos, &p.mass, &tp, &mut Default::default());
+        for pieces in [1, 16, 256] {
+            let r = Region::of_tree(&tree, 0.5, pieces);
+            assert!(
+                r.boxes.len() >= pieces.min(100),
+                "{pieces}: {}",
+                r.boxes.len()
+            );
+            let inside = |b: &TargetBox, x: &[f32; 4]| {
+                (0..3).all(|k| (x[k] - b.0[k]).abs() <= b.1[k] * 1.0001 + 1e-6)
+            };
+            for x in &tree.particles {
+                assert!(r.boxes.iter().any(|b| inside(b, x)));
+                assert!(inside(&r.bound, x));
+            }
+            assert_eq!(Region::decode(&r.encode()), r);
+        }
+        assert_eq!(Region::of_tree(&tree, 0.0, 1).boxes.len(), 1);
+        let empty = Region::decode(&Region::default().encode());
+        assert!(empty.boxes.is_empty());
+    }
+}

@@ -1,0 +1,163 @@
+//! The LET wire format: one flat `f32` buffer per destination, in the walk's own node format.
+//!
+//! Layout: `[n_cells, n_particles]` (as `u32` bits), then `n_cells` cell records of
+//! [`CELL_WORDS`] words in depth-first preorder, then `n_particles` particles of 4 words
+//! (x, y, z, m). A cell record holds the box (centre, half side), centre of mass and mass, the
+//! quadrupole (6), the trace, S_eff, and as `u32` bits: the first particle (relative to the
+//! buffer's particles), the particle count, the subtree size (so `next`/`more` are buffer
+//! relative, as the walk reads them) and `nchild | level << 8`.
+//!
+//! Received buffers are checked before use: a malformed buffer is an error, never a bad walk.
+
+use crate::error::{Error, Result};
+use crate::sfc::GridBox;
+use crate::tree::{Cells, Tree};
+use glam::DVec3;
+
+/// Words per cell record.
+pub const CELL_WORDS: usize = 20;
+/// Words per particle.
+pub const PARTICLE_WORDS: usize = 4;
+/// Words of the header.
+pub const HEADER_WORDS: usize = 2;
+
+/// Appends cell `c` of `cells` to `out` as one record, with `first` (buffer-relative first
+/// particle), `count` and `subtree` given.
+pub fn push_cell(
+    out: &mut Vec<f32>,
+    cells: &Cells,
+    c: usize,
+    first: u32,
+    count: u32,
+    subtree: u32,
+) {
+    out.extend_from_slice(&cells.boxes[c]);
+    out.extend_from_slice(&cells.com_mass[c]);
+    out.extend_from_slice(&cells.quad[c]);
+    out.push(cells.trace[c]);
+    out.push(cells.s_eff[c]);
+    let tag = cells.nchild[c] as u32 | (cells.level[c] as u32) << 8;
+    out.extend([first, count, subtree, tag].map(f32::from_bits));
+}
+
+/// Offsets of a record's fields.
+const BOX: usize = 0;
+const COM: usize = 4;
+const QUAD: usize = 8;
+const TRACE: usize = 14;
+const SEFF: usize = 15;
+const FIRST: usize = 16;
+const COUNT: usize = 17;
+const SUBTREE: usize = 18;
+const TAG: usize = 19;
+
+/// Field `k` of record `rec` as an integer.
+fn bits(rec: &[f32], k: usize) -> u32 {
+    rec[k].to_bits()
+}
+
+/// Sets the subtree size of the record that starts at word `at` of `out`.
+pub fn set_subtree(out: &mut [f32], at: usize, subtree: u32) {
+    out[at + SUBTREE] = f32::from_bits(subtree);
+}
+
+/// Sets the particle count of the record that starts at word `at` of `out`.
+pub fn set_count(out: &mut [f32], at: usize, count: u32) {
+    out[at + COUNT] = f32::from_bits(count);
+}
+
+/// Turns the record that starts at word `at` into an always-accepted multipole: S_eff = −1,
+/// which every walk accepts before any other test (see `walk::mac`), a box of zero size at the
+/// centre of mass, no children and no particles. The exporter has checked that the multipole
+/// is accurate enough for every target box of the destination; the destination's walk must not
+/// reopen it when one of its groups spans several of those boxes, for it has no contents.
+pub fn make_terminal(out: &mut [f32], at: usize) {
+    let r = &mut out[at..at + CELL_WORDS];
+    let com = [r[COM], r[COM + 1], r[COM + 2]];
+    r[BOX..BOX + 3].copy_from_slice(&com);
+    r[BOX + 3] = 0.0;
+    r[SEFF] = -1.0;
+    r[FIRST] = f32::from_bits(0);
+    r[COUNT] = f32::from_bits(0);
+    let level = bits(r, TAG) >> 8;
+    r[TAG] = f32::from_bits(level << 8);
+}
+
+/// Writes the header of a buffer whose cells and particles are already in `out[HEADER_WORDS..]`.
+pub fn finish(out: &mut [f32], n_cells: usize, n_particles: usize) {
+    out[0] = f32::from_bits(n_cells as u32);
+    out[1] = f32::from_bits(n_particles as u32);
+}
+
+/// Unpacks the LET buffers received from every rank (concatenated, `counts` words from each) into
+/// one forest: the trees one after another in the cell arrays, each in preorder with its own
+/// subtree sizes, so the stackless walk runs through all of them in one pass.
+pub fn unpack_forest(data: &[f32], counts: &[usize]) -> Result<Tree> {
+    let mut cells = Cells::default();
+    let mut particles: Vec<[f32; 4]> = Vec::new();
+    let mut at = 0usize;
+    for (src, &len) in counts.iter().enumerate() {
+        let buf = &data[at..at + len];
+        at += len;
+        if len == 0 {
+            continue;
+        }
+        let bad = |what: &str| Error::comm(format!("LET from rank {src}: {what}"));
+        if len < HEADER_WORDS {
+            return Err(bad("shorter than its header"));
+        }
+        let nc = buf[0].to_bits() as usize;
+        let np = buf[1].to_bits() as usize;
+        if len != HEADER_WORDS + nc * CELL_WORDS + np * PARTICLE_WORDS {
+            return Err(bad(&format!(
+                "{len} words for {nc} cells and {np} particles"
+            )));
+        }
+        let base_c = cells.len();
+        let base_p = particles.len() as u32;
+        let recs = &buf[HEADER_WORDS..HEADER_WORDS + nc * CELL_WORDS];
+        for (c, r) in recs.chunks_exact(CELL_WORDS).enumerate() {
+            let (first, count, subtree) = (bits(r, FIRST), bits(r, COUNT), bits(r, SUBTREE));
+            let tag = bits(r, TAG);
+            if subtree == 0
+                || c + subtree as usize > nc
+                || first as usize + count as usize > np
+                || r[..FIRST].iter().any(|x| !x.is_finite())
+            {
+                return Err(bad(&format!("cell {c} is malformed")));
+            }
+            cells
+                .boxes
+                .push([r[BOX], r[BOX + 1], r[BOX + 2], r[BOX + 3]]);
+            cells
+                .com_mass
+                .push([r[COM], r[COM + 1], r[COM + 2], r[COM + 3]]);
+            let mut q = [0.0; 6];
+            q.copy_from_slice(&r[QUAD..QUAD + 6]);
+            cells.quad.push(q);
+            cells.trace.push(r[TRACE]);
+            cells.s_eff.push(r[SEFF]);
+            cells.first.push(base_p + first);
+            cells.count.push(count);
+            cells.subtree.push(subtree);
+            cells.nchild.push((tag & 0xff) as u8);
+            cells.level.push((tag >> 8) as u8);
+        }
+        if nc > 0 && cells.subtree[base_c] as usize != nc {
+            return Err(bad("its root does not span its cells"));
+        }
+        let parts = &buf[HEADER_WORDS + nc * CELL_WORDS..];
+        for p in parts.chunks_exact(PARTICLE_WORDS) {
+            if p.iter().any(|x| !x.is_finite()) {
+                return Err(bad("a particle is not finite"));
+            }
+            particles.push([p[0], p[1], p[2], p[3]]);
+        }
+    }
+    Ok(Tree {
+        grid: GridBox::around(DVec3::ZERO, DVec3::ZERO),
+        particles,
+        index: Vec::new(),
+        cells,
+    })
+}
