@@ -216,7 +216,7 @@ fn init_logging() {
     let filter = EnvFilter::try_from_env("HINOKI_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+        .with_writer(|| hinoki::simulation::progress::LogWriter)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_target(false)
         .try_init();
@@ -240,7 +240,7 @@ fn dispatch(cli: Cli, comm: &dyn Comm) -> Result<()> {
             .map_err(|e| Error::input(format!("cannot start {t} threads: {e}")))?;
     }
     match cli.command {
-        Command::Run(a) => run(a),
+        Command::Run(a) => run(a, comm),
         Command::Ics(a) => {
             let p = generate(a.model, a.n, a.seed)?;
             write_ic(&a.output, &p)?;
@@ -295,13 +295,13 @@ fn forces(a: ForcesArgs) -> Result<()> {
     Ok(())
 }
 
-fn run(a: RunArgs) -> Result<()> {
+fn run(a: RunArgs, comm: &dyn Comm) -> Result<()> {
     let cfg = match &a.config {
         Some(path) => RunConfig::load(path)?,
         None => RunConfig::default(),
     };
     let out = a.out.unwrap_or_else(|| cfg.output.dir.clone());
-    let s = simulation::run(&cfg, &out)?;
+    let s = simulation::run(&cfg, &out, comm)?;
     println!(
         "hinoki run: N = {}, {} steps to t = {:.4} in {:.1} s; energy {:.8e} -> {:.8e}, |dE/E| = {:.3e}",
         s.n, s.steps, s.time, s.wall_seconds, s.start.total, s.end.total, s.energy_error

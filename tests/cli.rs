@@ -638,6 +638,18 @@ fn run_writes_diagnostics_and_final_state() {
     assert!((number(last, "/time") - 0.25).abs() < 1e-12, "{last}");
     assert_eq!(last["step"], 16, "{last}");
     assert!(number(last, "/energy_error") < 1e-3, "{last}");
+    // Shared steps: every particle is active every step, one evaluation each plus the first.
+    assert_eq!(number(last, "/active"), 500.0, "{last}");
+    assert_eq!(number(last, "/force_evaluations"), 500.0 * 17.0, "{last}");
+    assert_eq!(number(last, "/dt_min"), 1.0 / 64.0, "{last}");
+    assert_eq!(number(last, "/dt_max"), 1.0 / 64.0, "{last}");
+    for key in [
+        "/momentum_drift",
+        "/angular_momentum_drift",
+        "/phase_seconds/walk",
+    ] {
+        assert!(number(last, key) >= 0.0, "{key}: {last}");
+    }
 
     let p = read_ic(&out_dir.join("final.ic")).unwrap();
     assert_eq!(p.len(), 500);

@@ -6,6 +6,7 @@ mod common;
 
 use common::TempDir;
 use glam::DVec3;
+use hinoki::comm::SingleProcess;
 use hinoki::forces::{compute_forces, Backend, ForceParams, Method};
 use hinoki::ics::{generate, Model};
 use hinoki::io::config::{GravityConfig, IcsConfig, OutputConfig, RunConfig, TimeConfig};
@@ -116,7 +117,7 @@ fn plummer_sphere_stays_in_equilibrium_for_ten_crossing_times() {
         &out,
     );
     let t0 = std::time::Instant::now();
-    let s: RunSummary = simulation::run(&cfg, &out).expect("run");
+    let s: RunSummary = simulation::run(&cfg, &out, &SingleProcess).expect("run");
     let wall = t0.elapsed().as_secs_f64();
     assert_eq!(s.n, N);
     assert!((s.time - T_END).abs() < 1e-9, "ended at t = {}", s.time);
@@ -175,7 +176,7 @@ fn direct_summation_conserves_momentum_to_rounding() {
         2.0,
         &out,
     );
-    let s = simulation::run(&cfg, &out).expect("run");
+    let s = simulation::run(&cfg, &out, &SingleProcess).expect("run");
     assert_eq!(s.steps, 256);
     let last = read_ic(&s.final_state).unwrap();
     let scale: f64 = last

@@ -6,7 +6,7 @@ pub mod atomic;
 pub mod config;
 pub mod icfile;
 #[cfg(test)]
-mod testdir;
+pub(crate) mod testdir;
 mod xxh64;
 
 pub use atomic::write_atomic;
