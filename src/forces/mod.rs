@@ -85,6 +85,29 @@ impl ForceEngine {
     /// previous step, feed the acceleration criterion; without them that criterion first walks
     /// with the modified criterion to obtain them (timed as part of `walk`).
     pub fn compute(&mut self, p: &Particles, old_acc: Option<&[DVec3]>) -> Result<ForceResult> {
+        self.evaluate(p, old_acc, None)
+    }
+
+    /// Forces on the active particles of `p` only (`active[i]`, one flag per particle), from
+    /// all particles: for those particles the result equals that of [`ForceEngine::compute`]
+    /// bit for bit; the entries of the others are zero. The tree is built over all particles
+    /// and only the target groups holding an active particle walk.
+    pub fn compute_active(
+        &mut self,
+        p: &Particles,
+        old_acc: Option<&[DVec3]>,
+        active: &[bool],
+    ) -> Result<ForceResult> {
+        debug_assert_eq!(active.len(), p.len());
+        self.evaluate(p, old_acc, Some(active))
+    }
+
+    fn evaluate(
+        &mut self,
+        p: &Particles,
+        old_acc: Option<&[DVec3]>,
+        active: Option<&[bool]>,
+    ) -> Result<ForceResult> {
         let t0 = Instant::now();
         let device = self.device();
         let params = &self.params;
@@ -111,10 +134,26 @@ impl ForceEngine {
                             .unzip()
                     }
                     None => {
-                        let all: Vec<usize> = (0..p.len()).collect();
-                        times.time("walk", || direct_forces(&p.pos, &p.mass, params.eps, &all))
+                        let targets: Vec<usize> = (0..p.len())
+                            .filter(|&i| active.is_none_or(|a| a[i]))
+                            .collect();
+                        let (acc, pot) = times.time("walk", || {
+                            direct_forces(&p.pos, &p.mass, params.eps, &targets)
+                        });
+                        let mut all = (vec![DVec3::ZERO; p.len()], vec![0.0; p.len()]);
+                        for (k, &i) in targets.iter().enumerate() {
+                            (all.0[i], all.1[i]) = (acc[k], pot[k]);
+                        }
+                        all
                     }
                 };
+                let (mut acc, mut pot) = (acc, pot);
+                if let Some(active) = active {
+                    // The GPU sums for every particle; only the active ones are reported.
+                    for (i, _) in active.iter().enumerate().filter(|(_, &a)| !a) {
+                        (acc[i], pot[i]) = (DVec3::ZERO, 0.0);
+                    }
+                }
                 let n = p.len() as u32;
                 ForceResult {
                     acc: acc.into_iter().map(|a| a * params.g).collect(),
@@ -127,7 +166,7 @@ impl ForceEngine {
             }
             (Method::Tree, gpu) => {
                 let tune = std::mem::take(&mut self.tune);
-                tree_forces(p, params, gpu, tune, old_acc, device)?
+                tree_forces(p, params, gpu, tune, old_acc, active, device)?
             }
         };
         result.times.add("total", t0.elapsed().as_secs_f64());
