@@ -50,8 +50,8 @@ fn active_forces_equal_the_full_evaluation_bit_for_bit() {
             let full = engine.compute(&p, old_acc).unwrap();
             for active in &masks {
                 let part = engine.compute_active(&p, old_acc, active).unwrap();
-                for i in 0..n {
-                    if active[i] {
+                for (i, &on) in active.iter().enumerate() {
+                    if on {
                         assert_eq!(
                             part.acc[i].to_array().map(f64::to_bits),
                             full.acc[i].to_array().map(f64::to_bits),
