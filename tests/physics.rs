@@ -38,7 +38,11 @@ fn config(ics: IcsConfig, gravity: GravityConfig, dt: f64, t_end: f64, dir: &Pat
             backend: Backend::Cpu,
             ..gravity
         },
-        time: TimeConfig { dt, t_end },
+        time: TimeConfig {
+            dt_max: dt,
+            t_end,
+            ..TimeConfig::default()
+        },
         output: OutputConfig {
             dir: dir.to_path_buf(),
             energy_every: 16,

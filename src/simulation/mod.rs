@@ -15,8 +15,8 @@ use crate::comm::Comm;
 use crate::diag::conservation::Conserved;
 use crate::diag::PhaseTimes;
 use crate::error::{Error, Result};
-use crate::forces::{ForceEngine, ForceResult};
-use crate::integrate::{drift, kick};
+use crate::forces::ForceEngine;
+use crate::integrate::{drift, IntegratorState, Stepping, Timeline};
 use crate::io::config::IcsConfig;
 use crate::io::{read_ic, write_ic, RunConfig};
 use crate::particles::Particles;
@@ -67,90 +67,209 @@ pub fn run(cfg: &RunConfig, out: &Path, comm: &dyn Comm) -> Result<RunSummary> {
     cfg.validate()?;
     let wall = Instant::now();
     std::fs::create_dir_all(out).map_err(|e| Error::io(out, e))?;
-    let mut p = initial_particles(cfg)?;
-    let params = cfg.force_params();
-    let mut engine = ForceEngine::new(params.clone())?;
-    let dt_max = cfg.time.dt;
-    let t_end = cfg.time.t_end;
-    tracing::info!(
-        "run: N = {}, dt = {dt_max}, t_end = {t_end}, theta = {}, eps = {}, output {}",
-        p.len(),
-        params.theta,
-        params.eps,
-        out.display()
+    let mut engine = ForceEngine::new(cfg.force_params())?;
+    let mut run = Run::start(cfg, out, comm, &mut engine, wall)?;
+    let mut times = run.first_times.clone();
+    let progress = Progress::new(
+        comm.rank() == 0,
+        run.timeline.time(run.s.ti),
+        cfg.time.t_end,
     );
-    let mut times = PhaseTimes::default();
-    tracing::info!("forces on {}", engine.device());
-    let mut f: ForceResult = engine.compute(&p, None)?;
-    times.merge(&f.times);
-    let n_global = global_count(p.len(), comm);
-    let mut force_evaluations = n_global;
-    let start = global_conserved(&p, &f.pot, comm);
-    let mut diag = Diagnostics::create(&out.join("diagnostics.jsonl"), start)?;
-    let mut t = 0.0;
-    let mut step = 0u64;
-    diag.record(&StepReport {
-        time: t,
-        step,
-        dt_min: dt_max,
-        dt_max,
-        active: n_global,
-        force_evaluations,
-        phases: f.times.clone(),
-        wall_seconds: wall.elapsed().as_secs_f64(),
-        conserved: Some(start),
-    })?;
-    let progress = Progress::new(comm.rank() == 0, t, t_end);
-    let mut end = start;
-    while t < t_end * (1.0 - 1e-12) {
-        // The last step is shortened to land on t_end.
-        let dt = dt_max.min(t_end - t);
-        let mut phases = PhaseTimes::default();
-        phases.time("kick", || kick(&mut p, &f.acc, 0.5 * dt));
-        phases.time("drift", || drift(&mut p, dt));
-        f = engine.compute(&p, Some(&f.acc))?;
-        phases.merge(&f.times);
-        phases.time("kick", || kick(&mut p, &f.acc, 0.5 * dt));
-        t += dt;
-        step += 1;
-        force_evaluations += n_global;
-        let last = t >= t_end * (1.0 - 1e-12);
-        let conserved = (step % cfg.output.energy_every == 0 || last).then(|| {
-            let c = phases.time("diagnostics", || global_conserved(&p, &f.pot, comm));
-            end = c;
-            c
-        });
+    while run.s.ti < run.timeline.ti_end {
+        let phases = run.step(&mut engine)?;
         times.merge(&phases);
-        diag.record(&StepReport {
-            time: t,
-            step,
-            dt_min: dt,
-            dt_max: dt,
-            active: n_global,
-            force_evaluations,
-            phases,
-            wall_seconds: wall.elapsed().as_secs_f64(),
-            conserved,
-        })?;
-        progress.set(t);
+        progress.set(run.timeline.time(run.s.ti));
     }
     drop(progress);
     let final_state = out.join("final.ic");
-    write_ic(&final_state, &p)?;
+    write_ic(&final_state, &run.s.p)?;
+    let s = &run.s;
     let summary = RunSummary {
-        n: n_global as usize,
-        steps: step,
-        time: t,
-        start,
-        end,
-        energy_error: relative_energy_error(&start, &end),
-        force_evaluations,
+        n: run.n_global as usize,
+        steps: s.step,
+        time: run.timeline.time(s.ti),
+        start: s.start,
+        end: s.last,
+        energy_error: relative_energy_error(&s.start, &s.last),
+        force_evaluations: s.force_evaluations,
         wall_seconds: wall.elapsed().as_secs_f64(),
         times,
         final_state,
     };
     summary.log();
     Ok(summary)
+}
+
+/// Everything that decides the future of a run: what a checkpoint must hold.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunState {
+    /// This rank's particles; velocities are half a step ahead of the positions (each
+    /// particle's opening half kick is done).
+    pub p: Particles,
+    /// The per-particle integrator state, in the order of `p`.
+    pub integ: IntegratorState,
+    /// The current time in ticks of the timeline.
+    pub ti: u64,
+    /// Steps taken.
+    pub step: u64,
+    /// Particle force evaluations so far (all ranks).
+    pub force_evaluations: u64,
+    /// The conserved quantities at t = 0: the diagnostics baseline.
+    pub start: Conserved,
+    /// The conserved quantities of the last diagnostics step.
+    pub last: Conserved,
+}
+
+/// A run in progress: its state and what stays fixed while it advances.
+struct Run<'a> {
+    cfg: &'a RunConfig,
+    comm: &'a dyn Comm,
+    timeline: Timeline,
+    s: RunState,
+    diag: Diagnostics,
+    wall: Instant,
+    /// Particles on all ranks.
+    n_global: u64,
+    /// The deepest bin in use on any rank.
+    deepest: u8,
+    /// Phase times of the initial force evaluation.
+    first_times: PhaseTimes,
+}
+
+impl<'a> Run<'a> {
+    /// The run at t = 0: initial particles, their forces and bins, diagnostics line 0, and the
+    /// opening half kick.
+    fn start(
+        cfg: &'a RunConfig,
+        out: &Path,
+        comm: &'a dyn Comm,
+        engine: &mut ForceEngine,
+        wall: Instant,
+    ) -> Result<Self> {
+        let mut p = initial_particles(cfg)?;
+        let timeline = cfg.time.timeline();
+        tracing::info!(
+            "run: N = {}, {} steps, dt_max = {}, t_end = {}, theta = {}, eps = {}, forces on {}, output {}",
+            p.len(),
+            cfg.time.stepping,
+            timeline.dt_top,
+            cfg.time.t_end,
+            cfg.gravity.theta,
+            cfg.gravity.eps,
+            engine.device(),
+            out.display()
+        );
+        let f = engine.compute(&p, None)?;
+        let mut phases = f.times.clone();
+        let n_global = global_count(p.len(), comm);
+        let mut integ = IntegratorState::new(f.acc, f.pot);
+        let all = vec![true; p.len()];
+        if cfg.time.stepping == Stepping::Block {
+            phases.time("timestep", || {
+                integ.assign_bins(&timeline, cfg.time.eta, cfg.gravity.eps, &all, 0)
+            });
+        }
+        let start = global_conserved(&p, &integ.pot, comm);
+        let mut diag = Diagnostics::create(&out.join("diagnostics.jsonl"), start)?;
+        let (lo, deepest) = global_bin_range(&integ, comm);
+        diag.record(&StepReport {
+            time: 0.0,
+            step: 0,
+            dt_min: timeline.dt(deepest),
+            dt_max: timeline.dt(lo),
+            active: n_global,
+            force_evaluations: n_global,
+            phases: phases.clone(),
+            wall_seconds: wall.elapsed().as_secs_f64(),
+            conserved: Some(start),
+        })?;
+        phases.time("kick", || integ.half_kick(&mut p, &timeline, &all));
+        Ok(Self {
+            cfg,
+            comm,
+            timeline,
+            s: RunState {
+                p,
+                integ,
+                ti: 0,
+                step: 0,
+                force_evaluations: n_global,
+                start,
+                last: start,
+            },
+            diag,
+            wall,
+            n_global,
+            deepest,
+            first_times: phases,
+        })
+    }
+
+    /// One step to the next synchronisation point of the deepest bin: drift everyone, new
+    /// forces on the particles due, their closing half kick, diagnostics when every particle
+    /// is synchronised and a line is due, new bins and opening half kicks. Returns its times.
+    fn step(&mut self, engine: &mut ForceEngine) -> Result<PhaseTimes> {
+        let (tl, cfg, comm) = (&self.timeline, self.cfg, self.comm);
+        let s = &mut self.s;
+        let mut phases = PhaseTimes::default();
+        let next = s.ti + tl.ticks(self.deepest);
+        phases.time("drift", || drift(&mut s.p, tl.span(next - s.ti)));
+        let active = phases.time("timestep", || s.integ.active_at(tl, next));
+        let local_active = active.iter().filter(|&&a| a).count();
+        let f = if local_active == s.p.len() {
+            engine.compute(&s.p, Some(&s.integ.acc))?
+        } else {
+            engine.compute_active(&s.p, Some(&s.integ.acc), &active)?
+        };
+        phases.merge(&f.times);
+        phases.time("kick", || {
+            s.integ.update_forces(&f.acc, &f.pot, &active);
+            s.integ.half_kick(&mut s.p, tl, &active);
+        });
+        let n_active = global_count(local_active, comm);
+        s.force_evaluations += n_active;
+        s.ti = next;
+        s.step += 1;
+        let top = tl.ticks(0);
+        let due =
+            next % top == 0 && ((next / top) % cfg.output.energy_every == 0 || next == tl.ti_end);
+        let conserved = due.then(|| {
+            let c = phases.time("diagnostics", || global_conserved(&s.p, &s.integ.pot, comm));
+            s.last = c;
+            c
+        });
+        if next < tl.ti_end {
+            if cfg.time.stepping == Stepping::Block {
+                phases.time("timestep", || {
+                    s.integ
+                        .assign_bins(tl, cfg.time.eta, cfg.gravity.eps, &active, next)
+                });
+            }
+            phases.time("kick", || s.integ.half_kick(&mut s.p, tl, &active));
+        }
+        let (lo, hi) = phases.time("timestep", || global_bin_range(&s.integ, comm));
+        self.deepest = hi;
+        self.diag.record(&StepReport {
+            time: tl.time(next),
+            step: s.step,
+            dt_min: tl.dt(hi),
+            dt_max: tl.dt(lo),
+            active: n_active,
+            force_evaluations: s.force_evaluations,
+            phases: phases.clone(),
+            wall_seconds: self.wall.elapsed().as_secs_f64(),
+            conserved,
+        })?;
+        Ok(phases)
+    }
+}
+
+/// The smallest and largest bin in use on any rank.
+fn global_bin_range(integ: &IntegratorState, comm: &dyn Comm) -> (u8, u8) {
+    let (lo, hi) = integ.bin_range();
+    let mut x = [hi as f64, -(lo as f64)];
+    comm.allreduce_max_f64(&mut x);
+    ((-x[1]) as u8, x[0] as u8)
 }
 
 /// The number of particles on all ranks.
