@@ -49,6 +49,14 @@ struct RunArgs {
     /// Output directory (overrides the config's [output] dir).
     #[arg(long, short)]
     out: Option<PathBuf>,
+    /// Continue from the newest good checkpoint in DIR (the earlier run's output directory or
+    /// its checkpoint directory); give the same config and rank count as the earlier run.
+    #[arg(long, value_name = "DIR")]
+    restart: Option<PathBuf>,
+    /// Write a checkpoint and stop after STEPS steps (a run that continues with --restart
+    /// ends bit for bit as one that never stopped).
+    #[arg(long, value_name = "STEPS", value_parser = clap::value_parser!(u64).range(1..))]
+    stop_after: Option<u64>,
 }
 
 #[derive(Args)]
@@ -301,7 +309,23 @@ fn run(a: RunArgs, comm: &dyn Comm) -> Result<()> {
         None => RunConfig::default(),
     };
     let out = a.out.unwrap_or_else(|| cfg.output.dir.clone());
-    let s = simulation::run(&cfg, &out, comm)?;
+    let opts = simulation::RunOptions {
+        restart: a.restart,
+        stop_after: a.stop_after,
+    };
+    let s = simulation::run_with(&cfg, &out, comm, &opts)?;
+    if let Some(why) = &s.stopped {
+        println!(
+            "hinoki run: {why} at step {}, t = {:.6}; checkpoint in {}; continue with: hinoki run{} -o {} --restart {}",
+            s.steps,
+            s.time,
+            out.join("checkpoint").display(),
+            a.config.as_ref().map_or(String::new(), |c| format!(" {}", c.display())),
+            out.display(),
+            out.display()
+        );
+        return Ok(());
+    }
     println!(
         "hinoki run: N = {}, {} steps to t = {:.4} in {:.1} s; energy {:.8e} -> {:.8e}, |dE/E| = {:.3e}",
         s.n, s.steps, s.time, s.wall_seconds, s.start.total, s.end.total, s.energy_error

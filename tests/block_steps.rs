@@ -31,6 +31,7 @@ fn config(n: usize, time: TimeConfig, dir: &Path) -> RunConfig {
         output: OutputConfig {
             dir: dir.to_path_buf(),
             energy_every: 1,
+            ..OutputConfig::default()
         },
     }
 }

@@ -46,6 +46,7 @@ fn config(ics: IcsConfig, gravity: GravityConfig, dt: f64, t_end: f64, dir: &Pat
         output: OutputConfig {
             dir: dir.to_path_buf(),
             energy_every: 16,
+            ..OutputConfig::default()
         },
     }
 }

@@ -33,6 +33,8 @@
 //! [output]
 //! dir = "hinoki-out"   # output directory
 //! energy_every = 10    # steps between diagnostics lines (>= 1)
+//! checkpoint_steps = 0       # steps between checkpoints (0: none)
+//! checkpoint_minutes = 0.0   # wall-clock minutes between checkpoints (>= 0; 0: none)
 //! ```
 //!
 //! Unknown tables or keys are errors, as are values of the wrong type or unknown names; the
@@ -246,8 +248,14 @@ impl TimeConfig {
 pub struct OutputConfig {
     /// The directory that receives the run's files (`dir`, default `"hinoki-out"`).
     pub dir: PathBuf,
-    /// Steps between two diagnostics lines (`energy_every`, ≥ 1, default 10).
+    /// Steps between two diagnostics lines (`energy_every`, ≥ 1, default 10); with block
+    /// steps, top steps (diagnostics need every particle synchronised).
     pub energy_every: u64,
+    /// Steps between two checkpoints (`checkpoint_steps`, 0 = none; default 0).
+    pub checkpoint_steps: u64,
+    /// Wall-clock minutes between two checkpoints (`checkpoint_minutes`, finite, ≥ 0,
+    /// 0 = none; default 0).
+    pub checkpoint_minutes: f64,
 }
 
 impl Default for OutputConfig {
@@ -255,6 +263,8 @@ impl Default for OutputConfig {
         Self {
             dir: PathBuf::from("hinoki-out"),
             energy_every: 10,
+            checkpoint_steps: 0,
+            checkpoint_minutes: 0.0,
         }
     }
 }
@@ -377,6 +387,12 @@ impl RunConfig {
                 self.output.energy_every
             )));
         }
+        let minutes = self.output.checkpoint_minutes;
+        if !(minutes.is_finite() && minutes >= 0.0) {
+            return Err(Error::input(format!(
+                "[output] checkpoint_minutes must be finite and >= 0 (got {minutes})"
+            )));
+        }
         Ok(())
     }
 }
@@ -478,6 +494,8 @@ mod tests {
             [output]
             dir = "out/a"
             energy_every = 5
+            checkpoint_steps = 100
+            checkpoint_minutes = 30
             "#,
         )
         .unwrap();
@@ -513,6 +531,8 @@ mod tests {
         assert_eq!((c.time.dt_min, c.time.eta), (1e-5, 0.1));
         assert_eq!(c.output.dir, PathBuf::from("out/a"));
         assert_eq!(c.output.energy_every, 5);
+        assert_eq!(c.output.checkpoint_steps, 100);
+        assert_eq!(c.output.checkpoint_minutes, 30.0);
     }
 
     #[test]
@@ -625,6 +645,10 @@ mod tests {
             (
                 "[output]\nenergy_every = 0",
                 "[output] energy_every must be >= 1",
+            ),
+            (
+                "[output]\ncheckpoint_minutes = -1",
+                "[output] checkpoint_minutes must be finite and >= 0",
             ),
         ] {
             let msg = invalid(s);

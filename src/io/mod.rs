@@ -3,6 +3,7 @@
 //! through ([`atomic`]), so that no reader ever sees a half-written file.
 
 pub mod atomic;
+pub mod checkpoint;
 pub mod config;
 pub mod icfile;
 #[cfg(test)]

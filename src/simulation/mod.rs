@@ -8,6 +8,7 @@
 
 pub mod diagnostics;
 pub mod progress;
+pub mod signals;
 
 pub use diagnostics::relative_energy_error;
 
@@ -17,6 +18,7 @@ use crate::diag::PhaseTimes;
 use crate::error::{Error, Result};
 use crate::forces::ForceEngine;
 use crate::integrate::{drift, IntegratorState, Stepping, Timeline};
+use crate::io::checkpoint::{config_hash, find_checkpoint, write_checkpoint};
 use crate::io::config::IcsConfig;
 use crate::io::{read_ic, write_ic, RunConfig};
 use crate::particles::Particles;
@@ -47,8 +49,11 @@ pub struct RunSummary {
     /// Seconds per phase summed over all steps: the force phases and `total`, and the
     /// integrator's `kick`, `drift`, `timestep` and `diagnostics`.
     pub times: PhaseTimes,
-    /// Where the final particles were written.
+    /// Where the final particles were written (when the run reached t_end).
     pub final_state: PathBuf,
+    /// Why the run stopped before t_end (a signal, or `stop_after`), after writing a
+    /// checkpoint; `None` for a complete run.
+    pub stopped: Option<String>,
 }
 
 /// The particles a configuration asks for: generated from a model, or read from a file.
@@ -61,28 +66,105 @@ pub fn initial_particles(cfg: &RunConfig) -> Result<Particles> {
     Ok(p)
 }
 
-/// Runs the configured simulation on the ranks of `comm`, writing into `out` (created if
-/// missing). Every rank calls it with the same configuration.
+/// How a run starts and when it stops early.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RunOptions {
+    /// Continue from the newest good checkpoint under this directory (the output directory of
+    /// the earlier run, or its `checkpoint` directory) instead of starting at t = 0.
+    pub restart: Option<PathBuf>,
+    /// Write a checkpoint and stop after this many steps of this process (0: none).
+    pub stop_after: Option<u64>,
+}
+
+/// Runs the configured simulation from t = 0 (see [`run_with`]).
 pub fn run(cfg: &RunConfig, out: &Path, comm: &dyn Comm) -> Result<RunSummary> {
+    run_with(cfg, out, comm, &RunOptions::default())
+}
+
+/// Runs the configured simulation on the ranks of `comm`, writing into `out` (created if
+/// missing): from t = 0 or from a checkpoint, to `t_end` or until a stop signal (SIGTERM,
+/// SIGUSR1) or `opts.stop_after`, which write a checkpoint and end the run early (reported in
+/// [`RunSummary::stopped`]). Checkpoints go to `OUT/checkpoint`. Every rank calls it with the
+/// same configuration.
+pub fn run_with(
+    cfg: &RunConfig,
+    out: &Path,
+    comm: &dyn Comm,
+    opts: &RunOptions,
+) -> Result<RunSummary> {
     cfg.validate()?;
     let wall = Instant::now();
-    std::fs::create_dir_all(out).map_err(|e| Error::io(out, e))?;
+    std::fs::create_dir_all(out).map_err(|e| Error::io(out, format!("cannot create: {e}")))?;
     let mut engine = ForceEngine::new(cfg.force_params())?;
-    let mut run = Run::start(cfg, out, comm, &mut engine, wall)?;
+    let hash = config_hash(cfg);
+    let (mut run, mut sequence) = match &opts.restart {
+        None => (Run::start(cfg, out, comm, &mut engine, wall)?, 0),
+        Some(dir) => {
+            let c = find_checkpoint(dir, comm, hash)?;
+            tracing::info!(
+                "restart from {} at step {}, t = {}",
+                dir.display(),
+                c.state.step,
+                c.time
+            );
+            (Run::resume(cfg, out, comm, c.state, wall)?, c.sequence + 1)
+        }
+    };
+    let ckpt_dir = out.join("checkpoint");
     let mut times = run.first_times.clone();
     let progress = Progress::new(
         comm.rank() == 0,
         run.timeline.time(run.s.ti),
         cfg.time.t_end,
     );
+    signals::install()?;
+    let mut last_checkpoint = Instant::now();
+    let mut steps = 0u64;
+    let mut stopped = None;
     while run.s.ti < run.timeline.ti_end {
         let phases = run.step(&mut engine)?;
         times.merge(&phases);
         progress.set(run.timeline.time(run.s.ti));
+        steps += 1;
+        // Every rank must take the same decision: signals and clocks are agreed on.
+        let minutes = cfg.output.checkpoint_minutes;
+        let mut flags = [
+            signals::received().unwrap_or(0) as f64,
+            (minutes > 0.0 && last_checkpoint.elapsed().as_secs_f64() >= 60.0 * minutes) as u8
+                as f64,
+        ];
+        comm.allreduce_max_f64(&mut flags);
+        if run.s.ti == run.timeline.ti_end {
+            break;
+        }
+        let every = cfg.output.checkpoint_steps;
+        stopped = if flags[0] > 0.0 {
+            Some(format!("stopped by {}", signals::name(flags[0] as i32)))
+        } else if opts.stop_after.is_some_and(|k| steps >= k) {
+            Some(format!("stopped after {steps} steps as asked"))
+        } else {
+            None
+        };
+        if stopped.is_some() || flags[1] > 0.0 || (every > 0 && run.s.step % every == 0) {
+            let t0 = Instant::now();
+            let time = run.timeline.time(run.s.ti);
+            let job = (comm.rank(), comm.size());
+            let path = write_checkpoint(&ckpt_dir, job, sequence, hash, time, &run.s)?;
+            comm.barrier();
+            sequence += 1;
+            last_checkpoint = Instant::now();
+            times.add("checkpoint", t0.elapsed().as_secs_f64());
+            tracing::info!("checkpoint at step {}: {}", run.s.step, path.display());
+        }
+        if stopped.is_some() {
+            break;
+        }
     }
     drop(progress);
     let final_state = out.join("final.ic");
-    write_ic(&final_state, &run.s.p)?;
+    if stopped.is_none() {
+        write_ic(&final_state, &run.s.p)?;
+    }
     let s = &run.s;
     let summary = RunSummary {
         n: run.n_global as usize,
@@ -95,6 +177,7 @@ pub fn run(cfg: &RunConfig, out: &Path, comm: &dyn Comm) -> Result<RunSummary> {
         wall_seconds: wall.elapsed().as_secs_f64(),
         times,
         final_state,
+        stopped,
     };
     summary.log();
     Ok(summary)
@@ -202,6 +285,31 @@ impl<'a> Run<'a> {
             n_global,
             deepest,
             first_times: phases,
+        })
+    }
+
+    /// The run continued from a checkpoint's `state`: diagnostics lines after its step are
+    /// dropped and new ones appended.
+    fn resume(
+        cfg: &'a RunConfig,
+        out: &Path,
+        comm: &'a dyn Comm,
+        s: RunState,
+        wall: Instant,
+    ) -> Result<Self> {
+        let diag = Diagnostics::resume(&out.join("diagnostics.jsonl"), s.start, s.step)?;
+        let n_global = global_count(s.p.len(), comm);
+        let deepest = global_bin_range(&s.integ, comm).1;
+        Ok(Self {
+            cfg,
+            comm,
+            timeline: cfg.time.timeline(),
+            s,
+            diag,
+            wall,
+            n_global,
+            deepest,
+            first_times: PhaseTimes::default(),
         })
     }
 
