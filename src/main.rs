@@ -80,6 +80,14 @@ struct RunArgs {
     /// Output directory (overrides the config's [output] dir).
     #[arg(long, short)]
     out: Option<PathBuf>,
+    /// Continue from the newest good checkpoint in DIR (the earlier run's output directory or
+    /// its checkpoint directory); give the same config and rank count as the earlier run.
+    #[arg(long, value_name = "DIR")]
+    restart: Option<PathBuf>,
+    /// Write a checkpoint and stop after STEPS steps (a run that continues with --restart
+    /// ends bit for bit as one that never stopped).
+    #[arg(long, value_name = "STEPS", value_parser = clap::value_parser!(u64).range(1..))]
+    stop_after: Option<u64>,
 }
 
 #[derive(Args)]
@@ -260,7 +268,7 @@ fn init_logging() {
     let filter = EnvFilter::try_from_env("HINOKI_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+        .with_writer(|| hinoki::simulation::progress::LogWriter)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_target(false)
         .try_init();
@@ -320,7 +328,7 @@ fn forces(a: ForcesArgs, comm: &dyn Comm) -> Result<()> {
     let n_total = all.len();
     // Each rank starts from a contiguous share of the input; the domain decomposition then
     // gives it a slice of the Peano–Hilbert curve.
-    let mut p = share_of(all, comm.rank(), comm.size());
+    let mut p = domain::initial_share(all, comm);
     let mut engine = ForceEngine::new(params.clone())?;
     let mut cost: Option<Vec<f64>> = None;
     let mut result = None;
@@ -415,18 +423,6 @@ fn virtual_ranks(a: VirtualRanksArgs) -> Result<()> {
     Ok(())
 }
 
-/// The particles of rank `rank` of `size` before the decomposition: a contiguous share.
-fn share_of(mut all: Particles, rank: usize, size: usize) -> Particles {
-    if size == 1 {
-        return all;
-    }
-    let n = all.len();
-    let (a, b) = (n * rank / size, n * (rank + 1) / size);
-    let order: Vec<u32> = (a as u32..b as u32).collect();
-    all.permute(&order);
-    all
-}
-
 /// The multi-rank parts of the force report: times of the slowest rank and their spread, load
 /// imbalance, LET and particle traffic, and the conserved totals (N, mass, id checksums).
 fn ranks_report(
@@ -508,13 +504,35 @@ fn run(a: RunArgs, comm: &dyn Comm) -> Result<()> {
         None => RunConfig::default(),
     };
     let out = a.out.unwrap_or_else(|| cfg.output.dir.clone());
-    let s = simulation::run(comm, &cfg, &out)?;
+    let opts = simulation::RunOptions {
+        restart: a.restart,
+        stop_after: a.stop_after,
+    };
+    let s = simulation::run_with(&cfg, &out, comm, &opts)?;
+    if comm.rank() != 0 {
+        return Ok(());
+    }
+    if let Some(why) = &s.stopped {
+        println!(
+            "hinoki run: {why} at step {}, t = {:.6}; checkpoint in {}; continue with: hinoki run{} -o {} --restart {}",
+            s.steps,
+            s.time,
+            out.join("checkpoint").display(),
+            a.config.as_ref().map_or(String::new(), |c| format!(" {}", c.display())),
+            out.display(),
+            out.display()
+        );
+        return Ok(());
+    }
     println!(
         "hinoki run: N = {}, {} steps to t = {:.4} in {:.1} s; energy {:.8e} -> {:.8e}, |dE/E| = {:.3e}",
         s.n, s.steps, s.time, s.wall_seconds, s.start.total, s.end.total, s.energy_error
     );
     let phases: Vec<String> = s.times.iter().map(|(n, t)| format!("{n} {t:.2}")).collect();
     println!("time per phase [s]: {}", phases.join(", "));
-    println!("final particles: {}", s.final_state.display());
+    match comm.size() {
+        1 => println!("final particles: {}", s.final_state.display()),
+        p => println!("final particles: {}/final.R.ic, R = 0..{p}", out.display()),
+    }
     Ok(())
 }

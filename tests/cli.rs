@@ -638,6 +638,18 @@ fn run_writes_diagnostics_and_final_state() {
     assert!((number(last, "/time") - 0.25).abs() < 1e-12, "{last}");
     assert_eq!(last["step"], 16, "{last}");
     assert!(number(last, "/energy_error") < 1e-3, "{last}");
+    // Shared steps: every particle is active every step, one evaluation each plus the first.
+    assert_eq!(number(last, "/active"), 500.0, "{last}");
+    assert_eq!(number(last, "/force_evaluations"), 500.0 * 17.0, "{last}");
+    assert_eq!(number(last, "/dt_min"), 1.0 / 64.0, "{last}");
+    assert_eq!(number(last, "/dt_max"), 1.0 / 64.0, "{last}");
+    for key in [
+        "/momentum_drift",
+        "/angular_momentum_drift",
+        "/phase_seconds/walk",
+    ] {
+        assert!(number(last, key) >= 0.0, "{key}: {last}");
+    }
 
     let p = read_ic(&out_dir.join("final.ic")).unwrap();
     assert_eq!(p.len(), 500);
@@ -668,4 +680,70 @@ fn help_works_for_every_subcommand() {
     let out = hinoki(&["--version"]);
     assert!(out.status.success());
     assert!(text(&out.stdout).contains(env!("CARGO_PKG_VERSION")));
+}
+
+/// SIGTERM (what Slurm's `--signal` sends) during a run: hinoki writes a checkpoint, exits 0
+/// with a one-line message, and `--restart` from the output directory finishes the run, bit
+/// for bit as a run that was never stopped.
+#[test]
+fn sigterm_leaves_a_checkpoint_that_restart_finishes() {
+    let dir = TempDir::new("sigterm");
+    let cfg = dir.join("run.toml");
+    let out_dir = dir.join("out");
+    write_config(&cfg, 3000, 1.0 / 64.0, 6.0, 0.05, &out_dir);
+    let child = Command::new(env!("CARGO_BIN_EXE_hinoki"))
+        .args(["run", &arg(&cfg), "-o", &arg(&out_dir)])
+        .env("HINOKI_LOG", "off")
+        .env("RAYON_NUM_THREADS", "2")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start hinoki");
+    // Wait for the first diagnostics lines after step 0 (energy_every = 10).
+    let diag = out_dir.join("diagnostics.jsonl");
+    let t0 = std::time::Instant::now();
+    while std::fs::read_to_string(&diag).map_or(0, |d| d.lines().count()) < 2 {
+        assert!(t0.elapsed().as_secs() < 120, "no progress after 2 minutes");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let killed = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .expect("run kill");
+    assert!(killed.success());
+    let out = child.wait_with_output().expect("wait for hinoki");
+    assert_success(&out, "run stopped by SIGTERM");
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("stopped by SIGTERM"), "{stdout}");
+    assert_eq!(stdout.lines().count(), 1, "{stdout}");
+    assert!(out_dir.join("checkpoint/rank00000.0.ckpt").exists());
+    assert!(!out_dir.join("final.ic").exists());
+    let out = hinoki(&[
+        "run",
+        &arg(&cfg),
+        "-o",
+        &arg(&out_dir),
+        "--restart",
+        &arg(&out_dir),
+    ]);
+    assert_success(&out, "restart");
+    let restarted = read_ic(&out_dir.join("final.ic")).unwrap();
+    let whole_dir = dir.join("whole");
+    let out = hinoki(&["run", &arg(&cfg), "-o", &arg(&whole_dir)]);
+    assert_success(&out, "uninterrupted run");
+    let whole = read_ic(&whole_dir.join("final.ic")).unwrap();
+    assert!(restarted == whole, "the restarted run ends elsewhere");
+    // Restart from nothing is a one-line error.
+    let out = hinoki(&[
+        "run",
+        &arg(&cfg),
+        "-o",
+        &arg(&whole_dir),
+        "--restart",
+        &arg(&dir.join("none")),
+    ]);
+    assert!(!out.status.success());
+    let err = text(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("no such checkpoint directory"), "{err}");
 }

@@ -230,3 +230,39 @@ fn a_failing_rank_ends_the_job_with_its_reason() {
     assert!(err.contains("/nonexistent/particles.ic"), "{err}");
     assert!(!err.contains("panicked"), "{err}");
 }
+
+#[test]
+fn a_two_rank_run_restarted_ends_bitwise_identical() {
+    let dir = common::TempDir::new("restart2");
+    let cfg = dir.join("run.toml");
+    std::fs::write(
+        &cfg,
+        "[ics]\nmodel = \"plummer\"\nn = 3000\n[gravity]\nbalance = \"cost\"\n\
+         [time]\nstepping = \"block\"\ndt_max = 0.03125\nt_end = 0.5\n[output]\nenergy_every = 4\n",
+    )
+    .unwrap();
+    let (whole, parts) = (dir.join("whole"), dir.join("parts"));
+    let run = |out: &std::path::Path, extra: &[&str]| {
+        let mut args = vec!["run", cfg.to_str().unwrap(), "-o", out.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        let o = mpirun(2, &args)?;
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        Some(())
+    };
+    if run(&whole, &[]).is_none() {
+        return;
+    }
+    run(&parts, &["--stop-after", "5"]).unwrap();
+    let p = parts.to_str().unwrap();
+    run(&parts, &["--restart", p, "--stop-after", "4"]).unwrap();
+    run(&parts, &["--restart", p]).unwrap();
+    for r in 0..2 {
+        let name = format!("final.{r}.ic");
+        let a = std::fs::read(whole.join(&name)).unwrap();
+        let b = std::fs::read(parts.join(&name)).unwrap();
+        assert!(
+            a == b,
+            "rank {r}: the restarted run differs from the whole one"
+        );
+    }
+}

@@ -38,10 +38,15 @@ fn config(ics: IcsConfig, gravity: GravityConfig, dt: f64, t_end: f64, dir: &Pat
             backend: Backend::Cpu,
             ..gravity
         },
-        time: TimeConfig { dt, t_end },
+        time: TimeConfig {
+            dt_max: dt,
+            t_end,
+            ..TimeConfig::default()
+        },
         output: OutputConfig {
             dir: dir.to_path_buf(),
             energy_every: 16,
+            ..OutputConfig::default()
         },
     }
 }
@@ -117,7 +122,7 @@ fn plummer_sphere_stays_in_equilibrium_for_ten_crossing_times() {
         &out,
     );
     let t0 = std::time::Instant::now();
-    let s: RunSummary = simulation::run(&SingleProcess, &cfg, &out).expect("run");
+    let s: RunSummary = simulation::run(&cfg, &out, &SingleProcess).expect("run");
     let wall = t0.elapsed().as_secs_f64();
     assert_eq!(s.n, N);
     assert!((s.time - T_END).abs() < 1e-9, "ended at t = {}", s.time);
@@ -176,7 +181,7 @@ fn direct_summation_conserves_momentum_to_rounding() {
         2.0,
         &out,
     );
-    let s = simulation::run(&SingleProcess, &cfg, &out).expect("run");
+    let s = simulation::run(&cfg, &out, &SingleProcess).expect("run");
     assert_eq!(s.steps, 256);
     let last = read_ic(&s.final_state).unwrap();
     let scale: f64 = last

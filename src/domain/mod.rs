@@ -97,6 +97,20 @@ pub fn plan(comm: &dyn Comm, pos: &[DVec3], weights: Option<&[f64]>) -> Result<M
     Ok(Migration::new(&dest, ranks))
 }
 
+/// This rank's share of a particle set that every rank holds whole (generated or read): a
+/// contiguous `1/size` in input order, the starting point of the first decomposition.
+pub fn initial_share(mut all: crate::Particles, comm: &dyn Comm) -> crate::Particles {
+    let (rank, size) = (comm.rank(), comm.size());
+    if size == 1 {
+        return all;
+    }
+    let n = all.len();
+    let (a, b) = (n * rank / size, n * (rank + 1) / size);
+    let order: Vec<u32> = (a as u32..b as u32).collect();
+    all.permute(&order);
+    all
+}
+
 /// Positions and masses of every particle of the job (in rank order) and the range of this
 /// rank's own particles among them. Collective; a copy of `p`'s on one rank.
 pub fn gather_all(

@@ -105,6 +105,31 @@ impl ForceEngine {
         p: &Particles,
         old_acc: Option<&[DVec3]>,
     ) -> Result<ForceResult> {
+        self.evaluate(comm, p, old_acc, None)
+    }
+
+    /// Forces on the active particles of `p` only (`active[i]`, one flag per particle), from
+    /// all particles of the job: for those particles the result equals that of
+    /// [`ForceEngine::compute`] bit for bit; the entries of the others are zero. The tree is
+    /// built over all particles and only the target groups holding an active particle walk.
+    pub fn compute_active(
+        &mut self,
+        comm: &dyn Comm,
+        p: &Particles,
+        old_acc: Option<&[DVec3]>,
+        active: &[bool],
+    ) -> Result<ForceResult> {
+        debug_assert_eq!(active.len(), p.len());
+        self.evaluate(comm, p, old_acc, Some(active))
+    }
+
+    fn evaluate(
+        &mut self,
+        comm: &dyn Comm,
+        p: &Particles,
+        old_acc: Option<&[DVec3]>,
+        active: Option<&[bool]>,
+    ) -> Result<ForceResult> {
         let t0 = Instant::now();
         let device = self.device();
         let params = &self.params;
@@ -139,10 +164,26 @@ impl ForceEngine {
                             .unzip()
                     }
                     None => {
-                        let targets: Vec<usize> = mine.collect();
-                        times.time("walk", || direct_forces(&pos, &mass, params.eps, &targets))
+                        let targets: Vec<usize> = mine
+                            .clone()
+                            .filter(|&i| active.is_none_or(|a| a[i - mine.start]))
+                            .collect();
+                        let (acc, pot) =
+                            times.time("walk", || direct_forces(&pos, &mass, params.eps, &targets));
+                        let mut all = (vec![DVec3::ZERO; p.len()], vec![0.0; p.len()]);
+                        for (k, &i) in targets.iter().enumerate() {
+                            (all.0[i - mine.start], all.1[i - mine.start]) = (acc[k], pot[k]);
+                        }
+                        all
                     }
                 };
+                let (mut acc, mut pot) = (acc, pot);
+                if let Some(active) = active {
+                    // The GPU sums for every particle; only the active ones are reported.
+                    for (i, _) in active.iter().enumerate().filter(|(_, &a)| !a) {
+                        (acc[i], pot[i]) = (DVec3::ZERO, 0.0);
+                    }
+                }
                 let n = pos.len() as u32;
                 ForceResult {
                     acc: acc.into_iter().map(|a| a * params.g).collect(),
@@ -155,7 +196,7 @@ impl ForceEngine {
             }
             (Method::Tree, gpu) => {
                 let tune = std::mem::take(&mut self.tune);
-                let (r, stats) = tree_forces(comm, p, params, gpu, tune, old_acc, device)?;
+                let (r, stats) = tree_forces(comm, p, params, gpu, tune, old_acc, active, device)?;
                 self.let_stats = stats;
                 r
             }

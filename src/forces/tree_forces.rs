@@ -20,7 +20,10 @@ use rayon::prelude::*;
 /// Forces on all local particles `p` by the tree walk: on `gpu` when given (timing the `--vg
 /// auto` candidates first when `tune`), else on the CPU. With more than one rank, the LETs of
 /// the other ranks are exchanged (in a communication thread, overlapping the local walk) and
-/// walked after the local tree. Returns the result and the LET traffic of this rank.
+/// walked after the local tree. With `active`, only the groups that hold an active particle
+/// walk, and the other particles' entries are zero. Returns the result and the LET traffic of
+/// this rank.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn tree_forces(
     comm: &dyn Comm,
     p: &Particles,
@@ -28,6 +31,7 @@ pub(super) fn tree_forces(
     mut gpu: Option<&mut Gpu>,
     tune: bool,
     old_acc: Option<&[DVec3]>,
+    active: Option<&[bool]>,
     device: String,
 ) -> Result<(ForceResult, LetStats)> {
     let mut times = PhaseTimes::default();
@@ -51,7 +55,7 @@ pub(super) fn tree_forces(
         _ => (0..n as u32).collect(),
     };
     let amag = |i: usize| old_acc.map_or(0.0, |a| a[i].length() as f32);
-    let mut targets: Vec<[f32; 4]> = walk_to_input
+    let targets: Vec<[f32; 4]> = walk_to_input
         .par_iter()
         .map(|&i| {
             let x = p.pos[i as usize];
@@ -69,20 +73,32 @@ pub(super) fn tree_forces(
     // Groups: V·G targets on the GPU, `group` on the CPU; tree cells when the walk follows
     // the tree order, fixed chunks of the input order otherwise.
     let group_size = gpu.as_ref().map_or(params.group, |g| g.layout().group());
+    let single = params.walk == WalkKind::Single && gpu.is_none();
     let mut walker = Walker {
         gpu,
         // The seed-004 node arrays with next/more threading, for the single-particle CPU walk.
-        flat: match (&tree, params.walk) {
-            (Some(t), WalkKind::Single) => {
+        flat: match &tree {
+            Some(t) if single => {
                 Some(times.time("thread", || FlatTree::from_tree(t, params.eps as f32)))
             }
             _ => None,
         },
-        groups: form_groups(group_size),
+        groups: Vec::new(),
         comm,
         let_boxes: params.let_boxes,
         stats: LetStats::default(),
     };
+    // Active particles only: their groups' targets, packed; `packed[k]` is where walk slot k
+    // went (u32::MAX: not walked).
+    let groups = form_groups(group_size);
+    let (groups, mut targets, packed) = match active {
+        None => (groups, targets, None),
+        Some(active) => {
+            let (g, t, k) = active_groups(&groups, &targets, &walk_to_input, active);
+            (g, t, Some(k))
+        }
+    };
+    walker.groups = groups;
     if params.mac == Mac::Acceleration && old_acc.is_none() {
         let boot = WalkParams {
             criterion: Criterion {
@@ -101,24 +117,33 @@ pub(super) fn tree_forces(
     // Back to input order, G applied, float64.
     let g = params.g;
     let (acc, pot, p2p, m2p) = times.time("unsort", || {
-        let slot = inverse_permutation(&walk_to_input);
+        let mut slot = inverse_permutation(&walk_to_input);
+        if let (Some(packed), Some(active)) = (&packed, active) {
+            slot.par_iter_mut().enumerate().for_each(|(i, k)| {
+                *k = if active[i] {
+                    packed[*k as usize]
+                } else {
+                    u32::MAX
+                }
+            });
+        }
+        let none = [0.0f32; 4];
+        let at = |k: u32| out.acc_pot.get(k as usize).unwrap_or(&none);
         let acc = slot
             .par_iter()
             .map(|&k| {
-                let f = out.acc_pot[k as usize];
+                let f = at(k);
                 DVec3::new(f[0] as f64, f[1] as f64, f[2] as f64) * g
             })
             .collect();
-        let pot = slot
-            .par_iter()
-            .map(|&k| out.acc_pot[k as usize][3] as f64 * g)
-            .collect();
+        let pot = slot.par_iter().map(|&k| at(k)[3] as f64 * g).collect();
+        let count = |v: &[u32], k: u32| v.get(k as usize).copied().unwrap_or(0);
         // The walks count the target itself, which sits in the local tree.
         let p2p = slot
             .par_iter()
-            .map(|&k| out.p2p[k as usize].saturating_sub(1))
+            .map(|&k| count(&out.p2p, k).saturating_sub(1))
             .collect();
-        let m2p = slot.par_iter().map(|&k| out.m2p[k as usize]).collect();
+        let m2p = slot.par_iter().map(|&k| count(&out.m2p, k)).collect();
         (acc, pot, p2p, m2p)
     });
     let r = ForceResult {
@@ -130,6 +155,35 @@ pub(super) fn tree_forces(
         device,
     };
     Ok((r, stats))
+}
+
+/// The groups holding at least one active particle (`active` in input order, `walk_to_input`
+/// mapping walk slots to input indices), renumbered over their targets packed in order, and
+/// for every walk slot its packed index (`u32::MAX` for slots of groups left out). A walked
+/// group keeps all its targets, so its walk, and every force in it, is the full evaluation's.
+fn active_groups(
+    groups: &[Group],
+    targets: &[[f32; 4]],
+    walk_to_input: &[u32],
+    active: &[bool],
+) -> (Vec<Group>, Vec<[f32; 4]>, Vec<u32>) {
+    let mut packed = vec![u32::MAX; targets.len()];
+    let mut kept = Vec::new();
+    let mut packed_targets = Vec::new();
+    for &[s, k] in groups {
+        let range = s as usize..(s + k) as usize;
+        if walk_to_input[range.clone()]
+            .iter()
+            .any(|&i| active[i as usize])
+        {
+            kept.push([packed_targets.len() as u32, k]);
+            for j in range {
+                packed[j] = packed_targets.len() as u32;
+                packed_targets.push(targets[j]);
+            }
+        }
+    }
+    (kept, packed_targets, packed)
 }
 
 /// What walks the local tree and, in a multi-rank run, the received LETs.

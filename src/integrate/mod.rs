@@ -1,5 +1,11 @@
-//! Time integration: the kick–drift–kick leapfrog of seed 002 (Eq. 1–3) with a shared step.
+//! Time integration: the kick–drift–kick leapfrog of seed 002 (Eq. 1–3), with a shared step or
+//! with block (power-of-two hierarchical) steps chosen per particle as in GADGET (seed 003):
+//! the integer [`timeline`], the per-particle [`state`] (bins, last forces) and its kicks.
 
 pub mod leapfrog;
+pub mod state;
+pub mod timeline;
 
-pub use leapfrog::{drift, kick};
+pub use leapfrog::drift;
+pub use state::IntegratorState;
+pub use timeline::{Stepping, Timeline};

@@ -24,12 +24,17 @@
 //! backend = "auto"     # cpu | gpu | auto
 //!
 //! [time]
-//! dt = 0.03125         # time step (time units, > 0, <= t_end)
+//! stepping = "shared"  # shared (one step for all) | block (power-of-two bins per particle)
+//! dt_max = 0.03125     # largest step (time units, > 0, <= t_end; `dt` is the same key)
+//! dt_min = 0.0         # smallest block step (time units, 0 ..= dt_max; 0: dt_max / 2^30)
+//! eta = 0.2            # block step accuracy: dt_i = eta * sqrt(eps / |a_i|) (> 0)
 //! t_end = 6.0          # end time (time units, > 0)
 //!
 //! [output]
 //! dir = "hinoki-out"   # output directory
 //! energy_every = 10    # steps between diagnostics lines (>= 1)
+//! checkpoint_steps = 0       # steps between checkpoints (0: none)
+//! checkpoint_minutes = 0.0   # wall-clock minutes between checkpoints (>= 0; 0: none)
 //! ```
 //!
 //! Unknown tables or keys are errors, as are values of the wrong type or unknown names; the
@@ -42,6 +47,7 @@ use crate::domain::Balance;
 use crate::error::{Error, Result};
 use crate::forces::{Backend, ForceParams, Method, WalkKind};
 use crate::ics::Model;
+use crate::integrate::{Stepping, Timeline};
 use crate::sfc::Order;
 use crate::walk::gpu::VgChoice;
 use crate::walk::mac::Mac;
@@ -98,6 +104,10 @@ impl Default for IcsConfig {
 const DEFAULT_N: usize = 65536;
 /// Random seed used when `[ics]` does not give `seed`.
 const DEFAULT_SEED: u64 = 1;
+
+/// Most top steps a run may take (t_end / dt_max), so that the tick counter of the deepest
+/// block hierarchy fits in 64 bits.
+const MAX_TOP_STEPS: f64 = (1u64 << 32) as f64;
 
 /// The `[ics]` table as written, before the choice between model and file is made.
 #[derive(Deserialize)]
@@ -205,18 +215,40 @@ impl Default for GravityConfig {
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct TimeConfig {
-    /// The time step (`dt`, time units, finite, > 0, ≤ `t_end`; default 1/32).
-    pub dt: f64,
-    /// The end time; the run starts at t = 0 (`t_end`, time units, finite, > 0; default 10).
+    /// Shared or block time steps (`stepping`: `"shared"` or `"block"`; default shared).
+    #[serde(deserialize_with = "by_name")]
+    pub stepping: Stepping,
+    /// The largest time step (`dt_max`, also accepted as `dt`; time units, finite, > 0,
+    /// ≤ `t_end`; default 1/32): the shared step, or the top of the block hierarchy. It is
+    /// shortened to `t_end / ceil(t_end / dt_max)` so that whole steps reach `t_end`.
+    #[serde(alias = "dt")]
+    pub dt_max: f64,
+    /// The smallest block time step (`dt_min`, time units, ≥ 0, ≤ `dt_max`; default 0:
+    /// down to `dt_max / 2^30`); steps the criterion asks below it are raised to it.
+    pub dt_min: f64,
+    /// Accuracy parameter η of the block step criterion dt_i = η √(ε / |a_i|)
+    /// (`eta`, dimensionless, > 0; default 0.2).
+    pub eta: f64,
+    /// The end time; the run starts at t = 0 (`t_end`, time units, finite, > 0; default 6).
     pub t_end: f64,
 }
 
 impl Default for TimeConfig {
     fn default() -> Self {
         Self {
-            dt: 0.03125,
+            stepping: Stepping::Shared,
+            dt_max: 0.03125,
+            dt_min: 0.0,
+            eta: 0.2,
             t_end: 6.0,
         }
+    }
+}
+
+impl TimeConfig {
+    /// The integer timeline these settings give (see [`Timeline::new`]).
+    pub fn timeline(&self) -> Timeline {
+        Timeline::new(self.stepping, self.dt_max, self.dt_min, self.t_end)
     }
 }
 
@@ -226,8 +258,14 @@ impl Default for TimeConfig {
 pub struct OutputConfig {
     /// The directory that receives the run's files (`dir`, default `"hinoki-out"`).
     pub dir: PathBuf,
-    /// Steps between two diagnostics lines (`energy_every`, ≥ 1, default 10).
+    /// Steps between two diagnostics lines (`energy_every`, ≥ 1, default 10); with block
+    /// steps, top steps (diagnostics need every particle synchronised).
     pub energy_every: u64,
+    /// Steps between two checkpoints (`checkpoint_steps`, 0 = none; default 0).
+    pub checkpoint_steps: u64,
+    /// Wall-clock minutes between two checkpoints (`checkpoint_minutes`, finite, ≥ 0,
+    /// 0 = none; default 0).
+    pub checkpoint_minutes: f64,
 }
 
 impl Default for OutputConfig {
@@ -235,6 +273,8 @@ impl Default for OutputConfig {
         Self {
             dir: PathBuf::from("hinoki-out"),
             energy_every: 10,
+            checkpoint_steps: 0,
+            checkpoint_minutes: 0.0,
         }
     }
 }
@@ -306,10 +346,16 @@ impl RunConfig {
         self.force_params()
             .validate()
             .map_err(|e| Error::input(format!("[gravity] {e}")))?;
-        let TimeConfig { dt, t_end } = self.time;
-        if !(dt.is_finite() && dt > 0.0) {
+        let TimeConfig {
+            stepping,
+            dt_max,
+            dt_min,
+            eta,
+            t_end,
+        } = self.time;
+        if !(dt_max.is_finite() && dt_max > 0.0) {
             return Err(Error::input(format!(
-                "[time] dt must be finite and > 0 (got {dt})"
+                "[time] dt_max must be finite and > 0 (got {dt_max})"
             )));
         }
         if !(t_end.is_finite() && t_end > 0.0) {
@@ -317,9 +363,31 @@ impl RunConfig {
                 "[time] t_end must be finite and > 0 (got {t_end})"
             )));
         }
-        if dt > t_end {
+        if dt_max > t_end {
             return Err(Error::input(format!(
-                "[time] dt must not exceed t_end (got dt = {dt}, t_end = {t_end})"
+                "[time] dt_max must not exceed t_end (got dt_max = {dt_max}, t_end = {t_end})"
+            )));
+        }
+        if t_end / dt_max > MAX_TOP_STEPS {
+            return Err(Error::input(format!(
+                "[time] t_end / dt_max must be at most {MAX_TOP_STEPS} steps (got {})",
+                t_end / dt_max
+            )));
+        }
+        if !(dt_min.is_finite() && (0.0..=dt_max).contains(&dt_min)) {
+            return Err(Error::input(format!(
+                "[time] dt_min must be between 0 and dt_max = {dt_max} (got {dt_min})"
+            )));
+        }
+        if !(eta.is_finite() && eta > 0.0) {
+            return Err(Error::input(format!(
+                "[time] eta must be finite and > 0 (got {eta})"
+            )));
+        }
+        if stepping == Stepping::Block && self.gravity.eps <= 0.0 {
+            return Err(Error::input(format!(
+                "[time] stepping = \"block\" needs a softening [gravity] eps > 0 (got {}): the step criterion is eta * sqrt(eps / |a|)",
+                self.gravity.eps
             )));
         }
         if self.output.dir.as_os_str().is_empty() {
@@ -329,6 +397,12 @@ impl RunConfig {
             return Err(Error::input(format!(
                 "[output] energy_every must be >= 1 (got {})",
                 self.output.energy_every
+            )));
+        }
+        let minutes = self.output.checkpoint_minutes;
+        if !(minutes.is_finite() && minutes >= 0.0) {
+            return Err(Error::input(format!(
+                "[output] checkpoint_minutes must be finite and >= 0 (got {minutes})"
             )));
         }
         Ok(())
@@ -395,7 +469,7 @@ mod tests {
         );
         assert_eq!(c.force_params(), ForceParams::default());
         assert_eq!(c.force_params().eps, 0.01);
-        assert_eq!((c.time.dt, c.time.t_end), (0.03125, 6.0));
+        assert_eq!((c.time.dt_max, c.time.t_end), (0.03125, 6.0));
         assert_eq!(c.output.dir, PathBuf::from("hinoki-out"));
         assert_eq!(c.output.energy_every, 10);
         assert_eq!(parse("").unwrap(), c);
@@ -426,11 +500,16 @@ mod tests {
             balance = "count"
             let_boxes = 3
             [time]
-            dt = 0.001
+            stepping = "block"
+            dt_max = 0.001
+            dt_min = 1e-5
+            eta = 0.1
             t_end = 2.5
             [output]
             dir = "out/a"
             energy_every = 5
+            checkpoint_steps = 100
+            checkpoint_minutes = 30
             "#,
         )
         .unwrap();
@@ -463,9 +542,13 @@ mod tests {
                 let_boxes: 3,
             }
         );
-        assert_eq!((c.time.dt, c.time.t_end), (0.001, 2.5));
+        assert_eq!((c.time.dt_max, c.time.t_end), (0.001, 2.5));
+        assert_eq!(c.time.stepping, Stepping::Block);
+        assert_eq!((c.time.dt_min, c.time.eta), (1e-5, 0.1));
         assert_eq!(c.output.dir, PathBuf::from("out/a"));
         assert_eq!(c.output.energy_every, 5);
+        assert_eq!(c.output.checkpoint_steps, 100);
+        assert_eq!(c.output.checkpoint_minutes, 30.0);
     }
 
     #[test]
@@ -516,6 +599,7 @@ mod tests {
             ("[gravity]\nmethod = \"fmm\"", "tree, direct"),
             ("[gravity]\nwalk = \"dual\"", "grouped, single"),
             ("[gravity]\nbackend = \"tpu\"", "cpu, gpu, auto"),
+            ("[time]\nstepping = \"adaptive\"", "shared, block"),
         ] {
             let msg = parse_err(s);
             assert!(msg.starts_with("run.toml:2:"), "{msg}");
@@ -553,19 +637,34 @@ mod tests {
             ("[gravity]\nG = 0", "[gravity] gravitational constant G"),
             (
                 "[time]\ndt = -1",
-                "[time] dt must be finite and > 0 (got -1)",
+                "[time] dt_max must be finite and > 0 (got -1)",
             ),
-            ("[time]\ndt = nan", "[time] dt must be finite"),
+            ("[time]\ndt = nan", "[time] dt_max must be finite"),
             ("[time]\nt_end = 0", "[time] t_end must be finite and > 0"),
             ("[time]\nt_end = inf", "[time] t_end must be finite"),
             (
                 "[time]\ndt = 2\nt_end = 1",
-                "[time] dt must not exceed t_end",
+                "[time] dt_max must not exceed t_end",
+            ),
+            ("[time]\ndt_min = -1", "[time] dt_min must be between 0"),
+            (
+                "[time]\ndt_max = 0.1\ndt_min = 0.2",
+                "[time] dt_min must be between 0 and dt_max",
+            ),
+            ("[time]\neta = 0", "[time] eta must be finite and > 0"),
+            ("[time]\nt_end = 1e12\ndt = 1e-3", "[time] t_end / dt_max"),
+            (
+                "[time]\nstepping = \"block\"\n[gravity]\neps = 0",
+                "[time] stepping = \"block\" needs a softening",
             ),
             ("[output]\ndir = \"\"", "[output] dir"),
             (
                 "[output]\nenergy_every = 0",
                 "[output] energy_every must be >= 1",
+            ),
+            (
+                "[output]\ncheckpoint_minutes = -1",
+                "[output] checkpoint_minutes must be finite and >= 0",
             ),
         ] {
             let msg = invalid(s);
@@ -580,6 +679,9 @@ mod tests {
         let msg = parse_err("[time]\ndt = = 1");
         assert!(msg.starts_with("run.toml:2:"), "{msg}");
         parse_err("[time]\ndt = 1\ndt = 2");
+        // `dt` is another name of `dt_max`, not a second key.
+        let msg = parse_err("[time]\ndt = 1\ndt_max = 2");
+        assert!(msg.contains("dt_max"), "{msg}");
     }
 
     #[test]
@@ -593,7 +695,7 @@ mod tests {
             "{err}"
         );
         std::fs::write(&path, "[time]\ndt = 0.5\n").unwrap();
-        assert_eq!(RunConfig::load(&path).unwrap().time.dt, 0.5);
+        assert_eq!(RunConfig::load(&path).unwrap().time.dt_max, 0.5);
         std::fs::write(&path, "[time]\ndtt = 0.5\n").unwrap();
         let err = RunConfig::load(&path).unwrap_err();
         let prefix = format!("{}:2:1: unknown field `dtt`", path.display());

@@ -3,10 +3,11 @@
 //! through ([`atomic`]), so that no reader ever sees a half-written file.
 
 pub mod atomic;
+pub mod checkpoint;
 pub mod config;
 pub mod icfile;
 #[cfg(test)]
-mod testdir;
+pub(crate) mod testdir;
 mod xxh64;
 
 pub use atomic::write_atomic;

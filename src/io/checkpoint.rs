@@ -1,0 +1,354 @@
+//! Checkpoints: the complete state of a run, one file per rank, from which `hinoki run
+//! --restart` continues bit for bit.
+//!
+//! A checkpoint directory (`OUT/checkpoint`) holds two generations, `rank{r:05}.{slot}.ckpt`
+//! with slot 0 and 1 used in turn, so that the previous good checkpoint survives while the next
+//! is written (each file is written to a temporary file and renamed, see
+//! [`crate::io::write_atomic`]).
+//!
+//! File layout (all integers little-endian):
+//! - magic `HINOKICK` (8 bytes), header length `h` (u64);
+//! - the header, `h` bytes of JSON: format version, sequence number, step, tick, time, config
+//!   hash, rank, size, particle counts, force evaluations, the diagnostics baseline and the last
+//!   diagnostics, and the byte length of every array;
+//! - the arrays, raw: `pos`, `vel` (3 f64 per particle), `mass` (f64), `id` (u64), `bin` (u8),
+//!   `acc` (3 f64), `pot` (f64), `cost` (f64: interactions of the last evaluation);
+//! - the XXH64 checksum (u64) of every byte before it.
+
+use crate::comm::Comm;
+use crate::diag::conservation::Conserved;
+use crate::error::{Error, Result};
+use crate::integrate::IntegratorState;
+use crate::io::xxh64::Xxh64;
+use crate::io::{write_atomic, RunConfig};
+use crate::particles::Particles;
+use crate::simulation::RunState;
+use glam::DVec3;
+use serde::{Deserialize, Serialize};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+// The arrays are written as the machine holds them, which must be little-endian.
+const _: () = assert!(
+    cfg!(target_endian = "little"),
+    "checkpoints assume little-endian"
+);
+
+const MAGIC: &[u8; 8] = b"HINOKICK";
+/// The layout version this hinoki writes and reads.
+const VERSION: u32 = 2;
+/// The arrays of a checkpoint, in file order, with their bytes per particle.
+const ARRAYS: [(&str, usize); 8] = [
+    ("pos", 24),
+    ("vel", 24),
+    ("mass", 8),
+    ("id", 8),
+    ("bin", 1),
+    ("acc", 24),
+    ("pot", 8),
+    ("cost", 8),
+];
+
+/// The JSON header of a checkpoint file.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+struct Header {
+    version: u32,
+    /// Checkpoints written by this run before this one (slot = sequence % 2).
+    sequence: u64,
+    step: u64,
+    ti: u64,
+    /// Time (time units), for people reading the header.
+    time: f64,
+    /// XXH64 of the configuration that decides the run's future, in hex.
+    config_hash: String,
+    rank: usize,
+    size: usize,
+    /// Particles in this file.
+    n: usize,
+    force_evaluations: u64,
+    start: [f64; 8],
+    last: [f64; 8],
+    /// (name, bytes) of every array, in file order.
+    arrays: Vec<(String, usize)>,
+}
+
+/// Where rank `rank` writes generation `slot` (0 or 1) in checkpoint directory `dir`.
+pub fn checkpoint_path(dir: &Path, rank: usize, slot: u64) -> PathBuf {
+    dir.join(format!("rank{rank:05}.{slot}.ckpt"))
+}
+
+/// A checkpoint as read back: which one it is and the state it holds.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Checkpoint {
+    /// Checkpoints written before this one in the run.
+    pub sequence: u64,
+    /// The state of the run.
+    pub state: RunState,
+    /// The time of the state (time units).
+    pub time: f64,
+}
+
+/// Writes this rank's checkpoint number `sequence` of `state` (at `time`) into `dir` (slot
+/// `sequence % 2`) atomically, and returns its path. `config_hash` identifies the
+/// configuration; `rank` and `size` the job.
+pub fn write_checkpoint(
+    dir: &Path,
+    (rank, size): (usize, usize),
+    sequence: u64,
+    config_hash: u64,
+    time: f64,
+    s: &RunState,
+) -> Result<PathBuf> {
+    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, format!("cannot create: {e}")))?;
+    let path = checkpoint_path(dir, rank, sequence % 2);
+    let n = s.p.len();
+    let header = Header {
+        version: VERSION,
+        sequence,
+        step: s.step,
+        ti: s.ti,
+        time,
+        config_hash: format!("{config_hash:016x}"),
+        rank,
+        size,
+        n,
+        force_evaluations: s.force_evaluations,
+        start: to_array(&s.start),
+        last: to_array(&s.last),
+        arrays: ARRAYS
+            .iter()
+            .map(|&(a, b)| (a.to_string(), b * n))
+            .collect(),
+    };
+    let json = serde_json::to_vec(&header).expect("the header serialises");
+    let vec3 = |v: &[DVec3]| -> Vec<[f64; 3]> { v.iter().map(|x| x.to_array()).collect() };
+    write_atomic(&path, |w| {
+        let mut hash = Xxh64::new();
+        let mut put = |bytes: &[u8]| -> std::io::Result<()> {
+            hash.update(bytes);
+            w.write_all(bytes)
+        };
+        put(MAGIC)?;
+        put(&(json.len() as u64).to_le_bytes())?;
+        put(&json)?;
+        put(bytemuck::cast_slice(&vec3(&s.p.pos)))?;
+        put(bytemuck::cast_slice(&vec3(&s.p.vel)))?;
+        put(bytemuck::cast_slice(&s.p.mass))?;
+        put(bytemuck::cast_slice(&s.p.id))?;
+        put(&s.integ.bin)?;
+        put(bytemuck::cast_slice(&vec3(&s.integ.acc)))?;
+        put(bytemuck::cast_slice(&s.integ.pot))?;
+        put(bytemuck::cast_slice(&s.integ.cost))?;
+        let sum = hash.finish();
+        w.write_all(&sum.to_le_bytes())
+    })?;
+    Ok(path)
+}
+
+/// Reads and checks one checkpoint file written by rank `rank` of a `size`-rank job with the
+/// configuration `config_hash`. Every failure (truncation, checksum mismatch, another job or
+/// configuration) is an error naming the file and the problem.
+pub fn read_checkpoint(
+    path: &Path,
+    (rank, size): (usize, usize),
+    config_hash: u64,
+) -> Result<Checkpoint> {
+    let bad = |what: String| Error::io(path, what);
+    let data = std::fs::read(path).map_err(|e| bad(format!("cannot read: {e}")))?;
+    if data.len() < 24 || &data[..8] != MAGIC {
+        return Err(bad(if data.len() < 8 || &data[..8] != MAGIC {
+            "not a hinoki checkpoint (wrong magic number)".into()
+        } else {
+            format!("truncated: {} bytes", data.len())
+        }));
+    }
+    let body = &data[..data.len() - 8];
+    let stored = u64::from_le_bytes(data[data.len() - 8..].try_into().expect("8 bytes"));
+    let mut hash = Xxh64::new();
+    hash.update(body);
+    let h_len = u64::from_le_bytes(data[8..16].try_into().expect("8 bytes")) as usize;
+    if h_len > body.len() - 16 {
+        return Err(bad(format!(
+            "truncated: the header alone needs {h_len} bytes"
+        )));
+    }
+    let header: Header = serde_json::from_slice(&body[16..16 + h_len])
+        .map_err(|e| bad(format!("corrupt header: {e}")))?;
+    let n = header.n;
+    let expected: usize = 16 + h_len + ARRAYS.iter().map(|a| a.1 * n).sum::<usize>();
+    if body.len() != expected {
+        return Err(bad(format!(
+            "truncated or padded: {} bytes where {} particles need {}",
+            data.len(),
+            n,
+            expected + 8
+        )));
+    }
+    if hash.finish() != stored {
+        return Err(bad("corrupt: checksum mismatch".into()));
+    }
+    if header.version != VERSION {
+        return Err(bad(format!(
+            "checkpoint version {} (this hinoki reads version {VERSION})",
+            header.version
+        )));
+    }
+    if (header.rank, header.size) != (rank, size) {
+        return Err(bad(format!(
+            "written by rank {} of {}, read by rank {rank} of {size}: restart with {} ranks",
+            header.rank, header.size, header.size
+        )));
+    }
+    if header.config_hash != format!("{config_hash:016x}") {
+        return Err(bad(
+            "written with a different configuration (particles, gravity or time settings \
+             changed); restart with the configuration of the original run"
+                .into(),
+        ));
+    }
+    let mut at = 16 + h_len;
+    let mut take = |bytes: usize| {
+        let s = &body[at..at + bytes];
+        at += bytes;
+        s
+    };
+    let vec3 = |b: &[u8]| -> Vec<DVec3> {
+        pod_vec::<[f64; 3]>(b)
+            .into_iter()
+            .map(DVec3::from_array)
+            .collect()
+    };
+    let pos = vec3(take(24 * n));
+    let vel = vec3(take(24 * n));
+    let mass = pod_vec::<f64>(take(8 * n));
+    let id = pod_vec::<u64>(take(8 * n));
+    let bin = take(n).to_vec();
+    let acc = vec3(take(24 * n));
+    let pot = pod_vec::<f64>(take(8 * n));
+    let cost = pod_vec::<f64>(take(8 * n));
+    Ok(Checkpoint {
+        sequence: header.sequence,
+        time: header.time,
+        state: RunState {
+            p: Particles { pos, vel, mass, id },
+            integ: IntegratorState {
+                bin,
+                acc,
+                pot,
+                cost,
+            },
+            ti: header.ti,
+            step: header.step,
+            force_evaluations: header.force_evaluations,
+            start: from_array(header.start),
+            last: from_array(header.last),
+        },
+    })
+}
+
+/// Copies raw bytes (a whole number of `T`s) into a vector of `T`, whatever their alignment.
+fn pod_vec<T: bytemuck::Pod>(bytes: &[u8]) -> Vec<T> {
+    let mut v = vec![T::zeroed(); bytes.len() / std::mem::size_of::<T>()];
+    bytemuck::cast_slice_mut(&mut v).copy_from_slice(bytes);
+    v
+}
+
+/// The sums a [`Conserved`] is made of (the total is their sum, recomputed on reading).
+fn to_array(c: &Conserved) -> [f64; 8] {
+    let [px, py, pz] = c.momentum;
+    let [lx, ly, lz] = c.angular_momentum;
+    [c.kinetic, c.potential, px, py, pz, lx, ly, lz]
+}
+
+fn from_array(a: [f64; 8]) -> Conserved {
+    Conserved {
+        kinetic: a[0],
+        potential: a[1],
+        total: a[0] + a[1],
+        momentum: [a[2], a[3], a[4]],
+        angular_momentum: [a[5], a[6], a[7]],
+    }
+}
+
+/// The hash that ties a checkpoint to its configuration: XXH64 of everything that decides the
+/// run's future (the `[ics]`, `[gravity]` and `[time]` tables; not `[output]`).
+pub fn config_hash(cfg: &RunConfig) -> u64 {
+    let mut h = Xxh64::new();
+    h.update(format!("{:?}|{:?}|{:?}", cfg.ics, cfg.gravity, cfg.time).as_bytes());
+    h.finish()
+}
+
+/// The newest good checkpoint of this rank under `dir` (a run's output directory or its
+/// `checkpoint` directory), agreed on by every rank of `comm`. Refuses, with the reason and
+/// the older good checkpoint's name, when a checkpoint file is corrupt, truncated or from
+/// another job or configuration.
+pub fn find_checkpoint(dir: &Path, comm: &dyn Comm, config_hash: u64) -> Result<Checkpoint> {
+    let dir = if dir.join("checkpoint").is_dir() {
+        dir.join("checkpoint")
+    } else {
+        dir.to_path_buf()
+    };
+    if !dir.is_dir() {
+        return Err(Error::io(&dir, "no such checkpoint directory"));
+    }
+    let job = (comm.rank(), comm.size());
+    let paths = [0, 1].map(|slot| checkpoint_path(&dir, job.0, slot));
+    let read: Vec<Option<Result<Checkpoint>>> = paths
+        .iter()
+        .map(|p| p.exists().then(|| read_checkpoint(p, job, config_hash)))
+        .collect();
+    // Per slot, over all ranks: any file bad, any missing, and the sequence range.
+    let mut flags = [0.0; 8];
+    for (slot, r) in read.iter().enumerate() {
+        flags[slot] = matches!(r, Some(Err(_))) as u8 as f64;
+        flags[2 + slot] = r.is_none() as u8 as f64;
+        let seq = match r {
+            Some(Ok(c)) => c.sequence as f64,
+            _ => -1.0,
+        };
+        flags[4 + slot] = seq;
+        flags[6 + slot] = -seq;
+    }
+    comm.allreduce_max_f64(&mut flags);
+    let usable = |slot: usize| {
+        flags[slot] == 0.0 && flags[2 + slot] == 0.0 && flags[4 + slot] == -flags[6 + slot]
+    };
+    let good = (0..2)
+        .filter(|&s| usable(s))
+        .max_by_key(|&s| flags[4 + s] as u64);
+    if let Some(bad) = (0..2).find(|&s| flags[s] > 0.0) {
+        let why = match &read[bad] {
+            Some(Err(e)) => e.to_string(),
+            _ => format!(
+                "{}: another rank's checkpoint of this generation is damaged",
+                paths[bad].display()
+            ),
+        };
+        let older = match good.and_then(|s| read[s].as_ref()) {
+            Some(Ok(c)) => format!(
+                "; the other checkpoint {} (step {}, t = {}) is intact: remove the damaged \
+                 generation to restart from it",
+                paths[1 - bad].display(),
+                c.state.step,
+                c.time
+            ),
+            _ => "; no intact checkpoint remains".to_string(),
+        };
+        return Err(Error::io(
+            &dir,
+            format!("refusing to restart: {why}{older}"),
+        ));
+    }
+    match good.and_then(|s| read.into_iter().nth(s).flatten().and_then(Result::ok)) {
+        Some(c) => Ok(c),
+        None => Err(Error::io(
+            &dir,
+            format!(
+                "no complete checkpoint for rank {} of {} (looked for {})",
+                job.0,
+                job.1,
+                paths[0].display()
+            ),
+        )),
+    }
+}

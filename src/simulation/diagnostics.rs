@@ -1,0 +1,297 @@
+//! Per-step diagnostics of a run: one `tracing` line per step, and one JSON object per
+//! diagnostics step in `OUT/diagnostics.jsonl`.
+//!
+//! Energies and momenta are sums over all particles of all ranks: every rank sums its own
+//! particles and the sums are reduced through [`Comm::allreduce_sum_f64`], so every rank holds
+//! the same global values.
+//!
+//! JSON keys (units of the run): `time`, `step`, `kinetic`, `potential`, `total` (energies),
+//! `energy_error` (|E − E₀|/|E₀|), `momentum`, `angular_momentum` (3-vectors about the origin),
+//! `momentum_drift` |P − P₀| and `angular_momentum_drift` |L − L₀| (mass × velocity and
+//! mass × length × velocity units), `dt_min`, `dt_max` (smallest and largest particle time step
+//! after this step, time units), `active` (particles that received forces this step, all ranks),
+//! `force_evaluations` (particle force evaluations since the start, all ranks), `wall_seconds`
+//! (since the run, or the restarted run, began) and `phase_seconds` (seconds per phase of this
+//! step: the force pipeline's phases, `total` for the force evaluation, and the integrator's
+//! `kick`, `drift`, `timestep` and `diagnostics`).
+
+use crate::comm::Comm;
+use crate::diag::conservation::Conserved;
+use crate::diag::PhaseTimes;
+use crate::error::{Error, Result};
+use crate::particles::Particles;
+use glam::DVec3;
+use std::fs::{File, OpenOptions};
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+/// The conserved quantities of the particles of all ranks: the local sums of
+/// [`Conserved::of`] reduced over `comm`. `pot` is the potential per local particle (energy per
+/// mass units, G included).
+pub fn global_conserved(p: &Particles, pot: &[f64], comm: &dyn Comm) -> Conserved {
+    let c = Conserved::of(p, pot);
+    let mut sums = [
+        c.kinetic,
+        c.potential,
+        c.momentum[0],
+        c.momentum[1],
+        c.momentum[2],
+        c.angular_momentum[0],
+        c.angular_momentum[1],
+        c.angular_momentum[2],
+    ];
+    comm.allreduce_sum_f64(&mut sums);
+    Conserved {
+        kinetic: sums[0],
+        potential: sums[1],
+        total: sums[0] + sums[1],
+        momentum: [sums[2], sums[3], sums[4]],
+        angular_momentum: [sums[5], sums[6], sums[7]],
+    }
+}
+
+/// |E − E₀| / |E₀| (absolute error when E₀ = 0).
+pub fn relative_energy_error(start: &Conserved, now: &Conserved) -> f64 {
+    let d = (now.total - start.total).abs();
+    if start.total != 0.0 {
+        d / start.total.abs()
+    } else {
+        d
+    }
+}
+
+/// What one step did, as reported by [`Diagnostics::record`].
+#[derive(Clone, Debug)]
+pub struct StepReport {
+    /// Time at the end of the step (time units).
+    pub time: f64,
+    /// Steps taken so far (0 before the first).
+    pub step: u64,
+    /// Smallest particle time step after this step (time units, all ranks).
+    pub dt_min: f64,
+    /// Largest particle time step after this step (time units, all ranks).
+    pub dt_max: f64,
+    /// Particles that received new forces in this step (all ranks).
+    pub active: u64,
+    /// Particle force evaluations since the start of the run (all ranks).
+    pub force_evaluations: u64,
+    /// Seconds per phase of this step.
+    pub phases: PhaseTimes,
+    /// Wall-clock seconds since this process started the run.
+    pub wall_seconds: f64,
+    /// Energies and momenta, on the steps where every particle is synchronised and a
+    /// diagnostics line is due; `None` on the others.
+    pub conserved: Option<Conserved>,
+}
+
+/// The diagnostics of a run: the baseline E₀, P₀, L₀ and the JSON-lines file.
+pub struct Diagnostics {
+    path: PathBuf,
+    out: BufWriter<File>,
+    start: Conserved,
+}
+
+impl Diagnostics {
+    /// Starts `path` afresh (truncating it) with baseline `start`.
+    pub fn create(path: &Path, start: Conserved) -> Result<Self> {
+        let file =
+            File::create(path).map_err(|e| Error::io(path, format!("cannot create: {e}")))?;
+        Ok(Self {
+            path: path.to_path_buf(),
+            out: BufWriter::new(file),
+            start,
+        })
+    }
+
+    /// Continues `path` after a restart from step `step`: lines of later steps (written after
+    /// the checkpoint by the interrupted run) are dropped, then new lines are appended. A
+    /// missing file is started afresh.
+    pub fn resume(path: &Path, start: Conserved, step: u64) -> Result<Self> {
+        let text = match std::fs::read_to_string(path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+            Err(e) => return Err(Error::io(path, format!("cannot read: {e}"))),
+        };
+        let kept: Vec<&str> = text
+            .lines()
+            .take_while(|l| {
+                serde_json::from_str::<serde_json::Value>(l)
+                    .ok()
+                    .and_then(|v| v["step"].as_u64())
+                    .is_some_and(|s| s <= step)
+            })
+            .collect();
+        crate::io::write_atomic(path, |w| kept.iter().try_for_each(|l| writeln!(w, "{l}")))?;
+        let file = OpenOptions::new()
+            .append(true)
+            .open(path)
+            .map_err(|e| Error::io(path, format!("cannot open: {e}")))?;
+        Ok(Self {
+            path: path.to_path_buf(),
+            out: BufWriter::new(file),
+            start,
+        })
+    }
+
+    /// The baseline: the conserved quantities at t = 0.
+    pub fn start(&self) -> &Conserved {
+        &self.start
+    }
+
+    /// Logs the step on one `tracing` line and, when it carries energies, appends its JSON
+    /// line (flushed at once, so the file is complete up to the last step whatever happens).
+    pub fn record(&mut self, s: &StepReport) -> Result<()> {
+        tracing::info!("{}", self.log_line(s));
+        let Some(now) = &s.conserved else {
+            return Ok(());
+        };
+        let line = serde_json::json!({
+            "time": s.time,
+            "step": s.step,
+            "kinetic": now.kinetic,
+            "potential": now.potential,
+            "total": now.total,
+            "energy_error": relative_energy_error(&self.start, now),
+            "momentum": now.momentum,
+            "angular_momentum": now.angular_momentum,
+            "momentum_drift": self.momentum_drift(now),
+            "angular_momentum_drift": self.angular_momentum_drift(now),
+            "dt_min": s.dt_min,
+            "dt_max": s.dt_max,
+            "active": s.active,
+            "force_evaluations": s.force_evaluations,
+            "wall_seconds": s.wall_seconds,
+            "phase_seconds": s.phases.to_json(),
+        });
+        writeln!(self.out, "{line}")
+            .and_then(|_| self.out.flush())
+            .map_err(|e| Error::io(&self.path, format!("cannot write: {e}")))
+    }
+
+    /// |P − P₀| (mass × velocity units).
+    fn momentum_drift(&self, now: &Conserved) -> f64 {
+        (DVec3::from_array(now.momentum) - DVec3::from_array(self.start.momentum)).length()
+    }
+
+    /// |L − L₀| (mass × length × velocity units).
+    fn angular_momentum_drift(&self, now: &Conserved) -> f64 {
+        (DVec3::from_array(now.angular_momentum) - DVec3::from_array(self.start.angular_momentum))
+            .length()
+    }
+
+    /// The one-line log of a step.
+    fn log_line(&self, s: &StepReport) -> String {
+        let mut line = format!(
+            "step {:>6}  t = {:.6}  dt {:.3e}..{:.3e}  active {}",
+            s.step, s.time, s.dt_min, s.dt_max, s.active
+        );
+        if let Some(now) = &s.conserved {
+            line += &format!(
+                "  K = {:.8e}  W = {:.8e}  E = {:.8e}  dE/E = {:.3e}  dP = {:.2e}  dL = {:.2e}",
+                now.kinetic,
+                now.potential,
+                now.total,
+                relative_energy_error(&self.start, now),
+                self.momentum_drift(now),
+                self.angular_momentum_drift(now)
+            );
+        }
+        let phases: Vec<String> = s
+            .phases
+            .iter()
+            .map(|(n, t)| format!("{n} {:.3}", t))
+            .collect();
+        line + &format!("  [s] {}", phases.join(", "))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::comm::SingleProcess;
+    use crate::io::testdir::TestDir;
+
+    fn pair() -> Particles {
+        let mut p = Particles::default();
+        p.push(DVec3::new(0.5, 0.0, 0.0), DVec3::new(0.0, 0.5, 0.0), 1.0, 0);
+        p.push(
+            DVec3::new(-0.5, 0.0, 0.0),
+            DVec3::new(0.0, -0.5, 0.0),
+            1.0,
+            1,
+        );
+        p
+    }
+
+    fn report(step: u64, conserved: Option<Conserved>) -> StepReport {
+        StepReport {
+            time: step as f64 * 0.5,
+            step,
+            dt_min: 0.25,
+            dt_max: 0.5,
+            active: 2,
+            force_evaluations: 2 * (step + 1),
+            phases: PhaseTimes::default(),
+            wall_seconds: 0.0,
+            conserved,
+        }
+    }
+
+    #[test]
+    fn single_rank_global_sums_are_the_local_ones() {
+        let p = pair();
+        let c = global_conserved(&p, &[-1.0, -1.0], &SingleProcess);
+        assert_eq!(c, Conserved::of(&p, &[-1.0, -1.0]));
+        assert_eq!(c.total, -0.75);
+    }
+
+    #[test]
+    fn json_lines_only_for_steps_with_energies_and_resume_drops_later_steps() {
+        let dir = TestDir::new("diagnostics");
+        let path = dir.path().join("diagnostics.jsonl");
+        let p = pair();
+        let start = Conserved::of(&p, &[-1.0, -1.0]);
+        let mut later = start;
+        later.total = -0.75 * 1.001;
+        later.momentum = [0.0, 3.0, 4.0];
+        let mut d = Diagnostics::create(&path, start).unwrap();
+        d.record(&report(0, Some(start))).unwrap();
+        d.record(&report(1, None)).unwrap();
+        d.record(&report(2, Some(later))).unwrap();
+        d.record(&report(4, Some(later))).unwrap();
+        drop(d);
+        let lines = |path: &Path| -> Vec<serde_json::Value> {
+            std::fs::read_to_string(path)
+                .unwrap()
+                .lines()
+                .map(|l| serde_json::from_str(l).unwrap())
+                .collect()
+        };
+        let v = lines(&path);
+        assert_eq!(v.len(), 3);
+        assert_eq!(v[0]["energy_error"], 0.0);
+        assert!((v[1]["energy_error"].as_f64().unwrap() - 1e-3).abs() < 1e-12);
+        assert_eq!(v[1]["momentum_drift"], 5.0);
+        assert_eq!(v[1]["dt_min"], 0.25);
+        assert_eq!(v[1]["active"], 2);
+        assert_eq!(v[1]["force_evaluations"], 6);
+        for key in [
+            "kinetic",
+            "potential",
+            "total",
+            "angular_momentum",
+            "phase_seconds",
+        ] {
+            assert!(!v[1][key].is_null(), "{key} missing");
+        }
+        // A restart from step 2 forgets step 4 and continues after step 2.
+        let mut d = Diagnostics::resume(&path, start, 2).unwrap();
+        d.record(&report(3, Some(later))).unwrap();
+        drop(d);
+        let steps: Vec<u64> = lines(&path)
+            .iter()
+            .map(|l| l["step"].as_u64().unwrap())
+            .collect();
+        assert_eq!(steps, [0, 2, 3]);
+    }
+}

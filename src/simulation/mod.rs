@@ -1,0 +1,442 @@
+//! A simulation run: initial conditions → leapfrog steps with a force evaluation each → energy
+//! and momentum diagnostics → final particle state, all in the run's output directory.
+//!
+//! Output directory contents: `diagnostics.jsonl` (one JSON object per diagnostics step, see
+//! [`diagnostics`]) and `final.ic` (the particles at the end, hinoki IC format, written
+//! atomically). One `tracing` line per step, a progress bar on a terminal ([`progress`]) and a
+//! summary at the end report the run as it goes.
+
+pub mod diagnostics;
+pub mod progress;
+pub mod signals;
+
+pub use diagnostics::relative_energy_error;
+
+use crate::comm::Comm;
+use crate::diag::conservation::Conserved;
+use crate::diag::PhaseTimes;
+use crate::domain::{self, Balance};
+use crate::error::{Error, Result};
+use crate::forces::ForceEngine;
+use crate::integrate::{drift, IntegratorState, Stepping, Timeline};
+use crate::io::checkpoint::{config_hash, find_checkpoint, write_checkpoint};
+use crate::io::config::IcsConfig;
+use crate::io::{read_ic, write_ic, RunConfig};
+use crate::particles::Particles;
+use diagnostics::{global_conserved, Diagnostics, StepReport};
+use progress::Progress;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// What a finished run reports.
+#[derive(Clone, Debug)]
+pub struct RunSummary {
+    /// Number of particles (all ranks).
+    pub n: usize,
+    /// Steps taken.
+    pub steps: u64,
+    /// Final time (time units).
+    pub time: f64,
+    /// Conserved quantities at the start.
+    pub start: Conserved,
+    /// Conserved quantities at the end.
+    pub end: Conserved,
+    /// Relative energy error |E_end − E_start| / |E_start|.
+    pub energy_error: f64,
+    /// Particle force evaluations over the run, the initial one included (all ranks).
+    pub force_evaluations: u64,
+    /// Wall-clock seconds of the whole run.
+    pub wall_seconds: f64,
+    /// Seconds per phase summed over all steps: the force phases and `total`, and the
+    /// integrator's `kick`, `drift`, `timestep` and `diagnostics`.
+    pub times: PhaseTimes,
+    /// Where the final particles were written (when the run reached t_end).
+    pub final_state: PathBuf,
+    /// Why the run stopped before t_end (a signal, or `stop_after`), after writing a
+    /// checkpoint; `None` for a complete run.
+    pub stopped: Option<String>,
+}
+
+/// The particles a configuration asks for: generated from a model, or read from a file.
+pub fn initial_particles(cfg: &RunConfig) -> Result<Particles> {
+    let p = match &cfg.ics {
+        IcsConfig::File(path) => read_ic(path)?,
+        IcsConfig::Generate { model, n, seed } => crate::ics::generate(*model, *n, *seed)?,
+    };
+    p.validate()?;
+    Ok(p)
+}
+
+/// How a run starts and when it stops early.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RunOptions {
+    /// Continue from the newest good checkpoint under this directory (the output directory of
+    /// the earlier run, or its `checkpoint` directory) instead of starting at t = 0.
+    pub restart: Option<PathBuf>,
+    /// Write a checkpoint and stop after this many steps of this process (0: none).
+    pub stop_after: Option<u64>,
+}
+
+/// Runs the configured simulation from t = 0 (see [`run_with`]).
+pub fn run(cfg: &RunConfig, out: &Path, comm: &dyn Comm) -> Result<RunSummary> {
+    run_with(cfg, out, comm, &RunOptions::default())
+}
+
+/// Runs the configured simulation on the ranks of `comm`, writing into `out` (created if
+/// missing): from t = 0 or from a checkpoint, to `t_end` or until a stop signal (SIGTERM,
+/// SIGUSR1) or `opts.stop_after`, which write a checkpoint and end the run early (reported in
+/// [`RunSummary::stopped`]). Checkpoints go to `OUT/checkpoint`. Every rank calls it with the
+/// same configuration.
+pub fn run_with(
+    cfg: &RunConfig,
+    out: &Path,
+    comm: &dyn Comm,
+    opts: &RunOptions,
+) -> Result<RunSummary> {
+    cfg.validate()?;
+    let wall = Instant::now();
+    std::fs::create_dir_all(out).map_err(|e| Error::io(out, format!("cannot create: {e}")))?;
+    let mut engine = ForceEngine::new(cfg.force_params())?;
+    let hash = config_hash(cfg);
+    let (mut run, mut sequence) = match &opts.restart {
+        None => (Run::start(cfg, out, comm, &mut engine, wall)?, 0),
+        Some(dir) => {
+            let c = find_checkpoint(dir, comm, hash)?;
+            tracing::info!(
+                "restart from {} at step {}, t = {}",
+                dir.display(),
+                c.state.step,
+                c.time
+            );
+            (Run::resume(cfg, out, comm, c.state, wall)?, c.sequence + 1)
+        }
+    };
+    let ckpt_dir = out.join("checkpoint");
+    let mut times = run.first_times.clone();
+    let progress = Progress::new(
+        comm.rank() == 0,
+        run.timeline.time(run.s.ti),
+        cfg.time.t_end,
+    );
+    signals::install()?;
+    let mut last_checkpoint = Instant::now();
+    let mut steps = 0u64;
+    let mut stopped = None;
+    while run.s.ti < run.timeline.ti_end {
+        let phases = run.step(&mut engine)?;
+        times.merge(&phases);
+        progress.set(run.timeline.time(run.s.ti));
+        steps += 1;
+        // Every rank must take the same decision: signals and clocks are agreed on.
+        let minutes = cfg.output.checkpoint_minutes;
+        let mut flags = [
+            signals::received().unwrap_or(0) as f64,
+            (minutes > 0.0 && last_checkpoint.elapsed().as_secs_f64() >= 60.0 * minutes) as u8
+                as f64,
+        ];
+        comm.allreduce_max_f64(&mut flags);
+        if run.s.ti == run.timeline.ti_end {
+            break;
+        }
+        let every = cfg.output.checkpoint_steps;
+        stopped = if flags[0] > 0.0 {
+            Some(format!("stopped by {}", signals::name(flags[0] as i32)))
+        } else if opts.stop_after.is_some_and(|k| steps >= k) {
+            Some(format!("stopped after {steps} steps as asked"))
+        } else {
+            None
+        };
+        if stopped.is_some() || flags[1] > 0.0 || (every > 0 && run.s.step % every == 0) {
+            let t0 = Instant::now();
+            let time = run.timeline.time(run.s.ti);
+            let job = (comm.rank(), comm.size());
+            let path = write_checkpoint(&ckpt_dir, job, sequence, hash, time, &run.s)?;
+            comm.barrier();
+            sequence += 1;
+            last_checkpoint = Instant::now();
+            times.add("checkpoint", t0.elapsed().as_secs_f64());
+            tracing::info!("checkpoint at step {}: {}", run.s.step, path.display());
+        }
+        if stopped.is_some() {
+            break;
+        }
+    }
+    drop(progress);
+    // One file per rank in a multi-rank run.
+    let final_state = match comm.size() {
+        1 => out.join("final.ic"),
+        _ => out.join(format!("final.{}.ic", comm.rank())),
+    };
+    if stopped.is_none() {
+        write_ic(&final_state, &run.s.p)?;
+    }
+    let s = &run.s;
+    let summary = RunSummary {
+        n: run.n_global as usize,
+        steps: s.step,
+        time: run.timeline.time(s.ti),
+        start: s.start,
+        end: s.last,
+        energy_error: relative_energy_error(&s.start, &s.last),
+        force_evaluations: s.force_evaluations,
+        wall_seconds: wall.elapsed().as_secs_f64(),
+        times,
+        final_state,
+        stopped,
+    };
+    if comm.rank() == 0 {
+        summary.log();
+    }
+    Ok(summary)
+}
+
+/// Everything that decides the future of a run: what a checkpoint must hold.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunState {
+    /// This rank's particles; velocities are half a step ahead of the positions (each
+    /// particle's opening half kick is done).
+    pub p: Particles,
+    /// The per-particle integrator state, in the order of `p`.
+    pub integ: IntegratorState,
+    /// The current time in ticks of the timeline.
+    pub ti: u64,
+    /// Steps taken.
+    pub step: u64,
+    /// Particle force evaluations so far (all ranks).
+    pub force_evaluations: u64,
+    /// The conserved quantities at t = 0: the diagnostics baseline.
+    pub start: Conserved,
+    /// The conserved quantities of the last diagnostics step.
+    pub last: Conserved,
+}
+
+/// A run in progress: its state and what stays fixed while it advances.
+struct Run<'a> {
+    cfg: &'a RunConfig,
+    comm: &'a dyn Comm,
+    timeline: Timeline,
+    s: RunState,
+    diag: Diagnostics,
+    wall: Instant,
+    /// Particles on all ranks.
+    n_global: u64,
+    /// The deepest bin in use on any rank.
+    deepest: u8,
+    /// Phase times of the initial force evaluation.
+    first_times: PhaseTimes,
+}
+
+impl<'a> Run<'a> {
+    /// The run at t = 0: initial particles, their forces and bins, diagnostics line 0, and the
+    /// opening half kick.
+    fn start(
+        cfg: &'a RunConfig,
+        out: &Path,
+        comm: &'a dyn Comm,
+        engine: &mut ForceEngine,
+        wall: Instant,
+    ) -> Result<Self> {
+        let all = initial_particles(cfg)?;
+        let n_global = all.len() as u64;
+        let mut p = domain::initial_share(all, comm);
+        let mut phases = PhaseTimes::default();
+        if comm.size() > 1 {
+            phases.time("domain", || -> Result<()> {
+                domain::plan(comm, &p.pos, None)?.move_particles(comm, &mut p)
+            })?;
+        }
+        let timeline = cfg.time.timeline();
+        tracing::info!(
+            "run: N = {}, {} ranks, {} steps, dt_max = {}, t_end = {}, theta = {}, eps = {}, forces on {}, output {}",
+            n_global,
+            comm.size(),
+            cfg.time.stepping,
+            timeline.dt_top,
+            cfg.time.t_end,
+            cfg.gravity.theta,
+            cfg.gravity.eps,
+            engine.device(),
+            out.display()
+        );
+        let f = engine.compute(comm, &p, None)?;
+        phases.merge(&f.times);
+        let mut integ = IntegratorState::new(f.acc.clone(), f.pot.clone());
+        integ.update_forces(&f, &vec![true; p.len()]);
+        let all = vec![true; p.len()];
+        if cfg.time.stepping == Stepping::Block {
+            phases.time("timestep", || {
+                integ.assign_bins(&timeline, cfg.time.eta, cfg.gravity.eps, &all, 0)
+            });
+        }
+        let start = global_conserved(&p, &integ.pot, comm);
+        let mut diag = Diagnostics::create(&out.join("diagnostics.jsonl"), start)?;
+        let (lo, deepest) = global_bin_range(&integ, comm);
+        diag.record(&StepReport {
+            time: 0.0,
+            step: 0,
+            dt_min: timeline.dt(deepest),
+            dt_max: timeline.dt(lo),
+            active: n_global,
+            force_evaluations: n_global,
+            phases: phases.clone(),
+            wall_seconds: wall.elapsed().as_secs_f64(),
+            conserved: Some(start),
+        })?;
+        phases.time("kick", || integ.half_kick(&mut p, &timeline, &all));
+        Ok(Self {
+            cfg,
+            comm,
+            timeline,
+            s: RunState {
+                p,
+                integ,
+                ti: 0,
+                step: 0,
+                force_evaluations: n_global,
+                start,
+                last: start,
+            },
+            diag,
+            wall,
+            n_global,
+            deepest,
+            first_times: phases,
+        })
+    }
+
+    /// The run continued from a checkpoint's `state`: diagnostics lines after its step are
+    /// dropped and new ones appended.
+    fn resume(
+        cfg: &'a RunConfig,
+        out: &Path,
+        comm: &'a dyn Comm,
+        s: RunState,
+        wall: Instant,
+    ) -> Result<Self> {
+        let diag = Diagnostics::resume(&out.join("diagnostics.jsonl"), s.start, s.step)?;
+        let n_global = global_count(s.p.len(), comm);
+        let deepest = global_bin_range(&s.integ, comm).1;
+        Ok(Self {
+            cfg,
+            comm,
+            timeline: cfg.time.timeline(),
+            s,
+            diag,
+            wall,
+            n_global,
+            deepest,
+            first_times: PhaseTimes::default(),
+        })
+    }
+
+    /// One step to the next synchronisation point of the deepest bin: drift everyone, new
+    /// forces on the particles due, their closing half kick, diagnostics when every particle
+    /// is synchronised and a line is due, new bins and opening half kicks. Returns its times.
+    fn step(&mut self, engine: &mut ForceEngine) -> Result<PhaseTimes> {
+        let (tl, cfg, comm) = (&self.timeline, self.cfg, self.comm);
+        let s = &mut self.s;
+        let mut phases = PhaseTimes::default();
+        if comm.size() > 1 {
+            // Rebalance before the step: particles and their integrator state move together.
+            phases.time("domain", || -> Result<()> {
+                let weights = (cfg.gravity.balance == Balance::Cost).then_some(&s.integ.cost[..]);
+                let plan = domain::plan(comm, &s.p.pos, weights)?;
+                plan.move_particles(comm, &mut s.p)?;
+                s.integ.migrate(&plan, comm)
+            })?;
+        }
+        let next = s.ti + tl.ticks(self.deepest);
+        phases.time("drift", || drift(&mut s.p, tl.span(next - s.ti)));
+        let active = phases.time("timestep", || s.integ.active_at(tl, next));
+        let local_active = active.iter().filter(|&&a| a).count();
+        let f = if local_active == s.p.len() {
+            engine.compute(comm, &s.p, Some(&s.integ.acc))?
+        } else {
+            engine.compute_active(comm, &s.p, Some(&s.integ.acc), &active)?
+        };
+        phases.merge(&f.times);
+        phases.time("kick", || {
+            s.integ.update_forces(&f, &active);
+            s.integ.half_kick(&mut s.p, tl, &active);
+        });
+        let n_active = global_count(local_active, comm);
+        s.force_evaluations += n_active;
+        s.ti = next;
+        s.step += 1;
+        let top = tl.ticks(0);
+        let due =
+            next % top == 0 && ((next / top) % cfg.output.energy_every == 0 || next == tl.ti_end);
+        let conserved = due.then(|| {
+            let c = phases.time("diagnostics", || global_conserved(&s.p, &s.integ.pot, comm));
+            s.last = c;
+            c
+        });
+        if next < tl.ti_end {
+            if cfg.time.stepping == Stepping::Block {
+                phases.time("timestep", || {
+                    s.integ
+                        .assign_bins(tl, cfg.time.eta, cfg.gravity.eps, &active, next)
+                });
+            }
+            phases.time("kick", || s.integ.half_kick(&mut s.p, tl, &active));
+        }
+        let (lo, hi) = phases.time("timestep", || global_bin_range(&s.integ, comm));
+        self.deepest = hi;
+        self.diag.record(&StepReport {
+            time: tl.time(next),
+            step: s.step,
+            dt_min: tl.dt(hi),
+            dt_max: tl.dt(lo),
+            active: n_active,
+            force_evaluations: s.force_evaluations,
+            phases: phases.clone(),
+            wall_seconds: self.wall.elapsed().as_secs_f64(),
+            conserved,
+        })?;
+        Ok(phases)
+    }
+}
+
+/// The smallest and largest bin in use on any rank.
+fn global_bin_range(integ: &IntegratorState, comm: &dyn Comm) -> (u8, u8) {
+    let (lo, hi) = integ.bin_range();
+    let mut x = [hi as f64, -(lo as f64)];
+    comm.allreduce_max_f64(&mut x);
+    ((-x[1]) as u8, x[0] as u8)
+}
+
+/// The number of particles on all ranks.
+fn global_count(local: usize, comm: &dyn Comm) -> u64 {
+    let mut n = [local as u64];
+    comm.allreduce_sum_u64(&mut n);
+    n[0]
+}
+
+impl RunSummary {
+    /// Logs the summary of the run: steps, energy error, force evaluations, time per phase.
+    pub fn log(&self) {
+        let total = self.times.get("total").max(f64::MIN_POSITIVE);
+        let phases: Vec<String> = self
+            .times
+            .iter()
+            .map(|(n, t)| format!("{n} {t:.2} s"))
+            .collect();
+        let outside: f64 = ["kick", "drift", "timestep", "diagnostics"]
+            .iter()
+            .map(|n| self.times.get(n))
+            .sum();
+        tracing::info!(
+            "run summary: N = {}, {} steps to t = {:.6} in {:.1} s; |dE/E| = {:.3e}; {} force \
+             evaluations ({:.1} per particle); integrator overhead {:.2} % of the force time; {}",
+            self.n,
+            self.steps,
+            self.time,
+            self.wall_seconds,
+            self.energy_error,
+            self.force_evaluations,
+            self.force_evaluations as f64 / self.n.max(1) as f64,
+            100.0 * outside / total,
+            phases.join(", ")
+        );
+    }
+}
