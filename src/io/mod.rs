@@ -5,6 +5,7 @@
 pub mod atomic;
 pub mod config;
 pub mod icfile;
+pub mod snapshot;
 #[cfg(test)]
 mod testdir;
 mod xxh64;
@@ -12,3 +13,4 @@ mod xxh64;
 pub use atomic::write_atomic;
 pub use config::RunConfig;
 pub use icfile::{read_ic, write_ic};
+pub use snapshot::{read_snapshot, write_snapshot, SnapshotExtras};
