@@ -7,7 +7,7 @@ use hinoki::comm::Comm;
 use hinoki::diag::report::{check_against_direct, forces_json, forces_table};
 use hinoki::forces::{Backend, ForceEngine, ForceParams, Method, WalkKind};
 use hinoki::ics::{generate, Model};
-use hinoki::io::{read_ic, write_ic, RunConfig};
+use hinoki::io::{read_snapshot, write_snapshot_file, RunConfig};
 use hinoki::sfc::Order;
 use hinoki::simulation;
 use hinoki::walk::gpu::VgChoice;
@@ -35,7 +35,7 @@ enum Command {
     /// Run a simulation: the built-in default problem (a Plummer sphere of 65,536 particles)
     /// without a config, or the problem a TOML config describes.
     Run(RunArgs),
-    /// Write initial conditions to a hinoki IC file.
+    /// Write initial conditions to an HDF5 snapshot (GADGET-4 layout) at time 0.
     Ics(IcsArgs),
     /// Compute one force evaluation and report times, interactions and (with --check) errors
     /// against float64 direct summation.
@@ -61,7 +61,7 @@ struct IcsArgs {
     /// Random seed.
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// Output file.
+    /// Output file (HDF5, e.g. plummer.hdf5).
     #[arg(long, short)]
     output: PathBuf,
 }
@@ -77,7 +77,8 @@ struct ForcesArgs {
     /// Random seed for --ics.
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// Read the particles from a hinoki IC file.
+    /// Read the particles (PartType1) from an HDF5 snapshot, hinoki's or GADGET's: one file,
+    /// any file of a multi-file set, or its snapdir.
     #[arg(long)]
     input: Option<PathBuf>,
     #[command(flatten)]
@@ -243,7 +244,7 @@ fn dispatch(cli: Cli, comm: &dyn Comm) -> Result<()> {
         Command::Run(a) => run(a),
         Command::Ics(a) => {
             let p = generate(a.model, a.n, a.seed)?;
-            write_ic(&a.output, &p)?;
+            write_snapshot_file(&a.output, &p, 0.0)?;
             tracing::info!(
                 "wrote {} {} particles to {}",
                 p.len(),
@@ -252,29 +253,30 @@ fn dispatch(cli: Cli, comm: &dyn Comm) -> Result<()> {
             );
             Ok(())
         }
-        Command::Forces(a) => forces(a),
+        Command::Forces(a) => forces(a, comm),
     }
 }
 
 fn load_particles(
+    comm: &dyn Comm,
     ics: Option<Model>,
     n: usize,
     seed: u64,
     input: Option<&PathBuf>,
 ) -> Result<Particles> {
     match input {
-        Some(path) => read_ic(path),
+        Some(path) => Ok(read_snapshot(comm, path)?.0),
         None => generate(ics.unwrap_or(Model::Plummer), n, seed),
     }
 }
 
-fn forces(a: ForcesArgs) -> Result<()> {
+fn forces(a: ForcesArgs, comm: &dyn Comm) -> Result<()> {
     let params = a.gravity.params();
     params.validate()?;
     if a.check == Some(0) {
         return Err(Error::input("--check needs at least 1 particle"));
     }
-    let p = load_particles(a.ics, a.n, a.seed, a.input.as_ref())?;
+    let p = load_particles(comm, a.ics, a.n, a.seed, a.input.as_ref())?;
     p.validate()?;
     let mut engine = ForceEngine::new(params.clone())?;
     let result = engine.compute(&p, None)?;

@@ -2,16 +2,18 @@
 //! and momentum diagnostics → final particle state, all in the run's output directory.
 //!
 //! Output directory contents: `diagnostics.jsonl` (one JSON object per diagnostics step: time,
-//! step, energies, relative energy error, momenta, time per phase) and `final.ic` (the particles
-//! at the end, hinoki IC format, written atomically).
+//! step, energies, relative energy error, momenta, time per phase) and
+//! `final/snapshot_000.hdf5` (the particles at the end with their accelerations and potentials,
+//! an HDF5 snapshot, written atomically).
 
+use crate::comm::SingleProcess;
 use crate::diag::conservation::Conserved;
 use crate::diag::PhaseTimes;
 use crate::error::{Error, Result};
 use crate::forces::{ForceEngine, ForceResult};
 use crate::integrate::{drift, kick};
 use crate::io::config::IcsConfig;
-use crate::io::{read_ic, write_ic, RunConfig};
+use crate::io::{read_snapshot, write_snapshot, RunConfig, SnapshotExtras};
 use crate::particles::Particles;
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -44,7 +46,7 @@ pub struct RunSummary {
 /// The particles a configuration asks for: generated from a model, or read from a file.
 pub fn initial_particles(cfg: &RunConfig) -> Result<Particles> {
     let p = match &cfg.ics {
-        IcsConfig::File(path) => read_ic(path)?,
+        IcsConfig::File(path) => read_snapshot(&SingleProcess, path)?.0,
         IcsConfig::Generate { model, n, seed } => crate::ics::generate(*model, *n, *seed)?,
     };
     p.validate()?;
@@ -104,8 +106,11 @@ pub fn run(cfg: &RunConfig, out: &Path) -> Result<RunSummary> {
         }
     }
     let end = Conserved::of(&p, &f.pot);
-    let final_state = out.join("final.ic");
-    write_ic(&final_state, &p)?;
+    let extras = SnapshotExtras {
+        acc: Some(&f.acc),
+        pot: Some(&f.pot),
+    };
+    let final_state = write_snapshot(&SingleProcess, &out.join("final"), 0, &p, t, &extras)?;
     Ok(RunSummary {
         n: p.len(),
         steps: step,

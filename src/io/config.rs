@@ -7,7 +7,7 @@
 //! model = "plummer"    # plummer | hernquist | nfw | uniform-sphere | uniform-cube
 //! n = 65536            # number of particles generated, 1 ..= 2^32 - 1
 //! seed = 1             # random seed of the generator
-//! # file = "ics.bin"   # a hinoki IC file instead (see crate::io::icfile); excludes model, n, seed
+//! # file = "ics.hdf5"  # an HDF5 snapshot instead (crate::io::snapshot); excludes model, n, seed
 //!
 //! [gravity]
 //! theta = 0.45         # opening angle θ (dimensionless, > 0)
@@ -79,7 +79,8 @@ pub enum IcsConfig {
         /// The random seed (`seed`, default 1).
         seed: u64,
     },
-    /// Read a hinoki IC file with [`crate::io::read_ic`] (key `file`).
+    /// Read an HDF5 snapshot (hinoki's or GADGET's) with [`crate::io::read_snapshot`] (key
+    /// `file`).
     File(PathBuf),
 }
 

@@ -35,4 +35,4 @@ mod write;
 
 pub use files::snapshot_path;
 pub use read::read_snapshot;
-pub use write::{write_snapshot, SnapshotExtras};
+pub use write::{write_snapshot, write_snapshot_file, SnapshotExtras};

@@ -236,6 +236,7 @@ fn hinoki_set(dir: &Path, p: &Particles, files: usize) -> Vec<PathBuf> {
                 q.push(p.pos[i], p.vel[i], p.mass[i], p.id[i]);
             }
             let path = snapshot_path(dir, 1, r, files);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
             let h = Header::hinoki(q.len() as u64, p.len() as u64, 3.0, files);
             write_one(&path, &h, &q, &Default::default()).unwrap();
             path
@@ -423,19 +424,51 @@ fn unequal_arrays_are_not_written_and_old_file_survives() {
 }
 
 #[test]
-fn unwritable_directory_is_a_clear_error() {
+fn missing_directory_is_made_and_unusable_one_is_a_clear_error() {
     let dir = TestDir::new("snap-nodir");
-    let missing = dir.path().join("no-such-dir");
+    let nested = dir.path().join("run").join("out");
+    let path = write_snapshot(
+        &SingleProcess,
+        &nested,
+        0,
+        &sample(3),
+        0.0,
+        &Default::default(),
+    )
+    .unwrap();
+    assert_eq!(path, nested.join("snapshot_000.hdf5"));
+    std::fs::write(dir.path().join("file"), b"").unwrap();
+    let blocked = dir.path().join("file").join("out");
     let err = write_snapshot(
         &SingleProcess,
-        &missing,
+        &blocked,
         0,
         &sample(3),
         0.0,
         &Default::default(),
     )
     .unwrap_err();
-    assert!(err.message.contains("snapshot_000.hdf5"), "{err}");
+    assert!(
+        err.message.contains("cannot create the snapshot directory"),
+        "{err}"
+    );
     assert!(!err.message.contains('\n'), "{err}");
-    assert!(dir.entries().is_empty());
+    let missing = dir.path().join("no-such-dir").join("ics.hdf5");
+    let err = write_snapshot_file(&missing, &sample(3), 0.0).unwrap_err();
+    assert!(
+        err.message.starts_with(&missing.display().to_string()),
+        "{err}"
+    );
+    assert_eq!(dir.entries(), vec!["file", "run"]);
+}
+
+#[test]
+fn single_file_under_any_name() {
+    let dir = TestDir::new("snap-file");
+    let path = dir.path().join("plummer.hdf5");
+    let p = sample(20);
+    write_snapshot_file(&path, &p, 0.25).unwrap();
+    let (q, t) = read_snapshot(&SingleProcess, &path).unwrap();
+    assert_eq!(t, 0.25);
+    assert_same(&p, &q);
 }

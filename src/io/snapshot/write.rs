@@ -22,8 +22,8 @@ pub struct SnapshotExtras<'a> {
 /// (GADGET-4 naming; a one-rank job writes `dir/snapshot_NNN.hdf5`), each atomically
 /// (temp file + rename). Collective: every rank calls it. Returns this rank's file.
 ///
-/// `time` is the simulation time (time units) stored as `/Header/Time`; `dir` must exist (the
-/// `snapdir_NNN` directory is created). The layout is described in [`crate::io::snapshot`].
+/// `time` is the simulation time (time units) stored as `/Header/Time`; `dir` (and
+/// `snapdir_NNN`) are created when missing. The layout is described in [`crate::io::snapshot`].
 /// Fails on every rank when any rank fails (arrays of unequal length, a write error), so that
 /// no rank goes on believing the snapshot complete.
 pub fn write_snapshot(
@@ -38,7 +38,7 @@ pub fn write_snapshot(
     let mut total = [p.len() as u64];
     comm.allreduce_sum_u64(&mut total);
     let header = Header::hinoki(p.len() as u64, total[0], time, comm.size());
-    let written = write_one(&path, &header, p, fields);
+    let written = create_parent(&path).and_then(|()| write_one(&path, &header, p, fields));
     let mut failed = [u64::from(written.is_err())];
     comm.allreduce_sum_u64(&mut failed);
     written?;
@@ -55,8 +55,29 @@ pub fn write_snapshot(
     Ok(path)
 }
 
-/// Writes the file `path` of a snapshot atomically: the particles `p` with `header`, creating
-/// the snapshot directory when the snapshot has several files.
+/// Writes a one-file snapshot of the particles `p` at time `time` (time units) to `path`,
+/// whatever its name, atomically: initial conditions (`hinoki ics`) and other single files.
+/// The directory that holds `path` must exist.
+pub fn write_snapshot_file(path: &Path, p: &Particles, time: f64) -> Result<()> {
+    let n = p.len() as u64;
+    write_one(
+        path,
+        &Header::hinoki(n, n, time, 1),
+        p,
+        &SnapshotExtras::default(),
+    )
+}
+
+/// Creates the directory that will hold `path` (every rank may call it at once).
+fn create_parent(path: &Path) -> Result<()> {
+    match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => std::fs::create_dir_all(dir)
+            .map_err(|e| Error::io(dir, format!("cannot create the snapshot directory: {e}"))),
+        _ => Ok(()),
+    }
+}
+
+/// Writes the file `path` of a snapshot atomically: the particles `p` with `header`.
 pub(super) fn write_one(
     path: &Path,
     header: &Header,
@@ -64,10 +85,6 @@ pub(super) fn write_one(
     fields: &SnapshotExtras,
 ) -> Result<()> {
     check_lengths(path, p, fields)?;
-    if let Some(parent) = path.parent().filter(|_| header.files > 1) {
-        std::fs::create_dir_all(parent)
-            .map_err(|e| Error::io(parent, format!("cannot create: {e}")))?;
-    }
     replace_atomic(path, |tmp| {
         write_file(tmp, header, p, fields)
             .map_err(|e| Error::io(path, format!("cannot write: {e}")))
