@@ -14,6 +14,7 @@ pub mod ics;
 pub mod integrate;
 pub mod io;
 pub mod particles;
+pub mod render;
 pub mod sfc;
 pub mod simulation;
 pub mod tree;

@@ -1,13 +1,15 @@
-//! The `hinoki` command line: subcommands `run`, `ics` and `forces`.
+//! The `hinoki` command line: subcommands `run`, `ics`, `forces`, `render` and `plot`.
 //!
 //! Every failure ends with one line `error: …` on stderr and a non-zero exit status.
 
 use clap::{Args, Parser, Subcommand};
+use glam::DVec3;
 use hinoki::comm::Comm;
 use hinoki::diag::report::{check_against_direct, forces_json, forces_table};
 use hinoki::forces::{Backend, ForceEngine, ForceParams, Method, WalkKind};
 use hinoki::ics::{generate, Model};
 use hinoki::io::{read_snapshot, write_snapshot_file, RunConfig};
+use hinoki::render::{plot_diagnostics, render, Axis, RenderOptions};
 use hinoki::sfc::Order;
 use hinoki::simulation;
 use hinoki::walk::gpu::VgChoice;
@@ -40,6 +42,62 @@ enum Command {
     /// Compute one force evaluation and report times, interactions and (with --check) errors
     /// against float64 direct summation.
     Forces(ForcesArgs),
+    /// Draw a snapshot's projected surface density (log scale, viridis) as a PNG.
+    Render(RenderArgs),
+    /// Draw a run's diagnostics.jsonl: energy error and seconds per phase versus time.
+    Plot(PlotArgs),
+}
+
+#[derive(Args)]
+struct RenderArgs {
+    /// The snapshot: one HDF5 file, any file of a multi-file set, or its snapdir.
+    snapshot: PathBuf,
+    /// Output picture (.png).
+    #[arg(long, short)]
+    output: PathBuf,
+    /// Projection axis (line of sight): x, y or z.
+    #[arg(long, default_value_t = Axis::Z)]
+    axis: Axis,
+    /// Width of the picture in pixels.
+    #[arg(long, default_value_t = RenderOptions::default().width)]
+    width: u32,
+    /// Half-width of the view in length units (default: the radius around the centre that
+    /// holds 99% of the mass).
+    #[arg(long, allow_negative_numbers = true)]
+    extent: Option<f64>,
+    /// Centre of the view in length units (default: the centre of mass).
+    #[arg(long, value_name = "X,Y,Z", allow_hyphen_values = true, value_parser = parse_point)]
+    center: Option<DVec3>,
+}
+
+#[derive(Args)]
+struct PlotArgs {
+    /// A run's diagnostics file (diagnostics.jsonl in its output directory).
+    diagnostics: PathBuf,
+    /// Output picture (.png or .svg).
+    #[arg(long, short)]
+    output: PathBuf,
+    /// Width of the picture in pixels (the height is 9/10 of it).
+    #[arg(long, default_value_t = 900)]
+    width: u32,
+}
+
+/// Parses "x,y,z" into a point.
+fn parse_point(s: &str) -> std::result::Result<DVec3, String> {
+    let parts: Vec<&str> = s.split(',').collect();
+    let numbers: Vec<f64> = parts
+        .iter()
+        .map(|p| p.trim().parse::<f64>())
+        .collect::<std::result::Result<_, _>>()
+        .map_err(|e| format!("expected three numbers X,Y,Z: {e}"))?;
+    match numbers[..] {
+        [x, y, z] if numbers.iter().all(|v| v.is_finite()) => Ok(DVec3::new(x, y, z)),
+        [_, _, _] => Err("the coordinates must be finite".to_string()),
+        _ => Err(format!(
+            "expected three numbers X,Y,Z, got {}",
+            numbers.len()
+        )),
+    }
 }
 
 #[derive(Args)]
@@ -171,7 +229,7 @@ fn main() -> ExitCode {
                 }
                 K::DisplayHelpOnMissingArgumentOrSubcommand => {
                     eprintln!(
-                        "error: a subcommand is needed: run, ics or forces (see hinoki --help)"
+                        "error: a subcommand is needed: run, ics, forces, render or plot (see hinoki --help)"
                     );
                     return ExitCode::from(2);
                 }
@@ -254,6 +312,19 @@ fn dispatch(cli: Cli, comm: &dyn Comm) -> Result<()> {
             Ok(())
         }
         Command::Forces(a) => forces(a, comm),
+        Command::Render(a) => {
+            let (p, time) = read_snapshot(comm, &a.snapshot)?;
+            let opts = RenderOptions {
+                axis: a.axis,
+                width: a.width,
+                extent: a.extent,
+                center: a.center,
+            };
+            render(&p, time, &opts, &a.output)?;
+            tracing::info!("drew {} particles to {}", p.len(), a.output.display());
+            Ok(())
+        }
+        Command::Plot(a) => plot_diagnostics(&a.diagnostics, &a.output, a.width),
     }
 }
 
