@@ -16,8 +16,8 @@ use std::path::Path;
 pub struct Diagnostics {
     /// (time, |ΔE/E|) of every line (time units, dimensionless).
     pub energy_error: Vec<(f64, f64)>,
-    /// Per phase, in order of first appearance: its name and (time, seconds) of every line that
-    /// reports it.
+    /// Per phase, in order of first appearance (alphabetical within a line): its name and
+    /// (time, seconds) of every line that reports it.
     pub phases: Vec<(String, Vec<(f64, f64)>)>,
     /// Lines that were not a JSON object with numeric `time` and `energy_error`.
     pub skipped: usize,
@@ -250,8 +250,8 @@ not json
         assert_eq!(d.energy_error, vec![(0.0, 0.0), (0.5, 2e-6)]);
         assert_eq!(d.skipped, 3);
         let names: Vec<&str> = d.phases.iter().map(|(n, _)| n.as_str()).collect();
-        assert_eq!(names, ["walk", "sort", "build"]);
-        assert_eq!(d.phases[0].1, vec![(0.0, 0.5), (0.5, 0.4)]);
+        assert_eq!(names, ["sort", "walk", "build"]);
+        assert_eq!(d.phases[1].1, vec![(0.0, 0.5), (0.5, 0.4)]);
     }
 
     #[test]
