@@ -3,7 +3,7 @@
 # and permitted) and a Rust toolchain check. Sourced or run by scripts/run.sh and scripts/test.sh.
 set -euo pipefail
 
-PACKAGES=(libopenmpi-dev openmpi-bin libclang-dev pkg-config)
+PACKAGES=(libopenmpi-dev openmpi-bin libclang-dev pkg-config libhdf5-dev)
 
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -5,6 +5,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup.sh
 export CARGO_TERM_COLOR=never
+# tests/snapshots.rs reads hinoki's snapshots with h5py (and fails without it).
+if ! python3 -c 'import h5py, numpy' 2>/dev/null; then
+  echo "== installing h5py and numpy for the snapshot tests (pip --user)"
+  python3 -m pip install --user --quiet h5py numpy ||
+    python3 -m pip install --user --quiet --break-system-packages h5py numpy
+fi
 echo "== cargo fmt --check"
 cargo fmt --check
 echo "== cargo clippy (all targets, warnings are errors)"

@@ -16,6 +16,7 @@ pub mod integrate;
 pub mod io;
 pub mod lets;
 pub mod particles;
+pub mod render;
 pub mod sfc;
 pub mod simulation;
 pub mod tree;

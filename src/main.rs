@@ -1,14 +1,16 @@
-//! The `hinoki` command line: subcommands `run`, `ics` and `forces`.
+//! The `hinoki` command line: subcommands `run`, `ics`, `forces`, `render` and `plot`.
 //!
 //! Every failure ends with one line `error: …` on stderr and a non-zero exit status.
 
 use clap::{Args, Parser, Subcommand};
+use glam::DVec3;
 use hinoki::comm::{Comm, SingleProcess};
 use hinoki::diag::report::{check_against_direct, forces_json, forces_table};
 use hinoki::domain::{self, Balance};
 use hinoki::forces::{Backend, ForceEngine, ForceParams, Method, WalkKind};
 use hinoki::ics::{generate, Model};
-use hinoki::io::{read_ic, write_ic, RunConfig};
+use hinoki::io::{read_snapshot, write_snapshot_file, RunConfig};
+use hinoki::render::{plot_diagnostics, render, Axis, RenderOptions};
 use hinoki::sfc::Order;
 use hinoki::simulation;
 use hinoki::walk::gpu::VgChoice;
@@ -37,7 +39,7 @@ enum Command {
     /// Run a simulation: the built-in default problem (a Plummer sphere of 65,536 particles)
     /// without a config, or the problem a TOML config describes.
     Run(RunArgs),
-    /// Write initial conditions to a hinoki IC file.
+    /// Write initial conditions to an HDF5 snapshot (GADGET-4 layout) at time 0.
     Ics(IcsArgs),
     /// Compute one force evaluation and report times, interactions and (with --check) errors
     /// against float64 direct summation.
@@ -46,6 +48,10 @@ enum Command {
     /// reporting per-rank particles, cost and LET volume (one JSON line per P): the distributed
     /// design judged at cluster scale without a cluster.
     VirtualRanks(VirtualRanksArgs),
+    /// Draw a snapshot's projected surface density (log scale, viridis) as a PNG.
+    Render(RenderArgs),
+    /// Draw a run's diagnostics.jsonl: energy error and seconds per phase versus time.
+    Plot(PlotArgs),
 }
 
 #[derive(Args)]
@@ -71,6 +77,58 @@ struct VirtualRanksArgs {
     ranks: Vec<usize>,
     #[command(flatten)]
     gravity: GravityArgs,
+}
+
+#[derive(Args)]
+struct RenderArgs {
+    /// The snapshot: one HDF5 file, any file of a multi-file set, or its snapdir.
+    snapshot: PathBuf,
+    /// Output picture (.png).
+    #[arg(long, short)]
+    output: PathBuf,
+    /// Projection axis (line of sight): x, y or z.
+    #[arg(long, default_value_t = Axis::Z)]
+    axis: Axis,
+    /// Width of the picture in pixels.
+    #[arg(long, default_value_t = RenderOptions::default().width)]
+    width: u32,
+    /// Half-width of the view in length units (default: the radius around the centre that
+    /// holds 99% of the mass).
+    #[arg(long, allow_negative_numbers = true)]
+    extent: Option<f64>,
+    /// Centre of the view in length units (default: the centre of mass).
+    #[arg(long, value_name = "X,Y,Z", allow_hyphen_values = true, value_parser = parse_point)]
+    center: Option<DVec3>,
+}
+
+#[derive(Args)]
+struct PlotArgs {
+    /// A run's diagnostics file (diagnostics.jsonl in its output directory).
+    diagnostics: PathBuf,
+    /// Output picture (.png or .svg).
+    #[arg(long, short)]
+    output: PathBuf,
+    /// Width of the picture in pixels (the height is 9/10 of it).
+    #[arg(long, default_value_t = 900)]
+    width: u32,
+}
+
+/// Parses "x,y,z" into a point.
+fn parse_point(s: &str) -> std::result::Result<DVec3, String> {
+    let parts: Vec<&str> = s.split(',').collect();
+    let numbers: Vec<f64> = parts
+        .iter()
+        .map(|p| p.trim().parse::<f64>())
+        .collect::<std::result::Result<_, _>>()
+        .map_err(|e| format!("expected three numbers X,Y,Z: {e}"))?;
+    match numbers[..] {
+        [x, y, z] if numbers.iter().all(|v| v.is_finite()) => Ok(DVec3::new(x, y, z)),
+        [_, _, _] => Err("the coordinates must be finite".to_string()),
+        _ => Err(format!(
+            "expected three numbers X,Y,Z, got {}",
+            numbers.len()
+        )),
+    }
 }
 
 #[derive(Args)]
@@ -100,7 +158,7 @@ struct IcsArgs {
     /// Random seed.
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// Output file.
+    /// Output file (HDF5, e.g. plummer.hdf5).
     #[arg(long, short)]
     output: PathBuf,
 }
@@ -116,7 +174,8 @@ struct ForcesArgs {
     /// Random seed for --ics.
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// Read the particles from a hinoki IC file.
+    /// Read the particles (PartType1) from an HDF5 snapshot, hinoki's or GADGET's: one file,
+    /// any file of a multi-file set, or its snapdir.
     #[arg(long)]
     input: Option<PathBuf>,
     #[command(flatten)]
@@ -222,7 +281,7 @@ fn main() -> ExitCode {
                 }
                 K::DisplayHelpOnMissingArgumentOrSubcommand => {
                     eprintln!(
-                        "error: a subcommand is needed: run, ics, forces or virtual-ranks (see hinoki --help)"
+                        "error: a subcommand is needed: run, ics, forces, render, plot or virtual-ranks (see hinoki --help)"
                     );
                     return ExitCode::from(2);
                 }
@@ -288,7 +347,7 @@ fn dispatch(cli: Cli, comm: &dyn Comm) -> Result<()> {
         Command::Run(a) => run(a, comm),
         Command::Ics(a) => {
             let p = generate(a.model, a.n, a.seed)?;
-            write_ic(&a.output, &p)?;
+            write_snapshot_file(&a.output, &p, 0.0)?;
             tracing::info!(
                 "wrote {} {} particles to {}",
                 p.len(),
@@ -299,18 +358,37 @@ fn dispatch(cli: Cli, comm: &dyn Comm) -> Result<()> {
         }
         Command::Forces(a) => forces(a, comm),
         Command::VirtualRanks(a) => virtual_ranks(a),
+        Command::Render(a) => {
+            let (p, time) = read_snapshot(comm, &a.snapshot)?;
+            let opts = RenderOptions {
+                axis: a.axis,
+                width: a.width,
+                extent: a.extent,
+                center: a.center,
+            };
+            render(&p, time, &opts, &a.output)?;
+            tracing::info!("drew {} particles to {}", p.len(), a.output.display());
+            Ok(())
+        }
+        Command::Plot(a) => plot_diagnostics(&a.diagnostics, &a.output, a.width),
     }
 }
 
+/// This rank's share of the particles: read from a snapshot (each rank reads its share), or
+/// generated (every rank generates the whole set and keeps its share).
 fn load_particles(
+    comm: &dyn Comm,
     ics: Option<Model>,
     n: usize,
     seed: u64,
     input: Option<&PathBuf>,
 ) -> Result<Particles> {
     match input {
-        Some(path) => read_ic(path),
-        None => generate(ics.unwrap_or(Model::Plummer), n, seed),
+        Some(path) => Ok(read_snapshot(comm, path)?.0),
+        None => Ok(domain::initial_share(
+            generate(ics.unwrap_or(Model::Plummer), n, seed)?,
+            comm,
+        )),
     }
 }
 
@@ -323,12 +401,11 @@ fn forces(a: ForcesArgs, comm: &dyn Comm) -> Result<()> {
     if a.repeat == 0 {
         return Err(Error::input("--repeat needs at least 1 evaluation"));
     }
-    let all = load_particles(a.ics, a.n, a.seed, a.input.as_ref())?;
-    all.validate()?;
-    let n_total = all.len();
-    // Each rank starts from a contiguous share of the input; the domain decomposition then
-    // gives it a slice of the Peano–Hilbert curve.
-    let mut p = domain::initial_share(all, comm);
+    // Each rank starts from its share of the input; the domain decomposition then gives it a
+    // slice of the Peano–Hilbert curve.
+    let mut p = load_particles(comm, a.ics, a.n, a.seed, a.input.as_ref())?;
+    p.validate_share(comm)?;
+    let n_total = comm.allgather_u64(p.len() as u64).iter().sum::<u64>() as usize;
     let mut engine = ForceEngine::new(params.clone())?;
     let mut cost: Option<Vec<f64>> = None;
     let mut result = None;
@@ -400,7 +477,7 @@ fn forces(a: ForcesArgs, comm: &dyn Comm) -> Result<()> {
 fn virtual_ranks(a: VirtualRanksArgs) -> Result<()> {
     let params = a.gravity.params();
     params.validate()?;
-    let p = load_particles(a.ics, a.n, a.seed, a.input.as_ref())?;
+    let p = load_particles(&SingleProcess, a.ics, a.n, a.seed, a.input.as_ref())?;
     p.validate()?;
     // Cost weights: the interactions of each particle in one force evaluation.
     let cost = match params.balance {

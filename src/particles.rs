@@ -92,10 +92,38 @@ impl Particles {
         self.vel.iter_mut().for_each(|v| *v -= v0);
     }
 
-    /// Checks what every force path relies on: equal array lengths, at least one particle,
-    /// finite positions and velocities, finite non-negative masses, some positive mass.
-    /// The error names the first offending particle.
+    /// Checks a whole particle set: equal array lengths, at least one particle, finite
+    /// positions and velocities, finite non-negative masses and a positive total mass.
     pub fn validate(&self) -> Result<()> {
+        self.check_values()?;
+        if self.is_empty() {
+            return Err(Error::input("the particle set is empty (N = 0)"));
+        }
+        if self.total_mass() <= 0.0 {
+            return Err(Error::input("the total mass is zero"));
+        }
+        Ok(())
+    }
+
+    /// [`Particles::validate`] for this rank's share of a set spread over the ranks of `comm`
+    /// (a share may be empty; the set as a whole may not). Collective.
+    pub fn validate_share(&self, comm: &dyn crate::comm::Comm) -> Result<()> {
+        self.check_values()?;
+        let mut n = [self.len() as u64];
+        comm.allreduce_sum_u64(&mut n);
+        let mut m = [self.total_mass()];
+        comm.allreduce_sum_f64(&mut m);
+        if n[0] == 0 {
+            return Err(Error::input("the particle set is empty (N = 0)"));
+        }
+        if m[0] <= 0.0 {
+            return Err(Error::input("the total mass is zero"));
+        }
+        Ok(())
+    }
+
+    /// Equal array lengths, finite positions and velocities, finite non-negative masses.
+    fn check_values(&self) -> Result<()> {
         let n = self.pos.len();
         if self.vel.len() != n || self.mass.len() != n || self.id.len() != n {
             return Err(Error::input(format!(
@@ -105,9 +133,6 @@ impl Particles {
                 self.mass.len(),
                 self.id.len()
             )));
-        }
-        if n == 0 {
-            return Err(Error::input("the particle set is empty (N = 0)"));
         }
         for i in 0..n {
             if !self.pos[i].is_finite() {
@@ -129,9 +154,6 @@ impl Particles {
                     i, self.id[i], m
                 )));
             }
-        }
-        if self.total_mass() <= 0.0 {
-            return Err(Error::input("the total mass is zero"));
         }
         Ok(())
     }

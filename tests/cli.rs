@@ -7,9 +7,10 @@ mod common;
 
 use common::TempDir;
 use glam::DVec3;
+use hinoki::comm::SingleProcess;
 use hinoki::forces::ForceParams;
 use hinoki::ics::{generate, Model};
-use hinoki::io::{read_ic, write_ic};
+use hinoki::io::{read_snapshot, write_snapshot_file};
 use hinoki::Particles;
 use serde_json::Value;
 use std::path::Path;
@@ -17,12 +18,12 @@ use std::process::{Command, Output};
 
 /// Runs the binary with `args` and no log output.
 fn hinoki<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_hinoki"))
-        .args(args)
-        .env("HINOKI_LOG", "off")
-        .env("RAYON_NUM_THREADS", "2")
-        .output()
-        .expect("start the hinoki binary")
+    common::output(
+        Command::new(env!("CARGO_BIN_EXE_hinoki"))
+            .args(args)
+            .env("HINOKI_LOG", "off")
+            .env("RAYON_NUM_THREADS", "2"),
+    )
 }
 
 fn text(bytes: &[u8]) -> String {
@@ -232,18 +233,18 @@ fn bad_options_are_one_line_errors() {
         case(&["forces", "--bogus"], Status::Usage, &["--bogus"]),
         case(&["run", "--bogus"], Status::Usage, &["--bogus"]),
         case(
-            &["ics", "plummer", "--n", "10", "-o", "x.ic", "--bogus"],
+            &["ics", "plummer", "--n", "10", "-o", "x.hdf5", "--bogus"],
             Status::Usage,
             &["--bogus"],
         ),
         case(
-            &["ics", "king", "--n", "10", "-o", "x.ic"],
+            &["ics", "king", "--n", "10", "-o", "x.hdf5"],
             Status::Usage,
             &["king", "model"],
         ),
         case(&["forces", "--check"], Status::Usage, &["--check"]),
         case(
-            &["forces", "--ics", "plummer", "--input", "x.ic"],
+            &["forces", "--ics", "plummer", "--input", "x.hdf5"],
             Status::Usage,
             &["--ics", "--input"],
         ),
@@ -254,7 +255,7 @@ fn bad_options_are_one_line_errors() {
 #[test]
 fn ics_with_zero_particles_fails_and_writes_nothing() {
     let dir = TempDir::new("ics-n0");
-    let f = dir.join("zero.ic");
+    let f = dir.join("zero.hdf5");
     check_all(&[case(
         &["ics", "plummer", "--n", "0", "-o", &arg(&f)],
         Status::Failure,
@@ -286,7 +287,7 @@ fn negative_option_values_name_the_option() {
 #[test]
 fn missing_required_arguments_are_named() {
     check_all(&[
-        case(&["ics", "plummer", "-o", "x.ic"], Status::Usage, &["--n"]),
+        case(&["ics", "plummer", "-o", "x.hdf5"], Status::Usage, &["--n"]),
         case(
             &["ics", "plummer", "--n", "10"],
             Status::Usage,
@@ -295,53 +296,47 @@ fn missing_required_arguments_are_named() {
     ]);
 }
 
+/// Deletes the object `name` (a group or dataset path) from the HDF5 file `path`.
+fn unlink(path: &Path, name: &str) {
+    common::writing_hdf5(|| hdf5::File::open_rw(path).unwrap().unlink(name).unwrap());
+}
+
 #[test]
 fn bad_particle_files_are_one_line_errors() {
     let dir = TempDir::new("bad-files");
+    let spoiled = |name: &str, spoil: &dyn Fn(&mut Particles)| {
+        let path = dir.join(name);
+        let mut p = small_set();
+        spoil(&mut p);
+        common::writing_hdf5(|| write_snapshot_file(&path, &p, 0.0)).unwrap();
+        path
+    };
+    let nan = spoiled("nan-position.hdf5", &|p| {
+        p.pos[3] = DVec3::new(0.1, f64::NAN, 0.2)
+    });
+    let negative = spoiled("negative-mass.hdf5", &|p| p.mass[5] = -1.0);
+    let infinite_velocity = spoiled("inf-velocity.hdf5", &|p| p.vel[0].z = f64::INFINITY);
+    let massless = spoiled("massless.hdf5", &|p| {
+        p.mass.iter_mut().for_each(|m| *m = 0.0)
+    });
+    let empty_set = spoiled("no-particles.hdf5", &|p| *p = Particles::default());
+    let no_velocities = spoiled("no-velocities.hdf5", &|_| {});
+    unlink(&no_velocities, "PartType1/Velocities");
+    let no_group = spoiled("no-group.hdf5", &|_| {});
+    unlink(&no_group, "PartType1");
 
-    let nan = dir.join("nan-position.ic");
-    let mut p = small_set();
-    p.pos[3] = DVec3::new(0.1, f64::NAN, 0.2);
-    write_ic(&nan, &p).unwrap();
-
-    let negative = dir.join("negative-mass.ic");
-    let mut p = small_set();
-    p.mass[5] = -1.0;
-    write_ic(&negative, &p).unwrap();
-
-    let infinite_velocity = dir.join("inf-velocity.ic");
-    let mut p = small_set();
-    p.vel[0].z = f64::INFINITY;
-    write_ic(&infinite_velocity, &p).unwrap();
-
-    let massless = dir.join("massless.ic");
-    let mut p = small_set();
-    p.mass.iter_mut().for_each(|m| *m = 0.0);
-    write_ic(&massless, &p).unwrap();
-
-    let empty_set = dir.join("no-particles.ic");
-    write_ic(&empty_set, &Particles::default()).unwrap();
-
-    // A valid file, then cut, corrupted and replaced by other content.
-    let good = dir.join("good.ic");
-    write_ic(&good, &generate(Model::Plummer, 100, 1).unwrap()).unwrap();
+    // A valid file, then cut and replaced by other content.
+    let good = spoiled("good.hdf5", &|_| {});
     let bytes = std::fs::read(&good).unwrap();
-    assert_eq!(bytes.len(), 28 + 64 * 100);
-    let half = dir.join("half.ic");
+    let half = dir.join("half.hdf5");
     std::fs::write(&half, &bytes[..bytes.len() / 2]).unwrap();
-    let one_short = dir.join("one-short.ic");
-    std::fs::write(&one_short, &bytes[..bytes.len() - 1]).unwrap();
-    let header_only = dir.join("header-only.ic");
+    let header_only = dir.join("header-only.hdf5");
     std::fs::write(&header_only, &bytes[..12]).unwrap();
-    let flipped = dir.join("flipped.ic");
-    let mut b = bytes.clone();
-    b[1000] ^= 0x10;
-    std::fs::write(&flipped, &b).unwrap();
-    let toml = dir.join("not-ic.toml");
+    let toml = dir.join("not-hdf5.toml");
     std::fs::write(&toml, "[time]\ndt = 0.1\n").unwrap();
-    let empty_file = dir.join("empty.ic");
+    let empty_file = dir.join("empty.hdf5");
     std::fs::write(&empty_file, b"").unwrap();
-    let missing = dir.join("missing.ic");
+    let missing = dir.join("missing.hdf5");
 
     let input = |f: &Path| vec!["forces".to_string(), "--input".to_string(), arg(f)];
     let bad = |f: &Path, needles: &[&str]| {
@@ -354,20 +349,20 @@ fn bad_particle_files_are_one_line_errors() {
         }
     };
     check_all(&[
-        bad(&nan, &["position", "particle 3"]),
-        bad(&negative, &["mass", "-1", "particle 5"]),
-        bad(&infinite_velocity, &["velocity", "particle 0"]),
+        bad(&nan, &["/PartType1/Coordinates", "row 3", "not finite"]),
+        bad(&negative, &["/PartType1/Masses", "row 5", "-1"]),
+        bad(&infinite_velocity, &["/PartType1/Velocities", "row 0"]),
         bad(&massless, &["total mass"]),
-        bad(&empty_set, &["N = 0"]),
-        bad(&half, &["truncated"]),
-        bad(&one_short, &["truncated"]),
-        bad(&header_only, &["truncated"]),
-        bad(&flipped, &["checksum"]),
-        bad(&toml, &["not a hinoki IC file"]),
-        bad(&empty_file, &["not a hinoki IC file"]),
+        bad(&empty_set, &["no PartType1 particles"]),
+        bad(&no_velocities, &["missing dataset /PartType1/Velocities"]),
+        bad(&no_group, &["missing group /PartType1"]),
+        bad(&half, &["not a readable HDF5 file"]),
+        bad(&header_only, &["not a readable HDF5 file"]),
+        bad(&toml, &["not a readable HDF5 file"]),
+        bad(&empty_file, &["not a readable HDF5 file"]),
         bad(&missing, &["cannot read"]),
-        // A directory opens but cannot be read.
-        bad(dir.path(), &["cannot read"]),
+        // A directory is read as a snapshot directory.
+        bad(dir.path(), &["no snapshot in this directory"]),
     ]);
 
     // The same file through a run configuration.
@@ -461,7 +456,7 @@ fn uncreatable_output_directory_is_a_one_line_error() {
         needles: vec![arg(&out)],
     }]);
     // The output of `ics` cannot go there either.
-    let f = blocker.join("x.ic");
+    let f = blocker.join("x.hdf5");
     check_all(&[case(
         &["ics", "plummer", "--n", "10", "-o", &arg(&f)],
         Status::Failure,
@@ -562,7 +557,7 @@ fn forces_table_reports_percentiles() {
 #[test]
 fn ics_file_round_trips_through_forces() {
     let dir = TempDir::new("ics-forces");
-    let f = dir.join("plummer.ic");
+    let f = dir.join("plummer.hdf5");
     let out = hinoki(&[
         "ics",
         "plummer",
@@ -574,7 +569,8 @@ fn ics_file_round_trips_through_forces() {
         &arg(&f),
     ]);
     assert_success(&out, "ics");
-    let p = read_ic(&f).unwrap();
+    let (p, time) = read_snapshot(&SingleProcess, &f).unwrap();
+    assert_eq!(time, 0.0);
     assert_eq!(p.len(), 2000);
     assert_eq!(p, generate(Model::Plummer, 2000, 4).unwrap());
     // Only the file itself: no temporary file left by the atomic write.
@@ -651,7 +647,9 @@ fn run_writes_diagnostics_and_final_state() {
         assert!(number(last, key) >= 0.0, "{key}: {last}");
     }
 
-    let p = read_ic(&out_dir.join("final.ic")).unwrap();
+    let (p, time) =
+        read_snapshot(&SingleProcess, &out_dir.join("final/snapshot_000.hdf5")).unwrap();
+    assert!((time - 0.25).abs() < 1e-12, "{time}");
     assert_eq!(p.len(), 500);
     let mut ids = p.id.clone();
     ids.sort_unstable();
@@ -717,7 +715,7 @@ fn sigterm_leaves_a_checkpoint_that_restart_finishes() {
     assert!(stdout.contains("stopped by SIGTERM"), "{stdout}");
     assert_eq!(stdout.lines().count(), 1, "{stdout}");
     assert!(out_dir.join("checkpoint/rank00000.0.ckpt").exists());
-    assert!(!out_dir.join("final.ic").exists());
+    assert!(!out_dir.join("final").exists());
     let out = hinoki(&[
         "run",
         &arg(&cfg),
@@ -727,11 +725,15 @@ fn sigterm_leaves_a_checkpoint_that_restart_finishes() {
         &arg(&out_dir),
     ]);
     assert_success(&out, "restart");
-    let restarted = read_ic(&out_dir.join("final.ic")).unwrap();
+    let restarted = read_snapshot(&SingleProcess, &out_dir.join("final/snapshot_000.hdf5"))
+        .unwrap()
+        .0;
     let whole_dir = dir.join("whole");
     let out = hinoki(&["run", &arg(&cfg), "-o", &arg(&whole_dir)]);
     assert_success(&out, "uninterrupted run");
-    let whole = read_ic(&whole_dir.join("final.ic")).unwrap();
+    let whole = read_snapshot(&SingleProcess, &whole_dir.join("final/snapshot_000.hdf5"))
+        .unwrap()
+        .0;
     assert!(restarted == whole, "the restarted run ends elsewhere");
     // Restart from nothing is a one-line error.
     let out = hinoki(&[

@@ -10,7 +10,7 @@ use hinoki::comm::SingleProcess;
 use hinoki::forces::{compute_forces, Backend, ForceParams, Method};
 use hinoki::ics::{generate, Model};
 use hinoki::io::config::{GravityConfig, IcsConfig, OutputConfig, RunConfig, TimeConfig};
-use hinoki::io::{read_ic, write_ic};
+use hinoki::io::{read_snapshot, write_snapshot_file};
 use hinoki::simulation::{self, RunSummary};
 use hinoki::walk::direct::potential_energy;
 use hinoki::Particles;
@@ -108,8 +108,8 @@ fn plummer_sphere_stays_in_equilibrium_for_ten_crossing_times() {
     assert!((virial - 1.0).abs() < 0.05, "2K/|W| = {virial}");
     let f = virial.sqrt().recip();
     initial.vel.iter_mut().for_each(|v| *v *= f);
-    let ics = dir.join("plummer.ic");
-    write_ic(&ics, &initial).unwrap();
+    let ics = dir.join("plummer.hdf5");
+    write_snapshot_file(&ics, &initial, 0.0).unwrap();
     let out = dir.join("out");
     let cfg = config(
         IcsConfig::File(ics),
@@ -138,7 +138,7 @@ fn plummer_sphere_stays_in_equilibrium_for_ten_crossing_times() {
     assert!(worst <= 1e-3, "largest |dE/E| on the way = {worst:e}");
 
     // Equilibrium: the half-mass radius of the final state against the initial one.
-    let last = read_ic(&s.final_state).expect("read final state");
+    let (last, _) = read_snapshot(&SingleProcess, &s.final_state).expect("read final state");
     assert_eq!(last.len(), N);
     let (r0, r1) = (half_mass_radius(&initial), half_mass_radius(&last));
     let change = (r1 / r0 - 1.0).abs();
@@ -167,8 +167,8 @@ fn direct_summation_conserves_momentum_to_rounding() {
         *m = (0.5 + (i as f64 * 0.618_033_988_75).fract()) / n;
     }
     p.move_to_centre_of_mass_frame();
-    let ics = dir.join("unequal.ic");
-    write_ic(&ics, &p).unwrap();
+    let ics = dir.join("unequal.hdf5");
+    write_snapshot_file(&ics, &p, 0.0).unwrap();
     let out = dir.join("out");
     let cfg = config(
         IcsConfig::File(ics),
@@ -183,7 +183,7 @@ fn direct_summation_conserves_momentum_to_rounding() {
     );
     let s = simulation::run(&cfg, &out, &SingleProcess).expect("run");
     assert_eq!(s.steps, 256);
-    let last = read_ic(&s.final_state).unwrap();
+    let (last, _) = read_snapshot(&SingleProcess, &s.final_state).unwrap();
     let scale: f64 = last
         .vel
         .iter()

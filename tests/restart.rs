@@ -7,13 +7,14 @@ mod common;
 
 use common::TempDir;
 use hinoki::comm::SingleProcess;
+use hinoki::comm::SingleProcess as One;
 use hinoki::error::ErrorKind;
 use hinoki::forces::Backend;
 use hinoki::ics::Model;
 use hinoki::integrate::Stepping;
 use hinoki::io::checkpoint::checkpoint_path;
 use hinoki::io::config::{GravityConfig, IcsConfig, OutputConfig, RunConfig, TimeConfig};
-use hinoki::io::read_ic;
+use hinoki::io::read_snapshot;
 use hinoki::simulation::{run_with, RunOptions, RunSummary};
 use hinoki::walk::mac::Mac;
 use serde_json::Value;
@@ -71,7 +72,7 @@ fn diagnostics(dir: &Path) -> Vec<Value> {
 }
 
 fn bits(p: &Path) -> (Vec<[u64; 3]>, Vec<[u64; 3]>, Vec<u64>) {
-    let q = read_ic(p).unwrap();
+    let q = read_snapshot(&One, p).unwrap().0;
     let b = |v: &[glam::DVec3]| -> Vec<[u64; 3]> {
         v.iter().map(|x| x.to_array().map(f64::to_bits)).collect()
     };
@@ -95,7 +96,7 @@ fn stopped_and_restarted_runs_end_bit_for_bit_as_uninterrupted_ones() {
         let s1 = go(&cfg, &parts, None, Some(5));
         assert!(s1.stopped.is_some(), "{stepping}: did not stop");
         assert_eq!(s1.steps, 5);
-        assert!(!parts.join("final.ic").exists());
+        assert!(!parts.join("final").exists());
         let s2 = go(&cfg, &parts, Some(&parts), Some(3));
         assert_eq!(s2.steps, 8);
         let s3 = go(&cfg, &parts, Some(&parts.join("checkpoint")), Some(1));

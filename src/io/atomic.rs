@@ -3,7 +3,8 @@
 //! The data go to a temporary file next to the target (same directory, hence same file
 //! system), which is flushed, synced to disk and then renamed over the target. A reader sees
 //! either the old file or the complete new one, never a partial write, and a crash or an error
-//! part-way leaves the old file as it was.
+//! part-way leaves the old file as it was. [`write_atomic`] hands the writer a buffered file;
+//! [`replace_atomic`] hands it the temporary path, for libraries that open files themselves.
 
 use crate::error::{Error, Result};
 use std::ffi::OsString;
@@ -24,19 +25,36 @@ pub fn write_atomic(
     path: &Path,
     write: impl FnOnce(&mut BufWriter<File>) -> io::Result<()>,
 ) -> Result<()> {
+    replace_atomic(path, |tmp| {
+        (|| {
+            let mut out = BufWriter::new(File::create(tmp)?);
+            write(&mut out)?;
+            out.into_inner().map_err(io::IntoInnerError::into_error)?;
+            Ok(())
+        })()
+        .map_err(|e: io::Error| Error::io(path, format!("cannot write: {e}")))
+    })
+}
+
+/// Replaces the file at `path` atomically with a file that `create` makes at the path it is
+/// given: a temporary path `.{file name}.tmp.{pid}.{k}` in the same directory, as in
+/// [`write_atomic`]. For writers that open files themselves (the HDF5 library). Once `create`
+/// returns `Ok`, the temporary file is fsynced and renamed over `path`.
+///
+/// On any failure the temporary file is removed and the previous file at `path` (if any) is
+/// untouched; an error of `create` is returned as it is, so it should name `path`.
+pub fn replace_atomic(path: &Path, create: impl FnOnce(&Path) -> Result<()>) -> Result<()> {
     let tmp = temp_path(path)?;
-    let written = (|| {
-        let mut out = BufWriter::new(File::create(&tmp)?);
-        write(&mut out)?;
-        let file = out.into_inner().map_err(io::IntoInnerError::into_error)?;
-        file.sync_all()?;
-        drop(file);
-        fs::rename(&tmp, path)
-    })();
-    if let Err(e) = written {
+    let done = create(&tmp).and_then(|()| {
+        File::open(&tmp)
+            .and_then(|f| f.sync_all())
+            .and_then(|()| fs::rename(&tmp, path))
+            .map_err(|e| Error::io(path, format!("cannot write: {e}")))
+    });
+    if let Err(e) = done {
         // The temporary file may not exist (creation failed); nothing else to do then.
         let _ = fs::remove_file(&tmp);
-        return Err(Error::io(path, format!("cannot write: {e}")));
+        return Err(e);
     }
     sync_parent(&tmp);
     Ok(())
@@ -142,6 +160,27 @@ mod tests {
         assert!(err.message.contains("cannot write"), "{err}");
         assert_eq!(dir.entries(), vec!["d"]);
         assert_eq!(fs::read(target.join("keep")).unwrap(), b"k");
+    }
+
+    #[test]
+    fn replace_atomic_failure_removes_what_create_left() {
+        let dir = TestDir::new("atomic-replace");
+        let path = dir.path().join("s.hdf5");
+        fs::write(&path, b"old").unwrap();
+        let err = replace_atomic(&path, |tmp| {
+            fs::write(tmp, b"half").unwrap();
+            Err(Error::io(&path, "library failed"))
+        })
+        .unwrap_err();
+        assert!(err.message.contains("library failed"), "{err}");
+        assert_eq!(fs::read(&path).unwrap(), b"old");
+        assert_eq!(dir.entries(), vec!["s.hdf5"]);
+        replace_atomic(&path, |tmp| {
+            fs::write(tmp, b"new").map_err(|e| Error::io(&path, e))
+        })
+        .unwrap();
+        assert_eq!(fs::read(&path).unwrap(), b"new");
+        assert_eq!(dir.entries(), vec!["s.hdf5"]);
     }
 
     #[test]

@@ -7,7 +7,7 @@
 //! model = "plummer"    # plummer | hernquist | nfw | uniform-sphere | uniform-cube
 //! n = 65536            # number of particles generated, 1 ..= 2^32 - 1
 //! seed = 1             # random seed of the generator
-//! # file = "ics.bin"   # a hinoki IC file instead (see crate::io::icfile); excludes model, n, seed
+//! # file = "ics.hdf5"  # an HDF5 snapshot instead (crate::io::snapshot); excludes model, n, seed
 //!
 //! [gravity]
 //! theta = 0.45         # opening angle θ (dimensionless, > 0)
@@ -86,7 +86,8 @@ pub enum IcsConfig {
         /// The random seed (`seed`, default 1).
         seed: u64,
     },
-    /// Read a hinoki IC file with [`crate::io::read_ic`] (key `file`).
+    /// Read an HDF5 snapshot (hinoki's or GADGET's) with [`crate::io::read_snapshot`] (key
+    /// `file`).
     File(PathBuf),
 }
 
@@ -266,6 +267,12 @@ pub struct OutputConfig {
     /// Wall-clock minutes between two checkpoints (`checkpoint_minutes`, finite, ≥ 0,
     /// 0 = none; default 0).
     pub checkpoint_minutes: f64,
+    /// Top steps (of `dt_max`) between two snapshots `OUT/snapshots/…_NNN` of the series,
+    /// snapshot 0 at t = 0 (`snapshot_every`, 0 = none; default 16).
+    pub snapshot_every: u64,
+    /// Draw `OUT/final.png` (surface density of the final particles) and
+    /// `OUT/diagnostics.png` (energy error and phase times) at the end (`pictures`, default true).
+    pub pictures: bool,
 }
 
 impl Default for OutputConfig {
@@ -275,6 +282,8 @@ impl Default for OutputConfig {
             energy_every: 10,
             checkpoint_steps: 0,
             checkpoint_minutes: 0.0,
+            snapshot_every: 16,
+            pictures: true,
         }
     }
 }

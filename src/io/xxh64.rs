@@ -1,5 +1,5 @@
 //! XXH64, the 64-bit xxHash of Yann Collet (seed 0), as a streaming hasher: the checksum of
-//! hinoki's IC files.
+//! hinoki's binary files (checkpoints).
 //!
 //! XXH64 reads its input as little-endian 64-bit words in four independent lanes, so it runs
 //! at memory speed (several GB/s), where byte-wise FNV-1a manages about 1 GB/s, and it is
@@ -19,7 +19,7 @@ const STRIPE: usize = 32;
 
 /// A streaming XXH64 hasher with seed 0.
 #[derive(Clone, Debug)]
-pub(crate) struct Xxh64 {
+pub struct Xxh64 {
     /// The four lane accumulators.
     lanes: [u64; 4],
     /// Input not yet consumed by a full stripe (the first `buffered` bytes are valid).
@@ -44,9 +44,16 @@ fn word(bytes: &[u8]) -> u64 {
     u64::from_le_bytes(bytes[..8].try_into().expect("8 bytes"))
 }
 
+impl Default for Xxh64 {
+    /// The same as [`Xxh64::new`].
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl Xxh64 {
     /// A hasher that has seen no input.
-    pub(crate) fn new() -> Self {
+    pub fn new() -> Self {
         Self {
             lanes: [P1.wrapping_add(P2), P2, 0, 0u64.wrapping_sub(P1)],
             buffer: [0; STRIPE],
@@ -62,7 +69,7 @@ impl Xxh64 {
     }
 
     /// Feeds `data` to the hash.
-    pub(crate) fn update(&mut self, mut data: &[u8]) {
+    pub fn update(&mut self, mut data: &[u8]) {
         self.total += data.len() as u64;
         if self.buffered > 0 {
             let take = (STRIPE - self.buffered).min(data.len());
@@ -86,7 +93,7 @@ impl Xxh64 {
     }
 
     /// The hash of everything fed so far.
-    pub(crate) fn finish(&self) -> u64 {
+    pub fn finish(&self) -> u64 {
         let [v1, v2, v3, v4] = self.lanes;
         let mut h = if self.total >= STRIPE as u64 {
             let h = v1

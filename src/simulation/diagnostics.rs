@@ -87,18 +87,29 @@ pub struct StepReport {
 /// The diagnostics of a run: the baseline E₀, P₀, L₀ and the JSON-lines file.
 pub struct Diagnostics {
     path: PathBuf,
-    out: BufWriter<File>,
+    /// The file; `None` on the ranks other than 0, which neither write nor log.
+    out: Option<BufWriter<File>>,
     start: Conserved,
 }
 
 impl Diagnostics {
+    /// The diagnostics of a rank other than 0: the same baseline, no file, no log lines
+    /// (rank 0 writes and logs for the whole job).
+    pub fn silent(start: Conserved) -> Self {
+        Self {
+            path: PathBuf::new(),
+            out: None,
+            start,
+        }
+    }
+
     /// Starts `path` afresh (truncating it) with baseline `start`.
     pub fn create(path: &Path, start: Conserved) -> Result<Self> {
         let file =
             File::create(path).map_err(|e| Error::io(path, format!("cannot create: {e}")))?;
         Ok(Self {
             path: path.to_path_buf(),
-            out: BufWriter::new(file),
+            out: Some(BufWriter::new(file)),
             start,
         })
     }
@@ -128,7 +139,7 @@ impl Diagnostics {
             .map_err(|e| Error::io(path, format!("cannot open: {e}")))?;
         Ok(Self {
             path: path.to_path_buf(),
-            out: BufWriter::new(file),
+            out: Some(BufWriter::new(file)),
             start,
         })
     }
@@ -141,7 +152,10 @@ impl Diagnostics {
     /// Logs the step on one `tracing` line and, when it carries energies, appends its JSON
     /// line (flushed at once, so the file is complete up to the last step whatever happens).
     pub fn record(&mut self, s: &StepReport) -> Result<()> {
-        tracing::info!("{}", self.log_line(s));
+        let Some(out) = self.out.as_mut() else {
+            return Ok(());
+        };
+        tracing::info!("{}", log_line(&self.start, s));
         let Some(now) = &s.conserved else {
             return Ok(());
         };
@@ -154,8 +168,8 @@ impl Diagnostics {
             "energy_error": relative_energy_error(&self.start, now),
             "momentum": now.momentum,
             "angular_momentum": now.angular_momentum,
-            "momentum_drift": self.momentum_drift(now),
-            "angular_momentum_drift": self.angular_momentum_drift(now),
+            "momentum_drift": momentum_drift(&self.start, now),
+            "angular_momentum_drift": angular_momentum_drift(&self.start, now),
             "dt_min": s.dt_min,
             "dt_max": s.dt_max,
             "active": s.active,
@@ -163,46 +177,45 @@ impl Diagnostics {
             "wall_seconds": s.wall_seconds,
             "phase_seconds": s.phases.to_json(),
         });
-        writeln!(self.out, "{line}")
-            .and_then(|_| self.out.flush())
+        writeln!(out, "{line}")
+            .and_then(|_| out.flush())
             .map_err(|e| Error::io(&self.path, format!("cannot write: {e}")))
     }
+}
 
-    /// |P − P₀| (mass × velocity units).
-    fn momentum_drift(&self, now: &Conserved) -> f64 {
-        (DVec3::from_array(now.momentum) - DVec3::from_array(self.start.momentum)).length()
-    }
+/// |P − P₀| (mass × velocity units).
+fn momentum_drift(start: &Conserved, now: &Conserved) -> f64 {
+    (DVec3::from_array(now.momentum) - DVec3::from_array(start.momentum)).length()
+}
 
-    /// |L − L₀| (mass × length × velocity units).
-    fn angular_momentum_drift(&self, now: &Conserved) -> f64 {
-        (DVec3::from_array(now.angular_momentum) - DVec3::from_array(self.start.angular_momentum))
-            .length()
-    }
+/// |L − L₀| (mass × length × velocity units).
+fn angular_momentum_drift(start: &Conserved, now: &Conserved) -> f64 {
+    (DVec3::from_array(now.angular_momentum) - DVec3::from_array(start.angular_momentum)).length()
+}
 
-    /// The one-line log of a step.
-    fn log_line(&self, s: &StepReport) -> String {
-        let mut line = format!(
-            "step {:>6}  t = {:.6}  dt {:.3e}..{:.3e}  active {}",
-            s.step, s.time, s.dt_min, s.dt_max, s.active
+/// The one-line log of a step (`start`: the baseline).
+fn log_line(start: &Conserved, s: &StepReport) -> String {
+    let mut line = format!(
+        "step {:>6}  t = {:.6}  dt {:.3e}..{:.3e}  active {}",
+        s.step, s.time, s.dt_min, s.dt_max, s.active
+    );
+    if let Some(now) = &s.conserved {
+        line += &format!(
+            "  K = {:.8e}  W = {:.8e}  E = {:.8e}  dE/E = {:.3e}  dP = {:.2e}  dL = {:.2e}",
+            now.kinetic,
+            now.potential,
+            now.total,
+            relative_energy_error(start, now),
+            momentum_drift(start, now),
+            angular_momentum_drift(start, now)
         );
-        if let Some(now) = &s.conserved {
-            line += &format!(
-                "  K = {:.8e}  W = {:.8e}  E = {:.8e}  dE/E = {:.3e}  dP = {:.2e}  dL = {:.2e}",
-                now.kinetic,
-                now.potential,
-                now.total,
-                relative_energy_error(&self.start, now),
-                self.momentum_drift(now),
-                self.angular_momentum_drift(now)
-            );
-        }
-        let phases: Vec<String> = s
-            .phases
-            .iter()
-            .map(|(n, t)| format!("{n} {:.3}", t))
-            .collect();
-        line + &format!("  [s] {}", phases.join(", "))
     }
+    let phases: Vec<String> = s
+        .phases
+        .iter()
+        .map(|(n, t)| format!("{n} {:.3}", t))
+        .collect();
+    line + &format!("  [s] {}", phases.join(", "))
 }
 
 #[cfg(test)]

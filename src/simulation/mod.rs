@@ -21,7 +21,7 @@ use crate::forces::ForceEngine;
 use crate::integrate::{drift, IntegratorState, Stepping, Timeline};
 use crate::io::checkpoint::{config_hash, find_checkpoint, write_checkpoint};
 use crate::io::config::IcsConfig;
-use crate::io::{read_ic, write_ic, RunConfig};
+use crate::io::{read_snapshot, write_snapshot, RunConfig, SnapshotExtras};
 use crate::particles::Particles;
 use diagnostics::{global_conserved, Diagnostics, StepReport};
 use progress::Progress;
@@ -57,13 +57,17 @@ pub struct RunSummary {
     pub stopped: Option<String>,
 }
 
-/// The particles a configuration asks for: generated from a model, or read from a file.
-pub fn initial_particles(cfg: &RunConfig) -> Result<Particles> {
+/// This rank's share of the particles a configuration asks for: generated from a model (every
+/// rank generates all and keeps its share), or read from a snapshot (each rank reads its share).
+/// Collective.
+pub fn initial_particles(cfg: &RunConfig, comm: &dyn Comm) -> Result<Particles> {
     let p = match &cfg.ics {
-        IcsConfig::File(path) => read_ic(path)?,
-        IcsConfig::Generate { model, n, seed } => crate::ics::generate(*model, *n, *seed)?,
+        IcsConfig::File(path) => read_snapshot(comm, path)?.0,
+        IcsConfig::Generate { model, n, seed } => {
+            domain::initial_share(crate::ics::generate(*model, *n, *seed)?, comm)
+        }
     };
-    p.validate()?;
+    p.validate_share(comm)?;
     Ok(p)
 }
 
@@ -162,13 +166,21 @@ pub fn run_with(
         }
     }
     drop(progress);
-    // One file per rank in a multi-rank run.
-    let final_state = match comm.size() {
-        1 => out.join("final.ic"),
-        _ => out.join(format!("final.{}.ic", comm.rank())),
-    };
+    let mut final_state = out.join("final");
     if stopped.is_none() {
-        write_ic(&final_state, &run.s.p)?;
+        let s = &run.s;
+        let extras = SnapshotExtras {
+            acc: Some(&s.integ.acc),
+            pot: Some(&s.integ.pot),
+        };
+        let time = run.timeline.time(s.ti);
+        final_state = write_snapshot(comm, &final_state, 0, &s.p, time, &extras)?;
+        if cfg.output.pictures {
+            comm.barrier();
+            if comm.rank() == 0 {
+                draw_pictures(out, &final_state)?;
+            }
+        }
     }
     let s = &run.s;
     let summary = RunSummary {
@@ -212,6 +224,8 @@ pub struct RunState {
 
 /// A run in progress: its state and what stays fixed while it advances.
 struct Run<'a> {
+    /// The output directory.
+    out: PathBuf,
     cfg: &'a RunConfig,
     comm: &'a dyn Comm,
     timeline: Timeline,
@@ -236,9 +250,8 @@ impl<'a> Run<'a> {
         engine: &mut ForceEngine,
         wall: Instant,
     ) -> Result<Self> {
-        let all = initial_particles(cfg)?;
-        let n_global = all.len() as u64;
-        let mut p = domain::initial_share(all, comm);
+        let mut p = initial_particles(cfg, comm)?;
+        let n_global = global_count(p.len(), comm);
         let mut phases = PhaseTimes::default();
         if comm.size() > 1 {
             phases.time("domain", || -> Result<()> {
@@ -269,7 +282,10 @@ impl<'a> Run<'a> {
             });
         }
         let start = global_conserved(&p, &integ.pot, comm);
-        let mut diag = Diagnostics::create(&out.join("diagnostics.jsonl"), start)?;
+        let mut diag = match comm.rank() {
+            0 => Diagnostics::create(&out.join("diagnostics.jsonl"), start)?,
+            _ => Diagnostics::silent(start),
+        };
         let (lo, deepest) = global_bin_range(&integ, comm);
         diag.record(&StepReport {
             time: 0.0,
@@ -282,20 +298,26 @@ impl<'a> Run<'a> {
             wall_seconds: wall.elapsed().as_secs_f64(),
             conserved: Some(start),
         })?;
-        phases.time("kick", || integ.half_kick(&mut p, &timeline, &all));
+        let s0 = RunState {
+            p,
+            integ,
+            ti: 0,
+            step: 0,
+            force_evaluations: n_global,
+            start,
+            last: start,
+        };
+        if cfg.output.snapshot_every > 0 {
+            phases.time("snapshot", || write_series(out, 0, &s0, 0.0, comm))?;
+        }
+        let mut s0 = s0;
+        phases.time("kick", || s0.integ.half_kick(&mut s0.p, &timeline, &all));
         Ok(Self {
+            out: out.to_path_buf(),
             cfg,
             comm,
             timeline,
-            s: RunState {
-                p,
-                integ,
-                ti: 0,
-                step: 0,
-                force_evaluations: n_global,
-                start,
-                last: start,
-            },
+            s: s0,
             diag,
             wall,
             n_global,
@@ -313,10 +335,14 @@ impl<'a> Run<'a> {
         s: RunState,
         wall: Instant,
     ) -> Result<Self> {
-        let diag = Diagnostics::resume(&out.join("diagnostics.jsonl"), s.start, s.step)?;
+        let diag = match comm.rank() {
+            0 => Diagnostics::resume(&out.join("diagnostics.jsonl"), s.start, s.step)?,
+            _ => Diagnostics::silent(s.start),
+        };
         let n_global = global_count(s.p.len(), comm);
         let deepest = global_bin_range(&s.integ, comm).1;
         Ok(Self {
+            out: out.to_path_buf(),
             cfg,
             comm,
             timeline: cfg.time.timeline(),
@@ -371,6 +397,14 @@ impl<'a> Run<'a> {
             s.last = c;
             c
         });
+        // Snapshots at top steps, where every particle has had its closing kick.
+        let every = cfg.output.snapshot_every;
+        if every > 0 && next % top == 0 && (next / top) % every == 0 {
+            let number = (next / top / every) as usize;
+            phases.time("snapshot", || {
+                write_series(&self.out, number, s, tl.time(next), comm)
+            })?;
+        }
         if next < tl.ti_end {
             if cfg.time.stepping == Stepping::Block {
                 phases.time("timestep", || {
@@ -395,6 +429,31 @@ impl<'a> Run<'a> {
         })?;
         Ok(phases)
     }
+}
+
+/// Writes snapshot `number` of the run's series into `OUT/snapshots` with the accelerations
+/// and potentials of the last evaluation. Called only where every particle is synchronised.
+/// Collective.
+fn write_series(out: &Path, number: usize, s: &RunState, time: f64, comm: &dyn Comm) -> Result<()> {
+    let extras = SnapshotExtras {
+        acc: Some(&s.integ.acc),
+        pot: Some(&s.integ.pot),
+    };
+    let path = write_snapshot(comm, &out.join("snapshots"), number, &s.p, time, &extras)?;
+    tracing::debug!("snapshot {number} at t = {time}: {}", path.display());
+    Ok(())
+}
+
+/// The end-of-run pictures: `OUT/final.png` (surface density of the final snapshot) and
+/// `OUT/diagnostics.png` (energy error and time per phase).
+fn draw_pictures(out: &Path, final_snapshot: &Path) -> Result<()> {
+    let (p, time) = read_snapshot(&crate::comm::SingleProcess, final_snapshot)?;
+    let png = out.join("final.png");
+    crate::render::render(&p, time, &crate::render::RenderOptions::default(), &png)?;
+    let diag = out.join("diagnostics.png");
+    crate::render::plot_diagnostics(&out.join("diagnostics.jsonl"), &diag, 900)?;
+    tracing::info!("pictures: {} and {}", png.display(), diag.display());
+    Ok(())
 }
 
 /// The smallest and largest bin in use on any rank.

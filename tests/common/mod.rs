@@ -46,3 +46,31 @@ impl Drop for TempDir {
         let _ = std::fs::remove_dir_all(&self.0);
     }
 }
+
+/// Held while a test starts a child process or has an HDF5 file open for writing. The HDF5
+/// library opens files without close-on-exec and locks them (flock): a child started by one
+/// test while another test writes a file inherits that file, and its lock, for as long as the
+/// child runs, so that the writer's later reads of its own file fail with "unable to lock
+/// file". Never held across a child's whole run, only its start.
+static SPAWN_OR_WRITE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Runs `f` (which writes HDF5 files in this process) while no child process starts.
+pub fn writing_hdf5<T>(f: impl FnOnce() -> T) -> T {
+    let _guard = SPAWN_OR_WRITE.lock().unwrap_or_else(|e| e.into_inner());
+    f()
+}
+
+/// Runs `cmd` to completion and returns its output, started while no HDF5 file is open for
+/// writing in this process (see [`writing_hdf5`]).
+pub fn output(cmd: &mut std::process::Command) -> std::process::Output {
+    use std::process::Stdio;
+    let child = {
+        let _guard = SPAWN_OR_WRITE.lock().unwrap_or_else(|e| e.into_inner());
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start a child process")
+    };
+    child.wait_with_output().expect("wait for a child process")
+}

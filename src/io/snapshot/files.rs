@@ -1,0 +1,106 @@
+//! Snapshot file names, GADGET's: `snapshot_NNN.hdf5` for a one-file snapshot,
+//! `snapdir_NNN/snapshot_NNN.k.hdf5` (k = 0 … files − 1) for a set of several files.
+
+use crate::error::{Error, Result};
+use std::path::{Path, PathBuf};
+
+/// The file that rank `rank` of a `size`-rank job writes for snapshot `number` into `dir`:
+/// `dir/snapshot_NNN.hdf5` for one rank, else `dir/snapdir_NNN/snapshot_NNN.rank.hdf5`.
+pub fn snapshot_path(dir: &Path, number: usize, rank: usize, size: usize) -> PathBuf {
+    if size == 1 {
+        dir.join(format!("snapshot_{number:03}.hdf5"))
+    } else {
+        dir.join(format!("snapdir_{number:03}"))
+            .join(format!("snapshot_{number:03}.{rank}.hdf5"))
+    }
+}
+
+/// The file to open first for the snapshot that `path` names: `path` itself when it is a
+/// file, or the one `*.0.hdf5` file of a snapshot directory.
+pub(super) fn first_file(path: &Path) -> Result<PathBuf> {
+    let meta = std::fs::metadata(path).map_err(|e| Error::io(path, format!("cannot read: {e}")))?;
+    if !meta.is_dir() {
+        return Ok(path.to_path_buf());
+    }
+    let entries =
+        std::fs::read_dir(path).map_err(|e| Error::io(path, format!("cannot read: {e}")))?;
+    let mut firsts: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.to_str().is_some_and(|s| s.ends_with(".0.hdf5")))
+        .collect();
+    firsts.sort();
+    match firsts.len() {
+        1 => Ok(firsts.remove(0)),
+        0 => Err(Error::io(
+            path,
+            "no snapshot in this directory (no file named *.0.hdf5)",
+        )),
+        _ => Err(Error::io(
+            path,
+            format!(
+                "{} snapshots in this directory (files *.0.hdf5); name one of their files",
+                firsts.len()
+            ),
+        )),
+    }
+}
+
+/// The `files` files of the set that `first` belongs to, in order: `first` alone when
+/// `files == 1`, else `base.0.hdf5` … `base.{files-1}.hdf5` next to `first`, whose name must
+/// be `base.k.hdf5`.
+pub(super) fn set_members(first: &Path, files: usize) -> Result<Vec<PathBuf>> {
+    if files == 1 {
+        return Ok(vec![first.to_path_buf()]);
+    }
+    let name = first.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    let base = name
+        .strip_suffix(".hdf5")
+        .and_then(|s| s.rsplit_once('.'))
+        .filter(|(_, k)| !k.is_empty() && k.bytes().all(|b| b.is_ascii_digit()))
+        .map(|(base, _)| base)
+        .ok_or_else(|| {
+            Error::io(
+                first,
+                format!(
+                    "/Header NumFilesPerSnapshot = {files}, but the file name is not of the \
+                     form BASE.K.hdf5 that names the files of a set"
+                ),
+            )
+        })?;
+    Ok((0..files)
+        .map(|k| first.with_file_name(format!("{base}.{k}.hdf5")))
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gadget_names() {
+        let d = Path::new("out");
+        assert_eq!(snapshot_path(d, 7, 0, 1), d.join("snapshot_007.hdf5"));
+        assert_eq!(
+            snapshot_path(d, 12, 3, 4),
+            d.join("snapdir_012/snapshot_012.3.hdf5")
+        );
+        assert_eq!(snapshot_path(d, 1234, 0, 1), d.join("snapshot_1234.hdf5"));
+    }
+
+    #[test]
+    fn members_of_a_set() {
+        let f = Path::new("s/snapshot_003.1.hdf5");
+        assert_eq!(
+            set_members(f, 3).unwrap(),
+            [
+                "s/snapshot_003.0.hdf5",
+                "s/snapshot_003.1.hdf5",
+                "s/snapshot_003.2.hdf5"
+            ]
+            .map(PathBuf::from)
+        );
+        assert_eq!(set_members(f, 1).unwrap(), vec![f.to_path_buf()]);
+        let err = set_members(Path::new("s/snapshot_003.hdf5"), 2).unwrap_err();
+        assert!(err.message.contains("NumFilesPerSnapshot = 2"), "{err}");
+    }
+}

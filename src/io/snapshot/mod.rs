@@ -1,0 +1,38 @@
+//! HDF5 snapshots in the layout of GADGET-4, so that the analysis tools written for GADGET
+//! (h5py scripts, yt, pynbody) read hinoki's output, and hinoki starts from GADGET's files.
+//!
+//! A snapshot is one HDF5 file per rank. A one-rank job writes `dir/snapshot_NNN.hdf5`; a job
+//! of R > 1 ranks writes `dir/snapdir_NNN/snapshot_NNN.r.hdf5` for r = 0 … R−1 (GADGET's
+//! names; NNN is the snapshot number, at least three digits). Each file holds:
+//!
+//! | object | content (type, shape) |
+//! |---|---|
+//! | `/Header` attributes | `NumPart_ThisFile` (u64 × 6), `NumPart_Total` (u64 × 6, the full count), `NumPart_Total_HighWord` (u32 × 6, zero: the totals are already 64-bit), `MassTable` (f64 × 6, zero: masses are per particle), `Time` (f64), `Redshift` (f64, 0), `BoxSize` (f64, 0: open boundaries), `NumFilesPerSnapshot` (i32), `Omega0` (f64, 0), `OmegaLambda` (f64, 0), `HubbleParam` (f64, 1) |
+//! | `/PartType1/Coordinates` | positions, f64 × (n, 3), length units |
+//! | `/PartType1/Velocities` | velocities, f64 × (n, 3), length / time units |
+//! | `/PartType1/ParticleIDs` | ids, u64 × n |
+//! | `/PartType1/Masses` | masses, f64 × n, mass units |
+//! | `/PartType1/Acceleration` | optional, f64 × (n, 3), length / time² units |
+//! | `/PartType1/Potential` | optional, f64 × n, (length / time)² units, per unit mass |
+//! | `/Config` attributes | `Code` ("hinoki"), `Version` (of the hinoki that wrote it) |
+//!
+//! The particles are GADGET's type 1 (collisionless "halo" particles); a file whose rank has no
+//! particles has no `/PartType1` group, as in GADGET. Units are those of the run (N-body units,
+//! G = 1, by default). Every file is written to a temporary name and renamed
+//! ([`crate::io::atomic::replace_atomic`]).
+//!
+//! Reading accepts what GADGET-2, -3 and -4 write: coordinates and velocities in float32 or
+//! float64, ids as u32 or u64, particle counts as 32- or 64-bit integers, `Masses` absent when
+//! `MassTable[1] > 0`. Only type 1 is read. A set of several files is read by any number of
+//! ranks: each takes a contiguous share of the particles in file order.
+
+mod files;
+mod header;
+mod read;
+#[cfg(test)]
+mod tests;
+mod write;
+
+pub use files::snapshot_path;
+pub use read::read_snapshot;
+pub use write::{write_snapshot, write_snapshot_file, SnapshotExtras};

@@ -1,0 +1,295 @@
+//! Reading a snapshot (one file or a set of files, hinoki's or GADGET's) onto any number of
+//! ranks.
+
+use super::files::{first_file, set_members};
+use super::header::{Header, HALO};
+use crate::comm::Comm;
+use crate::error::{Error, Result};
+use crate::particles::Particles;
+use glam::DVec3;
+use std::ops::Range;
+use std::path::Path;
+
+/// Rows read from a dataset at a time (bounds the temporary memory: 24 MiB of vectors).
+const CHUNK: usize = 1 << 20;
+
+/// Reads a snapshot (one file, or a multi-file set given by any of its files or its
+/// snapdir), GADGET's or hinoki's, and returns this rank's share: a contiguous 1/size of the
+/// particles in file order (so any rank count can read any file count), plus the header time.
+///
+/// Only `/PartType1` is read (a warning names what other types hold). Collective: every rank
+/// calls it, and all fail when one does. Errors are one line naming the file and the dataset
+/// or attribute: not an HDF5 file, a missing group, dataset or attribute, a wrong shape, counts
+/// that disagree between header and datasets, or values that are not finite (positions,
+/// velocities, masses) or negative (masses). A rank's share passes [`Particles::validate`];
+/// it may be empty when there are fewer particles than ranks.
+pub fn read_snapshot(comm: &dyn Comm, path: &Path) -> Result<(Particles, f64)> {
+    let read = read_share(comm.rank(), comm.size(), path);
+    let mut failed = [u64::from(read.is_err())];
+    comm.allreduce_sum_u64(&mut failed);
+    let (p, time) = read?;
+    if failed[0] > 0 {
+        return Err(Error::io(
+            path,
+            format!(
+                "{} of {} ranks could not read their part of the snapshot",
+                failed[0],
+                comm.size()
+            ),
+        ));
+    }
+    Ok((p, time))
+}
+
+/// Particles `[N rank / size, N (rank + 1) / size)` of the snapshot at `path`, and its time.
+pub(super) fn read_share(rank: usize, size: usize, path: &Path) -> Result<(Particles, f64)> {
+    let first = first_file(path)?;
+    let header = Header::read(&open(&first)?, &first)?;
+    let files = set_members(&first, header.files)?;
+    let mut headers = Vec::with_capacity(files.len());
+    for f in &files {
+        let h = if *f == first {
+            header.clone()
+        } else {
+            Header::read(&open(f)?, f)?
+        };
+        if h.files != header.files {
+            return Err(Error::io(
+                f,
+                format!(
+                    "/Header NumFilesPerSnapshot = {} but {} says {}",
+                    h.files,
+                    first.display(),
+                    header.files
+                ),
+            ));
+        }
+        headers.push(h);
+    }
+    let counts: Vec<u64> = headers.iter().map(|h| h.this_file[HALO]).collect();
+    let total: u64 = counts.iter().sum();
+    check_total(&first, &header, total)?;
+    if rank == 0 {
+        warn_other_types(path, &headers);
+    }
+
+    let share = share(total, rank, size);
+    let mut p = Particles::with_capacity((share.end - share.start) as usize);
+    let mut offset = 0u64;
+    for ((f, h), &n) in files.iter().zip(&headers).zip(&counts) {
+        let rows = share.start.max(offset)..share.end.min(offset + n);
+        if rows.start < rows.end {
+            let local = (rows.start - offset) as usize..(rows.end - offset) as usize;
+            read_rows(&open(f)?, f, h, local, &mut p)?;
+        }
+        offset += n;
+    }
+    if !p.is_empty() {
+        p.validate()
+            .map_err(|e| Error::input(format!("{}: {e}", path.display())))?;
+    }
+    Ok((p, header.time))
+}
+
+/// Opens an HDF5 file for reading; the error says when it is not one.
+fn open(path: &Path) -> Result<hdf5::File> {
+    std::fs::metadata(path).map_err(|e| Error::io(path, format!("cannot read: {e}")))?;
+    hdf5::File::open(path).map_err(|e| {
+        Error::io(
+            path,
+            format!("not a readable HDF5 file ({})", first_line(&e.to_string())),
+        )
+    })
+}
+
+/// The first line of a library message.
+fn first_line(s: &str) -> &str {
+    s.lines().next().unwrap_or("")
+}
+
+/// The files must hold the particles the header announces, and some.
+fn check_total(first: &Path, header: &Header, total: u64) -> Result<()> {
+    if total == 0 {
+        return Err(Error::input(format!(
+            "{}: the snapshot holds no PartType1 particles (NumPart_ThisFile[1] = 0 in every \
+             file)",
+            first.display()
+        )));
+    }
+    if header.total[HALO] != total {
+        return Err(Error::io(
+            first,
+            format!(
+                "/Header NumPart_Total[1] = {} but the files hold {total} PartType1 particles \
+                 (is a file of the set missing or from another snapshot?)",
+                header.total[HALO]
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Says (once) how many particles of types other than 1 the snapshot holds and hinoki skips.
+fn warn_other_types(path: &Path, headers: &[Header]) {
+    let skipped: u64 = headers
+        .iter()
+        .flat_map(|h| h.this_file.iter().enumerate())
+        .filter(|(t, _)| *t != HALO)
+        .map(|(_, n)| n)
+        .sum();
+    if skipped > 0 {
+        tracing::warn!(
+            "{}: only PartType1 is read; {skipped} particles of other types are ignored",
+            path.display()
+        );
+    }
+}
+
+/// The particles rank `rank` of `size` takes of `total`: a contiguous range, the ranges of all
+/// ranks in rank order covering `0..total` with sizes differing by at most one.
+fn share(total: u64, rank: usize, size: usize) -> Range<u64> {
+    let at = |r: usize| (u128::from(total) * r as u128 / size as u128) as u64;
+    at(rank)..at(rank + 1)
+}
+
+/// Appends rows `rows` of `/PartType1` of the file `path` (open as `file`) to `p`.
+fn read_rows(
+    file: &hdf5::File,
+    path: &Path,
+    header: &Header,
+    rows: Range<usize>,
+    p: &mut Particles,
+) -> Result<()> {
+    let n = header.this_file[HALO] as usize;
+    let group = file.group("PartType1").map_err(|_| {
+        Error::io(
+            path,
+            format!("missing group /PartType1 (NumPart_ThisFile[1] = {n})"),
+        )
+    })?;
+    let data = Datasets {
+        group: &group,
+        path,
+        n,
+    };
+    data.vectors("Coordinates", &rows, &mut p.pos)?;
+    data.vectors("Velocities", &rows, &mut p.vel)?;
+    data.scalars("ParticleIDs", &rows, &mut p.id, None)?;
+    let table = header.mass_table[HALO];
+    if table > 0.0 {
+        p.mass.resize(p.mass.len() + rows.len(), table);
+    } else if !group.link_exists("Masses") {
+        return Err(Error::io(
+            path,
+            "missing dataset /PartType1/Masses (needed because MassTable[1] = 0)",
+        ));
+    } else {
+        let valid = |m: f64| m.is_finite() && m >= 0.0;
+        data.scalars(
+            "Masses",
+            &rows,
+            &mut p.mass,
+            Some((&valid, "finite and >= 0")),
+        )?;
+    }
+    Ok(())
+}
+
+/// The datasets of one file's `/PartType1`, which hold `n` particles each.
+struct Datasets<'a> {
+    group: &'a hdf5::Group,
+    path: &'a Path,
+    n: usize,
+}
+
+impl Datasets<'_> {
+    /// Opens `/PartType1/name` and checks that its shape is `shape`.
+    fn open(&self, name: &str, shape: &[usize]) -> Result<hdf5::Dataset> {
+        let ds = self
+            .group
+            .dataset(name)
+            .map_err(|_| Error::io(self.path, format!("missing dataset /PartType1/{name}")))?;
+        if ds.shape() != shape {
+            return Err(Error::io(
+                self.path,
+                format!(
+                    "/PartType1/{name} has shape {:?}, expected {shape:?} \
+                     (NumPart_ThisFile[1] = {})",
+                    ds.shape(),
+                    self.n
+                ),
+            ));
+        }
+        Ok(ds)
+    }
+
+    /// The error for a dataset the library cannot read (or convert).
+    fn unreadable(&self, name: &str, e: hdf5::Error) -> Error {
+        Error::io(
+            self.path,
+            format!(
+                "cannot read /PartType1/{name}: {}",
+                first_line(&e.to_string())
+            ),
+        )
+    }
+
+    /// Appends rows `rows` of the (n, 3) dataset `name`, as float64, which must be finite.
+    fn vectors(&self, name: &str, rows: &Range<usize>, out: &mut Vec<DVec3>) -> Result<()> {
+        let ds = self.open(name, &[self.n, 3])?;
+        for a in rows.clone().step_by(CHUNK) {
+            let b = (a + CHUNK).min(rows.end);
+            let block = ds
+                .read_slice_2d::<f64, _>((a..b, ..))
+                .map_err(|e| self.unreadable(name, e))?;
+            let flat = block.as_slice().expect("a fresh array is contiguous");
+            let start = out.len();
+            out.extend(flat.chunks_exact(3).map(DVec3::from_slice));
+            if let Some(k) = out[start..].iter().position(|v| !v.is_finite()) {
+                return Err(Error::io(
+                    self.path,
+                    format!(
+                        "/PartType1/{name} row {} is not finite: {:?}",
+                        a + k,
+                        out[start + k].to_array()
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Appends rows `rows` of the n-element dataset `name`; with `rule` = (test, what it
+    /// requires), each value must pass the test.
+    fn scalars<T: hdf5::H5Type + Copy + std::fmt::Display>(
+        &self,
+        name: &str,
+        rows: &Range<usize>,
+        out: &mut Vec<T>,
+        rule: Option<(&dyn Fn(T) -> bool, &str)>,
+    ) -> Result<()> {
+        let ds = self.open(name, &[self.n])?;
+        for a in rows.clone().step_by(CHUNK) {
+            let b = (a + CHUNK).min(rows.end);
+            let block = ds
+                .read_slice_1d::<T, _>(a..b)
+                .map_err(|e| self.unreadable(name, e))?;
+            let start = out.len();
+            out.extend(block.iter().copied());
+            let Some((ok, required)) = rule else {
+                continue;
+            };
+            if let Some(k) = out[start..].iter().position(|&x| !ok(x)) {
+                return Err(Error::io(
+                    self.path,
+                    format!(
+                        "/PartType1/{name} row {} holds {} (must be {required})",
+                        a + k,
+                        out[start + k]
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+}

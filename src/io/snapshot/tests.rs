@@ -1,0 +1,474 @@
+//! Round trips, GADGET-made files, file sets read by several ranks, and every refusal.
+
+use super::header::{Header, TYPES};
+use super::read::read_share;
+use super::write::write_one;
+use super::*;
+use crate::comm::SingleProcess;
+use crate::error::ErrorKind;
+use crate::io::testdir::TestDir;
+use crate::particles::Particles;
+use glam::DVec3;
+use std::path::{Path, PathBuf};
+
+/// `n` particles with values that f32 could not hold and ids that u32 could not.
+fn sample(n: usize) -> Particles {
+    let mut p = Particles::with_capacity(n);
+    for i in 0..n {
+        let x = i as f64;
+        p.push(
+            DVec3::new(x.sin(), x.cos() * 1e-300, -x / 3.0),
+            DVec3::new(1.0 / (x + 1.0), -0.0, x * 1e10),
+            (1.0 + x) / 7.0,
+            1_000_000_007 * i as u64 + u64::MAX / 2,
+        );
+    }
+    p
+}
+
+fn bits(v: &[DVec3]) -> Vec<[u64; 3]> {
+    v.iter().map(|x| x.to_array().map(f64::to_bits)).collect()
+}
+
+fn assert_same(a: &Particles, b: &Particles) {
+    assert_eq!(a.id, b.id);
+    assert_eq!(bits(&a.pos), bits(&b.pos));
+    assert_eq!(bits(&a.vel), bits(&b.vel));
+    let m = |p: &Particles| p.mass.iter().map(|m| m.to_bits()).collect::<Vec<_>>();
+    assert_eq!(m(a), m(b));
+}
+
+/// The error `read_snapshot` gives for `path`, checked to be one line naming `names`.
+fn read_err(path: &Path, names: &Path) -> crate::error::Error {
+    let err = read_snapshot(&SingleProcess, path).unwrap_err();
+    assert!(
+        err.message.starts_with(&names.display().to_string()),
+        "{err}"
+    );
+    assert!(!err.message.contains('\n'), "{err}");
+    err
+}
+
+#[test]
+fn round_trip_is_bit_exact_with_extras() {
+    let dir = TestDir::new("snap-roundtrip");
+    // More rows than one read chunk, and a last partial chunk.
+    for n in [1, (1 << 20) + 3] {
+        let p = sample(n);
+        let acc: Vec<DVec3> = p.pos.iter().map(|x| -*x * 2.0).collect();
+        let pot: Vec<f64> = p.mass.iter().map(|m| -m).collect();
+        let extras = SnapshotExtras {
+            acc: Some(&acc),
+            pot: Some(&pot),
+        };
+        let path = write_snapshot(&SingleProcess, dir.path(), 5, &p, 2.75, &extras).unwrap();
+        assert_eq!(path, dir.path().join("snapshot_005.hdf5"));
+        let (q, t) = read_snapshot(&SingleProcess, &path).unwrap();
+        assert_eq!(t, 2.75);
+        assert_same(&p, &q);
+        let f = hdf5::File::open(&path).unwrap();
+        let g = f.group("PartType1").unwrap();
+        let a = g
+            .dataset("Acceleration")
+            .unwrap()
+            .read_raw::<f64>()
+            .unwrap();
+        assert_eq!(a, bytemuck::cast_slice::<DVec3, f64>(&acc));
+        assert_eq!(
+            g.dataset("Potential").unwrap().read_raw::<f64>().unwrap(),
+            pot
+        );
+    }
+    assert_eq!(dir.entries(), vec!["snapshot_005.hdf5"]);
+}
+
+#[test]
+fn header_has_gadget4_types_and_lengths() {
+    use hdf5::types::{FloatSize, IntSize, TypeDescriptor as T};
+    let dir = TestDir::new("snap-header");
+    let p = sample(10);
+    let path = write_snapshot(&SingleProcess, dir.path(), 0, &p, 0.5, &Default::default()).unwrap();
+    let f = hdf5::File::open(&path).unwrap();
+    let h = f.group("Header").unwrap();
+    let u64x6 = (T::Unsigned(IntSize::U8), vec![TYPES]);
+    let f64x1 = (T::Float(FloatSize::U8), vec![]);
+    for (name, (ty, shape)) in [
+        ("NumPart_ThisFile", u64x6.clone()),
+        ("NumPart_Total", u64x6),
+        (
+            "NumPart_Total_HighWord",
+            (T::Unsigned(IntSize::U4), vec![TYPES]),
+        ),
+        ("MassTable", (T::Float(FloatSize::U8), vec![TYPES])),
+        ("Time", f64x1.clone()),
+        ("Redshift", f64x1.clone()),
+        ("BoxSize", f64x1.clone()),
+        ("NumFilesPerSnapshot", (T::Integer(IntSize::U4), vec![])),
+        ("Omega0", f64x1.clone()),
+        ("OmegaLambda", f64x1.clone()),
+        ("HubbleParam", f64x1),
+    ] {
+        let a = h.attr(name).unwrap();
+        assert_eq!(a.dtype().unwrap().to_descriptor().unwrap(), ty, "{name}");
+        assert_eq!(a.shape(), shape, "{name}");
+    }
+    let n = |name: &str| h.attr(name).unwrap().read_raw::<u64>().unwrap();
+    assert_eq!(n("NumPart_ThisFile"), [0, 10, 0, 0, 0, 0]);
+    assert_eq!(n("NumPart_Total"), [0, 10, 0, 0, 0, 0]);
+    assert_eq!(h.attr("Time").unwrap().read_scalar::<f64>().unwrap(), 0.5);
+    let code = f.group("Config").unwrap().attr("Code").unwrap();
+    let code: hdf5::types::VarLenUnicode = code.read_scalar().unwrap();
+    assert_eq!(code.as_str(), "hinoki");
+}
+
+/// Writes a file the way GADGET-2/3 does (32-bit counts, float32 vectors, u32 ids, the mass in
+/// the table, no Masses) with gas particles (type 0) that hinoki must skip.
+fn gadget_file(path: &Path, files: i32, this: u32, total: u32, first_id: u32) {
+    let f = hdf5::File::create(path).unwrap();
+    let h = f.create_group("Header").unwrap();
+    let attr_u32 = |name: &str, v: [u32; 6]| {
+        h.new_attr::<u32>()
+            .shape(6)
+            .create(name)
+            .unwrap()
+            .write_raw(&v)
+            .unwrap();
+    };
+    attr_u32("NumPart_ThisFile", [2, this, 0, 0, 0, 0]);
+    attr_u32("NumPart_Total", [2 * files as u32, total, 0, 0, 0, 0]);
+    attr_u32("NumPart_Total_HighWord", [0; 6]);
+    let table = [0.0, 0.25, 0.0, 0.0, 0.0, 0.0];
+    h.new_attr::<f64>()
+        .shape(6)
+        .create("MassTable")
+        .unwrap()
+        .write_raw(&table)
+        .unwrap();
+    h.new_attr::<f64>()
+        .create("Time")
+        .unwrap()
+        .write_scalar(&1.5)
+        .unwrap();
+    h.new_attr::<i32>()
+        .create("NumFilesPerSnapshot")
+        .unwrap()
+        .write_scalar(&files)
+        .unwrap();
+    let g0 = f.create_group("PartType0").unwrap();
+    g0.new_dataset::<f32>()
+        .shape((2, 3))
+        .create("Coordinates")
+        .unwrap()
+        .write_raw(&[9.0f32; 6])
+        .unwrap();
+    let g = f.create_group("PartType1").unwrap();
+    let n = this as usize;
+    let pos: Vec<f32> = (0..3 * n).map(|k| k as f32 * 0.5).collect();
+    let vel: Vec<f32> = (0..3 * n).map(|k| -(k as f32)).collect();
+    let ids: Vec<u32> = (0..this).map(|k| first_id + k).collect();
+    g.new_dataset::<f32>()
+        .shape((n, 3))
+        .create("Coordinates")
+        .unwrap()
+        .write_raw(&pos)
+        .unwrap();
+    g.new_dataset::<f32>()
+        .shape((n, 3))
+        .create("Velocities")
+        .unwrap()
+        .write_raw(&vel)
+        .unwrap();
+    g.new_dataset::<u32>()
+        .shape(n)
+        .create("ParticleIDs")
+        .unwrap()
+        .write_raw(&ids)
+        .unwrap();
+}
+
+#[test]
+fn reads_a_gadget_file_with_float32_u32_ids_and_table_mass() {
+    let dir = TestDir::new("snap-gadget");
+    let path = dir.path().join("snap_010.hdf5");
+    gadget_file(&path, 1, 4, 4, 100);
+    let (p, t) = read_snapshot(&SingleProcess, &path).unwrap();
+    assert_eq!(t, 1.5);
+    assert_eq!(p.id, [100, 101, 102, 103]);
+    assert_eq!(p.mass, [0.25; 4]);
+    assert_eq!(p.pos[1], DVec3::new(1.5, 2.0, 2.5));
+    assert_eq!(p.vel[3], DVec3::new(-9.0, -10.0, -11.0));
+}
+
+#[test]
+fn gadget_file_set_is_read_by_any_rank_count() {
+    let dir = TestDir::new("snap-gadget-set");
+    let snapdir = dir.path().join("snapdir_002");
+    std::fs::create_dir(&snapdir).unwrap();
+    let file = |k: usize| snapdir.join(format!("snapshot_002.{k}.hdf5"));
+    gadget_file(&file(0), 3, 3, 7, 0);
+    gadget_file(&file(1), 3, 0, 7, 3);
+    gadget_file(&file(2), 3, 4, 7, 3);
+    // Through the directory or any of its files.
+    for path in [snapdir.clone(), file(0), file(2)] {
+        let (p, _) = read_snapshot(&SingleProcess, &path).unwrap();
+        assert_eq!(p.id, (0..7).collect::<Vec<u64>>(), "{}", path.display());
+    }
+    for size in [2, 3, 5, 8] {
+        let ids: Vec<Vec<u64>> = (0..size)
+            .map(|r| read_share(r, size, &snapdir).unwrap().0.id)
+            .collect();
+        let lens: Vec<usize> = ids.iter().map(Vec::len).collect();
+        assert!(
+            lens.iter().max().unwrap() - lens.iter().min().unwrap() <= 1,
+            "{lens:?}"
+        );
+        assert_eq!(ids.concat(), (0..7).collect::<Vec<u64>>(), "{size} ranks");
+    }
+}
+
+/// Writes `p` as a `files`-file hinoki snapshot, the way `files` ranks would.
+fn hinoki_set(dir: &Path, p: &Particles, files: usize) -> Vec<PathBuf> {
+    (0..files)
+        .map(|r| {
+            let part = r * p.len() / files..(r + 1) * p.len() / files;
+            let mut q = Particles::default();
+            for i in part {
+                q.push(p.pos[i], p.vel[i], p.mass[i], p.id[i]);
+            }
+            let path = snapshot_path(dir, 1, r, files);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            let h = Header::hinoki(q.len() as u64, p.len() as u64, 3.0, files);
+            write_one(&path, &h, &q, &Default::default()).unwrap();
+            path
+        })
+        .collect()
+}
+
+#[test]
+fn two_rank_set_round_trips_on_one_rank() {
+    let dir = TestDir::new("snap-set");
+    let p = sample(1001);
+    let paths = hinoki_set(dir.path(), &p, 2);
+    assert_eq!(paths[1], dir.path().join("snapdir_001/snapshot_001.1.hdf5"));
+    let (q, t) = read_snapshot(&SingleProcess, &paths[1]).unwrap();
+    assert_eq!(t, 3.0);
+    assert_same(&p, &q);
+}
+
+#[test]
+fn missing_member_or_mismatched_counts_are_refused() {
+    let dir = TestDir::new("snap-set-bad");
+    let p = sample(30);
+    let paths = hinoki_set(dir.path(), &p, 3);
+    std::fs::rename(&paths[2], dir.path().join("moved.hdf5")).unwrap();
+    let err = read_err(&paths[0], &paths[2]);
+    assert!(err.message.contains("cannot read"), "{err}");
+    // A member from another snapshot: the total disagrees with the header's.
+    let other = sample(5);
+    let h = Header::hinoki(5, 15, 3.0, 3);
+    write_one(&paths[2], &h, &other, &Default::default()).unwrap();
+    let err = read_err(&paths[0], &paths[0]);
+    assert!(err.message.contains("NumPart_Total[1] = 30"), "{err}");
+}
+
+/// A good one-file snapshot of 8 particles, for the tests that then break it.
+fn good(dir: &TestDir) -> PathBuf {
+    write_snapshot(
+        &SingleProcess,
+        dir.path(),
+        0,
+        &sample(8),
+        0.0,
+        &Default::default(),
+    )
+    .unwrap()
+}
+
+#[test]
+fn missing_dataset_group_or_attribute() {
+    let dir = TestDir::new("snap-missing");
+    for (object, expect) in [
+        (
+            "PartType1/Velocities",
+            "missing dataset /PartType1/Velocities",
+        ),
+        (
+            "PartType1/ParticleIDs",
+            "missing dataset /PartType1/ParticleIDs",
+        ),
+        ("PartType1/Masses", "missing dataset /PartType1/Masses"),
+        ("PartType1", "missing group /PartType1"),
+        ("Header", "no /Header group"),
+    ] {
+        let path = good(&dir);
+        hdf5::File::open_rw(&path).unwrap().unlink(object).unwrap();
+        let err = read_err(&path, &path);
+        assert!(err.message.contains(expect), "{object}: {err}");
+    }
+    let path = good(&dir);
+    hdf5::File::open_rw(&path)
+        .unwrap()
+        .group("Header")
+        .unwrap()
+        .delete_attr("Time")
+        .unwrap();
+    assert!(read_err(&path, &path)
+        .message
+        .contains("missing /Header attribute Time"));
+}
+
+/// Replaces dataset `name` of `/PartType1` with `values` in `shape`.
+fn replace<T: hdf5::H5Type>(path: &Path, name: &str, shape: &[usize], values: &[T]) {
+    let f = hdf5::File::open_rw(path).unwrap();
+    let g = f.group("PartType1").unwrap();
+    g.unlink(name).unwrap();
+    g.new_dataset::<T>()
+        .shape(shape)
+        .create(name)
+        .unwrap()
+        .write_raw(values)
+        .unwrap();
+}
+
+#[test]
+fn wrong_shapes_and_invalid_values() {
+    let dir = TestDir::new("snap-values");
+    let path = good(&dir);
+    replace(&path, "Coordinates", &[7, 3], &[0.0f64; 21]);
+    let err = read_err(&path, &path);
+    assert!(
+        err.message
+            .contains("/PartType1/Coordinates has shape [7, 3], expected [8, 3]"),
+        "{err}"
+    );
+    let path = good(&dir);
+    replace(&path, "Velocities", &[24], &[0.0f64; 24]);
+    assert!(read_err(&path, &path)
+        .message
+        .contains("Velocities has shape [24]"));
+
+    let path = good(&dir);
+    let mut pos = [0.5f32; 24];
+    pos[3 * 5 + 1] = f32::NAN;
+    replace(&path, "Coordinates", &[8, 3], &pos);
+    let err = read_err(&path, &path);
+    assert!(
+        err.message
+            .contains("/PartType1/Coordinates row 5 is not finite"),
+        "{err}"
+    );
+    let path = good(&dir);
+    let mut m = [0.1f64; 8];
+    m[6] = -1.0;
+    replace(&path, "Masses", &[8], &m);
+    let err = read_err(&path, &path);
+    assert!(
+        err.message.contains("/PartType1/Masses row 6 holds -1"),
+        "{err}"
+    );
+    let path = good(&dir);
+    replace(&path, "Masses", &[8], &[0.0f64; 8]);
+    assert!(read_err(&path, &path)
+        .message
+        .contains("total mass is zero"));
+}
+
+#[test]
+fn not_hdf5_missing_file_and_empty_snapshot() {
+    let dir = TestDir::new("snap-nothdf5");
+    let path = dir.path().join("text.hdf5");
+    std::fs::write(&path, "not HDF5 at all").unwrap();
+    let err = read_err(&path, &path);
+    assert_eq!(err.kind, ErrorKind::Io);
+    assert!(err.message.contains("not a readable HDF5 file"), "{err}");
+    let missing = dir.path().join("nope.hdf5");
+    assert!(read_err(&missing, &missing).message.contains("cannot read"));
+    let err = read_err(dir.path(), dir.path());
+    assert!(
+        err.message.contains("no snapshot in this directory"),
+        "{err}"
+    );
+
+    let empty = write_snapshot(
+        &SingleProcess,
+        dir.path(),
+        9,
+        &Particles::default(),
+        0.0,
+        &Default::default(),
+    )
+    .unwrap();
+    let err = read_err(&empty, &empty);
+    assert!(err.message.contains("no PartType1 particles"), "{err}");
+}
+
+#[test]
+fn unequal_arrays_are_not_written_and_old_file_survives() {
+    let dir = TestDir::new("snap-unequal");
+    let path = good(&dir);
+    let before = std::fs::read(&path).unwrap();
+    let mut p = sample(8);
+    p.id.pop();
+    let err =
+        write_snapshot(&SingleProcess, dir.path(), 0, &p, 1.0, &Default::default()).unwrap_err();
+    assert!(err.message.contains("7 ids"), "{err}");
+    let pot = [0.0; 3];
+    let extras = SnapshotExtras {
+        acc: None,
+        pot: Some(&pot),
+    };
+    let err = write_snapshot(&SingleProcess, dir.path(), 0, &sample(8), 1.0, &extras).unwrap_err();
+    assert!(err.message.contains("3 potentials"), "{err}");
+    assert_eq!(std::fs::read(&path).unwrap(), before);
+    assert_eq!(dir.entries(), vec!["snapshot_000.hdf5"]);
+}
+
+#[test]
+fn missing_directory_is_made_and_unusable_one_is_a_clear_error() {
+    let dir = TestDir::new("snap-nodir");
+    let nested = dir.path().join("run").join("out");
+    let path = write_snapshot(
+        &SingleProcess,
+        &nested,
+        0,
+        &sample(3),
+        0.0,
+        &Default::default(),
+    )
+    .unwrap();
+    assert_eq!(path, nested.join("snapshot_000.hdf5"));
+    std::fs::write(dir.path().join("file"), b"").unwrap();
+    let blocked = dir.path().join("file").join("out");
+    let err = write_snapshot(
+        &SingleProcess,
+        &blocked,
+        0,
+        &sample(3),
+        0.0,
+        &Default::default(),
+    )
+    .unwrap_err();
+    assert!(
+        err.message.contains("cannot create the snapshot directory"),
+        "{err}"
+    );
+    assert!(!err.message.contains('\n'), "{err}");
+    let missing = dir.path().join("no-such-dir").join("ics.hdf5");
+    let err = write_snapshot_file(&missing, &sample(3), 0.0).unwrap_err();
+    assert!(
+        err.message.starts_with(&missing.display().to_string()),
+        "{err}"
+    );
+    assert_eq!(dir.entries(), vec!["file", "run"]);
+}
+
+#[test]
+fn single_file_under_any_name() {
+    let dir = TestDir::new("snap-file");
+    let path = dir.path().join("plummer.hdf5");
+    let p = sample(20);
+    write_snapshot_file(&path, &p, 0.25).unwrap();
+    let (q, t) = read_snapshot(&SingleProcess, &path).unwrap();
+    assert_eq!(t, 0.25);
+    assert_same(&p, &q);
+}

@@ -1,0 +1,15 @@
+//! Pictures: `hinoki render` (a snapshot's projected surface density, [`map`]) and
+//! `hinoki plot` (a run's energy error and time per phase, [`diagnostics`]).
+//!
+//! Drawing goes through plotters into memory with the embedded DejaVu Sans (`font.rs`), so the
+//! pictures look the same on every machine; files are written atomically (`picture.rs`).
+
+pub mod density;
+pub mod diagnostics;
+mod font;
+pub mod map;
+mod picture;
+
+pub use density::Axis;
+pub use diagnostics::plot_diagnostics;
+pub use map::{render, RenderOptions};
