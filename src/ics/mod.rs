@@ -18,13 +18,16 @@
 //! several components), one file per model family.
 
 mod compose;
+mod disk;
 mod eddington;
 mod figure_eight;
+mod galaxy;
 mod hernquist;
 mod nfw;
 mod plummer;
 mod sampling;
 mod spherical;
+mod spheroid;
 mod uniform;
 
 use crate::error::{Error, Result};
@@ -64,10 +67,16 @@ pub enum Model {
     /// Random bodies (seed 002): positions uniform in the unit ball, velocities uniform in the
     /// ball of radius 1 (2K/|W| = 1 on average), total mass 1, G = 1.
     RandomBodies,
+    /// Stand-in for the M31 model of seed 003: exponential disk (3.66, scale length 5.4, scale
+    /// height 0.6, Toomre Q = 1.5, epicyclic velocities), Hernquist bulge (3.24, scale 0.61) and
+    /// NFW halo (81.1 inside 76.3, scale 7.63), equal-mass particles; G = 1 with lengths in
+    /// kpc and masses in 10¹⁰ M☉ (velocities in 207.4 km/s, times in 4.715 Myr); disk in the
+    /// plane z = 0, total mass 88.0.
+    DiskGalaxy,
 }
 
 /// Every model, in the order of [`Model::NAMES`].
-const ALL: [Model; 8] = [
+const ALL: [Model; 9] = [
     Model::Plummer,
     Model::Hernquist,
     Model::Nfw,
@@ -76,11 +85,12 @@ const ALL: [Model; 8] = [
     Model::FigureEight3,
     Model::FigureEight4,
     Model::RandomBodies,
+    Model::DiskGalaxy,
 ];
 
 impl Model {
     /// The names of the models, in declaration order, as parsed and printed.
-    pub const NAMES: [&'static str; 8] = [
+    pub const NAMES: [&'static str; 9] = [
         "plummer",
         "hernquist",
         "nfw",
@@ -89,6 +99,7 @@ impl Model {
         "figure-eight-3",
         "figure-eight-4",
         "random-bodies",
+        "disk-galaxy",
     ];
 
     /// The model's name (one of [`Model::NAMES`]).
@@ -133,6 +144,7 @@ pub fn generate(model: Model, n: usize, seed: u64) -> Result<Particles> {
         Model::FigureEight3 => figure_eight::generate(&figure_eight::FIGURE_EIGHT, n, seed),
         Model::FigureEight4 => figure_eight::generate(&figure_eight::SUPER_EIGHT, n, seed),
         Model::RandomBodies => uniform::random_bodies(n, seed),
+        Model::DiskGalaxy => compose::concatenate(galaxy::M31.generate(n, seed)),
     };
     p.move_to_centre_of_mass_frame();
     Ok(p)
@@ -161,7 +173,7 @@ mod tests {
         assert_eq!(
             err.message,
             "unknown model 'xyz' (expected one of: plummer, hernquist, nfw, uniform-sphere, \
-             uniform-cube, figure-eight-3, figure-eight-4, random-bodies)"
+             uniform-cube, figure-eight-3, figure-eight-4, random-bodies, disk-galaxy)"
         );
     }
 
@@ -210,7 +222,12 @@ mod tests {
                 assert!(p.mass.iter().all(|&w| (0.0..1.0 / n as f64).contains(&w)));
                 assert!(p.total_mass() < 1.0);
             } else {
-                assert!((p.total_mass() - 1.0).abs() < 1e-12, "{m}");
+                let mass = if m == Model::DiskGalaxy {
+                    galaxy::M31.total_mass()
+                } else {
+                    1.0
+                };
+                assert!((p.total_mass() / mass - 1.0).abs() < 1e-10, "{m}");
                 assert!(p.centre_of_mass().length() < 1e-12, "{m}");
                 assert!(p.centre_of_mass_velocity().length() < 1e-12, "{m}");
             }
