@@ -17,6 +17,7 @@
 //! spherical models), `eddington.rs` (numerical Eddington inversion), `compose.rs` (models of
 //! several components), one file per model family.
 
+mod cartwheel;
 mod compose;
 mod disk;
 mod eddington;
@@ -73,10 +74,15 @@ pub enum Model {
     /// kpc and masses in 10¹⁰ M☉ (velocities in 207.4 km/s, times in 4.715 Myr); disk in the
     /// plane z = 0, total mass 88.0.
     DiskGalaxy,
+    /// The cartwheel collision of seed 002: a Plummer intruder of mass 4.8 (scale 1) starts
+    /// 15 above a disk galaxy of mass 24 (exponential disk 4.0, scale length 3, in an NFW halo)
+    /// and 0.5 off its axis, falling along the axis (−z) at relative speed 2; units of
+    /// `disk-galaxy` (kpc, 10¹⁰ M☉), centre-of-mass frame.
+    Cartwheel,
 }
 
 /// Every model, in the order of [`Model::NAMES`].
-const ALL: [Model; 9] = [
+const ALL: [Model; 10] = [
     Model::Plummer,
     Model::Hernquist,
     Model::Nfw,
@@ -86,11 +92,12 @@ const ALL: [Model; 9] = [
     Model::FigureEight4,
     Model::RandomBodies,
     Model::DiskGalaxy,
+    Model::Cartwheel,
 ];
 
 impl Model {
     /// The names of the models, in declaration order, as parsed and printed.
-    pub const NAMES: [&'static str; 9] = [
+    pub const NAMES: [&'static str; 10] = [
         "plummer",
         "hernquist",
         "nfw",
@@ -100,6 +107,7 @@ impl Model {
         "figure-eight-4",
         "random-bodies",
         "disk-galaxy",
+        "cartwheel",
     ];
 
     /// The model's name (one of [`Model::NAMES`]).
@@ -145,6 +153,7 @@ pub fn generate(model: Model, n: usize, seed: u64) -> Result<Particles> {
         Model::FigureEight4 => figure_eight::generate(&figure_eight::SUPER_EIGHT, n, seed),
         Model::RandomBodies => uniform::random_bodies(n, seed),
         Model::DiskGalaxy => compose::concatenate(galaxy::M31.generate(n, seed)),
+        Model::Cartwheel => cartwheel::generate(n, seed),
     };
     p.move_to_centre_of_mass_frame();
     Ok(p)
@@ -173,7 +182,7 @@ mod tests {
         assert_eq!(
             err.message,
             "unknown model 'xyz' (expected one of: plummer, hernquist, nfw, uniform-sphere, \
-             uniform-cube, figure-eight-3, figure-eight-4, random-bodies, disk-galaxy)"
+             uniform-cube, figure-eight-3, figure-eight-4, random-bodies, disk-galaxy, cartwheel)"
         );
     }
 
@@ -222,10 +231,10 @@ mod tests {
                 assert!(p.mass.iter().all(|&w| (0.0..1.0 / n as f64).contains(&w)));
                 assert!(p.total_mass() < 1.0);
             } else {
-                let mass = if m == Model::DiskGalaxy {
-                    galaxy::M31.total_mass()
-                } else {
-                    1.0
+                let mass = match m {
+                    Model::DiskGalaxy => galaxy::M31.total_mass(),
+                    Model::Cartwheel => cartwheel::TARGET.total_mass() + cartwheel::INTRUDER_MASS,
+                    _ => 1.0,
                 };
                 assert!((p.total_mass() / mass - 1.0).abs() < 1e-10, "{m}");
                 assert!(p.centre_of_mass().length() < 1e-12, "{m}");
