@@ -11,7 +11,7 @@
 //! times `sqrt(1/k)` and periods the published ones times `sqrt(k)`. The orbit lies in the
 //! plane z = 0. Galaxy `j` is the Hénon-unit Plummer sphere of [`super::plummer`], recentred,
 //! with its length scaled to the choreography's Plummer scale `b` (chosen so that the closest
-//! approach of two centres is about 7 b) and its velocities to its mass; it gets the particles
+//! approach of two centres is 10 to 14 b) and its velocities to its mass; it gets the particles
 //! with ids in the `j`-th of `k` nearly equal blocks (every particle has mass `1/N`; when `k`
 //! does not divide `N` the galaxy masses differ from `1/k` by at most `1/N`).
 
@@ -34,8 +34,10 @@ pub(super) struct Choreography {
 
 /// The figure-eight of Chenciner & Montgomery (2000) for three bodies, with Simó's initial
 /// conditions (body 3 at the centre, bodies 1 and 2 opposite): period 6.32591398 (10.957 with
-/// masses 1/3), closest approach of two bodies 0.690, galaxies of scale `b = 0.1`. The orbit is
-/// linearly stable.
+/// masses 1/3), closest approach of two bodies 0.690, galaxies of scale `b = 0.05`. The orbit is
+/// linearly stable, but the galaxies raise tides on each other at every close passage: in runs
+/// (N = 3000) their centres keep to the curve to within 0.08 for half a period, then drift off
+/// it and along it (0.1 off and a tenth of a period ahead after one period).
 pub(super) const FIGURE_EIGHT: Choreography = Choreography {
     pos: &[
         [0.97000436, -0.24308753],
@@ -47,15 +49,15 @@ pub(super) const FIGURE_EIGHT: Choreography = Choreography {
         [0.466203685, 0.43236573],
         [-0.93240737, -0.86473146],
     ],
-    galaxy_scale: 0.1,
+    galaxy_scale: 0.05,
 };
 
 /// Gerver's "super-eight" for four bodies (Simó 2000; proved by Kapela & Simó 2007): the four
 /// run along a figure-eight with an extra loop round each lobe, a quarter period apart. Bodies
-/// 1, 3 start on the x axis at ±1.382857 moving along ∓y, bodies 2, 4 on the y axis at
+/// 1, 3 start on the x axis at ±1.382857 moving along ±y, bodies 2, 4 on the y axis at
 /// ±0.157030 moving along ±x. Period ≈ 6.2833 (12.567 with masses 1/4, measured by integrating
 /// these six-digit initial conditions), closest approach 0.292, galaxies of scale
-/// `b = 0.04`. Unlike the three-body eight the super-eight is linearly unstable: the galaxies
+/// `b = 0.03`. Unlike the three-body eight the super-eight is linearly unstable: the galaxies
 /// follow it for about one period, then go their own ways.
 pub(super) const SUPER_EIGHT: Choreography = Choreography {
     pos: &[
@@ -70,7 +72,7 @@ pub(super) const SUPER_EIGHT: Choreography = Choreography {
         [0.0, -0.584873],
         [-1.871935, 0.0],
     ],
-    galaxy_scale: 0.04,
+    galaxy_scale: 0.03,
 };
 
 impl Choreography {
@@ -231,22 +233,24 @@ mod tests {
 
     #[test]
     fn galaxy_centres_follow_the_orbit() {
-        // Self-gravitating galaxies of 300 particles, run with exact forces for an eighth of
+        // Self-gravitating galaxies of 200 particles, run with exact forces for an eighth of
         // the period next to the point masses: the centres stay on the point-mass orbit.
         for orbit in [&FIGURE_EIGHT, &SUPER_EIGHT] {
             let k = orbit.bodies();
-            let mut p = generate(orbit, 300 * k, 2);
+            let mut p = generate(orbit, 200 * k, 2);
             let mut points = point_masses(orbit);
-            let (dt, steps) = (0.004, (period(orbit) / 8.0 / 0.004) as usize);
+            let dt = orbit.galaxy_scale / 25.0;
+            let steps = (period(orbit) / 8.0 / dt) as usize;
             integrate(&mut p, orbit.galaxy_scale / 5.0, dt, steps);
             integrate(&mut points, 0.0, dt, steps);
             for (j, c) in centres(&p, k).into_iter().enumerate() {
                 let miss = (c - points.pos[j]).length();
                 let moved = (points.pos[j] - orbit.position(j)).length();
-                // Measured: at most 0.022 after moving 0.4 to 1.1 (tides on the extended galaxies);
-                // a wrong velocity scale would be off by a good part of the distance moved.
+                // Measured: 1 to 3% of the distance moved (tides between the extended
+                // galaxies, strongest at the close start of the super-eight); a wrong velocity
+                // scale would be off by a good part of it.
                 assert!(
-                    miss < 0.03 && miss < moved / 20.0,
+                    miss < moved / 20.0,
                     "k = {k}, galaxy {j}: {miss} off the orbit after moving {moved}"
                 );
             }

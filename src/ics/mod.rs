@@ -56,11 +56,11 @@ pub enum Model {
     /// Uniform cube `[−3, 3)³` at rest with masses uniform in `[0, 1/N)`: the GPU benchmark set
     /// (not recentred).
     UniformCube,
-    /// Three Plummer galaxies (mass 1/3 each, Plummer scale 0.1) on the Chenciner–Montgomery
+    /// Three Plummer galaxies (mass 1/3 each, Plummer scale 0.05) on the Chenciner–Montgomery
     /// figure-eight orbit in the plane z = 0 (period 10.957, G = 1, total mass 1; seed 002).
     #[serde(rename = "figure-eight-3")]
     FigureEight3,
-    /// Four Plummer galaxies (mass 1/4 each, Plummer scale 0.04) on Gerver's super-eight, the
+    /// Four Plummer galaxies (mass 1/4 each, Plummer scale 0.03) on Gerver's super-eight, the
     /// four-body figure-eight choreography, in the plane z = 0 (period ≈ 12.57, G = 1, total
     /// mass 1; seed 002); the orbit is unstable after about one period.
     #[serde(rename = "figure-eight-4")]
