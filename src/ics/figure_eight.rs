@@ -25,19 +25,20 @@ use glam::DVec3;
 /// documentation of each orbit, and checked in the tests).
 pub(super) struct Choreography {
     /// Initial positions (x, y) of the bodies (length units).
-    pub(super) pos: &'static [[f64; 2]],
+    pos: &'static [[f64; 2]],
     /// Initial velocities (v_x, v_y) of the bodies (published units: unit masses).
-    pub(super) vel: &'static [[f64; 2]],
+    vel: &'static [[f64; 2]],
     /// Plummer scale length `b` of each galaxy (length units).
-    pub(super) galaxy_scale: f64,
+    galaxy_scale: f64,
 }
 
 /// The figure-eight of Chenciner & Montgomery (2000) for three bodies, with Simó's initial
 /// conditions (body 3 at the centre, bodies 1 and 2 opposite): period 6.32591398 (10.957 with
 /// masses 1/3), closest approach of two bodies 0.690, galaxies of scale `b = 0.05`. The orbit is
 /// linearly stable, but the galaxies raise tides on each other at every close passage: in runs
-/// (N = 3000) their centres keep to the curve to within 0.08 for half a period, then drift off
-/// it and along it (0.1 off and a tenth of a period ahead after one period).
+/// their centres keep to the curve to within 0.08 for half a period, then drift off it and
+/// along it (up to 0.18 off and a tenth of a period ahead after one period; see
+/// docs/test-problems.md).
 pub(super) const FIGURE_EIGHT: Choreography = Choreography {
     pos: &[
         [0.97000436, -0.24308753],
@@ -82,12 +83,12 @@ impl Choreography {
     }
 
     /// Start position of body `j` (length units).
-    pub(super) fn position(&self, j: usize) -> DVec3 {
+    fn position(&self, j: usize) -> DVec3 {
         DVec3::new(self.pos[j][0], self.pos[j][1], 0.0)
     }
 
     /// Start velocity of body `j` when every body has mass `1/k` (velocity units, G = 1).
-    pub(super) fn velocity(&self, j: usize) -> DVec3 {
+    fn velocity(&self, j: usize) -> DVec3 {
         let scale = (1.0 / self.bodies() as f64).sqrt();
         DVec3::new(self.vel[j][0], self.vel[j][1], 0.0) * scale
     }
