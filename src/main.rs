@@ -150,7 +150,8 @@ struct RunArgs {
 
 #[derive(Args)]
 struct IcsArgs {
-    /// Model: plummer, hernquist, nfw, uniform-sphere, uniform-cube.
+    /// Model: plummer, hernquist, nfw, uniform-sphere, uniform-cube, figure-eight-3,
+    /// figure-eight-4, random-bodies, disk-galaxy, cartwheel.
     model: Model,
     /// Number of particles.
     #[arg(long, short)]

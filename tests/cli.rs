@@ -583,6 +583,36 @@ fn ics_file_round_trips_through_forces() {
     assert!(v["error"].is_null(), "{v}");
 }
 
+/// The seeds' test problems are models of `ics` and `forces --ics` like the others.
+#[test]
+fn test_problems_work_in_ics_and_forces() {
+    let dir = TempDir::new("test-problems");
+    for m in [
+        Model::FigureEight3,
+        Model::FigureEight4,
+        Model::RandomBodies,
+        Model::DiskGalaxy,
+        Model::Cartwheel,
+    ] {
+        let (name, f) = (m.name(), dir.join(&format!("{m}.hdf5")));
+        let out = hinoki(&["ics", name, "--n", "1500", "--seed", "2", "-o", &arg(&f)]);
+        assert_success(&out, name);
+        assert_eq!(
+            read_snapshot(&SingleProcess, &f).unwrap().0,
+            generate(m, 1500, 2).unwrap(),
+            "{name}"
+        );
+        let args = [
+            "forces", "--ics", name, "--n", "1500", "--check", "200", "--json",
+        ];
+        let out = hinoki(&args);
+        assert_success(&out, name);
+        let v = one_json_object(&out);
+        let p99 = number(&v, "/error/p99");
+        assert!(p99 < 1e-2, "{name}: p99 force error {p99}");
+    }
+}
+
 #[test]
 fn direct_method_matches_the_reference_exactly() {
     let out = hinoki(&[

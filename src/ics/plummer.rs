@@ -54,6 +54,12 @@ pub(super) fn generate(n: usize, seed: u64) -> Particles {
     sample_profile(&Plummer, n, seed)
 }
 
+/// The Plummer scale length `b` of the spheres [`generate`] returns (Hénon length units):
+/// `(3π/16) M_∞² ≈ 0.5910`.
+pub(super) fn scale_length() -> f64 {
+    Plummer.length_unit(1.0 / Plummer.enclosed_mass(Plummer::TRUNCATION))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -81,7 +87,7 @@ mod tests {
         let median = r[r.len() / 2];
         // Analytic: (3π/16) / sqrt(2^{2/3} − 1) = 0.7687 (Hénon units).
         assert!((median / 0.7687 - 1.0).abs() < 0.05, "r_half = {median}");
-        let mass_unit = 1.0 / Plummer.enclosed_mass(Plummer::TRUNCATION);
-        assert!(r[r.len() - 1] <= Plummer::TRUNCATION * Plummer.length_unit(mass_unit));
+        assert!(r[r.len() - 1] <= Plummer::TRUNCATION * scale_length());
+        assert!((scale_length() - 0.5910).abs() < 1e-4);
     }
 }

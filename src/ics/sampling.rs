@@ -22,7 +22,7 @@ pub(super) type ChunkRng = Xoshiro256PlusPlus;
 const CHUNK: usize = 4096;
 
 /// The SplitMix64 output function of `z` (a bijective 64-bit scramble).
-fn splitmix64(z: u64) -> u64 {
+pub(super) fn splitmix64(z: u64) -> u64 {
     let z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
     let z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     let z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);

@@ -1,4 +1,5 @@
-//! Uniform, cold particle distributions: the cold-collapse sphere and the benchmark cube.
+//! Uniform particle distributions: the cold-collapse sphere, the random bodies of seed 002 and
+//! the benchmark cube.
 
 use super::sampling::{random_direction, sample_bodies, sample_equal_mass};
 use crate::Particles;
@@ -15,6 +16,24 @@ pub(super) fn sphere(n: usize, seed: u64) -> Particles {
     sample_equal_mass(n, seed, |rng| {
         let r = rng.random::<f64>().cbrt();
         (random_direction(rng) * r, DVec3::ZERO)
+    })
+}
+
+/// Radius of the ball the random bodies' velocities are drawn from (velocity units).
+const RANDOM_SPEED_LIMIT: f64 = 1.0;
+
+/// `n` random bodies (the "random 100000-body" problem of seed 002, which gives random positions
+/// and velocities): positions uniform in the unit ball, velocities uniform in the ball of radius
+/// [`RANDOM_SPEED_LIMIT`] = 1, independently; total mass 1 (equal masses), G = 1; not yet
+/// recentred. The kinetic energy `(3/10) v_max²` balances the potential energy `−3/5` of the
+/// uniform ball (2K/|W| = 1 on average), but the set is not an equilibrium: it relaxes towards
+/// one in a few crossing times (`≈ 2`).
+pub(super) fn random_bodies(n: usize, seed: u64) -> Particles {
+    sample_equal_mass(n, seed, |rng| {
+        let r = rng.random::<f64>().cbrt();
+        let x = random_direction(rng) * r;
+        let v = rng.random::<f64>().cbrt() * RANDOM_SPEED_LIMIT;
+        (x, random_direction(rng) * v)
     })
 }
 
@@ -43,6 +62,20 @@ mod tests {
         // Uniform in the ball: a fraction 1/8 lies inside r = 1/2 (standard error 0.0023).
         let inner = p.pos.iter().filter(|x| x.length() < 0.5).count() as f64 / 20000.0;
         assert!((inner - 0.125).abs() < 0.01, "{inner}");
+    }
+
+    #[test]
+    fn random_bodies_fill_both_balls_in_virial_balance() {
+        let p = random_bodies(20000, 6);
+        assert!(p.pos.iter().all(|x| x.length() <= 1.0));
+        assert!(p.vel.iter().all(|v| v.length() <= RANDOM_SPEED_LIMIT));
+        let fraction =
+            |v: &[DVec3], r: f64| v.iter().filter(|x| x.length() < r).count() as f64 / 20000.0;
+        assert!((fraction(&p.pos, 0.5) - 0.125).abs() < 0.01);
+        assert!((fraction(&p.vel, 0.5) - 0.125).abs() < 0.01);
+        // 2K/|W| = 1 up to sampling noise (about 0.02 at N = 4096).
+        let q = crate::ics::spherical::virial_ratio(&random_bodies(4096, 7));
+        assert!((q - 1.0).abs() < 0.08, "2K/|W| = {q}");
     }
 
     #[test]

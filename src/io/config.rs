@@ -4,7 +4,7 @@
 //!
 //! ```toml
 //! [ics]                # where the particles come from: model (with n, seed) or file
-//! model = "plummer"    # plummer | hernquist | nfw | uniform-sphere | uniform-cube
+//! model = "plummer"    # a name of crate::ics::Model::NAMES (plummer, nfw, cartwheel, ...)
 //! n = 65536            # number of particles generated, 1 ..= 2^32 - 1
 //! seed = 1             # random seed of the generator
 //! # file = "ics.hdf5"  # an HDF5 snapshot instead (crate::io::snapshot); excludes model, n, seed
