@@ -419,7 +419,7 @@ fn forces(a: ForcesArgs, comm: &dyn Comm) -> Result<()> {
                 Balance::Count => None,
             };
             let plan = domain::plan(comm, &p.pos, weights)?;
-            moved = p.len() - plan.kept(comm.rank());
+            moved = p.len() - plan.kept();
             plan.move_particles(comm, &mut p)?;
         }
         let domain_secs = t0.elapsed().as_secs_f64();

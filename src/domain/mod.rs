@@ -16,6 +16,7 @@ use crate::comm::Comm;
 use crate::error::{Error, Result};
 use crate::sfc::{keys, GridBox, Order};
 use glam::DVec3;
+use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;
@@ -82,7 +83,7 @@ pub fn global_box(comm: &dyn Comm, pos: &[DVec3]) -> GridBox {
 pub fn plan(comm: &dyn Comm, pos: &[DVec3], weights: Option<&[f64]>) -> Result<Migration> {
     let ranks = comm.size();
     if ranks == 1 {
-        return Ok(Migration::new(&vec![0; pos.len()], 1));
+        return Ok(Migration::new(&vec![0; pos.len()], 1, 0));
     }
     let grid = global_box(comm, pos);
     let k = keys(Order::Hilbert, &grid, pos);
@@ -93,8 +94,8 @@ pub fn plan(comm: &dyn Comm, pos: &[DVec3], weights: Option<&[f64]>) -> Result<M
     let all_w = comm.allgatherv_f64(&sw)?;
     let mut samples: Vec<Sample> = all_k.into_iter().zip(all_w).collect();
     let cuts = splitters(&mut samples, ranks);
-    let dest: Vec<usize> = k.iter().map(|&key| owner(&cuts, key)).collect();
-    Ok(Migration::new(&dest, ranks))
+    let dest: Vec<usize> = k.par_iter().map(|&key| owner(&cuts, key)).collect();
+    Ok(Migration::new(&dest, ranks, comm.rank()))
 }
 
 /// This rank's share of a particle set that every rank holds whole (generated or read): a

@@ -11,6 +11,12 @@ use rayon::prelude::*;
 /// One sampled key and the weight it stands for.
 pub type Sample = (u64, f64);
 
+/// Particles looked at per sample: above `OVERSAMPLING · count` particles, the samples are
+/// taken from an evenly strided subset of that many (the particles' order is unrelated to
+/// their keys, so the subset is a fair draw), which keeps the cost O(count) instead of a sort
+/// of every key.
+const OVERSAMPLING: usize = 32;
+
 /// At most `count` samples of the (key, weight) pairs, each standing for an equal share of the
 /// total weight: the key at which the cumulative weight (in key order) crosses the middle of
 /// each share. Zero weights count as a tiny weight so that a set of idle particles still
@@ -19,10 +25,17 @@ pub fn sample_keys(keys: &[u64], weights: Option<&[f64]>, count: usize) -> Vec<S
     if keys.is_empty() || count == 0 {
         return Vec::new();
     }
-    let w = |i: usize| weights.map_or(1.0, |w| w[i].max(1e-9));
-    let mut pairs: Vec<(u64, f64)> = (0..keys.len())
+    let n = keys.len();
+    let m = n.min(OVERSAMPLING * count);
+    // Each looked-at particle stands for n/m particles.
+    let stretch = n as f64 / m as f64;
+    let w = |i: usize| stretch * weights.map_or(1.0, |w| w[i].max(1e-9));
+    let mut pairs: Vec<(u64, f64)> = (0..m)
         .into_par_iter()
-        .map(|i| (keys[i], w(i)))
+        .map(|j| {
+            let i = (j as u128 * n as u128 / m as u128) as usize;
+            (keys[i], w(i))
+        })
         .collect();
     pairs.par_sort_unstable_by_key(|p| p.0);
     let total: f64 = pairs.iter().map(|p| p.1).sum();

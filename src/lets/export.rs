@@ -6,18 +6,35 @@
 //! [`wire::make_terminal`]); an opened leaf is sent with its particles; an opened inner cell is
 //! sent as a cell and its children follow. The boxes are padded by a small relative margin, so
 //! that float32 rounding in the receiving walk can never open a cell sent without its contents.
+//! Subtrees of more than [`PARALLEL_COUNT`] particles export their children in parallel (rayon)
+//! and splice the pieces together, so one destination's LET uses every core.
 
 use super::region::{Region, TargetBox};
-use super::wire::{self, CELL_WORDS, HEADER_WORDS};
+use super::wire::{self, CELL_WORDS, HEADER_WORDS, PARTICLE_WORDS};
 use crate::tree::Tree;
 use crate::walk::mac::Criterion;
+use rayon::prelude::*;
 
 /// Relative padding of the destination's boxes.
 const PAD: f32 = 1e-5;
 
+/// Cells with more particles than this export their children in parallel.
+const PARALLEL_COUNT: u32 = 1 << 16;
+
 /// The LET of `tree` for a destination occupying `region`, in the wire format; empty when the
 /// region is (the destination has no particles).
 pub fn export(tree: &Tree, crit: &Criterion, region: &Region) -> Vec<f32> {
+    export_splitting_above(tree, crit, region, PARALLEL_COUNT)
+}
+
+/// [`export`], exporting the children of cells of more than `parallel_count` particles in
+/// parallel (the result does not depend on it).
+fn export_splitting_above(
+    tree: &Tree,
+    crit: &Criterion,
+    region: &Region,
+    parallel_count: u32,
+) -> Vec<f32> {
     if region.boxes.is_empty() || tree.cells.is_empty() {
         return Vec::new();
     }
@@ -25,75 +42,145 @@ pub fn export(tree: &Tree, crit: &Criterion, region: &Region) -> Vec<f32> {
         let scale = h.iter().chain(c.iter()).fold(0.0f32, |m, x| m.max(x.abs()));
         (*c, h.map(|x| x + PAD * scale))
     };
-    let bound = pad(&region.bound);
-    let boxes: Vec<TargetBox> = region.boxes.iter().map(pad).collect();
-    let mut out = vec![0.0; HEADER_WORDS];
-    let mut particles: Vec<f32> = Vec::new();
-    let mut n_cells = 0usize;
-    let mut ctx = Ctx {
+    let ctx = Ctx {
         tree,
         crit,
-        bound,
-        boxes: &boxes,
+        bound: pad(&region.bound),
+        boxes: region.boxes.iter().map(pad).collect(),
         amin: region.amin,
-        out: &mut out,
-        particles: &mut particles,
-        n_cells: &mut n_cells,
+        parallel_count,
     };
-    ctx.visit(0);
-    let np = particles.len() / wire::PARTICLE_WORDS;
-    out.extend_from_slice(&particles);
-    wire::finish(&mut out, n_cells, np);
+    let mut piece = Piece::default();
+    ctx.visit(0, &mut piece);
+    let n_cells = piece.cells.len() / CELL_WORDS;
+    let n_particles = piece.particles.len() / PARTICLE_WORDS;
+    let mut out = Vec::with_capacity(HEADER_WORDS + piece.cells.len() + piece.particles.len());
+    out.extend_from_slice(&[0.0; HEADER_WORDS]);
+    out.extend_from_slice(&piece.cells);
+    out.extend_from_slice(&piece.particles);
+    wire::finish(&mut out, n_cells, n_particles);
     out
 }
 
-/// The state of one export walk.
+/// A contiguous part of a LET: cell records in preorder and the particles they own, with
+/// `first` relative to this piece's particles.
+#[derive(Default)]
+struct Piece {
+    cells: Vec<f32>,
+    particles: Vec<f32>,
+}
+
+impl Piece {
+    /// Appends `other`, shifting its cells' particle offsets past this piece's particles.
+    fn append(&mut self, other: Piece) {
+        let shift = (self.particles.len() / PARTICLE_WORDS) as u32;
+        let at = self.cells.len();
+        self.cells.extend_from_slice(&other.cells);
+        if shift > 0 {
+            for rec in self.cells[at..].chunks_exact_mut(CELL_WORDS) {
+                wire::shift_first(rec, shift);
+            }
+        }
+        self.particles.extend_from_slice(&other.particles);
+    }
+}
+
+/// What one export walk reads.
 struct Ctx<'a> {
     tree: &'a Tree,
     crit: &'a Criterion,
     bound: TargetBox,
-    boxes: &'a [TargetBox],
+    boxes: Vec<TargetBox>,
     amin: f32,
-    out: &'a mut Vec<f32>,
-    particles: &'a mut Vec<f32>,
-    n_cells: &'a mut usize,
+    parallel_count: u32,
 }
 
 impl Ctx<'_> {
-    /// Exports cell `c` and, when it must be opened, what lies below it.
-    fn visit(&mut self, c: usize) {
+    /// Exports cell `c` and, when it must be opened, what lies below it, onto `piece`.
+    fn visit(&self, c: usize, piece: &mut Piece) {
         let cells = &self.tree.cells;
-        let at = self.out.len();
-        let first = (self.particles.len() / wire::PARTICLE_WORDS) as u32;
-        let me = *self.n_cells;
-        *self.n_cells += 1;
-        wire::push_cell(self.out, cells, c, first, 0, 1);
+        let at = piece.cells.len();
+        let first = (piece.particles.len() / PARTICLE_WORDS) as u32;
+        wire::push_cell(&mut piece.cells, cells, c, first, 0, 1);
         // Accepted for the bound means accepted for every box inside it (the criteria only
         // grow easier with distance); otherwise every box must accept.
         let accepts = |(bc, bh): &TargetBox| self.crit.accepts(cells, c, *bc, *bh, self.amin);
-        let accepted = accepts(&self.bound) || self.boxes.iter().all(accepts);
-        if accepted {
-            wire::make_terminal(self.out, at);
+        if accepts(&self.bound) || self.boxes.iter().all(accepts) {
+            wire::make_terminal(&mut piece.cells, at);
             return;
         }
         if cells.is_leaf(c) {
             let a = cells.first[c] as usize;
             let b = a + cells.count[c] as usize;
             for p in &self.tree.particles[a..b] {
-                self.particles.extend_from_slice(p);
+                piece.particles.extend_from_slice(p);
             }
-            wire::set_count(self.out, at, cells.count[c]);
+            wire::set_count(&mut piece.cells, at, cells.count[c]);
             return;
         }
+        let mut children = Vec::with_capacity(cells.nchild[c] as usize);
         let mut child = c + 1;
         for _ in 0..cells.nchild[c] {
-            self.visit(child);
+            children.push(child);
             child += cells.subtree[child] as usize;
         }
-        let exported = (*self.n_cells - me) as u32;
-        wire::set_subtree(self.out, at, exported);
-        let inside = (self.particles.len() / wire::PARTICLE_WORDS) as u32 - first;
-        wire::set_count(self.out, at, inside);
-        debug_assert_eq!(self.out.len(), HEADER_WORDS + *self.n_cells * CELL_WORDS);
+        if cells.count[c] > self.parallel_count {
+            let pieces: Vec<Piece> = children
+                .par_iter()
+                .map(|&k| {
+                    let mut p = Piece::default();
+                    self.visit(k, &mut p);
+                    p
+                })
+                .collect();
+            // The pieces' offsets are relative to their own particles: splice them after ours.
+            let mut below = Piece::default();
+            for p in pieces {
+                below.append(p);
+            }
+            piece.append(below);
+        } else {
+            for k in children {
+                self.visit(k, piece);
+            }
+        }
+        let exported = ((piece.cells.len() - at) / CELL_WORDS) as u32;
+        wire::set_subtree(&mut piece.cells, at, exported);
+        let inside = (piece.particles.len() / PARTICLE_WORDS) as u32 - first;
+        wire::set_count(&mut piece.cells, at, inside);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::forces::ForceParams;
+    use crate::ics::{generate, Model};
+    use crate::sfc::Order;
+    use crate::tree::TreeParams;
+
+    #[test]
+    fn parallel_export_equals_the_sequential_one() {
+        let p = generate(Model::Nfw, 20_000, 9).unwrap();
+        let (a, b): (Vec<usize>, Vec<usize>) = (0..p.len()).partition(|&i| p.pos[i].x < 0.05);
+        let build = |ix: &[usize]| {
+            let pos: Vec<_> = ix.iter().map(|&i| p.pos[i]).collect();
+            let mass: Vec<_> = ix.iter().map(|&i| p.mass[i]).collect();
+            let tp = TreeParams {
+                order: Order::Hilbert,
+                ncrit: 8,
+                mac: crate::walk::mac::Mac::Modified,
+                theta: 0.6,
+            };
+            Tree::build(&pos, &mass, &tp, &mut Default::default())
+        };
+        let (src, dst) = (build(&a), build(&b));
+        let crit = ForceParams::default().walk_params().criterion;
+        let region = Region::of_tree(&dst, 0.0, 16);
+        let serial = export_splitting_above(&src, &crit, &region, u32::MAX);
+        let parallel = export_splitting_above(&src, &crit, &region, 1);
+        assert!(serial.len() > 1000);
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&serial), bits(&parallel));
     }
 }

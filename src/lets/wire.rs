@@ -61,6 +61,11 @@ pub fn set_subtree(out: &mut [f32], at: usize, subtree: u32) {
     out[at + SUBTREE] = f32::from_bits(subtree);
 }
 
+/// Adds `shift` to the first-particle offset of the record `rec` (one record's words).
+pub fn shift_first(rec: &mut [f32], shift: u32) {
+    rec[FIRST] = f32::from_bits(bits(rec, FIRST) + shift);
+}
+
 /// Sets the particle count of the record that starts at word `at` of `out`.
 pub fn set_count(out: &mut [f32], at: usize, count: u32) {
     out[at + COUNT] = f32::from_bits(count);
@@ -77,7 +82,6 @@ pub fn make_terminal(out: &mut [f32], at: usize) {
     r[BOX..BOX + 3].copy_from_slice(&com);
     r[BOX + 3] = 0.0;
     r[SEFF] = -1.0;
-    r[FIRST] = f32::from_bits(0);
     r[COUNT] = f32::from_bits(0);
     let level = bits(r, TAG) >> 8;
     r[TAG] = f32::from_bits(level << 8);
