@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 
 /// Every phase a force evaluation may record, in pipeline order (a rank that skipped a phase
 /// contributes 0 to it, so every rank reduces the same list).
-pub const PHASES: [&str; 15] = [
+pub const PHASES: [&str; 16] = [
     "domain",
     "sort",
     "build",
@@ -19,6 +19,7 @@ pub const PHASES: [&str; 15] = [
     "exchange",
     "upload",
     "walk",
+    "let_wait",
     "walk_let",
     "download",
     "unsort",

@@ -59,49 +59,62 @@ impl Migration {
         self.keep.len()
     }
 
-    /// Sends `width` float64 values per particle (`x.len() = width · n`) to their owners;
-    /// returns those of the particles this rank holds afterwards (kept, then arrived).
-    pub fn move_f64(&self, comm: &dyn Comm, x: &[f64], width: usize) -> Result<Vec<f64>> {
-        let pick = |ix: &[u32]| -> Vec<f64> {
-            ix.par_iter()
-                .flat_map_iter(|&i| {
-                    x[i as usize * width..(i as usize + 1) * width]
-                        .iter()
-                        .copied()
-                })
-                .collect()
-        };
-        let send = pick(&self.order);
-        let counts: Vec<usize> = self.counts.iter().map(|c| c * width).collect();
-        let mut out = pick(&self.keep);
-        out.extend(comm.alltoallv_f64(&send, &counts)?.data);
-        Ok(out)
+    /// Moves one array of per-particle values (`x[i]` belongs to local particle `i`) to the
+    /// particles' owners, in place: the kept values are compacted to the front (no new
+    /// allocation: at 2^24 particles per rank, page faults on fresh arrays cost more than the
+    /// copy), then the arrivals are appended. `exchange` sends the leaving values (in send
+    /// order, `counts` elements of `T` per rank) and returns what arrived.
+    fn shuffle<T: Copy + Send + Sync>(
+        &self,
+        x: &mut Vec<T>,
+        exchange: impl FnOnce(&[T], &[usize]) -> Result<Vec<T>>,
+    ) -> Result<()> {
+        let send: Vec<T> = self.order.par_iter().map(|&i| x[i as usize]).collect();
+        // `keep` is increasing, so each kept value moves down or stays: safe in place.
+        for (k, &i) in self.keep.iter().enumerate() {
+            x[k] = x[i as usize];
+        }
+        x.truncate(self.keep.len());
+        x.extend(exchange(&send, &self.counts)?);
+        Ok(())
     }
 
-    /// [`Migration::move_f64`] for one 64-bit integer per particle.
-    pub fn move_u64(&self, comm: &dyn Comm, x: &[u64]) -> Result<Vec<u64>> {
-        let send: Vec<u64> = self.order.par_iter().map(|&i| x[i as usize]).collect();
-        let mut out: Vec<u64> = self.keep.par_iter().map(|&i| x[i as usize]).collect();
-        out.extend(comm.alltoallv_u64(&send, &self.counts)?.data);
-        Ok(out)
+    /// Moves one float64 per particle to the owners (kept values first, then arrivals).
+    pub fn move_f64(&self, comm: &dyn Comm, x: &mut Vec<f64>) -> Result<()> {
+        self.shuffle(x, |send, counts| Ok(comm.alltoallv_f64(send, counts)?.data))
     }
 
-    /// [`Migration::move_f64`] for one vector per particle.
-    pub fn move_dvec3(&self, comm: &dyn Comm, x: &[DVec3]) -> Result<Vec<DVec3>> {
-        let flat: &[f64] = bytemuck::cast_slice(x);
-        let got = self.move_f64(comm, flat, 3)?;
-        Ok(got.par_chunks_exact(3).map(DVec3::from_slice).collect())
+    /// Moves one 64-bit integer per particle to the owners.
+    pub fn move_u64(&self, comm: &dyn Comm, x: &mut Vec<u64>) -> Result<()> {
+        self.shuffle(x, |send, counts| Ok(comm.alltoallv_u64(send, counts)?.data))
+    }
+
+    /// Moves one byte per particle to the owners.
+    pub fn move_u8(&self, comm: &dyn Comm, x: &mut Vec<u8>) -> Result<()> {
+        self.shuffle(x, |send, counts| {
+            let wide: Vec<u64> = send.iter().map(|&b| b as u64).collect();
+            let got = comm.alltoallv_u64(&wide, counts)?.data;
+            Ok(got.into_iter().map(|b| b as u8).collect())
+        })
+    }
+
+    /// Moves one vector per particle to the owners.
+    pub fn move_dvec3(&self, comm: &dyn Comm, x: &mut Vec<DVec3>) -> Result<()> {
+        self.shuffle(x, |send, counts| {
+            let flat: &[f64] = bytemuck::cast_slice(send);
+            let counts: Vec<usize> = counts.iter().map(|c| 3 * c).collect();
+            let got = comm.alltoallv_f64(flat, &counts)?.data;
+            Ok(got.chunks_exact(3).map(DVec3::from_slice).collect())
+        })
     }
 
     /// Moves positions, velocities, masses and ids of `p` to their owners; `p` then holds the
     /// particles this rank owns (kept, then arrived).
     pub fn move_particles(&self, comm: &dyn Comm, p: &mut Particles) -> Result<()> {
-        let pos = self.move_dvec3(comm, &p.pos)?;
-        let vel = self.move_dvec3(comm, &p.vel)?;
-        let mass = self.move_f64(comm, &p.mass, 1)?;
-        let id = self.move_u64(comm, &p.id)?;
-        *p = Particles { pos, vel, mass, id };
-        Ok(())
+        self.move_dvec3(comm, &mut p.pos)?;
+        self.move_dvec3(comm, &mut p.vel)?;
+        self.move_f64(comm, &mut p.mass)?;
+        self.move_u64(comm, &mut p.id)
     }
 }
 
@@ -130,9 +143,14 @@ mod tests {
         let m = Migration::new(&[0; 5], 1, 0);
         m.move_particles(&SingleProcess, &mut p).unwrap();
         assert_eq!(p, before);
-        let extra = m
-            .move_f64(&SingleProcess, &[1.0, 2.0, 3.0, 4.0, 5.0], 1)
-            .unwrap();
+        let mut extra = vec![1.0, 2.0, 3.0, 4.0, 5.0];
+        m.move_f64(&SingleProcess, &mut extra).unwrap();
         assert_eq!(extra, vec![1.0, 2.0, 3.0, 4.0, 5.0]);
+        // On rank 1 of 2 keeping particles 1 and 3: they move to the front, in order.
+        let two = Migration::new(&[0, 1, 0, 1, 0], 2, 1);
+        assert_eq!(
+            (&two.keep[..], &two.order[..]),
+            (&[1, 3][..], &[0, 2, 4][..])
+        );
     }
 }

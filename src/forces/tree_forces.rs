@@ -230,7 +230,8 @@ impl Walker<'_> {
                 Some(t) => self.walk_tree(t, wp, targets, times, true),
                 None => Ok(WalkOutput::default()),
             };
-            (local, exchange.join())
+            // What the overlap did not hide: the wait for the LETs after the local walk.
+            (local, times.time("let_wait", || exchange.join()))
         });
         let (remote, let_times) =
             remote.map_err(|_| Error::comm("the LET exchange thread panicked"))?;

@@ -106,16 +106,10 @@ impl IntegratorState {
     /// Moves the state of every particle to the rank `plan` sends it to, as
     /// [`Migration::move_particles`] does with the particles themselves. Collective.
     pub fn migrate(&mut self, plan: &Migration, comm: &dyn Comm) -> Result<()> {
-        let bin: Vec<u64> = self.bin.iter().map(|&b| b as u64).collect();
-        self.bin = plan
-            .move_u64(comm, &bin)?
-            .into_iter()
-            .map(|b| b as u8)
-            .collect();
-        self.acc = plan.move_dvec3(comm, &self.acc)?;
-        self.pot = plan.move_f64(comm, &self.pot, 1)?;
-        self.cost = plan.move_f64(comm, &self.cost, 1)?;
-        Ok(())
+        plan.move_u8(comm, &mut self.bin)?;
+        plan.move_dvec3(comm, &mut self.acc)?;
+        plan.move_f64(comm, &mut self.pot)?;
+        plan.move_f64(comm, &mut self.cost)
     }
 
     /// The smallest and largest bin in use (`(u8::MAX, 0)` without particles).
