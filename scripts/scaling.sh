@@ -56,7 +56,8 @@ efficiency versus Np). Every option can also be set by the environment variable 
 
 mpirun is started with --bind-to none (hinoki's rayon threads are not pinned) and with
 --allow-run-as-root when run as root; srun with --ntasks, --cpus-per-task and
---kill-on-bad-exit=1. A rank count the machine or allocation cannot hold is an error.
+--kill-on-bad-exit=1 (and --nodes = ceil(Np / SLURM_NTASKS_PER_NODE) when the allocation
+sets tasks per node). A rank count the machine or allocation cannot hold is an error.
 Example: scripts/scaling.sh --mode weak --n-per-rank 16777216 --np 1,2,4 --backend gpu --out weak-h200
 EOF
 }
@@ -186,6 +187,10 @@ launcher_cmd() { # np threads -> the launcher part of the command line, in LCMD
     done
   else
     LCMD=(srun --ntasks="$1" --cpus-per-task="$2" --kill-on-bad-exit=1)
+    # Pack the ranks on as few nodes as the allocation's tasks per node allow.
+    local per_node=${SLURM_NTASKS_PER_NODE:-}
+    per_node=${per_node%%[!0-9]*}
+    [ -z "$per_node" ] || LCMD+=(--nodes=$((($1 + per_node - 1) / per_node)))
   fi
   LCMD+=("${LARGS[@]}")
 }
