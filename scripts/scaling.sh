@@ -147,6 +147,8 @@ case $LAUNCHER in mpirun | srun) ;; *) die "--launcher must be mpirun or srun (g
 command -v "$LAUNCHER" >/dev/null || die "launcher '$LAUNCHER' is not on PATH"
 command -v timeout >/dev/null || die "'timeout' (coreutils) is not on PATH"
 command -v "$PYTHON" >/dev/null || die "Python '$PYTHON' is not on PATH (pass --python)"
+[ "$NO_PLOT" = 1 ] || "$PYTHON" -c "import matplotlib" 2>/dev/null ||
+  die "matplotlib is missing for $PYTHON (python3 -m pip install --user matplotlib), or pass --no-plot"
 read -r -a LARGS <<<"$LAUNCHER_ARGS"
 read -r -a XARGS <<<"$EXTRA"
 XARGS+=("${TAIL_ARGS[@]}")

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # End-to-end test of the scaling-study tools on this machine (CPU backend, small N, mpirun
 # --oversubscribe; ~15 s on 2 cores): strong and weak series Np = 1, 2 give the CSV rows and the
-# PNGs; bad rank counts, a failing hinoki and bad options end with one line and a non-zero exit;
-# the srun launcher line (through a stand-in srun); the virtual-ranks plot; `bash -n` of slurm/.
+# PNGs; bad rank counts, a failing hinoki, bad options and a missing matplotlib end with one line
+# and a non-zero exit; the srun launcher line (through a stand-in srun); the virtual-ranks plot;
+# `bash -n` of slurm/.
 # Usage: scripts/test_scaling.sh [HINOKI_BINARY]   (run by scripts/test.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -71,6 +72,16 @@ one_error_line "$T/err" "takes --n-per-rank"
 tail -n1 "$T/err" | grep -q "^scaling.sh: error: strong Np=1 failed (exit [0-9]*): error: theta must be" ||
   fail "hinoki's error not reported: $(tail -n1 "$T/err")"
 [ ! -e "$T/e/strong_np1.json" ] || fail "a failed run left a report"
+
+mkdir -p "$T/nompl/matplotlib"
+echo 'raise ImportError("matplotlib hidden by test_scaling.sh")' >"$T/nompl/matplotlib/__init__.py"
+! PYTHONPATH="$T/nompl" scripts/scaling.sh --bin "$BIN" --np 1 --out "$T/e" 2>"$T/err" ||
+  fail "ran without matplotlib"
+one_error_line "$T/err" "matplotlib is missing"
+! PYTHONPATH="$T/nompl" "$PY" scripts/scaling_plot.py "$T/s/strong.csv" -o "$T/x.png" 2>"$T/err" ||
+  fail "scaling_plot.py ran without matplotlib"
+grep -q "^scaling_plot.py: error: matplotlib is missing; install it with: python3 -m pip" "$T/err" ||
+  fail "scaling_plot.py without matplotlib: $(cat "$T/err")"
 
 echo "-- srun launcher (stand-in srun that records its arguments and runs one task)"
 mkdir -p "$T/bin"
