@@ -2,8 +2,8 @@
 # End-to-end test of the scaling-study tools on this machine (CPU backend, small N, mpirun
 # --oversubscribe; ~15 s on 2 cores): strong and weak series Np = 1, 2 give the CSV rows and the
 # PNGs; bad rank counts, a failing hinoki, bad options and a missing matplotlib end with one line
-# and a non-zero exit; the srun launcher line (through a stand-in srun); the virtual-ranks plot;
-# `bash -n` of slurm/.
+# and a non-zero exit; the srun launcher line (through a stand-in srun); the Slurm templates'
+# USR1 forwarding (through a stand-in scancel); the virtual-ranks plot; `bash -n` of slurm/.
 # Usage: scripts/test_scaling.sh [HINOKI_BINARY]   (run by scripts/test.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -101,6 +101,29 @@ grep -q -- "^--ntasks=1 --cpus-per-task=1 --kill-on-bad-exit=1 --nodes=1 --gpus-
 ! SLURM_JOB_ID=1 SLURM_NTASKS=1 PATH="$T/bin:$PATH" scripts/scaling.sh --bin "$BIN" --np 1,2 \
   --out "$T/e" 2>"$T/err" || fail "Np beyond the allocation ran"
 one_error_line "$T/err" "Np=2 exceeds this allocation's 1 tasks"
+
+echo "-- slurm/common.sh passes the batch shell's USR1 on to the steps, keeps the exit status"
+printf '#!/usr/bin/env bash\necho "scancel $*" >>"$SCANCEL_LOG"\n' >"$T/bin/scancel"
+chmod +x "$T/bin/scancel"
+cat >"$T/job.sh" <<EOF
+#!/usr/bin/env bash
+set -euo pipefail
+export SLURM_JOB_ID=77 SLURM_NNODES=1 SLURM_JOB_NODELIST=vm SLURM_NTASKS=6
+HINOKI_DIR="$PWD" HINOKI_BIN="$BIN" source slurm/common.sh >/dev/null
+[ "\$(np_up_to_allocation)" = 1,2,4,6 ] || { echo "np list \$(np_up_to_allocation)" >"$T/status"; exit 9; }
+rc=0
+run_forwarding_signals bash -c 'touch "$T/ready"; sleep 1; exit 3' || rc=\$?
+echo "status \$rc" >"$T/status"
+EOF
+chmod +x "$T/job.sh"
+SCANCEL_LOG="$T/scancel.log" PATH="$T/bin:$PATH" "$T/job.sh" 2>/dev/null &
+job=$!
+for _ in $(seq 50); do [ -e "$T/ready" ] && break; sleep 0.1; done
+kill -USR1 "$job"
+wait "$job" || fail "the batch script failed: $(cat "$T/status" 2>&1)"
+[ "$(cat "$T/status")" = "status 3" ] || fail "exit status not kept: $(cat "$T/status")"
+[ "$(cat "$T/scancel.log" 2>&1)" = "scancel --signal=USR1 77" ] ||
+  fail "USR1 not forwarded: $(cat "$T/scancel.log" 2>&1)"
 
 echo "-- virtual-ranks plot, with the measured strong series"
 "$BIN" virtual-ranks --ics nfw --n 20000 --ranks 1,2,4,8 >"$T/vr.jsonl" 2>/dev/null

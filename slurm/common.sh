@@ -12,7 +12,7 @@ HINOKI_BIN=${HINOKI_BIN:-$HINOKI_DIR/target/release/hinoki}
 export SCALING_BIN=$HINOKI_BIN SCALING_LAUNCHER=srun
 
 echo "job $SLURM_JOB_ID: $SLURM_NNODES node(s) ($SLURM_JOB_NODELIST), $SLURM_NTASKS tasks, ${SLURM_CPUS_PER_TASK:-?} CPUs per task"
-command -v nvidia-smi >/dev/null && nvidia-smi -L
+if command -v nvidia-smi >/dev/null; then nvidia-smi -L; fi
 
 # Rank counts 1, 2, 4, ... up to the allocation's tasks (and the tasks themselves when not a
 # power of two), comma-separated.
@@ -26,10 +26,10 @@ np_up_to_allocation() {
 # receives on to every job step (scancel --signal reaches the steps' tasks, not this shell), then
 # returns the command's exit status. Bash runs a trap only between commands, hence `wait`.
 run_forwarding_signals() {
-  "$@" &
-  local pid=$! rc=0
   trap 'echo "$(date +%T) USR1: time limit near, signalling the steps to checkpoint" >&2; scancel --signal=USR1 "$SLURM_JOB_ID"' USR1
   trap 'echo "$(date +%T) TERM: passing it to the steps" >&2; scancel --signal=TERM "$SLURM_JOB_ID"' TERM
+  "$@" &
+  local pid=$! rc=0
   while true; do
     rc=0
     wait "$pid" || rc=$?
