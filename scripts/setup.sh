@@ -36,3 +36,18 @@ if ! command -v cargo >/dev/null; then
   echo "hinoki needs a Rust toolchain (cargo): install it from https://rustup.rs and re-run" >&2
   exit 1
 fi
+
+# matplotlib for the plot scripts (scripts/scaling_plot.py, virtual_ranks_plot.py); called by
+# scripts/test.sh, not needed to build or run hinoki.
+ensure_matplotlib() {
+  python3 -c "import matplotlib" 2>/dev/null && return 0
+  local how="python3 -m pip install --user matplotlib (or: apt-get install python3-matplotlib)"
+  if [ "${HINOKI_NO_APT:-0}" = 1 ]; then
+    echo "hinoki's plot scripts need matplotlib: $how" >&2
+    return 1
+  fi
+  echo "setup: installing matplotlib (pip --user)" >&2
+  python3 -m pip install --user --quiet matplotlib >&2 && return 0
+  echo "could not install matplotlib for $(command -v python3); install it: $how" >&2
+  return 1
+}

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite: installs what hinoki needs, checks formatting and lints, builds without
-# MPI too, and runs every test (unit, integration, CLI). GPU tests skip themselves without a GPU.
+# MPI too, and runs every test (unit, integration, CLI, the scaling-study scripts). GPU tests skip
+# themselves without a GPU.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup.sh
@@ -19,5 +20,8 @@ echo "== build without MPI (one-rank hinoki)"
 cargo check --quiet --no-default-features --all-targets
 echo "== cargo test"
 cargo test --release -- --skip gpu_ 2>&1
+echo "== scaling-study scripts (mpirun, CPU, small N)"
+ensure_matplotlib
+scripts/test_scaling.sh target/release/hinoki
 echo "== GPU tests (they print why they skip where no GPU is usable)"
 cargo test --release --test gpu -- --nocapture 2>&1

@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# End-to-end test of the scaling-study tools on this machine (CPU backend, small N, mpirun
+# --oversubscribe; ~15 s on 2 cores): strong and weak series Np = 1, 2 give the CSV rows and the
+# PNGs; bad rank counts, a failing hinoki, bad options and a missing matplotlib end with one line
+# and a non-zero exit; the srun launcher line (through a stand-in srun); the Slurm templates'
+# USR1 forwarding (through a stand-in scancel); the virtual-ranks plot; `bash -n` of slurm/.
+# Usage: scripts/test_scaling.sh [HINOKI_BINARY]   (run by scripts/test.sh)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BIN=$(realpath "${1:-target/release/hinoki}")
+PY=${PYTHON:-python3}
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+fail() { echo "test_scaling: FAIL: $*" >&2; exit 1; }
+"$PY" -c "import matplotlib" 2>/dev/null ||
+  fail "matplotlib is missing (python3 -m pip install --user matplotlib, or scripts/setup.sh)"
+
+echo "-- slurm templates parse (bash -n)"
+for f in slurm/*.sbatch slurm/common.sh; do bash -n "$f" || fail "$f does not parse"; done
+
+# check_csv CSV MODE "NP:N:N_PER_RANK ..." : the rows, their sizes, times, LET bytes and errors.
+check_csv() {
+  "$PY" - "$@" <<'EOF' || fail "$1 is not as expected"
+import csv, sys
+path, mode, want = sys.argv[1], sys.argv[2], sys.argv[3].split()
+rows = list(csv.DictReader(open(path)))
+got = [f"{r['np']}:{r['n']}:{r['n_per_rank']}" for r in rows]
+assert got == want, f"rows {got}, want {want}"
+for r in rows:
+    assert r["mode"] == mode and r["model"] == "nfw", (r["mode"], r["model"])
+    assert float(r["total_s"]) > 0 and float(r["walks_s"]) > 0, r["total_s"]
+    assert float(r["interactions_per_second"]) > 0
+    assert 0 < float(r["error_p99"]) < 1e-2, r["error_p99"]
+    assert float(r["efficiency"]) > 0 and r["device"].startswith("cpu")
+    multi = int(r["np"]) > 1
+    assert (float(r["let_bytes_received_mean"]) > 0) == multi, r["let_bytes_received_mean"]
+    assert (float(r["let_s"]) > 0) == multi, r["let_s"]
+    assert float(r["imbalance_walk"]) >= 1.0
+assert float(rows[0]["efficiency"]) == 1.0
+EOF
+}
+is_png() { [ "$(head -c 8 "$1" | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a ] || fail "$1 is not a PNG"; }
+# one_error_line FILE PATTERN: exactly one stderr line, the error, matching PATTERN.
+one_error_line() {
+  [ "$(grep -c . "$1")" = 1 ] || fail "expected one line, got: $(cat "$1")"
+  grep -q "^scaling.sh: error: .*$2" "$1" || fail "expected '$2' in: $(cat "$1")"
+}
+COMMON=(--bin "$BIN" --model nfw --np 1,2 --repeat 2 --backend cpu --oversubscribe --extra "--check 300")
+
+echo "-- strong series N = 20000, Np = 1, 2"
+scripts/scaling.sh --mode strong --n 20000 "${COMMON[@]}" --out "$T/s" 2>"$T/err" ||
+  fail "strong series: $(cat "$T/err")"
+check_csv "$T/s/strong.csv" strong "1:20000:20000 2:20000:10000"
+is_png "$T/s/strong.png"
+[ -s "$T/s/strong_np2.json" ] && [ "$(wc -l <"$T/s/strong_commands.txt")" = 2 ] || fail "reports or commands missing"
+
+echo "-- weak series 10000 per rank, Np = 1, 2"
+scripts/scaling.sh --mode weak --n-per-rank 10000 "${COMMON[@]}" --out "$T/w" 2>"$T/err" ||
+  fail "weak series: $(cat "$T/err")"
+check_csv "$T/w/weak.csv" weak "1:10000:10000 2:20000:10000"
+is_png "$T/w/weak.png"
+
+echo "-- errors: one line, non-zero exit"
+! scripts/scaling.sh --bin "$BIN" --np 1,100000 --out "$T/e" 2>"$T/err" || fail "Np beyond the cores ran"
+one_error_line "$T/err" "Np=100000 needs 100000 slots"
+! scripts/scaling.sh --bin "$BIN" --np 1,x --out "$T/e" 2>"$T/err" || fail "--np 1,x accepted"
+one_error_line "$T/err" "comma-separated list"
+! scripts/scaling.sh --bin "$BIN" --mode weak --n 5 --out "$T/e" 2>"$T/err" || fail "weak with --n accepted"
+one_error_line "$T/err" "takes --n-per-rank"
+! scripts/scaling.sh --bin "$BIN" --n 1000 --np 1 --backend cpu --extra "--theta -1" --out "$T/e" \
+  2>"$T/err" || fail "a failing hinoki run passed"
+tail -n1 "$T/err" | grep -q "^scaling.sh: error: strong Np=1 failed (exit [0-9]*): error: theta must be" ||
+  fail "hinoki's error not reported: $(tail -n1 "$T/err")"
+[ ! -e "$T/e/strong_np1.json" ] || fail "a failed run left a report"
+
+mkdir -p "$T/nompl/matplotlib"
+echo 'raise ImportError("matplotlib hidden by test_scaling.sh")' >"$T/nompl/matplotlib/__init__.py"
+! PYTHONPATH="$T/nompl" scripts/scaling.sh --bin "$BIN" --np 1 --out "$T/e" 2>"$T/err" ||
+  fail "ran without matplotlib"
+one_error_line "$T/err" "matplotlib is missing"
+! PYTHONPATH="$T/nompl" "$PY" scripts/scaling_plot.py "$T/s/strong.csv" -o "$T/x.png" 2>"$T/err" ||
+  fail "scaling_plot.py ran without matplotlib"
+grep -q "^scaling_plot.py: error: matplotlib is missing; install it with: python3 -m pip" "$T/err" ||
+  fail "scaling_plot.py without matplotlib: $(cat "$T/err")"
+
+echo "-- srun launcher (stand-in srun that records its arguments and runs one task)"
+mkdir -p "$T/bin"
+cat >"$T/bin/srun" <<'EOF'
+#!/usr/bin/env bash
+echo "$*" >>"$SRUN_LOG"
+while [ $# -gt 0 ] && [[ $1 == --* ]]; do shift; done
+exec "$@"
+EOF
+chmod +x "$T/bin/srun"
+SLURM_JOB_ID=1 SLURM_NTASKS=1 SLURM_CPUS_PER_TASK=1 SLURM_NTASKS_PER_NODE=4 SRUN_LOG="$T/srun.log" \
+  PATH="$T/bin:$PATH" scripts/scaling.sh --bin "$BIN" --n 5000 --np 1 --repeat 1 --backend cpu \
+  --launcher-args "--gpus-per-task=1" --no-plot --out "$T/srun" 2>"$T/err" || fail "srun run: $(cat "$T/err")"
+grep -q -- "^--ntasks=1 --cpus-per-task=1 --kill-on-bad-exit=1 --nodes=1 --gpus-per-task=1 $BIN forces .*--threads 1 --json" "$T/srun.log" ||
+  fail "srun line: $(cat "$T/srun.log")"
+[ -s "$T/srun/strong.csv" ] && [ ! -e "$T/srun/strong.png" ] || fail "--no-plot: CSV but no PNG expected"
+! SLURM_JOB_ID=1 SLURM_NTASKS=1 PATH="$T/bin:$PATH" scripts/scaling.sh --bin "$BIN" --np 1,2 \
+  --out "$T/e" 2>"$T/err" || fail "Np beyond the allocation ran"
+one_error_line "$T/err" "Np=2 exceeds this allocation's 1 tasks"
+
+echo "-- slurm/common.sh passes the batch shell's USR1 on to the steps, keeps the exit status"
+printf '#!/usr/bin/env bash\necho "scancel $*" >>"$SCANCEL_LOG"\n' >"$T/bin/scancel"
+chmod +x "$T/bin/scancel"
+cat >"$T/job.sh" <<EOF
+#!/usr/bin/env bash
+set -euo pipefail
+export SLURM_JOB_ID=77 SLURM_NNODES=1 SLURM_JOB_NODELIST=vm SLURM_NTASKS=6
+HINOKI_DIR="$PWD" HINOKI_BIN="$BIN" source slurm/common.sh >/dev/null
+[ "\$(np_up_to_allocation)" = 1,2,4,6 ] || { echo "np list \$(np_up_to_allocation)" >"$T/status"; exit 9; }
+rc=0
+run_forwarding_signals bash -c 'touch "$T/ready"; sleep 1; exit 3' || rc=\$?
+echo "status \$rc" >"$T/status"
+EOF
+chmod +x "$T/job.sh"
+SCANCEL_LOG="$T/scancel.log" PATH="$T/bin:$PATH" "$T/job.sh" 2>/dev/null &
+job=$!
+for _ in $(seq 50); do [ -e "$T/ready" ] && break; sleep 0.1; done
+kill -USR1 "$job"
+wait "$job" || fail "the batch script failed: $(cat "$T/status" 2>&1)"
+[ "$(cat "$T/status")" = "status 3" ] || fail "exit status not kept: $(cat "$T/status")"
+[ "$(cat "$T/scancel.log" 2>&1)" = "scancel --signal=USR1 77" ] ||
+  fail "USR1 not forwarded: $(cat "$T/scancel.log" 2>&1)"
+
+echo "-- virtual-ranks plot, with the measured strong series"
+"$BIN" virtual-ranks --ics nfw --n 20000 --ranks 1,2,4,8 >"$T/vr.jsonl" 2>/dev/null
+[ "$(wc -l <"$T/vr.jsonl")" = 4 ] || fail "virtual-ranks gave $(wc -l <"$T/vr.jsonl") lines, want 4"
+"$PY" scripts/virtual_ranks_plot.py "$T/vr.jsonl" --measured "$T/s/strong.csv" -o "$T/vr.png" ||
+  fail "virtual_ranks_plot.py"
+is_png "$T/vr.png"
+! "$PY" scripts/virtual_ranks_plot.py "$T/s/strong.csv" -o "$T/x.png" 2>"$T/err" || fail "a CSV passed as JSON lines"
+grep -q "^virtual_ranks_plot.py: error: .* is not JSON" "$T/err" || fail "bad-input message: $(cat "$T/err")"
+echo "test_scaling: ok"
