@@ -1,17 +1,19 @@
 // Device functions shared by the walk and direct-summation kernels: the softened interactions
-// and the cell-acceptance test. They mirror src/walk/kernels.rs and src/walk/mac.rs line by line
-// so that the GPU and CPU walks take the same decisions on the same tree.
+// and the cell-acceptance test. They compute the formulas of src/walk/kernels.rs and
+// src/walk/mac.rs (in fused multiply-adds), so that the GPU and CPU walks take the same
+// decisions on the same tree.
 #pragma once
 
 #define HINOKI_INF __int_as_float(0x7f800000)
 
 // Point mass src (x, y, z, m) on a target at x: adds m d / r^3 and -m / r, r^2 = |d|^2 + eps2;
-// nothing for a source at the target's own position.
+// nothing for a source at the target's own position (r^2 = eps2 in float32: |d| below
+// 2^-12 eps, where the force term is below 2^-12 of a softened neighbour's).
 __device__ __forceinline__ void p2p(float3 x, float4 src, float eps2, float4 &acc)
 {
     const float dx = src.x - x.x, dy = src.y - x.y, dz = src.z - x.z;
-    const float d2 = dx * dx + dy * dy + dz * dz;
-    const float rinv = d2 > 0.f ? rsqrtf(d2 + eps2) : 0.f;
+    const float r2 = fmaf(dx, dx, fmaf(dy, dy, fmaf(dz, dz, eps2)));
+    const float rinv = r2 > eps2 ? rsqrtf(r2) : 0.f;
     const float mr = src.w * rinv;
     const float mr3 = mr * rinv * rinv;
     acc.x += dx * mr3;
@@ -20,13 +22,15 @@ __device__ __forceinline__ void p2p(float3 x, float4 src, float eps2, float4 &ac
     acc.w -= mr;
 }
 
-// Cell (centre of mass, mass; traceless quadrupole qa = xx yy zz xy, qb = xz yz; trace
-// sum m |y|^2) on a target, with the softened second-order term d.Q.d - trace eps^2.
-__device__ __forceinline__ void m2p(float3 x, float4 cm, float4 qa, float2 qb, float trace,
-                                    float eps2, int quadrupole, float4 &acc)
+// Cell (centre of mass, mass; traceless quadrupole qa = xx yy zz xy, qb = xz yz; trace_eps2
+// = eps^2 sum m |y|^2) on a target, with the softened second-order term d.Q.d - trace eps^2.
+// Callers pass `quadrupole` as a constant where they can, so each loop is compiled for one
+// order.
+__device__ __forceinline__ void m2p(float3 x, float4 cm, float4 qa, float2 qb, float trace_eps2,
+                                    float eps2, bool quadrupole, float4 &acc)
 {
     const float dx = cm.x - x.x, dy = cm.y - x.y, dz = cm.z - x.z;
-    const float r2 = dx * dx + dy * dy + dz * dz + eps2;
+    const float r2 = fmaf(dx, dx, fmaf(dy, dy, fmaf(dz, dz, eps2)));
     const float rinv = rsqrtf(r2);
     const float rinv2 = rinv * rinv;
     const float mr = cm.w * rinv;
@@ -41,7 +45,7 @@ __device__ __forceinline__ void m2p(float3 x, float4 cm, float4 qa, float2 qb, f
     const float qx = qa.x * dx + qa.w * dy + qb.x * dz;
     const float qy = qa.w * dx + qa.y * dy + qb.y * dz;
     const float qz = qb.x * dx + qb.y * dy + qa.z * dz;
-    const float dqd = dx * qx + dy * qy + dz * qz - trace * eps2;
+    const float dqd = fmaf(dx, qx, fmaf(dy, qy, fmaf(dz, qz, -trace_eps2)));
     const float rinv5 = rinv2 * rinv2 * rinv;
     const float radial = mr3 + 2.5f * dqd * rinv5 * rinv2;
     acc.x += dx * radial - qx * rinv5;

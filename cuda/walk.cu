@@ -101,7 +101,7 @@ walk_vg(const float4 *__restrict__ particles,       // sorted particles: positio
         if (accepts(box, pm, cell_s_eff[c], bc, bh, accel_mac, alpha, grav, amin)) {
             const float2 q0 = cell_quad[3 * c], q1 = cell_quad[3 * c + 1], q2 = cell_quad[3 * c + 2];
             const float4 qa = make_float4(q0.x, q0.y, q1.x, q1.y);
-            const float tr = cell_trace[c];
+            const float tr = cell_trace[c] * eps2;
 #pragma unroll
             for (int v = 0; v < V; v++) m2p(x[v], pm, qa, q2, tr, eps2, quadrupole, acc[v]);
             nm++;

@@ -4,12 +4,13 @@
 # Usage: scripts/bench_gpu.sh HINOKI_BINARY OUT_DIR [SECTION...]
 # The same rows as CSV, one column per field: OUT_DIR/gpu_bench.csv (scripts/bench_csv.py).
 # Sections: vg (seed 001 Fig. 3), theta (seed 000 Table V), nsweep (N = 2^16..2^24 per model),
-# order (Hilbert vs Morton, seed 001 Fig. 8), ncrit (seed 001 Fig. 10); default: all of them.
+# order (Hilbert vs Morton, seed 001 Fig. 8), ncrit (seed 001 Fig. 10), kernel (list versus
+# (V,G) kernel at matched accuracy); default: all of them.
 set -uo pipefail
 BIN=${1:?hinoki binary}
 OUT=${2:?output directory}
 shift 2
-SECTIONS=${*:-vg theta nsweep order ncrit}
+SECTIONS=${*:-vg theta nsweep order ncrit kernel}
 mkdir -p "$OUT"
 run() { # bench-name model n extra-args...
   local name=$1 model=$2 n=$3; shift 3
@@ -21,13 +22,13 @@ for section in $SECTIONS; do
   case $section in
   vg) # V,G sweep on the uniform cube, N = 2^24 - 1.
     for vg in 1,32 2,32 4,32 8,32 1,16 2,16 4,16 8,16 2,8 4,8 8,8; do
-      run vg uniform-cube 16777215 --theta 0.55 --vg "$vg"
+      run vg uniform-cube 16777215 --theta 0.55 --kernel vg --vg "$vg"
     done ;;
   theta) # errors at 2^20 - 1, times at 2^24 - 1.
     for th in 0.4 0.45 0.5 0.55 0.6 0.65 0.7; do
       for vg in 2,32 4,32; do
-        run theta uniform-cube 1048575 --theta "$th" --vg "$vg" --check 3000
-        run theta uniform-cube 16777215 --theta "$th" --vg "$vg"
+        run theta uniform-cube 1048575 --theta "$th" --kernel vg --vg "$vg" --check 3000
+        run theta uniform-cube 16777215 --theta "$th" --kernel vg --vg "$vg"
       done
     done ;;
   nsweep) # default settings, errors on 1000 particles.
@@ -39,14 +40,25 @@ for section in $SECTIONS; do
   order) # Peano-Hilbert versus Morton (no ordering degenerates to direct summation).
     for n in 131072 262144 524288 1048576 2097152 4194304 8388608 16777216; do
       for order in hilbert morton; do
-        run order nfw "$n" --order "$order"
+        run order nfw "$n" --order "$order" --kernel vg --vg 4,32
       done
     done ;;
   ncrit)
     for ncrit in 1 2 4 8 16 32 64; do
-      run ncrit nfw 8388608 --ncrit "$ncrit" --theta 0.6
+      run ncrit nfw 8388608 --ncrit "$ncrit" --theta 0.6 --kernel vg --vg 4,32
     done ;;
-  *) echo "unknown section '$section' (vg, theta, nsweep, order, ncrit)" >&2; exit 2 ;;
+  kernel) # errors at 2^20 - 1, walk times at 2^24 - 1 (second evaluation: warm buffers).
+    for n in 1048575 16777215; do
+      check=(); [ "$n" = 1048575 ] && check=(--check 3000)
+      run kernel uniform-cube "$n" --theta 0.6 --kernel vg --vg 4,32 --repeat 2 "${check[@]}"
+      for ncrit in 8 16; do
+        run kernel uniform-cube "$n" --theta 0.6 --kernel list --vg 4,32 --ncrit "$ncrit" --repeat 2 "${check[@]}"
+      done
+      for th in 0.57 0.58 0.6; do
+        run kernel uniform-cube "$n" --theta "$th" --kernel list --vg 2,32 --ncrit 16 --repeat 2 "${check[@]}"
+      done
+    done ;;
+  *) echo "unknown section '$section' (vg, theta, nsweep, order, ncrit, kernel)" >&2; exit 2 ;;
   esac
 done
 python3 "$(dirname "$0")/bench_csv.py" "$OUT/gpu_bench.jsonl" "$OUT/gpu_bench.csv"

@@ -13,7 +13,7 @@ use hinoki::io::{read_snapshot, write_snapshot_file, RunConfig};
 use hinoki::render::{plot_diagnostics, render, Axis, RenderOptions};
 use hinoki::sfc::Order;
 use hinoki::simulation;
-use hinoki::walk::gpu::VgChoice;
+use hinoki::walk::gpu::{VgChoice, WalkKernel};
 use hinoki::walk::mac::Mac;
 use hinoki::{Error, Particles, Result};
 use std::path::PathBuf;
@@ -239,6 +239,9 @@ struct GravityArgs {
     /// or "auto" to time a few shapes on the first force evaluation and keep the fastest.
     #[arg(long, default_value_t = ForceParams::default().vg)]
     vg: VgChoice,
+    /// GPU walk kernel: vg (seed 001's (V,G) walk) or list (interaction lists per warp, G = 32).
+    #[arg(long, default_value_t = ForceParams::default().kernel)]
+    kernel: WalkKernel,
     /// Multi-rank load balance: count (equal particles) or cost (equal interactions of the
     /// last evaluation).
     #[arg(long, default_value_t = ForceParams::default().balance)]
@@ -264,6 +267,7 @@ impl GravityArgs {
             walk: self.walk,
             backend: self.backend,
             vg: self.vg,
+            kernel: self.kernel,
             balance: self.balance,
             let_boxes: self.let_boxes,
         }

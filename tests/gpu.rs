@@ -11,13 +11,16 @@ use hinoki::ics::{generate, Model};
 use hinoki::sfc::Order;
 use hinoki::tree::{Tree, TreeParams};
 use hinoki::walk::cpu::{grouped_walk, WalkParams};
-use hinoki::walk::gpu::{Gpu, GpuLayout};
+use hinoki::walk::gpu::{Gpu, GpuLayout, WalkKernel};
 use hinoki::walk::groups::tree_groups;
 use hinoki::walk::mac::{Criterion, Mac};
 
-/// The GPU with the given layout, or None (after saying why) when there is none.
-fn gpu(layout: GpuLayout) -> Option<Gpu> {
-    match Gpu::open(0, layout) {
+/// Both walk kernels.
+const KERNELS: [WalkKernel; 2] = [WalkKernel::Vg, WalkKernel::List];
+
+/// The GPU with the given kernel and layout, or None (after saying why) when there is none.
+fn gpu(kernel: WalkKernel, layout: GpuLayout) -> Option<Gpu> {
+    match Gpu::open(0, kernel, layout) {
         Ok(g) => Some(g),
         Err(e) => {
             eprintln!("skipping GPU test: {e}");
@@ -34,7 +37,7 @@ fn to_dvec(a: &[[f32; 4]]) -> Vec<DVec3> {
 
 #[test]
 fn gpu_matches_cpu_on_the_same_tree() {
-    let Some(_) = gpu(GpuLayout::default()) else {
+    let Some(_) = gpu(WalkKernel::default(), GpuLayout::default()) else {
         return;
     };
     let p = generate(Model::Plummer, 30_000, 11).unwrap();
@@ -70,14 +73,20 @@ fn gpu_matches_cpu_on_the_same_tree() {
                 [x.x as f32, x.y as f32, x.z as f32, a]
             })
             .collect();
-        for layout in [
-            GpuLayout { v: 1, g: 32 },
-            GpuLayout { v: 2, g: 16 },
-            GpuLayout { v: 4, g: 8 },
-            GpuLayout { v: 2, g: 32 },
-            GpuLayout { v: 1, g: 4 },
+        let vg = |v, g| (WalkKernel::Vg, GpuLayout { v, g });
+        let list = |v| (WalkKernel::List, GpuLayout { v, g: 32 });
+        for (kernel, layout) in [
+            vg(1, 32),
+            vg(2, 16),
+            vg(4, 8),
+            vg(2, 32),
+            vg(1, 4),
+            list(1),
+            list(2),
+            list(4),
+            list(8),
         ] {
-            let mut g = gpu(layout).unwrap();
+            let mut g = gpu(kernel, layout).unwrap();
             for quadrupole in [false, true] {
                 let wp = WalkParams {
                     criterion: Criterion {
@@ -99,10 +108,13 @@ fn gpu_matches_cpu_on_the_same_tree() {
                 ));
                 assert!(
                     e.p99 <= 1e-5,
-                    "{mac} V,G = {layout} quadrupole {quadrupole}: {e:?}"
+                    "{mac} {kernel} V,G = {layout} quadrupole {quadrupole}: {e:?}"
                 );
+                // The same decisions: the same interactions for (nearly) every target.
                 let same_lists = gpu.m2p.iter().zip(&cpu.m2p).filter(|(a, b)| a == b).count();
                 assert!(same_lists as f64 >= 0.99 * targets.len() as f64);
+                let same_p2p = gpu.p2p.iter().zip(&cpu.p2p).filter(|(a, b)| a == b).count();
+                assert!(same_p2p as f64 >= 0.99 * targets.len() as f64);
             }
         }
     }
@@ -110,7 +122,7 @@ fn gpu_matches_cpu_on_the_same_tree() {
 
 #[test]
 fn gpu_meets_the_accuracy_bound() {
-    if gpu(GpuLayout::default()).is_none() {
+    if gpu(WalkKernel::default(), GpuLayout::default()).is_none() {
         return;
     }
     // The CPU bound of tests/accuracy.rs at the default settings, the cuspy NFW halo included.
@@ -120,23 +132,26 @@ fn gpu_meets_the_accuracy_bound() {
         (Model::Nfw, 0.45, 1e-3),
     ] {
         let p = generate(model, 100_000, 2).unwrap();
-        let params = ForceParams {
-            backend: Backend::Gpu,
-            theta,
-            ..ForceParams::default()
-        };
-        let r = compute_forces(&SingleProcess, &p, &params, None).unwrap();
-        assert!(!r.device.starts_with("cpu"));
-        let e = check_against_direct(&SingleProcess, &p, &params, &r, 1000, 3)
-            .unwrap()
-            .acc;
-        assert!(e.p99 <= bound, "{model}: {e:?}");
+        for kernel in KERNELS {
+            let params = ForceParams {
+                backend: Backend::Gpu,
+                theta,
+                kernel,
+                ..ForceParams::default()
+            };
+            let r = compute_forces(&SingleProcess, &p, &params, None).unwrap();
+            assert!(!r.device.starts_with("cpu"));
+            let e = check_against_direct(&SingleProcess, &p, &params, &r, 1000, 3)
+                .unwrap()
+                .acc;
+            assert!(e.p99 <= bound, "{model} {kernel}: {e:?}");
+        }
     }
 }
 
 #[test]
 fn gpu_direct_summation_matches_float64() {
-    if gpu(GpuLayout::default()).is_none() {
+    if gpu(WalkKernel::default(), GpuLayout::default()).is_none() {
         return;
     }
     let p = generate(Model::Plummer, 20_000, 4).unwrap();
@@ -158,37 +173,134 @@ fn gpu_direct_summation_matches_float64() {
 fn gpu_vg_auto_and_unordered_groups_work() {
     use hinoki::forces::ForceEngine;
     use hinoki::walk::gpu::VgChoice;
-    if gpu(GpuLayout::default()).is_none() {
+    if gpu(WalkKernel::default(), GpuLayout::default()).is_none() {
         return;
     }
     let p = generate(Model::Hernquist, 50_000, 8).unwrap();
-    // `--vg auto` settles on one of the candidates and keeps the accuracy.
-    let params = ForceParams {
-        backend: Backend::Gpu,
-        vg: VgChoice::Auto,
-        ..ForceParams::default()
+    for kernel in KERNELS {
+        // `--vg auto` settles on one of the candidates and keeps the accuracy.
+        let params = ForceParams {
+            backend: Backend::Gpu,
+            vg: VgChoice::Auto,
+            kernel,
+            ..ForceParams::default()
+        };
+        let mut engine = ForceEngine::new(params.clone()).unwrap();
+        let r = engine.compute(&SingleProcess, &p, None).unwrap();
+        let chosen = engine.layout().unwrap();
+        assert!(GpuLayout::candidates(kernel).contains(&chosen), "{chosen}");
+        assert!(r.times.get("tune") > 0.0);
+        let e = check_against_direct(&SingleProcess, &p, &params, &r, 500, 1)
+            .unwrap()
+            .acc;
+        assert!(e.p99 <= 1e-3, "{kernel}: {e:?}");
+        // A second evaluation does not tune again.
+        let r2 = engine.compute(&SingleProcess, &p, Some(&r.acc)).unwrap();
+        assert_eq!(r2.times.get("tune"), 0.0);
+        // Input order (chunks of V·G targets) agrees with the CPU walk on the same chunks.
+        let unordered = |backend| ForceParams {
+            backend,
+            kernel,
+            order: Order::None,
+            group: GpuLayout::default().group(),
+            ..ForceParams::default()
+        };
+        let a = compute_forces(&SingleProcess, &p, &unordered(Backend::Gpu), None).unwrap();
+        let b = compute_forces(&SingleProcess, &p, &unordered(Backend::Cpu), None).unwrap();
+        // Input-order chunks span the whole halo, so each target sums nearly all N terms;
+        // the list kernel adds them in another order than the CPU (multipoles and particles in
+        // separate batches), which float32 rounding shows at a few 1e-5 over 5e4 terms.
+        let bound = match kernel {
+            WalkKernel::Vg => 1e-5,
+            WalkKernel::List => 1e-4,
+        };
+        let d = ErrorStats::of(&relative_acc_errors(&a.acc, &b.acc));
+        assert!(d.p99 <= bound, "{kernel}: {d:?}");
+    }
+}
+
+/// Two trees one after the other in preorder, as a received LET forest is laid out: the
+/// second tree's particle ranges shifted past the first tree's particles.
+fn forest(a: &Tree, b: &Tree) -> Tree {
+    let mut f = a.clone();
+    let shift = a.particles.len() as u32;
+    f.particles.extend_from_slice(&b.particles);
+    f.index.extend(b.index.iter().map(|i| i + shift));
+    let (c, d) = (&mut f.cells, &b.cells);
+    c.first.extend(d.first.iter().map(|i| i + shift));
+    c.count.extend_from_slice(&d.count);
+    c.level.extend_from_slice(&d.level);
+    c.nchild.extend_from_slice(&d.nchild);
+    c.subtree.extend_from_slice(&d.subtree);
+    c.boxes.extend_from_slice(&d.boxes);
+    c.com_mass.extend_from_slice(&d.com_mass);
+    c.quad.extend_from_slice(&d.quad);
+    c.trace.extend_from_slice(&d.trace);
+    c.s_eff.extend_from_slice(&d.s_eff);
+    f
+}
+
+#[test]
+fn gpu_walks_a_forest_like_the_cpu() {
+    if gpu(WalkKernel::default(), GpuLayout::default()).is_none() {
+        return;
+    }
+    // The two halves of a Plummer sphere as two trees: the walk must visit both roots.
+    let p = generate(Model::Plummer, 40_000, 5).unwrap();
+    let tp = TreeParams {
+        order: Order::Hilbert,
+        ncrit: 8,
+        mac: Mac::Modified,
+        theta: 0.5,
     };
-    let mut engine = ForceEngine::new(params.clone()).unwrap();
-    let r = engine.compute(&SingleProcess, &p, None).unwrap();
-    let chosen = engine.layout().unwrap();
-    assert!(GpuLayout::CANDIDATES.contains(&chosen), "{chosen}");
-    assert!(r.times.get("tune") > 0.0);
-    let e = check_against_direct(&SingleProcess, &p, &params, &r, 500, 1)
-        .unwrap()
-        .acc;
-    assert!(e.p99 <= 1e-3, "{e:?}");
-    // A second evaluation does not tune again.
-    let r2 = engine.compute(&SingleProcess, &p, Some(&r.acc)).unwrap();
-    assert_eq!(r2.times.get("tune"), 0.0);
-    // Input order (chunks of V·G targets) agrees with the CPU walk on the same chunks.
-    let unordered = |backend| ForceParams {
-        backend,
-        order: Order::None,
-        group: GpuLayout::default().group(),
-        ..ForceParams::default()
+    let half = |left: bool| {
+        let (pos, mass): (Vec<DVec3>, Vec<f64>) = p
+            .pos
+            .iter()
+            .zip(&p.mass)
+            .filter(|(x, _)| (x.x < 0.0) == left)
+            .unzip();
+        Tree::build(&pos, &mass, &tp, &mut PhaseTimes::default())
     };
-    let a = compute_forces(&SingleProcess, &p, &unordered(Backend::Gpu), None).unwrap();
-    let b = compute_forces(&SingleProcess, &p, &unordered(Backend::Cpu), None).unwrap();
-    let d = ErrorStats::of(&relative_acc_errors(&a.acc, &b.acc));
-    assert!(d.p99 <= 1e-5, "{d:?}");
+    let (a, b) = (half(true), half(false));
+    let all = forest(&a, &b);
+    let targets: Vec<[f32; 4]> = all.particles.clone();
+    let wp = WalkParams {
+        criterion: Criterion {
+            mac: Mac::Modified,
+            alpha: 0.001,
+            g: 1.0,
+        },
+        eps2: 1e-4,
+        quadrupole: true,
+    };
+    // Groups of the first tree's targets then the second's (tree cells of each).
+    let layout = GpuLayout::default();
+    let mut groups = tree_groups(&a, layout.group());
+    let shift = a.particles.len() as u32;
+    groups.extend(
+        tree_groups(&b, layout.group())
+            .iter()
+            .map(|g| [g[0] + shift, g[1]]),
+    );
+    let cpu = grouped_walk(&all, &targets, &groups, &wp);
+    for kernel in KERNELS {
+        let mut g = gpu(kernel, layout).unwrap();
+        let out = g
+            .walk(&all, &targets, &groups, &wp, &mut PhaseTimes::default())
+            .unwrap();
+        let e = ErrorStats::of(&relative_acc_errors(
+            &to_dvec(&out.acc_pot),
+            &to_dvec(&cpu.acc_pot),
+        ));
+        assert!(e.p99 <= 1e-5, "{kernel}: {e:?}");
+        // Both roots visited: the same interactions as the CPU for (nearly) every target.
+        let same = (0..targets.len())
+            .filter(|&k| out.p2p[k] == cpu.p2p[k] && out.m2p[k] == cpu.m2p[k])
+            .count();
+        assert!(
+            same as f64 >= 0.99 * targets.len() as f64,
+            "{kernel}: {same}"
+        );
+    }
 }

@@ -2,7 +2,7 @@
 //! angular momentum (G folded into the potentials the caller passes).
 
 use crate::particles::Particles;
-use glam::DVec3;
+use rayon::prelude::*;
 use serde::Serialize;
 
 /// Energies (mass × velocity² units) and momenta of a particle set at one time.
@@ -22,23 +22,41 @@ pub struct Conserved {
 
 impl Conserved {
     /// The quantities of `p`, with `pot` the potential per particle (energy per mass units).
+    /// Summed in parallel over fixed chunks whose partial sums are added in order, so the
+    /// result does not depend on the number of threads.
     pub fn of(p: &Particles, pot: &[f64]) -> Self {
-        let mut kinetic = 0.0;
-        let mut potential = 0.0;
-        let mut mom = DVec3::ZERO;
-        let mut ang = DVec3::ZERO;
-        for (((x, v), &m), &phi) in p.pos.iter().zip(&p.vel).zip(&p.mass).zip(pot) {
-            kinetic += 0.5 * m * v.length_squared();
-            potential += 0.5 * m * phi;
-            mom += m * *v;
-            ang += m * x.cross(*v);
+        const CHUNK: usize = 1 << 14;
+        let n = p.len().min(pot.len());
+        let partial: Vec<[f64; 8]> = (0..n.div_ceil(CHUNK))
+            .into_par_iter()
+            .map(|k| {
+                let range = k * CHUNK..((k + 1) * CHUNK).min(n);
+                let mut s = [0.0; 8];
+                for i in range {
+                    let (x, v, m) = (p.pos[i], p.vel[i], p.mass[i]);
+                    let l = m * x.cross(v);
+                    s[0] += 0.5 * m * v.length_squared();
+                    s[1] += 0.5 * m * pot[i];
+                    for d in 0..3 {
+                        s[2 + d] += m * v[d];
+                        s[5 + d] += l[d];
+                    }
+                }
+                s
+            })
+            .collect();
+        let mut s = [0.0; 8];
+        for c in &partial {
+            for (a, b) in s.iter_mut().zip(c) {
+                *a += b;
+            }
         }
         Self {
-            kinetic,
-            potential,
-            total: kinetic + potential,
-            momentum: mom.to_array(),
-            angular_momentum: ang.to_array(),
+            kinetic: s[0],
+            potential: s[1],
+            total: s[0] + s[1],
+            momentum: [s[2], s[3], s[4]],
+            angular_momentum: [s[5], s[6], s[7]],
         }
     }
 }
@@ -46,6 +64,7 @@ impl Conserved {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use glam::DVec3;
 
     #[test]
     fn circular_pair() {

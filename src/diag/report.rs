@@ -95,6 +95,7 @@ pub fn forces_json(
         "ncrit": params.ncrit,
         "group": params.group,
         "vg": params.vg.to_string(),
+        "kernel": params.kernel.to_string(),
         "order": params.order.name(),
         "walk": params.walk.name(),
         "eps": params.eps,

@@ -54,14 +54,16 @@ impl ForceEngine {
         // Direct summation stays the float64 CPU reference unless the GPU is asked for by name.
         let gpu = match (params.backend, params.method) {
             (Backend::Cpu, _) | (Backend::Auto, Method::Direct) => None,
-            (Backend::Gpu, _) => Some(Gpu::open(local_rank(), params.vg.initial())?),
-            (Backend::Auto, Method::Tree) => match Gpu::open(local_rank(), params.vg.initial()) {
-                Ok(g) => Some(g),
-                Err(e) => {
-                    tracing::info!("backend auto: using the CPU ({e})");
-                    None
+            (Backend::Gpu, _) => Some(Gpu::open(local_rank(), params.kernel, params.vg.initial())?),
+            (Backend::Auto, Method::Tree) => {
+                match Gpu::open(local_rank(), params.kernel, params.vg.initial()) {
+                    Ok(g) => Some(g),
+                    Err(e) => {
+                        tracing::info!("backend auto: using the CPU ({e})");
+                        None
+                    }
                 }
-            },
+            }
         };
         let tune = params.vg == VgChoice::Auto && gpu.is_some();
         Ok(Self {

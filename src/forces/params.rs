@@ -5,7 +5,7 @@ use crate::domain::Balance;
 use crate::error::{Error, Result};
 use crate::sfc::Order;
 use crate::walk::cpu::WalkParams;
-use crate::walk::gpu::VgChoice;
+use crate::walk::gpu::{VgChoice, WalkKernel};
 use crate::walk::mac::{Criterion, Mac};
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -108,6 +108,8 @@ pub struct ForceParams {
     /// Shape of the GPU walk kernel: V targets per thread, G threads per group (the GPU's group
     /// of consecutive targets is V·G; `group` applies to the CPU walk only).
     pub vg: VgChoice,
+    /// Which GPU walk kernel: seed 001's (V,G) walk or the interaction-list walk.
+    pub kernel: WalkKernel,
     /// Multi-rank runs: what the domain decomposition balances (particle counts or the
     /// interactions of the last evaluation).
     pub balance: Balance,
@@ -132,6 +134,7 @@ impl Default for ForceParams {
             walk: WalkKind::Grouped,
             backend: Backend::Auto,
             vg: VgChoice::default(),
+            kernel: WalkKernel::default(),
             balance: Balance::Cost,
             let_boxes: 64,
         }
@@ -191,7 +194,7 @@ impl ForceParams {
             )));
         }
         if let VgChoice::Fixed(l) = self.vg {
-            l.validate()?;
+            l.validate_for(self.kernel)?;
         }
         if !(self.eps.is_finite() && self.eps >= 0.0) {
             return Err(Error::input(format!(

@@ -293,7 +293,7 @@ fn inverse_permutation(p: &[u32]) -> Vec<u32> {
     q.into_par_iter().map(AtomicU32::into_inner).collect()
 }
 
-/// `--vg auto`: times one walk for every layout of [`GpuLayout::CANDIDATES`] on this tree and
+/// `--vg auto`: times one walk for every layout of [`GpuLayout::candidates`] on this tree and
 /// keeps the fastest compiled in `gpu`.
 fn choose_layout(
     gpu: &mut Gpu,
@@ -303,7 +303,7 @@ fn choose_layout(
     wp: &WalkParams,
 ) -> Result<()> {
     let mut best: Option<(f64, GpuLayout)> = None;
-    for layout in GpuLayout::CANDIDATES {
+    for &layout in GpuLayout::candidates(gpu.kernel()) {
         gpu.set_layout(layout)?;
         let groups = form_groups(layout.group());
         let mut t = PhaseTimes::default();

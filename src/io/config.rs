@@ -49,7 +49,7 @@ use crate::forces::{Backend, ForceParams, Method, WalkKind};
 use crate::ics::Model;
 use crate::integrate::{Stepping, Timeline};
 use crate::sfc::Order;
-use crate::walk::gpu::VgChoice;
+use crate::walk::gpu::{VgChoice, WalkKernel};
 use crate::walk::mac::Mac;
 use serde::{Deserialize, Deserializer};
 use std::fmt::Display;
@@ -180,6 +180,10 @@ pub struct GravityConfig {
     /// or `"auto"`: the fastest of a few, timed on the first force evaluation).
     #[serde(deserialize_with = "by_name")]
     pub vg: VgChoice,
+    /// Which GPU walk kernel (`kernel`: `"vg"`, seed 001's walk, or `"list"`, interaction
+    /// lists evaluated from shared memory).
+    #[serde(deserialize_with = "by_name")]
+    pub kernel: WalkKernel,
     /// Multi-rank load balance (`balance`: `"count"` or `"cost"`, the interactions of the
     /// last evaluation).
     #[serde(deserialize_with = "by_name")]
@@ -206,6 +210,7 @@ impl Default for GravityConfig {
             walk: f.walk,
             backend: f.backend,
             vg: f.vg,
+            kernel: f.kernel,
             balance: f.balance,
             let_boxes: f.let_boxes,
         }
@@ -336,6 +341,7 @@ impl RunConfig {
             walk: g.walk,
             backend: g.backend,
             vg: g.vg,
+            kernel: g.kernel,
             balance: g.balance,
             let_boxes: g.let_boxes,
         }
@@ -506,6 +512,7 @@ mod tests {
             walk = "single"
             backend = "cpu"
             vg = "2,16"
+            kernel = "vg"
             balance = "count"
             let_boxes = 3
             [time]
@@ -547,6 +554,7 @@ mod tests {
                 walk: WalkKind::Single,
                 backend: Backend::Cpu,
                 vg: VgChoice::Fixed(GpuLayout { v: 2, g: 16 }),
+                kernel: WalkKernel::Vg,
                 balance: Balance::Count,
                 let_boxes: 3,
             }

@@ -35,6 +35,12 @@ pub(super) struct Buffers {
     pub groups: CudaSlice<u32>,
     pub out: CudaSlice<f32>,
     pub counts: CudaSlice<u32>,
+    /// The list kernel's control words: the next group to take, and a stack-overflow flag.
+    pub control: CudaSlice<u32>,
+    /// The list kernel's per-warp stacks of cell indices.
+    pub stacks: CudaSlice<u32>,
+    /// The list kernel's children of every cell, 8 slots per cell.
+    pub children: CudaSlice<u32>,
     /// Page-locked host copies of `out` and `counts`: the device copies into them at full
     /// bus speed, then the host unpacks them in parallel.
     host_out: Option<PinnedHostSlice<f32>>,
@@ -67,6 +73,11 @@ impl Buffers {
             groups: empty(&stream)?,
             out: empty(&stream)?,
             counts: empty(&stream)?,
+            control: stream
+                .alloc_zeros::<u32>(2)
+                .map_err(|e| Error::device(format!("CUDA allocation failed: {e}")))?,
+            stacks: empty(&stream)?,
+            children: empty(&stream)?,
             host_out: None,
             host_counts: None,
             stream,
@@ -87,7 +98,10 @@ impl Buffers {
             + self.targets.len()
             + self.groups.len()
             + self.out.len()
-            + self.counts.len())
+            + self.counts.len()
+            + self.control.len()
+            + self.stacks.len()
+            + self.children.len())
             + self.nchild.len()
     }
 
@@ -118,19 +132,7 @@ impl Buffers {
         if extra == 0 {
             return Ok(());
         }
-        let (free, total) = self
-            .stream
-            .context()
-            .mem_get_info()
-            .map_err(|e| Error::device(format!("CUDA memory query failed: {e}")))?;
-        if extra > free {
-            return Err(Error::device(format!(
-                "not enough GPU memory: the walk needs {:.2} GiB more but only {:.2} GiB of {:.2} GiB are free",
-                extra as f64 / (1u64 << 30) as f64,
-                free as f64 / (1u64 << 30) as f64,
-                total as f64 / (1u64 << 30) as f64
-            )));
-        }
+        self.check_free(extra)?;
         let s = self.stream.clone();
         grow(&s, &mut self.particles, 4 * n)?;
         grow(&s, &mut self.com_mass, 4 * nc)?;
@@ -147,6 +149,53 @@ impl Buffers {
         grow(&s, &mut self.out, 4 * nt)?;
         grow(&s, &mut self.counts, 2 * nt)?;
         Ok(())
+    }
+
+    /// Fails with needed versus free memory when the device cannot hold `extra` more bytes.
+    fn check_free(&self, extra: usize) -> Result<()> {
+        let (free, total) = self
+            .stream
+            .context()
+            .mem_get_info()
+            .map_err(|e| Error::device(format!("CUDA memory query failed: {e}")))?;
+        if extra > free {
+            return Err(Error::device(format!(
+                "not enough GPU memory: the walk needs {:.2} GiB more but only {:.2} GiB of {:.2} GiB are free",
+                extra as f64 / (1u64 << 30) as f64,
+                free as f64 / (1u64 << 30) as f64,
+                total as f64 / (1u64 << 30) as f64
+            )));
+        }
+        Ok(())
+    }
+
+    /// Grows the list kernel's stacks to `stack_len` cell indices and its child lists to `nc`
+    /// cells (after checking free memory), and clears its control words.
+    pub fn prepare_list(&mut self, stack_len: usize, nc: usize) -> Result<()> {
+        let s = self.stream.clone();
+        if self.stacks.len() < stack_len {
+            self.check_free(4 * stack_len)?;
+            // Exactly `stack_len`: the stacks depend on the GPU's resident warps, not on N.
+            self.stacks = s
+                .alloc_zeros::<u32>(stack_len)
+                .map_err(|e| Error::device(format!("CUDA allocation failed: {e}")))?;
+        }
+        if self.children.len() < 8 * nc {
+            self.check_free(((8 * nc) as f64 * GROWTH) as usize * 4)?;
+            grow(&s, &mut self.children, 8 * nc)?;
+        }
+        self.stream
+            .memset_zeros(&mut self.control)
+            .map_err(|e| Error::device(format!("CUDA memset failed: {e}")))
+    }
+
+    /// The list kernel's stack-overflow flag after a walk.
+    pub fn list_overflowed(&mut self) -> Result<bool> {
+        let flags = self
+            .stream
+            .clone_dtoh(&self.control)
+            .map_err(|e| Error::device(format!("CUDA download failed: {e}")))?;
+        Ok(flags[1] != 0)
     }
 
     /// Copies the tree, the targets and their groups to the device (growing buffers as needed).

@@ -4,6 +4,7 @@ use super::buffers::Buffers;
 use crate::diag::PhaseTimes;
 use crate::error::{Error, Result};
 use crate::tree::Tree;
+use crate::tree::MAX_LEVEL;
 use crate::walk::cpu::{WalkOutput, WalkParams};
 use crate::walk::groups::Group;
 use crate::walk::mac::Mac;
@@ -12,8 +13,51 @@ use cudarc::nvrtc::{compile_ptx_with_opts, CompileError, CompileOptions};
 use std::sync::Arc;
 use std::time::Instant;
 
-/// Threads per block of the walk kernel (its `__launch_bounds__`).
+/// Threads per block of the walk kernels (their `__launch_bounds__`).
 const BLOCK: u32 = 128;
+
+/// Stack entries per tree level of the list kernel: its batched depth-first stack holds at most
+/// 8 children of 32 popped cells per level (cuda/walk_list.cu).
+const LIST_STACK_PER_LEVEL: usize = 8 * 32;
+
+/// Stack entries per warp of the list kernel: every level below a root, plus one batch.
+const LIST_STACK: usize = LIST_STACK_PER_LEVEL * (MAX_LEVEL as usize + 1) + 32;
+
+/// Which GPU tree-walk kernel runs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum WalkKernel {
+    /// Seed 001's (V,G) walk (`cuda/walk.cu`): G threads take one opening decision at a time
+    /// and apply each accepted source as soon as it is found.
+    Vg,
+    /// The interaction-list walk (`cuda/walk_list.cu`, Bonsai's and Ryoanji's design): a warp
+    /// tests 32 cells at once and applies the accepted ones in batches from shared memory.
+    /// Faster at equal accuracy on an H100 (docs/performance.md), hence the default.
+    #[default]
+    List,
+}
+
+impl std::fmt::Display for WalkKernel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Vg => "vg",
+            Self::List => "list",
+        })
+    }
+}
+
+impl std::str::FromStr for WalkKernel {
+    type Err = Error;
+    /// Parses "vg" or "list".
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "vg" => Ok(Self::Vg),
+            "list" => Ok(Self::List),
+            _ => Err(Error::input(format!(
+                "GPU kernel must be vg or list, got '{s}'"
+            ))),
+        }
+    }
+}
 
 /// The (V, G) shape of the walk kernel: V targets per thread, G threads per group sharing one
 /// walk (G a power of two ≤ 32). A group serves V·G consecutive targets.
@@ -44,20 +88,36 @@ impl GpuLayout {
 }
 
 impl GpuLayout {
-    /// The layouts `--vg auto` times: the fastest of the seed-001-style sweep on an H100
-    /// (docs/performance.md) and their neighbours.
-    pub const CANDIDATES: [GpuLayout; 4] = [
-        GpuLayout { v: 2, g: 32 },
-        GpuLayout { v: 4, g: 32 },
-        GpuLayout { v: 8, g: 32 },
-        GpuLayout { v: 4, g: 16 },
-    ];
+    /// Checks the layout and that `kernel` can run it: the list kernel walks one group per
+    /// warp, so its G is 32.
+    pub fn validate_for(&self, kernel: WalkKernel) -> Result<()> {
+        self.validate()?;
+        if kernel == WalkKernel::List && self.g != 32 {
+            return Err(Error::input(format!(
+                "the list kernel walks one group per warp: G must be 32 (got V,G = {self}; use --kernel vg for G < 32)"
+            )));
+        }
+        Ok(())
+    }
+
+    /// The layouts `--vg auto` times for `kernel`: the fastest of the seed-001-style sweep on
+    /// an H100 (docs/performance.md) and their neighbours.
+    pub fn candidates(kernel: WalkKernel) -> &'static [GpuLayout] {
+        const V2: GpuLayout = GpuLayout { v: 2, g: 32 };
+        const V4: GpuLayout = GpuLayout { v: 4, g: 32 };
+        const V8: GpuLayout = GpuLayout { v: 8, g: 32 };
+        match kernel {
+            WalkKernel::Vg => &[V2, V4, V8, GpuLayout { v: 4, g: 16 }],
+            WalkKernel::List => &[V2, V4, V8],
+        }
+    }
 }
 
 impl Default for GpuLayout {
     fn default() -> Self {
-        // Fastest measured on an H100 (docs/performance.md).
-        Self { v: 4, g: 32 }
+        // Fastest at equal accuracy with the list kernel on an H100 (docs/performance.md); the
+        // (V,G) kernel is fastest at 4,32.
+        Self { v: 2, g: 32 }
     }
 }
 
@@ -149,8 +209,8 @@ pub fn local_rank() -> usize {
 /// This rank's GPU with its compiled walk kernel and reusable device buffers.
 pub struct Gpu {
     stream: Arc<CudaStream>,
-    walk: CudaFunction,
-    direct: CudaFunction,
+    kernels: Kernels,
+    kernel: WalkKernel,
     layout: GpuLayout,
     arch: &'static str,
     buffers: Buffers,
@@ -158,13 +218,19 @@ pub struct Gpu {
     pub name: String,
 }
 
+/// The compiled kernels of one (V, G) layout.
+struct Kernels {
+    walk_vg: CudaFunction,
+    walk_list: CudaFunction,
+    link_children: CudaFunction,
+    direct: CudaFunction,
+    /// Blocks of the list kernel resident on the whole GPU at once (its persistent grid).
+    list_blocks: u32,
+}
+
 /// Compiles the kernels of `cuda/` with NVRTC for `arch` and the (V, G) layout, and loads
-/// them into `ctx`: returns the walk and direct-summation functions.
-fn compile(
-    ctx: &Arc<CudaContext>,
-    arch: &'static str,
-    layout: GpuLayout,
-) -> Result<(CudaFunction, CudaFunction)> {
+/// them into `ctx`.
+fn compile(ctx: &Arc<CudaContext>, arch: &'static str, layout: GpuLayout) -> Result<Kernels> {
     let opts = CompileOptions {
         arch: Some(arch),
         // Fast math: rsqrtf, flush-to-zero and approximate division; the walk's error budget
@@ -186,26 +252,41 @@ fn compile(
         other => Error::device(format!("NVRTC failed: {other:?}")),
     })?;
     let module = ctx.load_module(ptx).map_err(driver_err("module load"))?;
-    let walk = module
-        .load_function("walk_vg")
-        .map_err(driver_err("kernel lookup"))?;
-    let direct = module
-        .load_function("direct")
-        .map_err(driver_err("kernel lookup"))?;
-    Ok((walk, direct))
+    let function = |name: &str| {
+        module
+            .load_function(name)
+            .map_err(driver_err("kernel lookup"))
+    };
+    let walk_list = function("walk_list")?;
+    let per_sm = walk_list
+        .occupancy_max_active_blocks_per_multiprocessor(BLOCK, 0, None)
+        .map_err(driver_err("occupancy query"))?;
+    let sms = ctx
+        .attribute(
+            cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+        )
+        .map_err(driver_err("attribute query"))?;
+    Ok(Kernels {
+        walk_vg: function("walk_vg")?,
+        walk_list,
+        link_children: function("link_children")?,
+        direct: function("direct")?,
+        list_blocks: (per_sm * sms.max(1) as u32).max(1),
+    })
 }
 
 fn driver_err(what: &str) -> impl Fn(cudarc::driver::DriverError) -> Error + '_ {
     move |e| Error::device(format!("CUDA {what} failed: {e}"))
 }
 
-/// The kernel source: `cuda/gravity.cuh`, then `cuda/walk.cu` and `cuda/direct.cu` without
-/// their includes of it (NVRTC is given one self-contained program).
+/// The kernel source: `cuda/gravity.cuh`, then `cuda/walk.cu`, `cuda/walk_list.cu` and
+/// `cuda/direct.cu` without their includes of it (NVRTC is given one self-contained program).
 fn kernel_source() -> String {
     let include = "#include \"gravity.cuh\"";
     [
         include_str!("../../../cuda/gravity.cuh"),
         &include_str!("../../../cuda/walk.cu").replace(include, ""),
+        &include_str!("../../../cuda/walk_list.cu").replace(include, ""),
         &include_str!("../../../cuda/direct.cu").replace(include, ""),
     ]
     .join("\n")
@@ -213,9 +294,9 @@ fn kernel_source() -> String {
 
 impl Gpu {
     /// Opens GPU `local_rank mod device_count` (after `CUDA_VISIBLE_DEVICES`) and compiles the
-    /// walk kernel for its compute capability with the given (V, G) layout.
-    pub fn open(local_rank: usize, layout: GpuLayout) -> Result<Self> {
-        layout.validate()?;
+    /// kernels for its compute capability with the given (V, G) layout; `kernel` walks.
+    pub fn open(local_rank: usize, kernel: WalkKernel, layout: GpuLayout) -> Result<Self> {
+        layout.validate_for(kernel)?;
         // SAFETY: only tries to load the shared libraries.
         if !unsafe { cudarc::driver::sys::is_culib_present() } {
             return Err(Error::device(
@@ -239,27 +320,32 @@ impl Gpu {
             .map_err(driver_err("capability query"))?;
         let arch: &'static str = Box::leak(format!("sm_{major}{minor}").into_boxed_str());
         let device_name = ctx.name().map_err(driver_err("name query"))?;
-        let (walk, direct) = compile(&ctx, arch, layout)?;
+        let kernels = compile(&ctx, arch, layout)?;
         let stream = ctx.default_stream();
         Ok(Self {
             buffers: Buffers::new(stream.clone())?,
             stream,
-            walk,
-            direct,
+            kernels,
+            kernel,
             layout,
             arch,
             name: format!("{device_name} (GPU {ordinal}, {arch})"),
         })
     }
 
-    /// Recompiles the walk kernel for another (V, G) layout.
+    /// Recompiles the kernels for another (V, G) layout.
     pub fn set_layout(&mut self, layout: GpuLayout) -> Result<()> {
-        layout.validate()?;
+        layout.validate_for(self.kernel)?;
         if layout != self.layout {
-            (self.walk, self.direct) = compile(self.stream.context(), self.arch, layout)?;
+            self.kernels = compile(self.stream.context(), self.arch, layout)?;
             self.layout = layout;
         }
         Ok(())
+    }
+
+    /// The walk kernel in use.
+    pub fn kernel(&self) -> WalkKernel {
+        self.kernel
     }
 
     /// The (V, G) layout the kernel was compiled for.
@@ -298,18 +384,52 @@ impl Gpu {
 
         let t0 = Instant::now();
         let n_groups = groups.len() as i32;
-        let threads = groups.len() as u32 * self.layout.g;
+        let list = self.kernel == WalkKernel::List;
+        let blocks = if list {
+            // Persistent warps, each with its stack, taking groups until none is left.
+            let blocks = self
+                .kernels
+                .list_blocks
+                .min((groups.len() as u32).div_ceil(BLOCK / 32));
+            let nc = tree.cells.len();
+            self.buffers
+                .prepare_list(blocks as usize * (BLOCK / 32) as usize * LIST_STACK, nc)?;
+            let cfg = LaunchConfig {
+                grid_dim: ((nc as u32).div_ceil(BLOCK).max(1), 1, 1),
+                block_dim: (BLOCK, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            let b = &mut self.buffers;
+            let nc = nc as i32;
+            let mut link = self.stream.launch_builder(&self.kernels.link_children);
+            link.arg(&b.subtree)
+                .arg(&b.nchild)
+                .arg(&nc)
+                .arg(&mut b.children);
+            // SAFETY: matches link_children in cuda/walk_list.cu; `children` holds 8 slots for
+            // each of the nc cells, subtree and nchild nc entries.
+            unsafe { link.launch(cfg) }.map_err(driver_err("link_children launch"))?;
+            blocks
+        } else {
+            (groups.len() as u32 * self.layout.g).div_ceil(BLOCK)
+        };
         let cfg = LaunchConfig {
-            grid_dim: (threads.div_ceil(BLOCK).max(1), 1, 1),
+            grid_dim: (blocks.max(1), 1, 1),
             block_dim: (BLOCK, 1, 1),
             shared_mem_bytes: 0,
         };
+        let stack_cap = LIST_STACK as i32;
         let n_cells = tree.cells.len() as i32;
         let nt_i = nt as i32;
         let quadrupole = p.quadrupole as i32;
         let accel = (p.criterion.mac == Mac::Acceleration) as i32;
         let b = &mut self.buffers;
-        let mut launch = self.stream.launch_builder(&self.walk);
+        let function = if list {
+            &self.kernels.walk_list
+        } else {
+            &self.kernels.walk_vg
+        };
+        let mut launch = self.stream.launch_builder(function);
         launch
             .arg(&b.particles)
             .arg(&b.com_mass)
@@ -321,7 +441,11 @@ impl Gpu {
             .arg(&b.nchild)
             .arg(&b.quad)
             .arg(&b.trace)
-            .arg(&n_cells)
+            .arg(&n_cells);
+        if list {
+            launch.arg(&b.children);
+        }
+        launch
             .arg(&b.targets)
             .arg(&nt_i)
             .arg(&b.groups)
@@ -333,11 +457,24 @@ impl Gpu {
             .arg(&p.criterion.g)
             .arg(&mut b.out)
             .arg(&mut b.counts);
-        // SAFETY: the argument list matches walk_vg's signature in cuda/walk.cu, every buffer
-        // holds at least the elements the kernel indexes (sized by `upload`).
+        if list {
+            launch
+                .arg(&mut b.control)
+                .arg(&mut b.stacks)
+                .arg(&stack_cap);
+        }
+        // SAFETY: the argument list matches walk_vg's signature in cuda/walk.cu (walk_list's in
+        // cuda/walk_list.cu with the three list arguments), every buffer holds at least the
+        // elements the kernel indexes (sized by `upload` and `prepare_list`).
         unsafe { launch.launch(cfg) }.map_err(driver_err("walk launch"))?;
         self.stream.synchronize().map_err(driver_err("walk"))?;
         times.add("walk", t0.elapsed().as_secs_f64());
+        if list && self.buffers.list_overflowed()? {
+            return Err(Error::device(format!(
+                "the list kernel's stack overflowed: a tree deeper than {} levels",
+                MAX_LEVEL as usize + 1
+            )));
+        }
 
         let t0 = Instant::now();
         let out = self.buffers.download(nt)?;
@@ -369,7 +506,7 @@ impl Gpu {
         };
         let n_i = n as i32;
         let b = &mut self.buffers;
-        let mut launch = self.stream.launch_builder(&self.direct);
+        let mut launch = self.stream.launch_builder(&self.kernels.direct);
         launch
             .arg(&b.particles)
             .arg(&n_i)

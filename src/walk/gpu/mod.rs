@@ -8,4 +8,4 @@
 mod buffers;
 mod device;
 
-pub use device::{local_rank, Gpu, GpuLayout, VgChoice};
+pub use device::{local_rank, Gpu, GpuLayout, VgChoice, WalkKernel};

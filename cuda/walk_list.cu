@@ -1,0 +1,266 @@
+// The interaction-list walk (the design of Bonsai and Ryoanji, on hinoki's tree): one warp per
+// target group, V = HINOKI_V targets per lane (a group is a tree cell of at most 32 V targets,
+// src/walk/groups.rs). Instead of one opening decision at a time, as the (V,G) kernel of
+// walk.cu takes them, the warp tests up to 32 cells at once (one per lane) and sorts them:
+//   - accepted cells go to a list of multipoles in shared memory,
+//   - opened leaves put their particles on a list of point sources in shared memory,
+//   - opened internal cells push their children on the warp's stack (global memory), read
+//     from a list of up to 8 children per cell (link_children, run before the walk), so that
+//     a lane pushes them with two independent loads instead of a chain through `subtree`.
+// Whenever a list holds 32 entries, every lane applies all 32 to its V targets, reading each
+// source with one broadcast shared-memory load: the inner loops have no dependent global loads,
+// and the 32 cell tests of a step proceed in parallel instead of one after another.
+//
+// The decisions are those of walk.cu and of the CPU grouped walk (`accepts` on the group's
+// bounding box), so the interactions are the same; only the order of the sums differs.
+//
+// The stack: cells are popped 32 at a time from its top (lane l takes the l-th of them from
+// the bottom up) and children are pushed in lane order, so depths along the stack never
+// decrease; then at most 8 * 32 entries share one depth and the stack holds at most
+// 256 (depth + 1) entries (LIST_STACK_PER_LEVEL in src/walk/gpu/device.rs).
+//
+// Warps are persistent: each takes the next group from a global counter until none is left.
+// Output per target as walk_vg: (ax, ay, az, phi) with G = 1, and the p2p and m2p counts.
+
+#define LIST_WARPS 4    // warps per block (128 threads, the launch bound)
+#define LIST_CAP 64     // entries of each shared-memory list; evaluated in batches of 32
+#define FULL_MASK 0xffffffffu
+
+// Exclusive prefix sum of x over the warp; the total in *total.
+__device__ __forceinline__ unsigned warp_exclusive_scan(unsigned x, unsigned lane, unsigned *total)
+{
+    unsigned incl = x;
+#pragma unroll
+    for (int off = 1; off < 32; off <<= 1) {
+        const unsigned y = __shfl_up_sync(FULL_MASK, incl, off);
+        if (lane >= (unsigned)off) incl += y;
+    }
+    *total = __shfl_sync(FULL_MASK, incl, 31);
+    return incl - x;
+}
+
+// For every cell, its children in order (first c + 1, each next one after the previous one's
+// subtree), 8 slots per cell; slots past nchild are left as they are.
+extern "C" __global__ void link_children(const unsigned *__restrict__ cell_subtree,
+                                         const unsigned char *__restrict__ cell_nchild,
+                                         int n_cells, unsigned *__restrict__ children)
+{
+    const int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= n_cells) return;
+    const int k = cell_nchild[c];
+    unsigned child = c + 1;
+    for (int j = 0; j < k; j++) {
+        children[8 * c + j] = child;
+        child += cell_subtree[child];
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(LIST_WARPS * 32)
+walk_list(const float4 *__restrict__ particles,       // sorted particles: position, mass
+          const float4 *__restrict__ cell_com_mass,   // per cell: centre of mass, mass
+          const float *__restrict__ cell_s_eff,       // per cell: S_eff
+          const float4 *__restrict__ cell_box,        // per cell: geometric centre, half side
+          const unsigned *__restrict__ cell_subtree,  // per cell: cells in its subtree
+          const unsigned *__restrict__ cell_first,    // per cell: first particle
+          const unsigned *__restrict__ cell_count,    // per cell: particles
+          const unsigned char *__restrict__ cell_nchild, // per cell: children (0: a leaf)
+          const float2 *__restrict__ cell_quad,       // per cell: (xx,yy), (zz,xy), (xz,yz)
+          const float *__restrict__ cell_trace,       // per cell: sum m |y|^2
+          int n_cells,
+          const uint4 *__restrict__ cell_children,    // per cell: 8 child slots (link_children)
+          const float4 *__restrict__ targets,    // per target: position, |a_old|
+          int n_targets,
+          const uint2 *__restrict__ groups,      // per group: first target, count (<= 32 V)
+          int n_groups,
+          float eps2, int quadrupole, int accel_mac, float alpha, float grav,
+          float4 *__restrict__ out,              // per target: acceleration, potential
+          uint2 *__restrict__ counts,            // per target: p2p, m2p
+          unsigned *__restrict__ control,        // [0]: next group to take, [1]: stack overflow
+          unsigned *__restrict__ stacks,         // per warp: stack_cap cell indices
+          int stack_cap)
+{
+    __shared__ float4 s_cm[LIST_WARPS][LIST_CAP];   // multipoles: centre of mass, mass
+    __shared__ float4 s_qa[LIST_WARPS][LIST_CAP];   //   quadrupole xx yy zz xy
+    __shared__ float4 s_qb[LIST_WARPS][LIST_CAP];   //   quadrupole xz yz, trace eps^2
+    __shared__ float4 s_src[LIST_WARPS][LIST_CAP];  // point sources: position, mass
+    const unsigned lane = threadIdx.x & 31u;
+    const unsigned warp = threadIdx.x >> 5;
+    const unsigned below = (1u << lane) - 1u;       // lanes before this one
+    float4 *cm = s_cm[warp], *qa = s_qa[warp], *qb = s_qb[warp], *src = s_src[warp];
+    unsigned *stack = stacks + (size_t)(blockIdx.x * LIST_WARPS + warp) * stack_cap;
+
+    while (true) {
+        unsigned group = 0;
+        if (lane == 0) group = atomicAdd(&control[0], 1u);
+        group = __shfl_sync(FULL_MASK, group, 0);
+        if (group >= (unsigned)n_groups) return;
+        const uint2 range = groups[group];
+        const int first = range.x;
+        const int count = range.y;
+
+        float3 x[HINOKI_V];
+        float lo[3] = {HINOKI_INF, HINOKI_INF, HINOKI_INF};
+        float hi[3] = {-HINOKI_INF, -HINOKI_INF, -HINOKI_INF};
+        float amin = HINOKI_INF;
+#pragma unroll
+        for (int v = 0; v < HINOKI_V; v++) {
+            const int i = first + min((int)lane * HINOKI_V + v, count - 1);
+            const float4 t = targets[i];
+            x[v] = make_float3(t.x, t.y, t.z);
+            lo[0] = fminf(lo[0], t.x); hi[0] = fmaxf(hi[0], t.x);
+            lo[1] = fminf(lo[1], t.y); hi[1] = fmaxf(hi[1], t.y);
+            lo[2] = fminf(lo[2], t.z); hi[2] = fmaxf(hi[2], t.z);
+            amin = fminf(amin, t.w);
+        }
+#pragma unroll
+        for (int off = 16; off > 0; off >>= 1) {
+#pragma unroll
+            for (int k = 0; k < 3; k++) {
+                lo[k] = fminf(lo[k], __shfl_xor_sync(FULL_MASK, lo[k], off));
+                hi[k] = fmaxf(hi[k], __shfl_xor_sync(FULL_MASK, hi[k], off));
+            }
+            amin = fminf(amin, __shfl_xor_sync(FULL_MASK, amin, off));
+        }
+        const float3 bc = make_float3(0.5f * (lo[0] + hi[0]), 0.5f * (lo[1] + hi[1]), 0.5f * (lo[2] + hi[2]));
+        const float3 bh = make_float3(0.5f * (hi[0] - lo[0]), 0.5f * (hi[1] - lo[1]), 0.5f * (hi[2] - lo[2]));
+
+        float4 acc[HINOKI_V];
+#pragma unroll
+        for (int v = 0; v < HINOKI_V; v++) acc[v] = make_float4(0.f, 0.f, 0.f, 0.f);
+        unsigned np = 0, nm = 0;   // interactions evaluated (the same on every lane)
+        int n_cm = 0, n_src = 0;   // entries waiting in the two lists
+
+        // Applies the first `k` multipoles (or point sources) of the lists to this lane's
+        // targets; one loop per multipole order, each compiled for its order.
+        auto apply_multipoles = [&](int k) {
+            if (quadrupole) {
+#pragma unroll 4
+                for (int j = 0; j < k; j++) {
+                    const float4 c = cm[j], a = qa[j], b = qb[j];
+#pragma unroll
+                    for (int v = 0; v < HINOKI_V; v++)
+                        m2p(x[v], c, a, make_float2(b.x, b.y), b.z, eps2, true, acc[v]);
+                }
+            } else {
+#pragma unroll 4
+                for (int j = 0; j < k; j++) {
+                    const float4 c = cm[j];
+#pragma unroll
+                    for (int v = 0; v < HINOKI_V; v++)
+                        m2p(x[v], c, c, make_float2(0.f, 0.f), 0.f, eps2, false, acc[v]);
+                }
+            }
+            nm += k;
+        };
+        auto apply_sources = [&](int k) {
+#pragma unroll 4
+            for (int j = 0; j < k; j++) {
+                const float4 s = src[j];
+#pragma unroll
+                for (int v = 0; v < HINOKI_V; v++) p2p(x[v], s, eps2, acc[v]);
+            }
+            np += k;
+        };
+
+        // A forest (the LETs) has several roots, one after the other in preorder.
+        for (int root = 0; root < n_cells; root += cell_subtree[root]) {
+            if (lane == 0) stack[0] = root;
+            int top = 1;
+            __syncwarp();
+            while (top > 0) {
+                const int k = min(top, 32);
+                top -= k;
+                const int c = (int)lane < k ? (int)stack[top + lane] : -1;
+                bool accepted = false;
+                unsigned children = 0, leaf_first = 0, leaf_count = 0;
+                float4 pm;
+                if (c >= 0) {
+                    pm = cell_com_mass[c];
+                    accepted = accepts(cell_box[c], pm, cell_s_eff[c], bc, bh, accel_mac, alpha, grav, amin);
+                    if (!accepted) {
+                        children = cell_nchild[c];
+                        if (children == 0) {
+                            leaf_first = cell_first[c];
+                            leaf_count = cell_count[c];
+                        }
+                    }
+                }
+                // Accepted cells join the multipole list.
+                const unsigned ballot = __ballot_sync(FULL_MASK, accepted);
+                if (accepted) {
+                    const int slot = n_cm + __popc(ballot & below);
+                    const float2 q0 = cell_quad[3 * c], q1 = cell_quad[3 * c + 1], q2 = cell_quad[3 * c + 2];
+                    cm[slot] = pm;
+                    qa[slot] = make_float4(q0.x, q0.y, q1.x, q1.y);
+                    qb[slot] = make_float4(q2.x, q2.y, cell_trace[c] * eps2, 0.f);
+                }
+                n_cm += __popc(ballot);
+                // Opened internal cells push their children.
+                unsigned pushed;
+                const unsigned at = top + warp_exclusive_scan(children, lane, &pushed);
+                if (top + pushed > (unsigned)stack_cap) {
+                    if (lane == 0) atomicOr(&control[1], 1u);
+                    return;
+                }
+                if (children > 0) {
+                    const uint4 a = cell_children[2 * c];
+                    stack[at] = a.x;
+                    if (children > 1) stack[at + 1] = a.y;
+                    if (children > 2) stack[at + 2] = a.z;
+                    if (children > 3) stack[at + 3] = a.w;
+                    if (children > 4) {
+                        const uint4 b = cell_children[2 * c + 1];
+                        stack[at + 4] = b.x;
+                        if (children > 5) stack[at + 5] = b.y;
+                        if (children > 6) stack[at + 6] = b.z;
+                        if (children > 7) stack[at + 7] = b.w;
+                    }
+                }
+                top += pushed;
+                __syncwarp();
+                while (n_cm >= 32) {
+                    apply_multipoles(32);
+                    __syncwarp();
+                    if ((int)lane < n_cm - 32) {
+                        cm[lane] = cm[32 + lane];
+                        qa[lane] = qa[32 + lane];
+                        qb[lane] = qb[32 + lane];
+                    }
+                    n_cm -= 32;
+                    __syncwarp();
+                }
+                // Opened leaves put their particles on the source list, as much as fits,
+                // evaluating full batches of 32 in between.
+                while (__any_sync(FULL_MASK, leaf_count > 0)) {
+                    unsigned total;
+                    const int off = warp_exclusive_scan(leaf_count, lane, &total);
+                    const int space = LIST_CAP - n_src;
+                    const int take = max(0, min((int)leaf_count, space - off));
+                    for (int j = 0; j < take; j++) src[n_src + off + j] = particles[leaf_first + j];
+                    leaf_first += take;
+                    leaf_count -= take;
+                    n_src += min((int)total, space);
+                    __syncwarp();
+                    while (n_src >= 32) {
+                        apply_sources(32);
+                        __syncwarp();
+                        if ((int)lane < n_src - 32) src[lane] = src[32 + lane];
+                        n_src -= 32;
+                        __syncwarp();
+                    }
+                }
+            }
+        }
+        apply_multipoles(n_cm);
+        apply_sources(n_src);
+        __syncwarp();   // the lists are reused by the warp's next group
+#pragma unroll
+        for (int v = 0; v < HINOKI_V; v++) {
+            const int i = first + lane * HINOKI_V + v;
+            if ((int)lane * HINOKI_V + v < count) {
+                out[i] = acc[v];
+                counts[i] = make_uint2(np, nm);  // the target itself included
+            }
+        }
+    }
+}
