@@ -128,22 +128,18 @@ pub(super) fn tree_forces(
             });
         }
         let none = [0.0f32; 4];
-        let at = |k: u32| out.acc_pot.get(k as usize).unwrap_or(&none);
-        let acc = slot
+        let count = |v: &[u32], k: u32| v.get(k as usize).copied().unwrap_or(0);
+        // One pass, one random read per particle for all four results. The walks count the
+        // target itself, which sits in the local tree.
+        let ((acc, pot), (p2p, m2p)): ((Vec<_>, Vec<_>), (Vec<_>, Vec<_>)) = slot
             .par_iter()
             .map(|&k| {
-                let f = at(k);
-                DVec3::new(f[0] as f64, f[1] as f64, f[2] as f64) * g
+                let f = out.acc_pot.get(k as usize).unwrap_or(&none);
+                let a = DVec3::new(f[0] as f64, f[1] as f64, f[2] as f64) * g;
+                let p2p = count(&out.p2p, k).saturating_sub(1);
+                ((a, f[3] as f64 * g), (p2p, count(&out.m2p, k)))
             })
-            .collect();
-        let pot = slot.par_iter().map(|&k| at(k)[3] as f64 * g).collect();
-        let count = |v: &[u32], k: u32| v.get(k as usize).copied().unwrap_or(0);
-        // The walks count the target itself, which sits in the local tree.
-        let p2p = slot
-            .par_iter()
-            .map(|&k| count(&out.p2p, k).saturating_sub(1))
-            .collect();
-        let m2p = slot.par_iter().map(|&k| count(&out.m2p, k)).collect();
+            .unzip();
         (acc, pot, p2p, m2p)
     });
     let r = ForceResult {

@@ -107,14 +107,19 @@ pub fn cell_of_key(order: Order, key: u64) -> [u32; 3] {
 pub fn keys(order: Order, grid: &GridBox, pos: &[DVec3]) -> Vec<u64> {
     const L: usize = 8;
     match order {
-        Order::Hilbert => pos
-            .par_chunks(L)
-            .flat_map_iter(|chunk| {
-                let cells: [[u32; 3]; L] =
-                    std::array::from_fn(|l| grid.cell_of(chunk[l.min(chunk.len() - 1)]));
-                hilbert::encode_lanes(&cells).into_iter().take(chunk.len())
-            })
-            .collect(),
+        Order::Hilbert => {
+            // Written in place (an indexed parallel fill, no concatenation of pieces).
+            let mut keys = vec![0u64; pos.len()];
+            keys.par_chunks_mut(L)
+                .zip(pos.par_chunks(L))
+                .for_each(|(out, chunk)| {
+                    let cells: [[u32; 3]; L] =
+                        std::array::from_fn(|l| grid.cell_of(chunk[l.min(chunk.len() - 1)]));
+                    let k = hilbert::encode_lanes(&cells);
+                    out.copy_from_slice(&k[..out.len()]);
+                });
+            keys
+        }
         Order::Morton | Order::None => pos
             .par_iter()
             .map(|p| key_of(order, grid.cell_of(*p)))

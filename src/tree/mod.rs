@@ -112,15 +112,15 @@ impl Tree {
                 .map(|(i, key)| (key, i as u32))
                 .collect();
             pairs.par_sort_unstable();
-            let index: Vec<u32> = pairs.par_iter().map(|&(_, i)| i).collect();
-            let particles: Vec<[f32; 4]> = index
+            // Order, particles and keys in one pass over the sorted pairs.
+            let ((index, particles), sorted): ((Vec<u32>, Vec<_>), Vec<_>) = pairs
                 .par_iter()
-                .map(|&i| {
+                .map(|&(k, i)| {
                     let x = pos[i as usize];
-                    [x.x as f32, x.y as f32, x.z as f32, mass[i as usize] as f32]
+                    let m = mass[i as usize] as f32;
+                    ((i, [x.x as f32, x.y as f32, x.z as f32, m]), k)
                 })
-                .collect();
-            let sorted: Vec<u64> = pairs.par_iter().map(|&(k, _)| k).collect();
+                .unzip();
             (grid, index, (particles, sorted))
         });
         let (particles, sorted_keys) = particles;
