@@ -96,15 +96,16 @@ struct Header {
     /// Force evaluations on the current tree (see `RebuildClock`; absent before version 3).
     #[serde(default)]
     since_rebuild: u64,
-    /// The rest of the rebuild clock: reference, excess, rebuild_cost, refit_cost.
+    /// The rest of the rebuild clock: reference, excess, rebuild_cost, refit_cost, as f64 bit
+    /// patterns (exact, unlike JSON numbers).
     #[serde(default)]
-    clock: [f64; 4],
+    clock: [u64; 4],
     /// Cells of the saved tree (0: none).
     #[serde(default)]
     tree_cells: usize,
-    /// The saved tree's key cube: origin (x, y, z) and side.
+    /// The saved tree's key cube: origin (x, y, z) and side, as f64 bit patterns.
     #[serde(default)]
-    tree_grid: [f64; 4],
+    tree_grid: [u64; 4],
     /// (name, bytes) of every array, in file order.
     arrays: Vec<(String, usize)>,
 }
@@ -173,11 +174,11 @@ pub fn write_checkpoint(
         start: to_array(&s.start),
         last: to_array(&s.last),
         since_rebuild: c.since_rebuild,
-        clock: [c.reference, c.excess, c.rebuild_cost, c.refit_cost],
+        clock: [c.reference, c.excess, c.rebuild_cost, c.refit_cost].map(f64::to_bits),
         tree_cells: cells,
-        tree_grid: tree.map_or([0.0; 4], |t| {
+        tree_grid: tree.map_or([0; 4], |t| {
             let o = t.grid.origin;
-            [o.x, o.y, o.z, t.grid.side]
+            [o.x, o.y, o.z, t.grid.side].map(f64::to_bits)
         }),
         arrays: array_lengths(n, cells),
     };
@@ -298,7 +299,7 @@ pub fn read_checkpoint(
     let pot = pod_vec::<f64>(take(8 * n));
     let cost = pod_vec::<f64>(take(8 * n));
     let topology = (cells > 0).then(|| {
-        let g = header.tree_grid;
+        let g = header.tree_grid.map(f64::from_bits);
         TreeTopology {
             grid: GridBox {
                 origin: DVec3::new(g[0], g[1], g[2]),
@@ -317,7 +318,7 @@ pub fn read_checkpoint(
         t.check(n)
             .map_err(|e| bad(format!("corrupt saved tree: {e}")))?;
     }
-    let [reference, excess, rebuild_cost, refit_cost] = header.clock;
+    let [reference, excess, rebuild_cost, refit_cost] = header.clock.map(f64::from_bits);
     let refit = RefitState {
         clock: RebuildClock {
             since_rebuild: header.since_rebuild,
@@ -453,5 +454,92 @@ pub fn find_checkpoint(dir: &Path, comm: &dyn Comm, config_hash: u64) -> Result<
                 paths[0].display()
             ),
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::comm::SingleProcess;
+    use crate::forces::{Backend, ForceEngine, ForceParams};
+    use crate::io::testdir::TestDir;
+
+    /// A run state of 500 Plummer particles and the refit state of an engine that rebuilds
+    /// every 4 evaluations, after its first.
+    fn states() -> (RunState, RefitState) {
+        let p = crate::ics::generate(crate::ics::Model::Plummer, 500, 1).unwrap();
+        let params = ForceParams {
+            backend: Backend::Cpu,
+            ..ForceParams::default()
+        };
+        let mut engine = ForceEngine::new(params)
+            .unwrap()
+            .with_rebuild("4".parse().unwrap());
+        let f = engine.compute(&SingleProcess, &p, None).unwrap();
+        let s = RunState {
+            integ: IntegratorState::new(f.acc, f.pot),
+            p,
+            ti: 3,
+            step: 3,
+            force_evaluations: 1500,
+            start: Conserved::default(),
+            last: Conserved::default(),
+        };
+        (s, engine.refit_state())
+    }
+
+    #[test]
+    fn the_tree_survives_and_version_2_reads_as_rebuild_now() {
+        let dir = TestDir::new("checkpoint-tree");
+        let (s, refit) = states();
+        assert!(refit.topology.is_some() && refit.clock.since_rebuild == 1);
+        let path = write_checkpoint(dir.path(), (0, 1), 0, 42, 0.1, &s, &refit).unwrap();
+        let c = read_checkpoint(&path, (0, 1), 42).unwrap();
+        assert!(c.state == s, "the run state differs");
+        assert!(c.refit == refit, "the refit state differs");
+        // The same file as version 2 wrote it: no rebuild clock, no tree.
+        let data = std::fs::read(&path).unwrap();
+        let h_len = u64::from_le_bytes(data[8..16].try_into().unwrap()) as usize;
+        let mut header: serde_json::Value = serde_json::from_slice(&data[16..16 + h_len]).unwrap();
+        let o = header.as_object_mut().unwrap();
+        for key in ["since_rebuild", "clock", "tree_cells", "tree_grid"] {
+            o.remove(key).unwrap();
+        }
+        o["arrays"] = serde_json::json!(array_lengths(500, 0));
+        let particles: usize = ARRAYS.iter().map(|a| a.1 * 500).sum();
+        let mut write_version = |version: u32| {
+            header["version"] = version.into();
+            let json = serde_json::to_vec(&header).unwrap();
+            let mut old = MAGIC.to_vec();
+            old.extend((json.len() as u64).to_le_bytes());
+            old.extend(&json);
+            old.extend(&data[16 + h_len..16 + h_len + particles]);
+            let mut hash = Xxh64::new();
+            hash.update(&old);
+            old.extend(hash.finish().to_le_bytes());
+            std::fs::write(&path, old).unwrap();
+        };
+        write_version(OLD_VERSION);
+        let c = read_checkpoint(&path, (0, 1), 42).unwrap();
+        assert_eq!(c.state, s);
+        assert_eq!(c.refit, RefitState::default());
+        assert!(c.refit.clock.due(crate::forces::Rebuild::Auto));
+        write_version(1);
+        let e = read_checkpoint(&path, (0, 1), 42).unwrap_err();
+        assert!(e.message.contains("checkpoint version 1"), "{e}");
+    }
+
+    #[test]
+    fn a_malformed_tree_is_refused() {
+        let (_, refit) = states();
+        let t = refit.topology.unwrap();
+        t.check(500).unwrap();
+        let mut bad = t.clone();
+        bad.index[7] = bad.index[8];
+        assert!(bad.check(500).unwrap_err().contains("repeats"));
+        let mut bad = t.clone();
+        bad.count[1] += 1;
+        assert!(bad.check(500).unwrap_err().contains("tile"));
+        assert!(t.check(499).is_err());
     }
 }
