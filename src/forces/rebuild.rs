@@ -9,7 +9,12 @@
 //!   Σ (t_walk − t_walk,rebuild) exceeds what a rebuild costs more than a refit. Walk times are
 //!   compared per walked particle (block steps walk a different number each time), and the
 //!   reference is the fastest rate of the interval (so timing noise, or the extra walk of the
-//!   acceleration criterion's first evaluation, does not count as a slowdown).
+//!   acceleration criterion's first evaluation, does not count as a slowdown). The rule needs
+//!   one refit to see a slowdown; where a single refit already loses more than a rebuild costs
+//!   (particles that cross their cells in one step, or a rebuild that is cheap against the
+//!   walk, as on CPUs), probing every other evaluation would cost more than rebuilding every
+//!   time, so such a probe is followed by 1, 2, 4, … up to [`MAX_BACKOFF`] plain rebuilds before
+//!   the next refit is tried, and an interval of two or more refits resets the back-off.
 //!
 //! The decision must be the same on every rank (a rebuild rebalances the domains, which is
 //! collective), so it is taken from a [`RebuildClock`] that every rank updates identically:
@@ -100,6 +105,9 @@ impl<'de> Deserialize<'de> for Rebuild {
     }
 }
 
+/// Most rebuilds in a row before `auto` tries a refit again (see the module documentation).
+pub const MAX_BACKOFF: u64 = 64;
+
 /// The state that decides rebuild or refit, identical on every rank: evaluations since the
 /// last rebuild and, for [`Rebuild::Auto`], the walk times measured since (seconds, maxima
 /// over the ranks). Saved in checkpoints.
@@ -115,6 +123,10 @@ pub struct RebuildClock {
     pub rebuild_cost: f64,
     /// Auto: seconds of the last refit (phase refit; 0 before the first).
     pub refit_cost: f64,
+    /// Auto: rebuilds still to do before the next refit is tried.
+    pub skip: u64,
+    /// Auto: rebuilds in a row after the last failed probe (0, 1, 2, 4, …, [`MAX_BACKOFF`]).
+    pub backoff: u64,
 }
 
 impl RebuildClock {
@@ -123,7 +135,7 @@ impl RebuildClock {
         self.since_rebuild == 0
             || match policy {
                 Rebuild::Every(n) => self.since_rebuild >= n.get(),
-                Rebuild::Auto => self.excess > self.rebuild_cost - self.refit_cost,
+                Rebuild::Auto => self.skip > 0 || self.excess > self.rebuild_cost - self.refit_cost,
             }
     }
 
@@ -132,6 +144,17 @@ impl RebuildClock {
     fn record(&mut self, rebuilt: bool, walk: f64, walked: u64, rebuild: f64, refit: f64) {
         let rate = walk / walked.max(1) as f64;
         if rebuilt {
+            // The interval that ends here: rebuild only (a back-off rebuild), rebuild and one
+            // refit (a probe that lost), or more.
+            match self.since_rebuild {
+                0 => {}
+                1 => self.skip = self.skip.saturating_sub(1),
+                2 => {
+                    self.backoff = (2 * self.backoff).clamp(1, MAX_BACKOFF);
+                    self.skip = self.backoff;
+                }
+                _ => (self.skip, self.backoff) = (0, 0),
+            }
             self.since_rebuild = 1;
             (self.reference, self.excess, self.rebuild_cost) = (rate, 0.0, rebuild);
         } else {
@@ -435,6 +458,20 @@ mod tests {
         // Excess after each refit: 0, 0.1, 0.3, 0.6 > 0.4.
         assert_eq!(refits, 4);
         assert!((c.excess - 0.6).abs() < 1e-12);
+        // A probe that loses at once backs off: 1, 2, 4 rebuilds before the next refit.
+        let mut c = RebuildClock::default();
+        let mut pattern = String::new();
+        for _ in 0..16 {
+            let due = c.due(Rebuild::Auto);
+            pattern.push(if due { 'B' } else { 'r' });
+            c.record(due, if due { 1.0 } else { 2.0 }, 100, 0.5, 0.1);
+        }
+        assert_eq!(pattern, "BrBBrBBBrBBBBBrB");
+        // A slower slowdown resets it.
+        c.record(false, 1.1, 100, 0.0, 0.1);
+        c.record(false, 1.1, 100, 0.0, 0.1);
+        c.record(true, 1.0, 100, 0.5, 0.0);
+        assert_eq!((c.skip, c.backoff), (0, 0));
         // Per walked particle: half the targets in half the time is no slowdown.
         let mut c = RebuildClock::default();
         c.record(true, 1.0, 100, 0.5, 0.0);

@@ -10,7 +10,7 @@
 //! - magic `HINOKICK` (8 bytes), header length `h` (u64);
 //! - the header, `h` bytes of JSON: format version, sequence number, step, tick, time, config
 //!   hash, rank, size, particle counts, force evaluations, the diagnostics baseline and the last
-//!   diagnostics, the tree-rebuild clock (`since_rebuild`, `clock`), the number of cells of the
+//!   diagnostics, the tree-rebuild clock (`since_rebuild`, `clock`, `backoff`), the number of cells of the
 //!   saved tree (`tree_cells`, 0: none) and its key cube (`tree_grid`), and the byte length of
 //!   every array;
 //! - the arrays, raw: `pos`, `vel` (3 f64 per particle), `mass` (f64), `id` (u64), `bin` (u8),
@@ -100,6 +100,9 @@ struct Header {
     /// patterns (exact, unlike JSON numbers).
     #[serde(default)]
     clock: [u64; 4],
+    /// The rebuild clock's back-off counters: skip, backoff.
+    #[serde(default)]
+    backoff: [u64; 2],
     /// Cells of the saved tree (0: none).
     #[serde(default)]
     tree_cells: usize,
@@ -175,6 +178,7 @@ pub fn write_checkpoint(
         last: to_array(&s.last),
         since_rebuild: c.since_rebuild,
         clock: [c.reference, c.excess, c.rebuild_cost, c.refit_cost].map(f64::to_bits),
+        backoff: [c.skip, c.backoff],
         tree_cells: cells,
         tree_grid: tree.map_or([0; 4], |t| {
             let o = t.grid.origin;
@@ -326,6 +330,8 @@ pub fn read_checkpoint(
             excess,
             rebuild_cost,
             refit_cost,
+            skip: header.backoff[0],
+            backoff: header.backoff[1],
         },
         topology,
     };
@@ -502,7 +508,13 @@ mod tests {
         let h_len = u64::from_le_bytes(data[8..16].try_into().unwrap()) as usize;
         let mut header: serde_json::Value = serde_json::from_slice(&data[16..16 + h_len]).unwrap();
         let o = header.as_object_mut().unwrap();
-        for key in ["since_rebuild", "clock", "tree_cells", "tree_grid"] {
+        for key in [
+            "since_rebuild",
+            "clock",
+            "backoff",
+            "tree_cells",
+            "tree_grid",
+        ] {
             o.remove(key).unwrap();
         }
         o["arrays"] = serde_json::json!(array_lengths(500, 0));
