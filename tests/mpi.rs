@@ -1,7 +1,9 @@
 //! Runs under a real MPI launcher (`mpirun --oversubscribe`): one rank computes the same forces
 //! as a plain start; 2, 3 and 4 ranks conserve particles, ids and mass and meet the one-rank
-//! accuracy against direct summation, also with empty ranks and coincident particles; a rank
-//! that fails ends the whole job with its reason, never a hang. Skipped, with the reason
+//! accuracy against direct summation, also with empty ranks and coincident particles; a run
+//! that refits its trees between rebuilds (`rebuild = 4`) conserves particles and energy and
+//! its refitted forces meet the accuracy bound; restarted runs end bit for bit as uninterrupted
+//! ones; a rank that fails ends the whole job with its reason, never a hang. Skipped, with the reason
 //! printed, where `mpirun` is missing or hinoki was built without MPI.
 
 mod common;
@@ -233,46 +235,136 @@ fn a_failing_rank_ends_the_job_with_its_reason() {
 
 #[test]
 fn a_two_rank_run_restarted_ends_bitwise_identical() {
-    let dir = common::TempDir::new("restart2");
+    // Rebuilt every step, and every fourth step with refits between (the stops at steps 5 and
+    // 9 fall between two rebuilds).
+    for rebuild in ["1", "4"] {
+        let dir = common::TempDir::new("restart2");
+        let cfg = dir.join("run.toml");
+        std::fs::write(
+            &cfg,
+            format!(
+                "[ics]\nmodel = \"plummer\"\nn = 3000\n[gravity]\nbalance = \"cost\"\n\
+                 rebuild = {rebuild}\n[time]\nstepping = \"block\"\ndt_max = 0.03125\n\
+                 t_end = 0.5\n[output]\nenergy_every = 4\n"
+            ),
+        )
+        .unwrap();
+        let (whole, parts) = (dir.join("whole"), dir.join("parts"));
+        let run = |out: &std::path::Path, extra: &[&str]| {
+            let mut args = vec!["run", cfg.to_str().unwrap(), "-o", out.to_str().unwrap()];
+            args.extend_from_slice(extra);
+            let o = mpirun(2, &args)?;
+            assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+            Some(())
+        };
+        if run(&whole, &[]).is_none() {
+            return;
+        }
+        run(&parts, &["--stop-after", "5"]).unwrap();
+        let p = parts.to_str().unwrap();
+        run(&parts, &["--restart", p, "--stop-after", "4"]).unwrap();
+        run(&parts, &["--restart", p]).unwrap();
+        for r in 0..2 {
+            let name = format!("final/snapdir_000/snapshot_000.{r}.hdf5");
+            let one = hinoki::comm::SingleProcess;
+            let (a, ta) = hinoki::io::read_snapshot(&one, &whole.join(&name)).unwrap();
+            let (b, tb) = hinoki::io::read_snapshot(&one, &parts.join(&name)).unwrap();
+            assert_eq!(ta, tb);
+            let bits = |p: &hinoki::Particles| -> Vec<u64> {
+                p.pos
+                    .iter()
+                    .chain(&p.vel)
+                    .flat_map(|v| v.to_array())
+                    .map(f64::to_bits)
+                    .collect()
+            };
+            assert!(
+                a.id == b.id && bits(&a) == bits(&b),
+                "rebuild {rebuild}, rank {r}: the restarted run differs"
+            );
+        }
+    }
+}
+
+/// The relative energy error at the end of a run (its last diagnostics line).
+fn final_energy_error(out: &std::path::Path) -> f64 {
+    let text = std::fs::read_to_string(out.join("diagnostics.jsonl")).unwrap();
+    let last: serde_json::Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+    last["energy_error"].as_f64().unwrap()
+}
+
+#[test]
+fn two_ranks_refitting_between_rebuilds_conserve_particles_and_meet_the_bounds() {
+    // 30 shared steps: evaluations 0..=30, rebuilt at 0, 4, ..., 28, so the last one, whose
+    // accelerations the final snapshot holds, is a refit (of trees two steps old).
+    let dir = common::TempDir::new("rebuild2");
     let cfg = dir.join("run.toml");
     std::fs::write(
         &cfg,
-        "[ics]\nmodel = \"plummer\"\nn = 3000\n[gravity]\nbalance = \"cost\"\n\
-         [time]\nstepping = \"block\"\ndt_max = 0.03125\nt_end = 0.5\n[output]\nenergy_every = 4\n",
+        "[ics]\nmodel = \"plummer\"\nn = 3001\nseed = 4\n[gravity]\nbackend = \"cpu\"\n\
+         eps = 0.05\nrebuild = 4\n[time]\ndt_max = 0.03125\nt_end = 0.9375\n\
+         [output]\nenergy_every = 10\npictures = false\nsnapshot_every = 0\n",
     )
     .unwrap();
-    let (whole, parts) = (dir.join("whole"), dir.join("parts"));
-    let run = |out: &std::path::Path, extra: &[&str]| {
-        let mut args = vec!["run", cfg.to_str().unwrap(), "-o", out.to_str().unwrap()];
-        args.extend_from_slice(extra);
-        let o = mpirun(2, &args)?;
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-        Some(())
-    };
-    if run(&whole, &[]).is_none() {
+    let out = dir.join("out");
+    let args = ["run", cfg.to_str().unwrap(), "-o", out.to_str().unwrap()];
+    let Some(o) = mpirun(2, &args) else {
         return;
-    }
-    run(&parts, &["--stop-after", "5"]).unwrap();
-    let p = parts.to_str().unwrap();
-    run(&parts, &["--restart", p, "--stop-after", "4"]).unwrap();
-    run(&parts, &["--restart", p]).unwrap();
-    for r in 0..2 {
-        let name = format!("final/snapdir_000/snapshot_000.{r}.hdf5");
-        let one = hinoki::comm::SingleProcess;
-        let (a, ta) = hinoki::io::read_snapshot(&one, &whole.join(&name)).unwrap();
-        let (b, tb) = hinoki::io::read_snapshot(&one, &parts.join(&name)).unwrap();
-        assert_eq!(ta, tb);
-        let bits = |p: &hinoki::Particles| -> Vec<u64> {
-            p.pos
-                .iter()
-                .chain(&p.vel)
-                .flat_map(|v| v.to_array())
-                .map(f64::to_bits)
-                .collect()
-        };
-        assert!(
-            a.id == b.id && bits(&a) == bits(&b),
-            "rank {r}: the restarted run differs"
+    };
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let energy = final_energy_error(&out);
+    assert!(energy < 1e-4, "|dE/E| = {energy:e}");
+    // Steps 10 and 30 refit without moving particles between ranks; step 20 rebuilds.
+    let text = std::fs::read_to_string(out.join("diagnostics.jsonl")).unwrap();
+    for line in text.lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        let phases = &v["phase_seconds"];
+        let refit = phases.get("refit").is_some();
+        let rebuilt = phases.get("sort").is_some() && phases.get("domain").is_some();
+        let step = v["step"].as_u64().unwrap();
+        assert_eq!(
+            (refit, rebuilt),
+            (step % 20 == 10, step % 20 == 0),
+            "step {step}"
         );
     }
+    // Every particle once, with its mass; forces against float64 direct summation.
+    let initial = hinoki::ics::generate(hinoki::ics::Model::Plummer, 3001, 4).unwrap();
+    let (mut pos, mut acc, mut masses, mut ids) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let vec3 = |f: &hdf5::File, name: &str| -> Vec<glam::DVec3> {
+        let a = f.dataset(name).unwrap().read_2d::<f64>().unwrap();
+        a.rows()
+            .into_iter()
+            .map(|v| glam::DVec3::new(v[0], v[1], v[2]))
+            .collect()
+    };
+    for r in 0..2 {
+        let path = out.join(format!("final/snapdir_000/snapshot_000.{r}.hdf5"));
+        let f = hdf5::File::open(&path).unwrap();
+        let n = pos.len();
+        pos.extend(vec3(&f, "PartType1/Coordinates"));
+        acc.extend(vec3(&f, "PartType1/Acceleration"));
+        let m = f.dataset("PartType1/Masses").unwrap();
+        masses.extend(m.read_raw::<f64>().unwrap());
+        let i = f.dataset("PartType1/ParticleIDs").unwrap();
+        ids.extend(i.read_raw::<u64>().unwrap());
+        assert!(pos.len() - n > 1000, "rank {r} holds {}", pos.len() - n);
+    }
+    ids.sort_unstable();
+    let mut want = initial.id.clone();
+    want.sort_unstable();
+    assert!(ids == want, "the ids changed");
+    let total = |m: &[f64]| m.iter().sum::<f64>();
+    assert!((total(&masses) - total(&initial.mass)).abs() <= 1e-12);
+    let all: Vec<usize> = (0..pos.len()).collect();
+    let (exact, _) = hinoki::walk::direct::direct_forces(&pos, &masses, 0.05, &all);
+    let mut err: Vec<f64> = exact
+        .iter()
+        .zip(&acc)
+        .map(|(e, a)| (*a - *e).length() / e.length())
+        .collect();
+    err.sort_by(f64::total_cmp);
+    let p99 = err[err.len() * 99 / 100];
+    eprintln!("2 ranks, rebuild 4: |dE/E| = {energy:.2e}, p99 force error {p99:.2e}");
+    assert!(p99 < 1e-3, "p99 relative acceleration error {p99:e}");
 }

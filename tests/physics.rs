@@ -1,5 +1,6 @@
 //! Physics through the library: a Plummer sphere stays in equilibrium and conserves energy over
-//! ten crossing times, direct summation conserves momentum to rounding, and the tree's net force
+//! ten crossing times (tree rebuilt every step, and every fourth step with refits between),
+//! direct summation conserves momentum to rounding, and the tree's net force
 //! on a Plummer sphere is small.
 
 mod common;
@@ -7,7 +8,7 @@ mod common;
 use common::TempDir;
 use glam::DVec3;
 use hinoki::comm::SingleProcess;
-use hinoki::forces::{compute_forces, Backend, ForceParams, Method};
+use hinoki::forces::{compute_forces, Backend, ForceParams, Method, Rebuild};
 use hinoki::ics::{generate, Model};
 use hinoki::io::config::{GravityConfig, IcsConfig, OutputConfig, RunConfig, TimeConfig};
 use hinoki::io::{read_snapshot, write_snapshot_file};
@@ -90,6 +91,17 @@ fn momentum(line: &Value) -> DVec3 {
 ///   group 64 gives 3.1 %. The run is chaotic: any change to the forces redraws this number.
 #[test]
 fn plummer_sphere_stays_in_equilibrium_for_ten_crossing_times() {
+    plummer_ten_crossing_times(Rebuild::default());
+}
+
+/// The same run with the tree rebuilt every fourth force evaluation and refitted between: the
+/// same bounds hold (refitted cells only grow, so the forces are no less accurate).
+#[test]
+fn plummer_sphere_with_refits_between_rebuilds_keeps_the_bounds() {
+    plummer_ten_crossing_times("4".parse().unwrap());
+}
+
+fn plummer_ten_crossing_times(rebuild: Rebuild) {
     const N: usize = 4096;
     const SEED: u64 = 1;
     const EPS: f64 = 0.05;
@@ -115,6 +127,7 @@ fn plummer_sphere_stays_in_equilibrium_for_ten_crossing_times() {
         IcsConfig::File(ics),
         GravityConfig {
             eps: EPS,
+            rebuild,
             ..GravityConfig::default()
         },
         DT,
@@ -127,6 +140,7 @@ fn plummer_sphere_stays_in_equilibrium_for_ten_crossing_times() {
     assert_eq!(s.n, N);
     assert!((s.time - T_END).abs() < 1e-9, "ended at t = {}", s.time);
     assert_eq!(s.steps, (T_END / DT).ceil() as u64);
+    assert_eq!(s.times.get("refit") > 0.0, rebuild != Rebuild::default());
 
     // Energy: at the end and at every diagnostics step on the way.
     let lines = diagnostics(&out);
@@ -148,7 +162,7 @@ fn plummer_sphere_stays_in_equilibrium_for_ten_crossing_times() {
         100.0 * change
     );
     eprintln!(
-        "plummer N = {N}: {} steps in {wall:.1} s, |dE/E| = {:.2e} (worst {worst:.2e}), \
+        "plummer N = {N}, rebuild {rebuild}: {} steps in {wall:.1} s, |dE/E| = {:.2e} (worst {worst:.2e}), \
          r_h {r0:.4} -> {r1:.4} (initial 2K/|W| = {virial:.4})",
         s.steps, s.energy_error
     );

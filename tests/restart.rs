@@ -1,7 +1,8 @@
 //! Checkpoint and restart through the library: a run stopped and restarted any number of times
-//! ends bit for bit as the uninterrupted run (shared and block steps, and the acceleration
-//! criterion that reads the old accelerations); damaged checkpoints and changed configurations
-//! are refused with one-line errors that name the intact older checkpoint.
+//! ends bit for bit as the uninterrupted run (shared and block steps, the acceleration
+//! criterion that reads the old accelerations, and a tree rebuilt every 4 evaluations and
+//! refitted between, stopped between two rebuilds); damaged checkpoints and changed
+//! configurations are refused with one-line errors that name the intact older checkpoint.
 
 mod common;
 
@@ -9,7 +10,7 @@ use common::TempDir;
 use hinoki::comm::SingleProcess;
 use hinoki::comm::SingleProcess as One;
 use hinoki::error::ErrorKind;
-use hinoki::forces::Backend;
+use hinoki::forces::{Backend, Rebuild};
 use hinoki::ics::Model;
 use hinoki::integrate::Stepping;
 use hinoki::io::checkpoint::checkpoint_path;
@@ -20,7 +21,7 @@ use hinoki::walk::mac::Mac;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
-fn config(stepping: Stepping, mac: Mac, dir: &Path) -> RunConfig {
+fn config(stepping: Stepping, mac: Mac, rebuild: Rebuild, dir: &Path) -> RunConfig {
     RunConfig {
         ics: IcsConfig::Generate {
             model: Model::Plummer,
@@ -31,6 +32,7 @@ fn config(stepping: Stepping, mac: Mac, dir: &Path) -> RunConfig {
             backend: Backend::Cpu,
             eps: 0.05,
             mac,
+            rebuild,
             ..GravityConfig::default()
         },
         time: TimeConfig {
@@ -81,16 +83,20 @@ fn bits(p: &Path) -> (Vec<[u64; 3]>, Vec<[u64; 3]>, Vec<u64>) {
 
 #[test]
 fn stopped_and_restarted_runs_end_bit_for_bit_as_uninterrupted_ones() {
-    for (stepping, mac) in [
-        (Stepping::Shared, Mac::Modified),
-        (Stepping::Block, Mac::Modified),
-        (Stepping::Block, Mac::Acceleration),
+    let every4: Rebuild = "4".parse().unwrap();
+    for (stepping, mac, rebuild) in [
+        (Stepping::Shared, Mac::Modified, Rebuild::default()),
+        (Stepping::Block, Mac::Modified, Rebuild::default()),
+        (Stepping::Block, Mac::Acceleration, Rebuild::default()),
+        (Stepping::Shared, Mac::Modified, every4),
+        (Stepping::Block, Mac::Acceleration, every4),
     ] {
         let dir = TempDir::new("restart");
         let whole = dir.join("whole");
-        let cfg = config(stepping, mac, &whole);
+        let cfg = config(stepping, mac, rebuild, &whole);
         let a = go(&cfg, &whole, None, None);
         assert!(a.stopped.is_none());
+        assert_eq!(a.times.get("refit") > 0.0, rebuild != Rebuild::default());
         let parts = dir.join("parts");
         // Three stops, the second and third from the run directory and the checkpoint one.
         let s1 = go(&cfg, &parts, None, Some(5));
@@ -107,7 +113,7 @@ fn stopped_and_restarted_runs_end_bit_for_bit_as_uninterrupted_ones() {
         assert_eq!(a.force_evaluations, b.force_evaluations, "{stepping}");
         assert!(
             bits(&a.final_state) == bits(&b.final_state),
-            "{stepping} {mac}: final states differ"
+            "{stepping} {mac} rebuild {rebuild}: final states differ"
         );
         assert_eq!(a.end, b.end);
         assert_eq!(diagnostics(&whole), diagnostics(&parts), "{stepping}");
@@ -124,9 +130,9 @@ fn damaged_checkpoints_are_refused_naming_the_intact_one() {
     let cfg = RunConfig {
         output: OutputConfig {
             checkpoint_steps: 2,
-            ..config(Stepping::Shared, Mac::Modified, &out).output
+            ..config(Stepping::Shared, Mac::Modified, Rebuild::default(), &out).output
         },
-        ..config(Stepping::Shared, Mac::Modified, &out)
+        ..config(Stepping::Shared, Mac::Modified, Rebuild::default(), &out)
     };
     // Checkpoints at steps 2 and 4 (slots 0 and 1), then the stop at 5 overwrites slot 0.
     let s = go(&cfg, &out, None, Some(5));

@@ -1,17 +1,21 @@
 //! One force evaluation, end to end: the parameters every path shares ([`params`]), the engine
-//! that keeps the backend alive between evaluations, and the tree pipeline (`tree_forces`:
-//! keys → sort → tree → moments → walk, each stage timed).
+//! that keeps the backend and the tree alive between evaluations, the tree-rebuild interval
+//! ([`rebuild`]: keys → sort → tree → moments, or a refit of the last tree) and the tree
+//! pipeline (`tree_forces`: groups → walk → LETs, each stage timed).
 
 pub mod params;
+pub mod rebuild;
 mod tree_forces;
 
 pub use params::{Backend, ForceParams, Method, WalkKind};
+pub use rebuild::{Rebuild, RefitState};
 
 use crate::comm::Comm;
 use crate::diag::PhaseTimes;
 use crate::error::{Error, Result};
 use crate::lets::LetStats;
 use crate::particles::Particles;
+use crate::tree::TreeParams;
 use crate::walk::direct::direct_forces;
 use crate::walk::gpu::{local_rank, Gpu, GpuLayout, VgChoice};
 use glam::DVec3;
@@ -35,10 +39,12 @@ pub struct ForceResult {
     pub device: String,
 }
 
-/// A force evaluator that keeps what outlives one evaluation: the validated parameters and,
-/// on the GPU backend, the device context, compiled kernels and device buffers.
+/// A force evaluator that keeps what outlives one evaluation: the validated parameters, the
+/// tree and its rebuild interval (see [`rebuild`]) and, on the GPU backend, the device
+/// context, compiled kernels and device buffers.
 pub struct ForceEngine {
     params: ForceParams,
+    trees: rebuild::Trees,
     gpu: Option<Gpu>,
     /// `--vg auto` has not chosen a layout yet.
     tune: bool,
@@ -68,10 +74,45 @@ impl ForceEngine {
         let tune = params.vg == VgChoice::Auto && gpu.is_some();
         Ok(Self {
             params,
+            trees: rebuild::Trees::default(),
             gpu,
             tune,
             let_stats: LetStats::default(),
         })
+    }
+
+    /// The engine rebuilding its tree as `rebuild` says and refitting it otherwise (the
+    /// default rebuilds on every evaluation). A refit needs the particles of the last rebuild,
+    /// in the same order: a caller that moves particles between ranks or reorders them does so
+    /// only before evaluations for which [`ForceEngine::rebuild_due`] is true (an engine that
+    /// finds other particles rebuilds its tree anyway).
+    pub fn with_rebuild(mut self, rebuild: Rebuild) -> Self {
+        self.trees.set_policy(rebuild);
+        self
+    }
+
+    /// The tree-rebuild interval in use.
+    pub fn rebuild(&self) -> Rebuild {
+        self.trees.policy()
+    }
+
+    /// True when the next evaluation builds a new tree (always for direct summation): the
+    /// same answer on every rank, so that a multi-rank run rebalances its domains exactly
+    /// then; between rebuilds the particles must stay where they are.
+    pub fn rebuild_due(&self) -> bool {
+        self.params.method == Method::Direct || self.trees.due()
+    }
+
+    /// What a checkpoint must save of this engine to continue bit for bit (tree topology and
+    /// rebuild clock), see [`ForceEngine::restore`].
+    pub fn refit_state(&self) -> RefitState {
+        self.trees.state()
+    }
+
+    /// Continues from a saved [`RefitState`] of this rank, whose particles `p` are those the
+    /// state was saved with, in the same order (a restarted run).
+    pub fn restore(&mut self, state: RefitState, p: &Particles) {
+        self.trees.restore(state, p);
     }
 
     /// The GPU kernel layout in use (after `--vg auto` has chosen), if the GPU walks.
@@ -198,7 +239,19 @@ impl ForceEngine {
             }
             (Method::Tree, gpu) => {
                 let tune = std::mem::take(&mut self.tune);
-                let (r, stats) = tree_forces(comm, p, params, gpu, tune, old_acc, active, device)?;
+                let mut times = PhaseTimes::default();
+                let rebuild = self.trees.due();
+                let tp = TreeParams {
+                    order: params.order,
+                    ncrit: params.ncrit,
+                    mac: params.mac,
+                    theta: params.theta,
+                };
+                let tree = self.trees.prepare(p, &tp, rebuild, &mut times);
+                let (r, stats, walked) = tree_forces(
+                    comm, p, tree, params, gpu, tune, old_acc, active, device, times,
+                )?;
+                self.trees.record(comm, rebuild, &r.times, walked);
                 self.let_stats = stats;
                 r
             }

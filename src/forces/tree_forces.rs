@@ -1,4 +1,4 @@
-//! The tree pipeline of one force evaluation: tree build, target groups, the walk on the CPU or
+//! The tree pipeline of one force evaluation on a built (or refitted) tree: target groups, the walk on the CPU or
 //! the GPU (with the `--vg auto` tuning), in a multi-rank run the LET exchange and the walk of
 //! the received forest, and the results back in input order.
 
@@ -9,7 +9,7 @@ use crate::error::{Error, Result};
 use crate::lets::{self, LetStats, Region};
 use crate::particles::Particles;
 use crate::sfc::Order;
-use crate::tree::{FlatTree, Tree, TreeParams};
+use crate::tree::{FlatTree, Tree};
 use crate::walk::cpu::{grouped_walk, single_walk, WalkOutput, WalkParams};
 use crate::walk::gpu::{Gpu, GpuLayout};
 use crate::walk::groups::{chunk_groups, tree_groups, Group};
@@ -17,40 +17,29 @@ use crate::walk::mac::{Criterion, Mac};
 use glam::DVec3;
 use rayon::prelude::*;
 
-/// Forces on all local particles `p` by the tree walk: on `gpu` when given (timing the `--vg
-/// auto` candidates first when `tune`), else on the CPU. With more than one rank, the LETs of
-/// the other ranks are exchanged (in a communication thread, overlapping the local walk) and
-/// walked after the local tree. With `active`, only the groups that hold an active particle
-/// walk, and the other particles' entries are zero. Returns the result and the LET traffic of
-/// this rank.
+/// Forces on all local particles `p` by the tree walk of `tree` (their tree, built or
+/// refitted by the caller, whose times `times` already holds; `None` without particles): on
+/// `gpu` when given (timing the `--vg auto` candidates first when `tune`), else on the CPU.
+/// With more than one rank, the LETs of the other ranks are exchanged (in a communication
+/// thread, overlapping the local walk) and walked after the local tree. With `active`, only
+/// the groups that hold an active particle walk, and the other particles' entries are zero.
+/// Returns the result, the LET traffic of this rank and the number of targets walked.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn tree_forces(
     comm: &dyn Comm,
     p: &Particles,
+    tree: Option<&Tree>,
     params: &ForceParams,
     mut gpu: Option<&mut Gpu>,
     tune: bool,
     old_acc: Option<&[DVec3]>,
     active: Option<&[bool]>,
     device: String,
-) -> Result<(ForceResult, LetStats)> {
-    let mut times = PhaseTimes::default();
+    mut times: PhaseTimes,
+) -> Result<(ForceResult, LetStats, usize)> {
     let n = p.len();
-    let tree = (n > 0).then(|| {
-        Tree::build(
-            &p.pos,
-            &p.mass,
-            &TreeParams {
-                order: params.order,
-                ncrit: params.ncrit,
-                mac: params.mac,
-                theta: params.theta,
-            },
-            &mut times,
-        )
-    });
     // Walk order: the tree's sorted order, or the input order for `--order none`.
-    let walk_to_input: Vec<u32> = match (&tree, params.order) {
+    let walk_to_input: Vec<u32> = match (tree, params.order) {
         (Some(t), Order::Hilbert | Order::Morton) => t.index.clone(),
         _ => (0..n as u32).collect(),
     };
@@ -63,11 +52,11 @@ pub(super) fn tree_forces(
         })
         .collect();
     let wp = params.walk_params();
-    let form_groups = |size: usize| match (&tree, params.order) {
+    let form_groups = |size: usize| match (tree, params.order) {
         (Some(t), Order::Hilbert | Order::Morton) => tree_groups(t, size),
         _ => chunk_groups(n, size),
     };
-    if let (true, Some(g), Some(t)) = (tune, gpu.as_deref_mut(), &tree) {
+    if let (true, Some(g), Some(t)) = (tune, gpu.as_deref_mut(), tree) {
         times.time("tune", || choose_layout(g, t, &targets, &form_groups, &wp))?;
     }
     // Groups: V·G targets on the GPU, `group` on the CPU; tree cells when the walk follows
@@ -77,7 +66,7 @@ pub(super) fn tree_forces(
     let mut walker = Walker {
         gpu,
         // The seed-004 node arrays with next/more threading, for the single-particle CPU walk.
-        flat: match &tree {
+        flat: match tree {
             Some(t) if single => {
                 Some(times.time("thread", || FlatTree::from_tree(t, params.eps as f32)))
             }
@@ -107,12 +96,13 @@ pub(super) fn tree_forces(
             },
             ..wp
         };
-        let first = walker.walk(tree.as_ref(), &boot, &targets, &mut times)?;
+        let first = walker.walk(tree, &boot, &targets, &mut times)?;
         for (t, a) in targets.iter_mut().zip(&first.acc_pot) {
             t[3] = wp.criterion.g * (a[0] * a[0] + a[1] * a[1] + a[2] * a[2]).sqrt();
         }
     }
-    let out: WalkOutput = walker.walk(tree.as_ref(), &wp, &targets, &mut times)?;
+    let out: WalkOutput = walker.walk(tree, &wp, &targets, &mut times)?;
+    let walked = targets.len();
     let stats = walker.stats;
     // Back to input order, G applied, float64.
     let g = params.g;
@@ -150,7 +140,7 @@ pub(super) fn tree_forces(
         times,
         device,
     };
-    Ok((r, stats))
+    Ok((r, stats, walked))
 }
 
 /// The groups holding at least one active particle (`active` in input order, `walk_to_input`

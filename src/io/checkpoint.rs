@@ -10,18 +10,30 @@
 //! - magic `HINOKICK` (8 bytes), header length `h` (u64);
 //! - the header, `h` bytes of JSON: format version, sequence number, step, tick, time, config
 //!   hash, rank, size, particle counts, force evaluations, the diagnostics baseline and the last
-//!   diagnostics, and the byte length of every array;
+//!   diagnostics, the tree-rebuild clock (`since_rebuild`, `clock`, `backoff`), the number of cells of the
+//!   saved tree (`tree_cells`, 0: none) and its key cube (`tree_grid`), and the byte length of
+//!   every array;
 //! - the arrays, raw: `pos`, `vel` (3 f64 per particle), `mass` (f64), `id` (u64), `bin` (u8),
 //!   `acc` (3 f64), `pot` (f64), `cost` (f64: interactions of the last evaluation);
+//! - with a saved tree (a run with `[gravity] rebuild` ≠ 1 stopped between two rebuilds, see
+//!   [`crate::forces::rebuild`]): its particle order `tree_index` (u32 per particle) and per
+//!   cell `tree_first`, `tree_count`, `tree_subtree` (u32), `tree_level`, `tree_nchild` (u8)
+//!   and `tree_boxes` (4 f32: the box at the rebuild), so that the restarted run refits the
+//!   very tree the uninterrupted run would have;
 //! - the XXH64 checksum (u64) of every byte before it.
+//!
+//! Version 2 files (written before the rebuild interval existed) are read too, as "rebuild the
+//! tree at the next evaluation": bit for bit the uninterrupted run with `rebuild = 1`.
 
 use crate::comm::Comm;
 use crate::diag::conservation::Conserved;
 use crate::error::{Error, Result};
+use crate::forces::rebuild::{RebuildClock, RefitState, TreeTopology};
 use crate::integrate::IntegratorState;
 use crate::io::xxh64::Xxh64;
 use crate::io::{write_atomic, RunConfig};
 use crate::particles::Particles;
+use crate::sfc::GridBox;
 use crate::simulation::RunState;
 use glam::DVec3;
 use serde::{Deserialize, Serialize};
@@ -35,8 +47,10 @@ const _: () = assert!(
 );
 
 const MAGIC: &[u8; 8] = b"HINOKICK";
-/// The layout version this hinoki writes and reads.
-const VERSION: u32 = 2;
+/// The layout version this hinoki writes (and reads, with [`OLD_VERSION`]).
+const VERSION: u32 = 3;
+/// The older layout still read: no tree-rebuild state.
+const OLD_VERSION: u32 = 2;
 /// The arrays of a checkpoint, in file order, with their bytes per particle.
 const ARRAYS: [(&str, usize); 8] = [
     ("pos", 24),
@@ -47,6 +61,17 @@ const ARRAYS: [(&str, usize); 8] = [
     ("acc", 24),
     ("pot", 8),
     ("cost", 8),
+];
+/// The arrays of a saved tree, after the particle arrays: (name, bytes per particle, bytes
+/// per cell).
+const TREE_ARRAYS: [(&str, usize, usize); 7] = [
+    ("tree_index", 4, 0),
+    ("tree_first", 0, 4),
+    ("tree_count", 0, 4),
+    ("tree_subtree", 0, 4),
+    ("tree_level", 0, 1),
+    ("tree_nchild", 0, 1),
+    ("tree_boxes", 0, 16),
 ];
 
 /// The JSON header of a checkpoint file.
@@ -68,6 +93,22 @@ struct Header {
     force_evaluations: u64,
     start: [f64; 8],
     last: [f64; 8],
+    /// Force evaluations on the current tree (see `RebuildClock`; absent before version 3).
+    #[serde(default)]
+    since_rebuild: u64,
+    /// The rest of the rebuild clock: reference, excess, rebuild_cost, refit_cost, as f64 bit
+    /// patterns (exact, unlike JSON numbers).
+    #[serde(default)]
+    clock: [u64; 4],
+    /// The rebuild clock's back-off counters: skip, backoff.
+    #[serde(default)]
+    backoff: [u64; 2],
+    /// Cells of the saved tree (0: none).
+    #[serde(default)]
+    tree_cells: usize,
+    /// The saved tree's key cube: origin (x, y, z) and side, as f64 bit patterns.
+    #[serde(default)]
+    tree_grid: [u64; 4],
     /// (name, bytes) of every array, in file order.
     arrays: Vec<(String, usize)>,
 }
@@ -86,11 +127,27 @@ pub struct Checkpoint {
     pub state: RunState,
     /// The time of the state (time units).
     pub time: f64,
+    /// The force engine's tree and rebuild clock (see [`crate::forces::ForceEngine::restore`]).
+    pub refit: RefitState,
 }
 
-/// Writes this rank's checkpoint number `sequence` of `state` (at `time`) into `dir` (slot
-/// `sequence % 2`) atomically, and returns its path. `config_hash` identifies the
-/// configuration; `rank` and `size` the job.
+/// The byte lengths of the arrays of a file with `n` particles and a saved tree of `cells`
+/// cells (0: none), in file order.
+fn array_lengths(n: usize, cells: usize) -> Vec<(String, usize)> {
+    let tree = TREE_ARRAYS
+        .iter()
+        .filter(|_| cells > 0)
+        .map(|&(a, per_particle, per_cell)| (a.to_string(), per_particle * n + per_cell * cells));
+    ARRAYS
+        .iter()
+        .map(|&(a, b)| (a.to_string(), b * n))
+        .chain(tree)
+        .collect()
+}
+
+/// Writes this rank's checkpoint number `sequence` of `state` (at `time`) and of the force
+/// engine's `refit` state into `dir` (slot `sequence % 2`) atomically, and returns its path.
+/// `config_hash` identifies the configuration; `rank` and `size` the job.
 pub fn write_checkpoint(
     dir: &Path,
     (rank, size): (usize, usize),
@@ -98,10 +155,14 @@ pub fn write_checkpoint(
     config_hash: u64,
     time: f64,
     s: &RunState,
+    refit: &RefitState,
 ) -> Result<PathBuf> {
     std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, format!("cannot create: {e}")))?;
     let path = checkpoint_path(dir, rank, sequence % 2);
     let n = s.p.len();
+    let c = &refit.clock;
+    let tree = refit.topology.as_ref();
+    let cells = tree.map_or(0, |t| t.first.len());
     let header = Header {
         version: VERSION,
         sequence,
@@ -115,10 +176,15 @@ pub fn write_checkpoint(
         force_evaluations: s.force_evaluations,
         start: to_array(&s.start),
         last: to_array(&s.last),
-        arrays: ARRAYS
-            .iter()
-            .map(|&(a, b)| (a.to_string(), b * n))
-            .collect(),
+        since_rebuild: c.since_rebuild,
+        clock: [c.reference, c.excess, c.rebuild_cost, c.refit_cost].map(f64::to_bits),
+        backoff: [c.skip, c.backoff],
+        tree_cells: cells,
+        tree_grid: tree.map_or([0; 4], |t| {
+            let o = t.grid.origin;
+            [o.x, o.y, o.z, t.grid.side].map(f64::to_bits)
+        }),
+        arrays: array_lengths(n, cells),
     };
     let json = serde_json::to_vec(&header).expect("the header serialises");
     let vec3 = |v: &[DVec3]| -> Vec<[f64; 3]> { v.iter().map(|x| x.to_array()).collect() };
@@ -139,6 +205,15 @@ pub fn write_checkpoint(
         put(bytemuck::cast_slice(&vec3(&s.integ.acc)))?;
         put(bytemuck::cast_slice(&s.integ.pot))?;
         put(bytemuck::cast_slice(&s.integ.cost))?;
+        if let Some(t) = tree {
+            put(bytemuck::cast_slice(&t.index))?;
+            put(bytemuck::cast_slice(&t.first))?;
+            put(bytemuck::cast_slice(&t.count))?;
+            put(bytemuck::cast_slice(&t.subtree))?;
+            put(&t.level)?;
+            put(&t.nchild)?;
+            put(bytemuck::cast_slice(&t.boxes))?;
+        }
         let sum = hash.finish();
         w.write_all(&sum.to_le_bytes())
     })?;
@@ -175,7 +250,8 @@ pub fn read_checkpoint(
     let header: Header = serde_json::from_slice(&body[16..16 + h_len])
         .map_err(|e| bad(format!("corrupt header: {e}")))?;
     let n = header.n;
-    let expected: usize = 16 + h_len + ARRAYS.iter().map(|a| a.1 * n).sum::<usize>();
+    let cells = header.tree_cells;
+    let expected: usize = 16 + h_len + array_lengths(n, cells).iter().map(|a| a.1).sum::<usize>();
     if body.len() != expected {
         return Err(bad(format!(
             "truncated or padded: {} bytes where {} particles need {}",
@@ -187,9 +263,9 @@ pub fn read_checkpoint(
     if hash.finish() != stored {
         return Err(bad("corrupt: checksum mismatch".into()));
     }
-    if header.version != VERSION {
+    if header.version != VERSION && header.version != OLD_VERSION {
         return Err(bad(format!(
-            "checkpoint version {} (this hinoki reads version {VERSION})",
+            "checkpoint version {} (this hinoki reads versions {OLD_VERSION} and {VERSION})",
             header.version
         )));
     }
@@ -226,7 +302,41 @@ pub fn read_checkpoint(
     let acc = vec3(take(24 * n));
     let pot = pod_vec::<f64>(take(8 * n));
     let cost = pod_vec::<f64>(take(8 * n));
+    let topology = (cells > 0).then(|| {
+        let g = header.tree_grid.map(f64::from_bits);
+        TreeTopology {
+            grid: GridBox {
+                origin: DVec3::new(g[0], g[1], g[2]),
+                side: g[3],
+            },
+            index: pod_vec(take(4 * n)),
+            first: pod_vec(take(4 * cells)),
+            count: pod_vec(take(4 * cells)),
+            subtree: pod_vec(take(4 * cells)),
+            level: take(cells).to_vec(),
+            nchild: take(cells).to_vec(),
+            boxes: pod_vec(take(16 * cells)),
+        }
+    });
+    if let Some(t) = &topology {
+        t.check(n)
+            .map_err(|e| bad(format!("corrupt saved tree: {e}")))?;
+    }
+    let [reference, excess, rebuild_cost, refit_cost] = header.clock.map(f64::from_bits);
+    let refit = RefitState {
+        clock: RebuildClock {
+            since_rebuild: header.since_rebuild,
+            reference,
+            excess,
+            rebuild_cost,
+            refit_cost,
+            skip: header.backoff[0],
+            backoff: header.backoff[1],
+        },
+        topology,
+    };
     Ok(Checkpoint {
+        refit,
         sequence: header.sequence,
         time: header.time,
         state: RunState {
@@ -350,5 +460,98 @@ pub fn find_checkpoint(dir: &Path, comm: &dyn Comm, config_hash: u64) -> Result<
                 paths[0].display()
             ),
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::comm::SingleProcess;
+    use crate::forces::{Backend, ForceEngine, ForceParams};
+    use crate::io::testdir::TestDir;
+
+    /// A run state of 500 Plummer particles and the refit state of an engine that rebuilds
+    /// every 4 evaluations, after its first.
+    fn states() -> (RunState, RefitState) {
+        let p = crate::ics::generate(crate::ics::Model::Plummer, 500, 1).unwrap();
+        let params = ForceParams {
+            backend: Backend::Cpu,
+            ..ForceParams::default()
+        };
+        let mut engine = ForceEngine::new(params)
+            .unwrap()
+            .with_rebuild("4".parse().unwrap());
+        let f = engine.compute(&SingleProcess, &p, None).unwrap();
+        let s = RunState {
+            integ: IntegratorState::new(f.acc, f.pot),
+            p,
+            ti: 3,
+            step: 3,
+            force_evaluations: 1500,
+            start: Conserved::default(),
+            last: Conserved::default(),
+        };
+        (s, engine.refit_state())
+    }
+
+    #[test]
+    fn the_tree_survives_and_version_2_reads_as_rebuild_now() {
+        let dir = TestDir::new("checkpoint-tree");
+        let (s, refit) = states();
+        assert!(refit.topology.is_some() && refit.clock.since_rebuild == 1);
+        let path = write_checkpoint(dir.path(), (0, 1), 0, 42, 0.1, &s, &refit).unwrap();
+        let c = read_checkpoint(&path, (0, 1), 42).unwrap();
+        assert!(c.state == s, "the run state differs");
+        assert!(c.refit == refit, "the refit state differs");
+        // The same file as version 2 wrote it: no rebuild clock, no tree.
+        let data = std::fs::read(&path).unwrap();
+        let h_len = u64::from_le_bytes(data[8..16].try_into().unwrap()) as usize;
+        let mut header: serde_json::Value = serde_json::from_slice(&data[16..16 + h_len]).unwrap();
+        let o = header.as_object_mut().unwrap();
+        for key in [
+            "since_rebuild",
+            "clock",
+            "backoff",
+            "tree_cells",
+            "tree_grid",
+        ] {
+            o.remove(key).unwrap();
+        }
+        o["arrays"] = serde_json::json!(array_lengths(500, 0));
+        let particles: usize = ARRAYS.iter().map(|a| a.1 * 500).sum();
+        let mut write_version = |version: u32| {
+            header["version"] = version.into();
+            let json = serde_json::to_vec(&header).unwrap();
+            let mut old = MAGIC.to_vec();
+            old.extend((json.len() as u64).to_le_bytes());
+            old.extend(&json);
+            old.extend(&data[16 + h_len..16 + h_len + particles]);
+            let mut hash = Xxh64::new();
+            hash.update(&old);
+            old.extend(hash.finish().to_le_bytes());
+            std::fs::write(&path, old).unwrap();
+        };
+        write_version(OLD_VERSION);
+        let c = read_checkpoint(&path, (0, 1), 42).unwrap();
+        assert_eq!(c.state, s);
+        assert_eq!(c.refit, RefitState::default());
+        assert!(c.refit.clock.due(crate::forces::Rebuild::Auto));
+        write_version(1);
+        let e = read_checkpoint(&path, (0, 1), 42).unwrap_err();
+        assert!(e.message.contains("checkpoint version 1"), "{e}");
+    }
+
+    #[test]
+    fn a_malformed_tree_is_refused() {
+        let (_, refit) = states();
+        let t = refit.topology.unwrap();
+        t.check(500).unwrap();
+        let mut bad = t.clone();
+        bad.index[7] = bad.index[8];
+        assert!(bad.check(500).unwrap_err().contains("repeats"));
+        let mut bad = t.clone();
+        bad.count[1] += 1;
+        assert!(bad.check(500).unwrap_err().contains("tile"));
+        assert!(t.check(499).is_err());
     }
 }

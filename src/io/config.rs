@@ -22,6 +22,7 @@
 //! method = "tree"      # tree | direct
 //! walk = "grouped"     # grouped | single
 //! backend = "auto"     # cpu | gpu | auto
+//! rebuild = 1          # tree rebuild every N force evaluations, refit between (N >= 1), or "auto"
 //!
 //! [time]
 //! stepping = "shared"  # shared (one step for all) | block (power-of-two bins per particle)
@@ -45,7 +46,7 @@
 
 use crate::domain::Balance;
 use crate::error::{Error, Result};
-use crate::forces::{Backend, ForceParams, Method, WalkKind};
+use crate::forces::{Backend, ForceParams, Method, Rebuild, WalkKind};
 use crate::ics::Model;
 use crate::integrate::{Stepping, Timeline};
 use crate::sfc::Order;
@@ -191,6 +192,10 @@ pub struct GravityConfig {
     /// Boxes per rank describing its particles to the others' LET construction
     /// (`let_boxes`, 1 ..= 4096).
     pub let_boxes: usize,
+    /// Tree-rebuild interval (`rebuild`: an integer N ≥ 1, rebuild on every N-th force
+    /// evaluation and refit the tree between; or `"auto"`, rebuild when the walk has slowed
+    /// by more than a rebuild costs; default 1). See [`crate::forces::rebuild`].
+    pub rebuild: Rebuild,
 }
 
 impl Default for GravityConfig {
@@ -213,6 +218,7 @@ impl Default for GravityConfig {
             kernel: f.kernel,
             balance: f.balance,
             let_boxes: f.let_boxes,
+            rebuild: Rebuild::default(),
         }
     }
 }
@@ -515,6 +521,7 @@ mod tests {
             kernel = "vg"
             balance = "count"
             let_boxes = 3
+            rebuild = 4
             [time]
             stepping = "block"
             dt_max = 0.001
@@ -559,6 +566,7 @@ mod tests {
                 let_boxes: 3,
             }
         );
+        assert_eq!(c.gravity.rebuild.to_string(), "4");
         assert_eq!((c.time.dt_max, c.time.t_end), (0.001, 2.5));
         assert_eq!(c.time.stepping, Stepping::Block);
         assert_eq!((c.time.dt_min, c.time.eta), (1e-5, 0.1));
@@ -686,6 +694,19 @@ mod tests {
         ] {
             let msg = invalid(s);
             assert!(msg.starts_with(expect), "{s:?}: {msg}");
+        }
+    }
+
+    #[test]
+    fn rebuild_is_an_interval_or_auto() {
+        assert_eq!(parse("").unwrap().gravity.rebuild, Rebuild::default());
+        let c = parse("[gravity]\nrebuild = \"auto\"").unwrap();
+        assert_eq!(c.gravity.rebuild, Rebuild::Auto);
+        c.validate().unwrap();
+        for bad in ["0", "-3", "\"sometimes\"", "2.5", "true", "\"\""] {
+            let msg = parse_err(&format!("[gravity]\nrebuild = {bad}"));
+            assert!(msg.starts_with("run.toml:2:"), "{bad}: {msg}");
+            assert!(msg.contains("rebuild"), "{bad}: {msg}");
         }
     }
 

@@ -100,7 +100,7 @@ pub fn run_with(
     cfg.validate()?;
     let wall = Instant::now();
     std::fs::create_dir_all(out).map_err(|e| Error::io(out, format!("cannot create: {e}")))?;
-    let mut engine = ForceEngine::new(cfg.force_params())?;
+    let mut engine = ForceEngine::new(cfg.force_params())?.with_rebuild(cfg.gravity.rebuild);
     let hash = config_hash(cfg);
     let (mut run, mut sequence) = match &opts.restart {
         None => (Run::start(cfg, out, comm, &mut engine, wall)?, 0),
@@ -112,6 +112,7 @@ pub fn run_with(
                 c.state.step,
                 c.time
             );
+            engine.restore(c.refit, &c.state.p);
             (Run::resume(cfg, out, comm, c.state, wall)?, c.sequence + 1)
         }
     };
@@ -154,7 +155,8 @@ pub fn run_with(
             let t0 = Instant::now();
             let time = run.timeline.time(run.s.ti);
             let job = (comm.rank(), comm.size());
-            let path = write_checkpoint(&ckpt_dir, job, sequence, hash, time, &run.s)?;
+            let refit = engine.refit_state();
+            let path = write_checkpoint(&ckpt_dir, job, sequence, hash, time, &run.s, &refit)?;
             comm.barrier();
             sequence += 1;
             last_checkpoint = Instant::now();
@@ -260,7 +262,7 @@ impl<'a> Run<'a> {
         }
         let timeline = cfg.time.timeline();
         tracing::info!(
-            "run: N = {}, {} ranks, {} steps, dt_max = {}, t_end = {}, theta = {}, eps = {}, forces on {}, output {}",
+            "run: N = {}, {} ranks, {} steps, dt_max = {}, t_end = {}, theta = {}, eps = {}, rebuild = {}, forces on {}, output {}",
             n_global,
             comm.size(),
             cfg.time.stepping,
@@ -268,6 +270,7 @@ impl<'a> Run<'a> {
             cfg.time.t_end,
             cfg.gravity.theta,
             cfg.gravity.eps,
+            engine.rebuild(),
             engine.device(),
             out.display()
         );
@@ -362,8 +365,10 @@ impl<'a> Run<'a> {
         let (tl, cfg, comm) = (&self.timeline, self.cfg, self.comm);
         let s = &mut self.s;
         let mut phases = PhaseTimes::default();
-        if comm.size() > 1 {
-            // Rebalance before the step: particles and their integrator state move together.
+        if comm.size() > 1 && engine.rebuild_due() {
+            // Rebalance before a step that rebuilds the tree: particles and their integrator
+            // state move together. Between rebuilds they stay (a refit needs the same
+            // particles, in the same order).
             phases.time("domain", || -> Result<()> {
                 let weights = (cfg.gravity.balance == Balance::Cost).then_some(&s.integ.cost[..]);
                 let plan = domain::plan(comm, &s.p.pos, weights)?;

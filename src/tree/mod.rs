@@ -8,6 +8,7 @@
 
 pub mod build;
 pub mod moments;
+mod refit;
 pub mod threading;
 
 pub use build::build_topology;

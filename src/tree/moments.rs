@@ -12,7 +12,7 @@ use rayon::prelude::*;
 
 /// Mass, centre of mass and quadrupole of one cell in float64.
 #[derive(Clone, Copy, Debug, Default)]
-struct Moment {
+pub(super) struct Moment {
     mass: f64,
     com: [f64; 3],
     quad: [f64; 6],
@@ -53,7 +53,8 @@ fn centre(points: impl Iterator<Item = ([f64; 3], f64)> + Clone) -> (f64, [f64; 
     }
 }
 
-fn leaf_moment(particles: &[[f32; 4]]) -> Moment {
+/// The moment of the particles of one leaf.
+pub(super) fn leaf_moment(particles: &[[f32; 4]]) -> Moment {
     let pts = particles
         .iter()
         .map(|p| ([p[0] as f64, p[1] as f64, p[2] as f64], p[3] as f64));
@@ -74,7 +75,8 @@ fn leaf_moment(particles: &[[f32; 4]]) -> Moment {
     }
 }
 
-fn combine(children: &[Moment]) -> Moment {
+/// The moment of a cell from its children's (parallel-axis theorem).
+pub(super) fn combine(children: &[Moment]) -> Moment {
     let (mass, com) = centre(children.iter().map(|c| (c.com, c.mass)));
     let mut quad = [0.0; 6];
     let mut trace = 0.0;
@@ -92,21 +94,21 @@ fn combine(children: &[Moment]) -> Moment {
     }
 }
 
-/// The moment of cell `c` (index into `done`, which holds the moments of every cell of the
-/// slice after `c`, `offset` being the slice's first cell): from its particles for a leaf, from
-/// its children otherwise.
-fn cell_moment(
+/// The value of cell `c` (index into `done`, which holds the values of every cell of the slice
+/// after `c`, `offset` being the slice's first cell): `leaf(c)` for a leaf, `combine` of its
+/// children's values otherwise.
+fn cell_value<T: Copy + Default>(
     cells: &Cells,
-    particles: &[[f32; 4]],
     c: usize,
-    done: &[Moment],
+    done: &[T],
     offset: usize,
-) -> Moment {
+    leaf: &impl Fn(usize) -> T,
+    combine: &impl Fn(&[T]) -> T,
+) -> T {
     if cells.is_leaf(c) {
-        let a = cells.first[c] as usize;
-        return leaf_moment(&particles[a..a + cells.count[c] as usize]);
+        return leaf(c);
     }
-    let mut kids = [Moment::default(); 8];
+    let mut kids = [T::default(); 8];
     let mut k = c + 1;
     for kid in kids.iter_mut().take(cells.nchild[c] as usize) {
         *kid = done[k - offset];
@@ -115,10 +117,15 @@ fn cell_moment(
     combine(&kids[..cells.nchild[c] as usize])
 }
 
-/// Moments of every cell. Subtrees of at most a chunk of cells are contiguous in preorder and
-/// independent, so each is summed bottom-up (reverse preorder) by one rayon task; the few cells
+/// A value for every cell, bottom-up: `leaf(c)` for a leaf `c`, `combine` of the children's
+/// values for the others. Subtrees of at most a chunk of cells are contiguous in preorder and
+/// independent, so each is done bottom-up (reverse preorder) by one rayon task; the few cells
 /// above them follow, again in reverse preorder.
-fn upward_pass(cells: &Cells, particles: &[[f32; 4]]) -> Vec<Moment> {
+pub(super) fn upward<T: Copy + Default + Send + Sync>(
+    cells: &Cells,
+    leaf: impl Fn(usize) -> T + Sync,
+    combine: impl Fn(&[T]) -> T + Sync,
+) -> Vec<T> {
     let n = cells.len();
     let chunk = (n / (8 * rayon::current_num_threads())).max(1024);
     let mut roots = Vec::new();
@@ -134,10 +141,10 @@ fn upward_pass(cells: &Cells, particles: &[[f32; 4]]) -> Vec<Moment> {
         }
     }
     // Allocated and touched in parallel: at 2^28 particles this is gigabytes of fresh pages.
-    let mut moments: Vec<Moment> = (0..n).into_par_iter().map(|_| Moment::default()).collect();
+    let mut values: Vec<T> = (0..n).into_par_iter().map(|_| T::default()).collect();
     // Disjoint slices, one per task subtree.
     let mut slices = Vec::with_capacity(roots.len());
-    let mut rest = &mut moments[..];
+    let mut rest = &mut values[..];
     let mut at = 0;
     for &r in &roots {
         let (_, tail) = rest.split_at_mut(r - at);
@@ -148,13 +155,43 @@ fn upward_pass(cells: &Cells, particles: &[[f32; 4]]) -> Vec<Moment> {
     }
     slices.into_par_iter().for_each(|(r, mine)| {
         for i in (0..mine.len()).rev() {
-            mine[i] = cell_moment(cells, particles, r + i, mine, r);
+            mine[i] = cell_value(cells, r + i, mine, r, &leaf, &combine);
         }
     });
     for &c in top.iter().rev() {
-        moments[c] = cell_moment(cells, particles, c, &moments, 0);
+        values[c] = cell_value(cells, c, &values, 0, &leaf, &combine);
     }
-    moments
+    values
+}
+
+/// The particles of cell `c` in the sorted particle arrays.
+pub(super) fn cell_particles<'a>(
+    cells: &Cells,
+    particles: &'a [[f32; 4]],
+    c: usize,
+) -> &'a [[f32; 4]] {
+    let a = cells.first[c] as usize;
+    &particles[a..a + cells.count[c] as usize]
+}
+
+/// Stores the float64 moments `moments` (one per cell) in float32 into `cells`.
+pub(super) fn store_moments(cells: &mut Cells, moments: &[Moment]) {
+    cells.com_mass = moments
+        .par_iter()
+        .map(|m| {
+            [
+                m.com[0] as f32,
+                m.com[1] as f32,
+                m.com[2] as f32,
+                m.mass as f32,
+            ]
+        })
+        .collect();
+    cells.quad = moments
+        .par_iter()
+        .map(|m| m.quad.map(|v| v as f32))
+        .collect();
+    cells.trace = moments.par_iter().map(|m| m.trace as f32).collect();
 }
 
 /// Fills geometry (`boxes`), moments (`com_mass`, `quad`) and `s_eff` of every cell.
@@ -187,28 +224,17 @@ pub fn compute_moments(
             ]
         })
         .collect();
-    let moments = upward_pass(cells, particles);
-    cells.com_mass = moments
-        .par_iter()
-        .map(|m| {
-            [
-                m.com[0] as f32,
-                m.com[1] as f32,
-                m.com[2] as f32,
-                m.mass as f32,
-            ]
-        })
-        .collect();
-    cells.quad = moments
-        .par_iter()
-        .map(|m| m.quad.map(|v| v as f32))
-        .collect();
-    cells.trace = moments.par_iter().map(|m| m.trace as f32).collect();
+    let moments = upward(
+        cells,
+        |c| leaf_moment(cell_particles(cells, particles, c)),
+        combine,
+    );
+    store_moments(cells, &moments);
     update_s_eff(cells, params.mac, params.theta);
 }
 
 /// Computes S_eff of every cell for a criterion and opening angle from geometry and moments.
-fn update_s_eff(cells: &mut Cells, mac: Mac, theta: f32) {
+pub(super) fn update_s_eff(cells: &mut Cells, mac: Mac, theta: f32) {
     cells.s_eff = (0..cells.len())
         .into_par_iter()
         .map(|c| {
