@@ -30,7 +30,7 @@ fn plummer() -> Particles {
 fn tree_params(f: &ForceParams) -> TreeParams {
     TreeParams {
         order: f.order,
-        ncrit: f.ncrit,
+        ncrit: f.ncrit.resolve(false),
         mac: f.mac,
         theta: f.theta,
     }

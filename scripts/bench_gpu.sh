@@ -2,8 +2,10 @@
 # GPU force-evaluation benchmarks of docs/performance.md, one JSON report per line in
 # OUT_DIR/gpu_bench.jsonl (`hinoki forces --json` plus the fields "bench" and "model").
 # Usage: scripts/bench_gpu.sh HINOKI_BINARY OUT_DIR [SECTION...]
-# The same rows as CSV, one column per field: OUT_DIR/gpu_bench.csv (scripts/bench_csv.py).
-# Sections: vg (seed 001 Fig. 3), theta (seed 000 Table V), nsweep (N = 2^16..2^24 per model),
+# The same rows as CSV, one column per field: OUT_DIR/gpu_bench.csv (scripts/bench_csv.py), and
+# for the nsweep section a plot of time per phase and interactions/s versus N:
+# OUT_DIR/gpu_nsweep.png (scripts/bench_plot.py, needs matplotlib).
+# Sections: vg (seed 001 Fig. 3), theta (seed 000 Table V), nsweep (N = 2^16..2^26 per model, 2^28 for the cube),
 # order (Hilbert vs Morton, seed 001 Fig. 8), ncrit (seed 001 Fig. 10), kernel (list versus
 # (V,G) kernel at matched accuracy); default: all of them.
 set -uo pipefail
@@ -31,12 +33,15 @@ for section in $SECTIONS; do
         run theta uniform-cube 16777215 --theta "$th" --kernel vg --vg "$vg"
       done
     done ;;
-  nsweep) # default settings, errors on 1000 particles.
+  nsweep) # default settings, the second of two evaluations (warm buffers); errors on 1000
+    # particles up to 2^24 (the float64 reference costs 1000 N pair terms on the host).
     for model in plummer nfw uniform-cube; do
       for n in 65536 262144 1048576 4194304 16777216; do
-        run nsweep "$model" "$n" --check 1000
+        run nsweep "$model" "$n" --check 1000 --repeat 2
       done
-    done ;;
+      run nsweep "$model" 67108864 --repeat 2
+    done
+    run nsweep uniform-cube 268435456 ;;
   order) # Peano-Hilbert versus Morton (no ordering degenerates to direct summation).
     for n in 131072 262144 524288 1048576 2097152 4194304 8388608 16777216; do
       for order in hilbert morton; do
@@ -62,3 +67,7 @@ for section in $SECTIONS; do
   esac
 done
 python3 "$(dirname "$0")/bench_csv.py" "$OUT/gpu_bench.jsonl" "$OUT/gpu_bench.csv"
+if grep -q '"bench":"nsweep"' "$OUT/gpu_bench.jsonl" 2>/dev/null; then
+  python3 "$(dirname "$0")/bench_plot.py" "$OUT/gpu_bench.csv" "$OUT/gpu_nsweep.png" ||
+    echo "no plot (matplotlib missing?)" >&2
+fi

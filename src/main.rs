@@ -7,7 +7,7 @@ use glam::DVec3;
 use hinoki::comm::{Comm, SingleProcess};
 use hinoki::diag::report::{check_against_direct, forces_json, forces_table};
 use hinoki::domain::{self, Balance};
-use hinoki::forces::{Backend, ForceEngine, ForceParams, Method, WalkKind};
+use hinoki::forces::{Backend, ForceEngine, ForceParams, LeafSize, Method, WalkKind};
 use hinoki::ics::{generate, Model};
 use hinoki::io::{read_snapshot, write_snapshot_file, RunConfig};
 use hinoki::render::{plot_diagnostics, render, Axis, RenderOptions};
@@ -211,9 +211,10 @@ struct GravityArgs {
     /// Multipole order: 1 (monopole) or 2 (quadrupole).
     #[arg(long, default_value_t = ForceParams::default().multipole)]
     multipole: u8,
-    /// Largest number of particles in a leaf (N_crit).
+    /// Largest number of particles in a leaf (N_crit), or auto: 8 when the CPU walks, 16 when
+    /// the GPU does.
     #[arg(long, default_value_t = ForceParams::default().ncrit)]
-    ncrit: usize,
+    ncrit: LeafSize,
     /// Particles per group in the grouped walk.
     #[arg(long, default_value_t = ForceParams::default().group)]
     group: usize,
@@ -442,6 +443,8 @@ fn forces(a: ForcesArgs, comm: &dyn Comm) -> Result<()> {
         result = Some(r);
     }
     let result = result.expect("at least one evaluation");
+    // Reported as used: `auto` choices resolved for the backend.
+    let params = engine.params().clone();
     let check = match a.check {
         Some(k) => Some(check_against_direct(
             comm,

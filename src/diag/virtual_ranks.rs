@@ -71,7 +71,9 @@ pub fn study(
     let wp = params.walk_params();
     let tp = TreeParams {
         order: Order::Hilbert,
-        ncrit: params.ncrit,
+        ncrit: params
+            .ncrit
+            .resolve(params.backend == crate::forces::Backend::Gpu),
         mac: params.mac,
         theta: params.theta,
     };

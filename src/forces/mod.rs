@@ -3,10 +3,12 @@
 //! ([`rebuild`]: keys → sort → tree → moments, or a refit of the last tree) and the tree
 //! pipeline (`tree_forces`: groups → walk → LETs, each stage timed).
 
+pub mod leaf_size;
 pub mod params;
 pub mod rebuild;
 mod tree_forces;
 
+pub use leaf_size::LeafSize;
 pub use params::{Backend, ForceParams, Method, WalkKind};
 pub use rebuild::{Rebuild, RefitState};
 
@@ -72,6 +74,11 @@ impl ForceEngine {
             }
         };
         let tune = params.vg == VgChoice::Auto && gpu.is_some();
+        // `auto` leaf size: the best of the backend just chosen.
+        let params = ForceParams {
+            ncrit: LeafSize::Fixed(params.ncrit.resolve(gpu.is_some())),
+            ..params
+        };
         Ok(Self {
             params,
             trees: rebuild::Trees::default(),
@@ -113,6 +120,11 @@ impl ForceEngine {
     /// state was saved with, in the same order (a restarted run).
     pub fn restore(&mut self, state: RefitState, p: &Particles) {
         self.trees.restore(state, p);
+    }
+
+    /// The parameters in use, `auto` choices resolved for the backend (e.g. the leaf size).
+    pub fn params(&self) -> &ForceParams {
+        &self.params
     }
 
     /// The GPU kernel layout in use (after `--vg auto` has chosen), if the GPU walks.
@@ -243,7 +255,7 @@ impl ForceEngine {
                 let rebuild = self.trees.due();
                 let tp = TreeParams {
                     order: params.order,
-                    ncrit: params.ncrit,
+                    ncrit: params.ncrit.resolve(gpu.is_some()),
                     mac: params.mac,
                     theta: params.theta,
                 };

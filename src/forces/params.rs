@@ -1,6 +1,7 @@
 //! The parameters of a force evaluation: backend, method, walk, ordering and the numbers that
 //! decide accuracy (θ, criterion, multipole order, N_crit, group sizes, ε, G).
 
+use super::LeafSize;
 use crate::domain::Balance;
 use crate::error::{Error, Result};
 use crate::sfc::Order;
@@ -89,8 +90,8 @@ pub struct ForceParams {
     pub alpha: f32,
     /// Multipole order of cell expansions: 1 = monopole, 2 = quadrupole.
     pub multipole: u8,
-    /// Largest number of particles in a tree leaf (N_crit).
-    pub ncrit: usize,
+    /// Largest number of particles in a tree leaf (N_crit), or `auto` for the backend's best.
+    pub ncrit: LeafSize,
     /// Number of consecutive particles that share one walk in the grouped walk.
     pub group: usize,
     /// Particle ordering (space-filling curve) used for the tree and the walk order.
@@ -125,7 +126,7 @@ impl Default for ForceParams {
             mac: Mac::Modified,
             alpha: 0.001,
             multipole: 2,
-            ncrit: 8,
+            ncrit: LeafSize::Auto,
             group: 64,
             order: Order::Hilbert,
             eps: 0.01,
@@ -175,12 +176,7 @@ impl ForceParams {
                 self.multipole
             )));
         }
-        if !(1..=1 << 16).contains(&self.ncrit) {
-            return Err(Error::input(format!(
-                "ncrit must be between 1 and 65536 (got {})",
-                self.ncrit
-            )));
-        }
+        self.ncrit.validate()?;
         if !(1..=1 << 16).contains(&self.group) {
             return Err(Error::input(format!(
                 "group size must be between 1 and 65536 (got {})",

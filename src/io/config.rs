@@ -14,7 +14,7 @@
 //! mac = "modified"     # opening criterion: bh | modified | accel
 //! alpha = 0.001        # tolerance α of the accel criterion (dimensionless, > 0)
 //! multipole = 2        # 1 = monopole, 2 = quadrupole
-//! ncrit = 8            # most particles in a tree leaf, 1 ..= 65536
+//! ncrit = "auto"       # most particles in a tree leaf, 1 ..= 65536, or "auto" (8 on the CPU, 16 on the GPU)
 //! group = 64           # particles sharing one walk in the grouped walk, 1 ..= 65536
 //! order = "hilbert"    # particle ordering: hilbert | morton | none
 //! eps = 0.01           # Plummer softening length (length units, >= 0)
@@ -46,7 +46,7 @@
 
 use crate::domain::Balance;
 use crate::error::{Error, Result};
-use crate::forces::{Backend, ForceParams, Method, Rebuild, WalkKind};
+use crate::forces::{Backend, ForceParams, LeafSize, Method, Rebuild, WalkKind};
 use crate::ics::Model;
 use crate::integrate::{Stepping, Timeline};
 use crate::sfc::Order;
@@ -156,8 +156,9 @@ pub struct GravityConfig {
     pub alpha: f32,
     /// Multipole order (`multipole`: 1 = monopole, 2 = quadrupole).
     pub multipole: u8,
-    /// Most particles in a tree leaf (`ncrit`, 1 ..= 65536).
-    pub ncrit: usize,
+    /// Most particles in a tree leaf (`ncrit`, 1 ..= 65536, or `"auto"`: 8 when the CPU
+    /// walks, 16 when the GPU does).
+    pub ncrit: LeafSize,
     /// Particles that share one walk in the grouped walk (`group`, 1 ..= 65536).
     pub group: usize,
     /// Particle ordering (`order`: `"hilbert"`, `"morton"` or `"none"`).
@@ -552,7 +553,7 @@ mod tests {
                 mac: Mac::Acceleration,
                 alpha: 0.0005,
                 multipole: 1,
-                ncrit: 8,
+                ncrit: LeafSize::Fixed(8),
                 group: 64,
                 order: Order::Morton,
                 eps: 0.001,
@@ -656,7 +657,6 @@ mod tests {
             ("[gravity]\ntheta = 0", "[gravity] theta"),
             ("[gravity]\nalpha = -1", "[gravity] alpha"),
             ("[gravity]\nmultipole = 3", "[gravity] multipole"),
-            ("[gravity]\nncrit = 0", "[gravity] ncrit"),
             ("[gravity]\ngroup = 100000", "[gravity] group"),
             ("[gravity]\neps = -0.1", "[gravity] softening eps"),
             ("[gravity]\nG = 0", "[gravity] gravitational constant G"),
@@ -707,6 +707,18 @@ mod tests {
             let msg = parse_err(&format!("[gravity]\nrebuild = {bad}"));
             assert!(msg.starts_with("run.toml:2:"), "{bad}: {msg}");
             assert!(msg.contains("rebuild"), "{bad}: {msg}");
+        }
+    }
+
+    #[test]
+    fn ncrit_is_a_number_or_auto() {
+        assert_eq!(parse("").unwrap().gravity.ncrit, LeafSize::Auto);
+        let c = parse("[gravity]\nncrit = 16").unwrap();
+        assert_eq!(c.gravity.ncrit, LeafSize::Fixed(16));
+        for bad in ["0", "-3", "70000", "\"many\"", "2.5", "true"] {
+            let msg = parse_err(&format!("[gravity]\nncrit = {bad}"));
+            assert!(msg.starts_with("run.toml:2:"), "{bad}: {msg}");
+            assert!(msg.contains("ncrit"), "{bad}: {msg}");
         }
     }
 

@@ -34,7 +34,7 @@ fn halves(p: &Particles) -> [Particles; 2] {
 fn forces(mine: &Particles, other: &Particles, params: &ForceParams) -> (Vec<u32>, WalkOutput) {
     let tp = TreeParams {
         order: Order::Hilbert,
-        ncrit: params.ncrit,
+        ncrit: params.ncrit.resolve(false),
         mac: params.mac,
         theta: params.theta,
     };

@@ -9,7 +9,7 @@ use crate::tree::Tree;
 use crate::walk::cpu::WalkOutput;
 use crate::walk::groups::Group;
 use cudarc::driver::{
-    CudaContext, CudaSlice, CudaStream, DeviceRepr, PinnedHostSlice, ValidAsZeroBits,
+    CudaContext, CudaSlice, CudaStream, CudaViewMut, DeviceRepr, PinnedHostSlice, ValidAsZeroBits,
 };
 use rayon::prelude::*;
 use std::sync::Arc;
@@ -45,6 +45,10 @@ pub(super) struct Buffers {
     /// bus speed, then the host unpacks them in parallel.
     host_out: Option<PinnedHostSlice<f32>>,
     host_counts: Option<PinnedHostSlice<u32>>,
+    /// Page-locked staging buffers of the upload, one per element type.
+    stage_f32: Option<PinnedHostSlice<f32>>,
+    stage_u32: Option<PinnedHostSlice<u32>>,
+    stage_u8: Option<PinnedHostSlice<u8>>,
 }
 
 fn empty<T: DeviceRepr + ValidAsZeroBits>(s: &Arc<CudaStream>) -> Result<CudaSlice<T>> {
@@ -80,6 +84,9 @@ impl Buffers {
             children: empty(&stream)?,
             host_out: None,
             host_counts: None,
+            stage_f32: None,
+            stage_u32: None,
+            stage_u8: None,
             stream,
         })
     }
@@ -198,54 +205,51 @@ impl Buffers {
         Ok(flags[1] != 0)
     }
 
-    /// Copies the tree, the targets and their groups to the device (growing buffers as needed).
+    /// Copies the tree, the targets and their groups to the device (growing buffers as needed),
+    /// through page-locked staging buffers: the host arrays are copied into them in parallel,
+    /// then each goes up by DMA at full bus speed.
     pub fn upload(&mut self, tree: &Tree, targets: &[[f32; 4]], groups: &[Group]) -> Result<()> {
         let n = tree.particles.len();
         let cells = &tree.cells;
         let nc = cells.len();
-        self.reserve(n, nc, targets.len(), groups.len())?;
-        let s = &self.stream;
+        let nt = targets.len();
+        self.reserve(n, nc, nt, groups.len())?;
         let flat4 = bytemuck::cast_slice::<[f32; 4], f32>;
-        s.memcpy_htod(
-            flat4(&tree.particles),
-            &mut self.particles.slice_mut(..4 * n),
+        let ctx = self.stream.context().clone();
+        upload_staged(
+            &self.stream,
+            pinned(&ctx, &mut self.stage_f32, 4 * n + 16 * nc + 4 * nt)?,
+            vec![
+                (flat4(&tree.particles), self.particles.slice_mut(..4 * n)),
+                (flat4(&cells.com_mass), self.com_mass.slice_mut(..4 * nc)),
+                (&cells.s_eff[..], self.s_eff.slice_mut(..nc)),
+                (flat4(&cells.boxes), self.boxes.slice_mut(..4 * nc)),
+                (
+                    bytemuck::cast_slice::<[f32; 6], f32>(&cells.quad),
+                    self.quad.slice_mut(..6 * nc),
+                ),
+                (&cells.trace[..], self.trace.slice_mut(..nc)),
+                (flat4(targets), self.targets.slice_mut(..4 * nt)),
+            ],
+        )?;
+        upload_staged(
+            &self.stream,
+            pinned(&ctx, &mut self.stage_u32, 3 * nc + 2 * groups.len())?,
+            vec![
+                (&cells.subtree[..], self.subtree.slice_mut(..nc)),
+                (&cells.first[..], self.first.slice_mut(..nc)),
+                (&cells.count[..], self.count.slice_mut(..nc)),
+                (
+                    bytemuck::cast_slice::<Group, u32>(groups),
+                    self.groups.slice_mut(..2 * groups.len()),
+                ),
+            ],
+        )?;
+        upload_staged(
+            &self.stream,
+            pinned(&ctx, &mut self.stage_u8, nc)?,
+            vec![(&cells.nchild[..], self.nchild.slice_mut(..nc))],
         )
-        .map_err(upload_err)?;
-        s.memcpy_htod(
-            flat4(&cells.com_mass),
-            &mut self.com_mass.slice_mut(..4 * nc),
-        )
-        .map_err(upload_err)?;
-        s.memcpy_htod(&cells.s_eff[..], &mut self.s_eff.slice_mut(..nc))
-            .map_err(upload_err)?;
-        s.memcpy_htod(flat4(&cells.boxes), &mut self.boxes.slice_mut(..4 * nc))
-            .map_err(upload_err)?;
-        s.memcpy_htod(&cells.subtree[..], &mut self.subtree.slice_mut(..nc))
-            .map_err(upload_err)?;
-        s.memcpy_htod(&cells.first[..], &mut self.first.slice_mut(..nc))
-            .map_err(upload_err)?;
-        s.memcpy_htod(&cells.count[..], &mut self.count.slice_mut(..nc))
-            .map_err(upload_err)?;
-        s.memcpy_htod(&cells.nchild[..], &mut self.nchild.slice_mut(..nc))
-            .map_err(upload_err)?;
-        s.memcpy_htod(
-            bytemuck::cast_slice::<[f32; 6], f32>(&cells.quad),
-            &mut self.quad.slice_mut(..6 * nc),
-        )
-        .map_err(upload_err)?;
-        s.memcpy_htod(&cells.trace[..], &mut self.trace.slice_mut(..nc))
-            .map_err(upload_err)?;
-        s.memcpy_htod(
-            flat4(targets),
-            &mut self.targets.slice_mut(..4 * targets.len()),
-        )
-        .map_err(upload_err)?;
-        s.memcpy_htod(
-            bytemuck::cast_slice::<Group, u32>(groups),
-            &mut self.groups.slice_mut(..2 * groups.len()),
-        )
-        .map_err(upload_err)?;
-        Ok(())
     }
 
     /// Copies `n` sources (x, y, z, m) for direct summation to the device.
@@ -285,6 +289,38 @@ impl Buffers {
             m2p: counts.par_chunks_exact(2).map(|c| c[1]).collect(),
         })
     }
+}
+
+/// Copies each host slice of `parts` into its device view through the page-locked `stage`:
+/// all slices into the stage first (in parallel), then one DMA copy each.
+fn upload_staged<T: DeviceRepr + ValidAsZeroBits + Copy + Send + Sync>(
+    stream: &Arc<CudaStream>,
+    stage: &mut PinnedHostSlice<T>,
+    mut parts: Vec<(&[T], CudaViewMut<'_, T>)>,
+) -> Result<()> {
+    let mut rest = stage.as_mut_slice().map_err(upload_err)?;
+    let mut regions = Vec::with_capacity(parts.len());
+    for (src, _) in &parts {
+        let (region, tail) = rest.split_at_mut(src.len());
+        regions.push(region);
+        rest = tail;
+    }
+    const CHUNK: usize = 1 << 16;
+    regions
+        .par_iter_mut()
+        .zip(parts.par_iter())
+        .for_each(|(region, (src, _))| {
+            region
+                .par_chunks_mut(CHUNK)
+                .zip(src.par_chunks(CHUNK))
+                .for_each(|(d, s)| d.copy_from_slice(s));
+        });
+    for (region, (_, dst)) in regions.iter().zip(parts.iter_mut()) {
+        stream.memcpy_htod(&region[..], dst).map_err(upload_err)?;
+    }
+    // The copies from page-locked memory are asynchronous: the stage is not to be written
+    // again before they are done.
+    stream.synchronize().map_err(upload_err)
 }
 
 /// The page-locked buffer in `slot`, (re)allocated when it holds fewer than `len` elements.
