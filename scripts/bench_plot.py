@@ -14,7 +14,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-PHASES = ["sort", "build", "moments", "upload", "walk", "download", "unsort", "total"]
+PHASES = ["sort", "build", "moments", "targets", "upload", "walk", "download", "unsort", "total"]
 
 
 def number(row, key):

@@ -8,12 +8,14 @@ use serde_json::{json, Value};
 
 /// Every phase a force evaluation may record, in pipeline order (a rank that skipped a phase
 /// contributes 0 to it, so every rank reduces the same list).
-pub const PHASES: [&str; 16] = [
+pub const PHASES: [&str; 18] = [
     "domain",
     "sort",
     "build",
     "moments",
+    "refit",
     "thread",
+    "targets",
     "tune",
     "let",
     "exchange",

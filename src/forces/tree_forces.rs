@@ -39,18 +39,32 @@ pub(super) fn tree_forces(
 ) -> Result<(ForceResult, LetStats, usize)> {
     let n = p.len();
     // Walk order: the tree's sorted order, or the input order for `--order none`.
-    let walk_to_input: Vec<u32> = match (tree, params.order) {
-        (Some(t), Order::Hilbert | Order::Morton) => t.index.clone(),
-        _ => (0..n as u32).collect(),
+    let identity: Vec<u32>;
+    let walk_to_input: &[u32] = match (tree, params.order) {
+        (Some(t), Order::Hilbert | Order::Morton) => &t.index,
+        _ => {
+            identity = (0..n as u32).collect();
+            &identity
+        }
     };
-    let amag = |i: usize| old_acc.map_or(0.0, |a| a[i].length() as f32);
-    let targets: Vec<[f32; 4]> = walk_to_input
-        .par_iter()
-        .map(|&i| {
-            let x = p.pos[i as usize];
-            [x.x as f32, x.y as f32, x.z as f32, amag(i as usize)]
-        })
-        .collect();
+    // Targets: positions in walk order (the tree's float32 particles when the walk follows
+    // the tree, read in sequence) and the previous |a| for the acceleration criterion.
+    let amag = |i: u32| old_acc.map_or(0.0, |a| a[i as usize].length() as f32);
+    let targets: Vec<[f32; 4]> = times.time("targets", || match (tree, params.order) {
+        (Some(t), Order::Hilbert | Order::Morton) => t
+            .particles
+            .par_iter()
+            .zip(walk_to_input)
+            .map(|(x, &i)| [x[0], x[1], x[2], amag(i)])
+            .collect(),
+        _ => walk_to_input
+            .par_iter()
+            .map(|&i| {
+                let x = p.pos[i as usize];
+                [x.x as f32, x.y as f32, x.z as f32, amag(i)]
+            })
+            .collect(),
+    });
     let wp = params.walk_params();
     let form_groups = |size: usize| match (tree, params.order) {
         (Some(t), Order::Hilbert | Order::Morton) => tree_groups(t, size),
@@ -79,11 +93,11 @@ pub(super) fn tree_forces(
     };
     // Active particles only: their groups' targets, packed; `packed[k]` is where walk slot k
     // went (u32::MAX: not walked).
-    let groups = form_groups(group_size);
+    let groups = times.time("targets", || form_groups(group_size));
     let (groups, mut targets, packed) = match active {
         None => (groups, targets, None),
         Some(active) => {
-            let (g, t, k) = active_groups(&groups, &targets, &walk_to_input, active);
+            let (g, t, k) = active_groups(&groups, &targets, walk_to_input, active);
             (g, t, Some(k))
         }
     };
@@ -107,7 +121,7 @@ pub(super) fn tree_forces(
     // Back to input order, G applied, float64.
     let g = params.g;
     let (acc, pot, p2p, m2p) = times.time("unsort", || {
-        let mut slot = inverse_permutation(&walk_to_input);
+        let mut slot = inverse_permutation(walk_to_input);
         if let (Some(packed), Some(active)) = (&packed, active) {
             slot.par_iter_mut().enumerate().for_each(|(i, k)| {
                 *k = if active[i] {
