@@ -8,6 +8,7 @@
 //! as in the unordered runs of seeds 000/001.
 
 use crate::tree::Tree;
+use rayon::prelude::*;
 
 /// A group of targets: index of the first one and how many (at least one).
 pub type Group = [u32; 2];
@@ -24,7 +25,7 @@ pub type Group = [u32; 2];
 pub fn tree_groups(tree: &Tree, max: usize) -> Vec<Group> {
     let first = form(tree, max, f32::INFINITY);
     let mut sides: Vec<(f32, u32)> = first.iter().map(|g| (g.1, g.0[1])).collect();
-    sides.sort_by(|a, b| a.0.total_cmp(&b.0));
+    sides.par_sort_unstable_by(|a, b| a.0.total_cmp(&b.0));
     let half_n = sides.iter().map(|s| s.1 as u64).sum::<u64>() / 2;
     let mut seen = 0;
     let median = sides
@@ -40,18 +41,48 @@ pub fn tree_groups(tree: &Tree, max: usize) -> Vec<Group> {
         .collect()
 }
 
+/// Cells per independent piece of [`form`]: fixed, so that the groups do not depend on the
+/// number of threads.
+const PIECE: usize = 4096;
+
 /// The groups of [`tree_groups`] with cells wider than `widest` split (down to leaves), each
-/// with the side of the cell that opened it.
+/// with the side of the cell that opened it. The tree is cut into independent pieces (maximal
+/// subtrees of at most [`PIECE`] cells, and any cell that is a group by itself), formed in
+/// parallel and concatenated in order; siblings in different pieces are not packed together.
 fn form(tree: &Tree, max: usize, widest: f32) -> Vec<(Group, f32)> {
     let cells = &tree.cells;
     let max = max.max(1) as u32;
-    let mut out: Vec<(Group, f32)> = Vec::with_capacity(tree.particles.len() / max as usize + 1);
-    // Ancestors of the current cell: (cell, end of its subtree).
+    let is_group =
+        |c: usize| cells.is_leaf(c) || (cells.count[c] <= max && 2.0 * cells.boxes[c][3] <= widest);
+    // The pieces, in preorder: walk down from the roots, opening cells that are too large.
+    let mut pieces = Vec::new();
+    let mut c = 0;
+    while c < cells.len() {
+        let end = c + cells.subtree[c] as usize;
+        if end - c <= PIECE || is_group(c) {
+            pieces.push((c, end));
+            c = end;
+        } else {
+            c += 1;
+        }
+    }
+    pieces
+        .par_iter()
+        .map(|&(start, end)| form_piece(tree, max, widest, start, end))
+        .collect::<Vec<_>>()
+        .concat()
+}
+
+/// [`form`] on the subtree of cells `start..end` (one piece, formed in sequence).
+fn form_piece(tree: &Tree, max: u32, widest: f32, start: usize, end: usize) -> Vec<(Group, f32)> {
+    let cells = &tree.cells;
+    let mut out: Vec<(Group, f32)> = Vec::new();
+    // Ancestors of the current cell within the piece: (cell, end of its subtree).
     let mut ancestors: Vec<(usize, usize)> = Vec::new();
     // Parent of the cell that made the last group, while that group may still grow.
     let mut open_parent: Option<usize> = None;
-    let mut c = 0;
-    while c < cells.len() {
+    let mut c = start;
+    while c < end {
         while ancestors.last().is_some_and(|&(_, end)| c >= end) {
             ancestors.pop();
         }
