@@ -304,3 +304,52 @@ fn gpu_walks_a_forest_like_the_cpu() {
         );
     }
 }
+
+#[test]
+fn gpu_kernels_handle_degenerate_particle_sets() {
+    if gpu(WalkKernel::default(), GpuLayout::default()).is_none() {
+        return;
+    }
+    // Coincident particles (one leaf at the deepest level), a hierarchy of clusters each 2^-3
+    // the size of the last (a tree as deep as the keys allow), and a pair far from the rest.
+    let mut p = hinoki::particles::Particles::default();
+    let mut id = 0;
+    let mut add = |p: &mut hinoki::particles::Particles, x: DVec3| {
+        p.push(x, DVec3::ZERO, 1.0, id);
+        id += 1;
+    };
+    for _ in 0..3000 {
+        add(&mut p, DVec3::new(0.25, 0.25, 0.25));
+    }
+    for level in 0..20 {
+        let s = 0.5f64.powi(3 * level / 2);
+        for k in 0..64 {
+            let t = k as f64 * 0.7;
+            add(&mut p, DVec3::new(t.sin(), t.cos(), (1.3 * t).sin()) * s);
+        }
+    }
+    add(&mut p, DVec3::new(1e3, 0.0, 0.0));
+    add(&mut p, DVec3::new(1e3, 1e-3, 0.0));
+    for kernel in KERNELS {
+        // The same tree and groups on both (N_crit 8, groups of V·G = 64): the same decisions.
+        let params = |backend| ForceParams {
+            backend,
+            kernel,
+            eps: 1e-3,
+            ncrit: hinoki::forces::LeafSize::Fixed(8),
+            group: GpuLayout::default().group(),
+            ..ForceParams::default()
+        };
+        let g = compute_forces(&SingleProcess, &p, &params(Backend::Gpu), None).unwrap();
+        let c = compute_forces(&SingleProcess, &p, &params(Backend::Cpu), None).unwrap();
+        assert!(g.acc.iter().all(|a| a.is_finite()), "{kernel}");
+        assert!(g.pot.iter().all(|v| v.is_finite()), "{kernel}");
+        let d = ErrorStats::of(&relative_acc_errors(&g.acc, &c.acc));
+        assert!(d.p99 <= 1e-4, "{kernel}: {d:?}");
+        // And both within the tree error against float64 direct summation.
+        let e = check_against_direct(&SingleProcess, &p, &params(Backend::Gpu), &g, 2000, 1)
+            .unwrap()
+            .acc;
+        assert!(e.p99 <= 1e-3, "{kernel}: {e:?}");
+    }
+}
