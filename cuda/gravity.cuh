@@ -1,5 +1,5 @@
-// Device functions shared by the walk and direct-summation kernels: the softened interactions
-// and the cell-acceptance test. They compute the formulas of src/walk/kernels.rs and
+// Device functions shared by the walk and direct-summation kernels: the softened interactions,
+// the cell-acceptance test and the loading of a target group. They compute the formulas of src/walk/kernels.rs and
 // src/walk/mac.rs (in fused multiply-adds), so that the GPU and CPU walks take the same
 // decisions on the same tree.
 #pragma once
@@ -73,4 +73,39 @@ __device__ __forceinline__ bool accepts(float4 box, float4 cm, float s_eff, floa
         return grav * cm.w * l2 < alpha * amin * d2 * d2;
     }
     return d2 > s_eff;
+}
+
+// Loads this lane's targets of one group, [first, first + count), NV per lane over NG lanes
+// (lanes past the end repeat the last target), into x, and reduces over the group's lanes (the
+// NG lanes of `mask`) its bounding box, centre bc and half-extents bh, and the smallest
+// previous |a| of its targets, amin. Every lane of the group then holds the same bc, bh, amin.
+template <int NV, int NG>
+__device__ __forceinline__ void load_group(const float4 *__restrict__ targets, int first,
+                                           int count, int lane, unsigned mask,
+                                           float3 (&x)[NV], float3 &bc, float3 &bh, float &amin)
+{
+    float lo[3] = {HINOKI_INF, HINOKI_INF, HINOKI_INF};
+    float hi[3] = {-HINOKI_INF, -HINOKI_INF, -HINOKI_INF};
+    amin = HINOKI_INF;
+#pragma unroll
+    for (int v = 0; v < NV; v++) {
+        const int i = first + min(lane * NV + v, count - 1);
+        const float4 t = targets[i];
+        x[v] = make_float3(t.x, t.y, t.z);
+        lo[0] = fminf(lo[0], t.x); hi[0] = fmaxf(hi[0], t.x);
+        lo[1] = fminf(lo[1], t.y); hi[1] = fmaxf(hi[1], t.y);
+        lo[2] = fminf(lo[2], t.z); hi[2] = fmaxf(hi[2], t.z);
+        amin = fminf(amin, t.w);
+    }
+#pragma unroll
+    for (int off = NG / 2; off > 0; off >>= 1) {
+#pragma unroll
+        for (int k = 0; k < 3; k++) {
+            lo[k] = fminf(lo[k], __shfl_xor_sync(mask, lo[k], off, NG));
+            hi[k] = fmaxf(hi[k], __shfl_xor_sync(mask, hi[k], off, NG));
+        }
+        amin = fminf(amin, __shfl_xor_sync(mask, amin, off, NG));
+    }
+    bc = make_float3(0.5f * (lo[0] + hi[0]), 0.5f * (lo[1] + hi[1]), 0.5f * (lo[2] + hi[2]));
+    bh = make_float3(0.5f * (hi[0] - lo[0]), 0.5f * (hi[1] - lo[1]), 0.5f * (hi[2] - lo[2]));
 }

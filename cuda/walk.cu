@@ -61,31 +61,9 @@ walk_vg(const float4 *__restrict__ particles,       // sorted particles: positio
     const unsigned mask = (G == 32) ? 0xffffffffu
                                     : (((1u << G) - 1u) << (lane_in_warp & ~(unsigned)(G - 1)));
 
-    float3 x[V];
-    float lo[3] = {HINOKI_INF, HINOKI_INF, HINOKI_INF};
-    float hi[3] = {-HINOKI_INF, -HINOKI_INF, -HINOKI_INF};
-    float amin = HINOKI_INF;
-#pragma unroll
-    for (int v = 0; v < V; v++) {
-        const int i = first + min(lane * V + v, count - 1);
-        const float4 t = targets[i];
-        x[v] = make_float3(t.x, t.y, t.z);
-        lo[0] = fminf(lo[0], t.x); hi[0] = fmaxf(hi[0], t.x);
-        lo[1] = fminf(lo[1], t.y); hi[1] = fmaxf(hi[1], t.y);
-        lo[2] = fminf(lo[2], t.z); hi[2] = fmaxf(hi[2], t.z);
-        amin = fminf(amin, t.w);
-    }
-#pragma unroll
-    for (int off = G / 2; off > 0; off >>= 1) {
-#pragma unroll
-        for (int k = 0; k < 3; k++) {
-            lo[k] = fminf(lo[k], __shfl_xor_sync(mask, lo[k], off, G));
-            hi[k] = fmaxf(hi[k], __shfl_xor_sync(mask, hi[k], off, G));
-        }
-        amin = fminf(amin, __shfl_xor_sync(mask, amin, off, G));
-    }
-    const float3 bc = make_float3(0.5f * (lo[0] + hi[0]), 0.5f * (lo[1] + hi[1]), 0.5f * (lo[2] + hi[2]));
-    const float3 bh = make_float3(0.5f * (hi[0] - lo[0]), 0.5f * (hi[1] - lo[1]), 0.5f * (hi[2] - lo[2]));
+    float3 x[V], bc, bh;
+    float amin;
+    load_group<V, G>(targets, first, count, lane, mask, x, bc, bh, amin);
 
     float4 acc[V];
 #pragma unroll

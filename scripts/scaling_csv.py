@@ -26,9 +26,9 @@ import os
 import sys
 
 # hinoki's phases in pipeline order (src/diag/ranks.rs PHASES); others are appended.
-PHASES = ["domain", "sort", "build", "moments", "refit", "thread", "targets", "tune", "let",
-          "exchange", "upload", "walk", "let_wait", "walk_let", "download", "unsort", "integrate",
-          "total"]
+PHASES = ["wait", "domain", "sort", "build", "moments", "refit", "thread", "targets", "tune",
+          "let", "exchange", "upload", "walk", "let_wait", "walk_let", "download", "unsort",
+          "integrate", "total"]
 # The curves of seed 001 Figs. 11-12: column name -> phases summed.
 GROUPS = {"tree_s": ["sort", "build", "moments", "refit"], "let_s": ["let"],
           "comm_s": ["exchange", "domain"], "walks_s": ["walk", "walk_let"]}

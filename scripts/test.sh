@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite: installs what hinoki needs, checks formatting and lints, builds without
-# MPI too, and runs every test (unit, integration, CLI, the scaling-study scripts). GPU tests skip
-# themselves without a GPU.
+# MPI too, and runs every test (unit, integration, CLI, the scaling-study scripts), compiles the
+# CUDA kernels with NVRTC (no GPU needed; skipped with the reason where NVRTC cannot be had). GPU
+# tests skip themselves without a GPU.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup.sh
@@ -23,5 +24,7 @@ cargo test --release -- --skip gpu_ 2>&1
 echo "== scaling-study scripts (mpirun, CPU, small N)"
 ensure_matplotlib
 scripts/test_scaling.sh target/release/hinoki
+echo "== GPU kernels compile with NVRTC for every layout (no GPU needed)"
+python3 scripts/check_kernels.py
 echo "== GPU tests (they print why they skip where no GPU is usable)"
 cargo test --release --test gpu -- --nocapture 2>&1

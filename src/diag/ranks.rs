@@ -8,7 +8,8 @@ use serde_json::{json, Value};
 
 /// Every phase a force evaluation may record, in pipeline order (a rank that skipped a phase
 /// contributes 0 to it, so every rank reduces the same list).
-pub const PHASES: [&str; 18] = [
+pub const PHASES: [&str; 19] = [
+    "wait",
     "domain",
     "sort",
     "build",

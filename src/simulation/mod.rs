@@ -368,7 +368,9 @@ impl<'a> Run<'a> {
         if comm.size() > 1 && engine.rebuild_due() {
             // Rebalance before a step that rebuilds the tree: particles and their integrator
             // state move together. Between rebuilds they stay (a refit needs the same
-            // particles, in the same order).
+            // particles, in the same order). The wait for the slowest rank to arrive (load
+            // imbalance of the last step) is timed apart from the decomposition itself.
+            phases.time("wait", || comm.barrier());
             phases.time("domain", || -> Result<()> {
                 let weights = (cfg.gravity.balance == Balance::Cost).then_some(&s.integ.cost[..]);
                 let plan = domain::plan(comm, &s.p.pos, weights)?;
