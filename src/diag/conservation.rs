@@ -51,6 +51,19 @@ impl Conserved {
                 *a += b;
             }
         }
+        Self::from_sums(s)
+    }
+
+    /// The sums this is made of, in the order kinetic, potential, momentum (x, y, z), angular
+    /// momentum (x, y, z); the total is their sum. What is reduced over ranks and saved.
+    pub fn sums(&self) -> [f64; 8] {
+        let [px, py, pz] = self.momentum;
+        let [lx, ly, lz] = self.angular_momentum;
+        [self.kinetic, self.potential, px, py, pz, lx, ly, lz]
+    }
+
+    /// The quantities from their [`Conserved::sums`], the total recomputed.
+    pub fn from_sums(s: [f64; 8]) -> Self {
         Self {
             kinetic: s[0],
             potential: s[1],

@@ -174,8 +174,8 @@ pub fn write_checkpoint(
         size,
         n,
         force_evaluations: s.force_evaluations,
-        start: to_array(&s.start),
-        last: to_array(&s.last),
+        start: s.start.sums(),
+        last: s.last.sums(),
         since_rebuild: c.since_rebuild,
         clock: [c.reference, c.excess, c.rebuild_cost, c.refit_cost].map(f64::to_bits),
         backoff: [c.skip, c.backoff],
@@ -350,8 +350,8 @@ pub fn read_checkpoint(
             ti: header.ti,
             step: header.step,
             force_evaluations: header.force_evaluations,
-            start: from_array(header.start),
-            last: from_array(header.last),
+            start: Conserved::from_sums(header.start),
+            last: Conserved::from_sums(header.last),
         },
     })
 }
@@ -361,23 +361,6 @@ fn pod_vec<T: bytemuck::Pod>(bytes: &[u8]) -> Vec<T> {
     let mut v = vec![T::zeroed(); bytes.len() / std::mem::size_of::<T>()];
     bytemuck::cast_slice_mut(&mut v).copy_from_slice(bytes);
     v
-}
-
-/// The sums a [`Conserved`] is made of (the total is their sum, recomputed on reading).
-fn to_array(c: &Conserved) -> [f64; 8] {
-    let [px, py, pz] = c.momentum;
-    let [lx, ly, lz] = c.angular_momentum;
-    [c.kinetic, c.potential, px, py, pz, lx, ly, lz]
-}
-
-fn from_array(a: [f64; 8]) -> Conserved {
-    Conserved {
-        kinetic: a[0],
-        potential: a[1],
-        total: a[0] + a[1],
-        momentum: [a[2], a[3], a[4]],
-        angular_momentum: [a[5], a[6], a[7]],
-    }
 }
 
 /// The hash that ties a checkpoint to its configuration: XXH64 of everything that decides the

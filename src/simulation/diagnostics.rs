@@ -29,25 +29,9 @@ use std::path::{Path, PathBuf};
 /// [`Conserved::of`] reduced over `comm`. `pot` is the potential per local particle (energy per
 /// mass units, G included).
 pub fn global_conserved(p: &Particles, pot: &[f64], comm: &dyn Comm) -> Conserved {
-    let c = Conserved::of(p, pot);
-    let mut sums = [
-        c.kinetic,
-        c.potential,
-        c.momentum[0],
-        c.momentum[1],
-        c.momentum[2],
-        c.angular_momentum[0],
-        c.angular_momentum[1],
-        c.angular_momentum[2],
-    ];
+    let mut sums = Conserved::of(p, pot).sums();
     comm.allreduce_sum_f64(&mut sums);
-    Conserved {
-        kinetic: sums[0],
-        potential: sums[1],
-        total: sums[0] + sums[1],
-        momentum: [sums[2], sums[3], sums[4]],
-        angular_momentum: [sums[5], sums[6], sums[7]],
-    }
+    Conserved::from_sums(sums)
 }
 
 /// |E − E₀| / |E₀| (absolute error when E₀ = 0).
