@@ -9,10 +9,7 @@ error.p50, error.p99, device), as written by scripts/bench_csv.py.
 import csv
 import sys
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+from scaling_plot import fail, need_matplotlib, save_figure
 
 PHASES = ["sort", "build", "moments", "targets", "upload", "walk", "download", "unsort", "total"]
 
@@ -27,10 +24,14 @@ def number(row, key):
 def main():
     if len(sys.argv) != 3:
         sys.exit("usage: bench_plot.py GPU_BENCH.csv OUT.png")
-    with open(sys.argv[1]) as f:
-        rows = [r for r in csv.DictReader(f) if r.get("bench") == "nsweep"]
+    try:
+        with open(sys.argv[1]) as f:
+            rows = [r for r in csv.DictReader(f) if r.get("bench") == "nsweep"]
+    except OSError as e:
+        fail(f"cannot read {sys.argv[1]}: {e.strerror}")
     if not rows:
-        sys.exit(f"{sys.argv[1]}: no nsweep rows")
+        fail(f"{sys.argv[1]}: no nsweep rows")
+    plt = need_matplotlib()
     models = sorted({r["model"] for r in rows})
     fig, axes = plt.subplots(2, max(len(models), 2), figsize=(5 * max(len(models), 2), 8.5))
     for ax, model in zip(axes[0], models):
@@ -68,7 +69,7 @@ def main():
         ax.axis("off")
     fig.suptitle(f"hinoki forces, defaults, {rows[0].get('device', '')}")
     fig.tight_layout()
-    fig.savefig(sys.argv[2], dpi=110)
+    save_figure(fig, sys.argv[2])
 
 
 if __name__ == "__main__":

@@ -27,6 +27,16 @@ def fail(msg):
     sys.exit(f"{ME}: error: {msg}")
 
 
+def save_figure(fig, out):
+    """Writes `fig` to the PNG `out` atomically (a temporary file renamed over it)."""
+    tmp = out + ".tmp.png"
+    try:
+        fig.savefig(tmp, dpi=110)
+        os.replace(tmp, out)
+    except OSError as e:
+        fail(f"cannot write {out}: {e.strerror}")
+
+
 def need_matplotlib():
     try:
         import matplotlib
@@ -102,12 +112,7 @@ def plot(rows, out, title):
     ae.legend(fontsize=8)
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
-    tmp = out + ".tmp.png"
-    try:
-        fig.savefig(tmp, dpi=110)
-        os.replace(tmp, out)
-    except OSError as e:
-        fail(f"cannot write {out}: {e.strerror}")
+    save_figure(fig, out)
 
 
 def main():

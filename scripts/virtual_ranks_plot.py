@@ -12,10 +12,8 @@ particle imbalance as open markers: the prediction next to the measurement.
 import argparse
 import csv
 import json
-import os
-import sys
 
-from scaling_plot import fail, need_matplotlib
+from scaling_plot import fail, need_matplotlib, save_figure
 
 
 def read_lines(path):
@@ -90,12 +88,7 @@ def plot(rows, measured, out, title):
     ai.axhline(1.0, color="k", ls="--", lw=0.8)
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
-    tmp = out + ".tmp.png"
-    try:
-        fig.savefig(tmp, dpi=110)
-        os.replace(tmp, out)
-    except OSError as e:
-        fail(f"cannot write {out}: {e.strerror}")
+    save_figure(fig, out)
 
 
 def main():
