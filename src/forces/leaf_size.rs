@@ -5,7 +5,7 @@
 //! unchanged errors (docs/performance.md).
 
 use crate::error::{Error, Result};
-use serde::de::{self, Deserializer, Visitor};
+use serde::Deserializer;
 use serde::{Deserialize, Serialize, Serializer};
 use std::fmt;
 use std::str::FromStr;
@@ -88,23 +88,7 @@ impl Serialize for LeafSize {
 impl<'de> Deserialize<'de> for LeafSize {
     /// An integer in 1 ..= 65536 or the string `"auto"`.
     fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
-        struct V;
-        impl Visitor<'_> for V {
-            type Value = LeafSize;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("ncrit: an integer between 1 and 65536 or \"auto\"")
-            }
-            fn visit_i64<E: de::Error>(self, v: i64) -> std::result::Result<LeafSize, E> {
-                self.visit_str(&v.to_string())
-            }
-            fn visit_u64<E: de::Error>(self, v: u64) -> std::result::Result<LeafSize, E> {
-                self.visit_str(&v.to_string())
-            }
-            fn visit_str<E: de::Error>(self, v: &str) -> std::result::Result<LeafSize, E> {
-                v.parse().map_err(|e: Error| E::custom(e.message))
-            }
-        }
-        d.deserialize_any(V)
+        super::params::number_or_name(d, "ncrit: an integer between 1 and 65536 or \"auto\"")
     }
 }
 

@@ -207,3 +207,35 @@ impl ForceParams {
         Ok(())
     }
 }
+
+/// Deserializes a value written either as an integer or as a string (e.g. `ncrit = 16` or
+/// `ncrit = "auto"`) through its [`FromStr`], the integer by its decimal form, so that the
+/// configuration file and the command line share one parser and its error messages.
+/// `expecting` names the key and what it takes, for values of another type.
+pub(crate) fn number_or_name<'de, D, T>(
+    d: D,
+    expecting: &'static str,
+) -> std::result::Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: FromStr<Err = Error>,
+{
+    use serde::de::{self, Visitor};
+    struct V<T>(&'static str, std::marker::PhantomData<T>);
+    impl<T: FromStr<Err = Error>> Visitor<'_> for V<T> {
+        type Value = T;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str(self.0)
+        }
+        fn visit_i64<E: de::Error>(self, v: i64) -> std::result::Result<T, E> {
+            self.visit_str(&v.to_string())
+        }
+        fn visit_u64<E: de::Error>(self, v: u64) -> std::result::Result<T, E> {
+            self.visit_str(&v.to_string())
+        }
+        fn visit_str<E: de::Error>(self, v: &str) -> std::result::Result<T, E> {
+            v.parse().map_err(|e: Error| E::custom(e.message))
+        }
+    }
+    d.deserialize_any(V(expecting, std::marker::PhantomData))
+}

@@ -29,7 +29,7 @@ use crate::particles::Particles;
 use crate::sfc::GridBox;
 use crate::tree::{Cells, Tree, TreeParams};
 use rayon::prelude::*;
-use serde::de::{self, Deserializer, Visitor};
+use serde::de::Deserializer;
 use serde::Deserialize;
 use std::fmt;
 use std::num::NonZeroU64;
@@ -80,28 +80,7 @@ impl FromStr for Rebuild {
 impl<'de> Deserialize<'de> for Rebuild {
     /// An integer ≥ 1 or the string `"auto"`.
     fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
-        struct V;
-        impl Visitor<'_> for V {
-            type Value = Rebuild;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(EXPECTED)
-            }
-            fn visit_i64<E: de::Error>(self, v: i64) -> std::result::Result<Rebuild, E> {
-                match u64::try_from(v).ok().and_then(NonZeroU64::new) {
-                    Some(n) => Ok(Rebuild::Every(n)),
-                    None => Err(E::custom(format!(
-                        "rebuild must be an integer >= 1 or \"auto\" (got {v})"
-                    ))),
-                }
-            }
-            fn visit_u64<E: de::Error>(self, v: u64) -> std::result::Result<Rebuild, E> {
-                self.visit_i64(i64::try_from(v).unwrap_or(i64::MAX))
-            }
-            fn visit_str<E: de::Error>(self, v: &str) -> std::result::Result<Rebuild, E> {
-                v.parse().map_err(|e: Error| E::custom(e.message))
-            }
-        }
-        d.deserialize_any(V)
+        super::params::number_or_name(d, EXPECTED)
     }
 }
 
