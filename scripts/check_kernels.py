@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Compiles the CUDA kernels of cuda/ with NVRTC, as hinoki does at start-up, for every
-(V, G) layout hinoki accepts and two GPU generations, so that a kernel that does not compile
-is found without a GPU.
+(V, G) layout hinoki accepts and two GPU generations, and the tree-build program
+(cuda/build.cu, IEEE arithmetic), so that a kernel that does not compile is found without a
+GPU.
 
 Usage: scripts/check_kernels.py
 NVRTC is libnvrtc from the system (HINOKI_NVRTC=/path/libnvrtc.so, or the loader's search), or
@@ -90,6 +91,16 @@ def main():
                 print(f"{arch} V,G = {v},{g}: NVRTC error {result}\n{log}")
     total = 2 * len(layouts)
     print(f"kernels compiled for {total - failed} of {total} (arch, V, G) combinations")
+    # The tree build (src/walk/gpu/launch.rs, CudaRunner::compile): no fast math, no FMA
+    # contraction.
+    build = open(os.path.join(ROOT, "cuda", "build.cu")).read().encode()
+    for arch in ["compute_80", "compute_90"]:
+        result, log = compile_once(lib, build, [f"-arch={arch}", "--fmad=false", "-std=c++17"])
+        if result != 0:
+            failed += 1
+            print(f"{arch} build.cu: NVRTC error {result}\n{log}")
+    if not failed:
+        print("tree-build kernels compiled")
     return 1 if failed else 0
 
 

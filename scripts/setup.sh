@@ -3,7 +3,9 @@
 # and permitted) and a Rust toolchain check. Sourced or run by scripts/run.sh and scripts/test.sh.
 set -euo pipefail
 
-PACKAGES=(libopenmpi-dev openmpi-bin libclang-dev pkg-config libhdf5-dev)
+# g++ builds the CPU kernel emulator (cuda/emulate/, build.rs), which runs the CUDA kernels'
+# tests without a GPU; hinoki builds without it.
+PACKAGES=(libopenmpi-dev openmpi-bin libclang-dev pkg-config libhdf5-dev g++)
 
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -7,7 +7,7 @@ use glam::DVec3;
 use hinoki::comm::{Comm, SingleProcess};
 use hinoki::diag::report::{check_against_direct, forces_json, forces_table};
 use hinoki::domain::{self, Balance};
-use hinoki::forces::{Backend, ForceEngine, ForceParams, LeafSize, Method, WalkKind};
+use hinoki::forces::{Backend, ForceEngine, ForceParams, LeafSize, Method, TreeBuild, WalkKind};
 use hinoki::ics::{generate, Model};
 use hinoki::io::{read_snapshot, write_snapshot_file, RunConfig};
 use hinoki::render::{plot_diagnostics, render, Axis, RenderOptions};
@@ -243,6 +243,9 @@ struct GravityArgs {
     /// GPU walk kernel: vg (seed 001's (V,G) walk) or list (interaction lists per warp, G = 32).
     #[arg(long, default_value_t = ForceParams::default().kernel)]
     kernel: WalkKernel,
+    /// Where the tree is built when the GPU walks: host (the CPU cores) or gpu.
+    #[arg(long, default_value_t = ForceParams::default().tree_build)]
+    tree_build: TreeBuild,
     /// Multi-rank load balance: count (equal particles) or cost (equal interactions of the
     /// last evaluation).
     #[arg(long, default_value_t = ForceParams::default().balance)]
@@ -269,6 +272,7 @@ impl GravityArgs {
             backend: self.backend,
             vg: self.vg,
             kernel: self.kernel,
+            tree_build: self.tree_build,
             balance: self.balance,
             let_boxes: self.let_boxes,
         }

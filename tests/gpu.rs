@@ -353,3 +353,59 @@ fn gpu_kernels_handle_degenerate_particle_sets() {
         assert!(e.p99 <= 1e-3, "{kernel}: {e:?}");
     }
 }
+
+#[test]
+fn gpu_tree_build_equals_the_host_build() {
+    use hinoki::forces::TreeBuild;
+    let Some(mut g) = gpu(WalkKernel::default(), GpuLayout::default()) else {
+        return;
+    };
+    for (model, n, ncrit, order, mac) in [
+        (Model::Plummer, 300_000, 16, Order::Hilbert, Mac::Modified),
+        (Model::Nfw, 100_000, 1, Order::Morton, Mac::BarnesHut),
+        (Model::UniformCube, 50_000, 8, Order::Hilbert, Mac::Modified),
+    ] {
+        let mut p = generate(model, n, 9).unwrap();
+        // The device builds on float32 particles; so does the host tree on these.
+        p.pos.iter_mut().for_each(|x| *x = x.as_vec3().as_dvec3());
+        p.mass.iter_mut().for_each(|m| *m = *m as f32 as f64);
+        let tp = TreeParams {
+            order,
+            ncrit,
+            mac,
+            theta: 0.5,
+        };
+        let host = Tree::build(&p.pos, &p.mass, &tp, &mut PhaseTimes::default());
+        for _ in 0..2 {
+            let dev = g
+                .build_tree(&p.pos, &p.mass, &tp, &mut PhaseTimes::default())
+                .unwrap();
+            assert_eq!(dev.index, host.index, "{model}: order");
+            assert_eq!(dev.particles, host.particles, "{model}: particles");
+            let (d, h) = (&dev.cells, &host.cells);
+            assert_eq!(
+                (&d.first, &d.count, &d.level, &d.nchild, &d.subtree),
+                (&h.first, &h.count, &h.level, &h.nchild, &h.subtree),
+                "{model}: topology"
+            );
+            assert_eq!((&d.boxes, &d.s_eff), (&h.boxes, &h.s_eff), "{model}: boxes");
+            assert_eq!(
+                (&d.com_mass, &d.quad, &d.trace),
+                (&h.com_mass, &h.quad, &h.trace),
+                "{model}: moments"
+            );
+        }
+    }
+    // Forces from the device-built tree meet the same bound as the host-built one.
+    let p = generate(Model::Nfw, 100_000, 2).unwrap();
+    let params = ForceParams {
+        backend: Backend::Gpu,
+        tree_build: TreeBuild::Gpu,
+        ..ForceParams::default()
+    };
+    let r = compute_forces(&SingleProcess, &p, &params, None).unwrap();
+    let e = check_against_direct(&SingleProcess, &p, &params, &r, 1000, 3)
+        .unwrap()
+        .acc;
+    assert!(e.p99 <= 1e-3, "device-built tree: {e:?}");
+}

@@ -96,6 +96,7 @@ pub fn forces_json(
         "group": params.group,
         "vg": params.vg.to_string(),
         "kernel": params.kernel.to_string(),
+        "tree_build": params.tree_build.name(),
         "order": params.order.name(),
         "walk": params.walk.name(),
         "eps": params.eps,

@@ -9,7 +9,7 @@ pub mod rebuild;
 mod tree_forces;
 
 pub use leaf_size::LeafSize;
-pub use params::{Backend, ForceParams, Method, WalkKind};
+pub use params::{Backend, ForceParams, Method, TreeBuild, WalkKind};
 pub use rebuild::{Rebuild, RefitState};
 
 use crate::comm::Comm;
@@ -249,7 +249,7 @@ impl ForceEngine {
                     device,
                 }
             }
-            (Method::Tree, gpu) => {
+            (Method::Tree, mut gpu) => {
                 let tune = std::mem::take(&mut self.tune);
                 let mut times = PhaseTimes::default();
                 let rebuild = self.trees.due();
@@ -259,7 +259,10 @@ impl ForceEngine {
                     mac: params.mac,
                     theta: params.theta,
                 };
-                let tree = self.trees.prepare(p, &tp, rebuild, &mut times);
+                let builder = gpu
+                    .as_deref_mut()
+                    .filter(|_| params.tree_build == TreeBuild::Gpu);
+                let tree = self.trees.prepare(p, &tp, rebuild, builder, &mut times)?;
                 let (r, stats, walked) = tree_forces(
                     comm, p, tree, params, gpu, tune, old_acc, active, device, times,
                 )?;

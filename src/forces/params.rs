@@ -34,6 +34,17 @@ pub enum Method {
     Direct,
 }
 
+/// Where the tree (keys, sort, topology, moments) is built.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TreeBuild {
+    /// On the host's cores (rayon).
+    Host,
+    /// On the rank's GPU (`cuda/build.cu`) when the GPU walks, the same tree bit for bit on
+    /// the float32 particles; on the host otherwise.
+    Gpu,
+}
+
 /// Which CPU tree walk is used.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -76,6 +87,7 @@ macro_rules! named_enum {
 
 named_enum!(Backend, "backend", Backend::Cpu => "cpu", Backend::Gpu => "gpu", Backend::Auto => "auto");
 named_enum!(Method, "method", Method::Tree => "tree", Method::Direct => "direct");
+named_enum!(TreeBuild, "tree build", TreeBuild::Host => "host", TreeBuild::Gpu => "gpu");
 named_enum!(WalkKind, "walk", WalkKind::Grouped => "grouped", WalkKind::Single => "single");
 named_enum!(Order, "ordering", Order::Hilbert => "hilbert", Order::Morton => "morton", Order::None => "none");
 
@@ -111,6 +123,8 @@ pub struct ForceParams {
     pub vg: VgChoice,
     /// Which GPU walk kernel: seed 001's (V,G) walk or the interaction-list walk.
     pub kernel: WalkKernel,
+    /// Where the tree is built when the GPU walks.
+    pub tree_build: TreeBuild,
     /// Multi-rank runs: what the domain decomposition balances (particle counts or the
     /// interactions of the last evaluation).
     pub balance: Balance,
@@ -136,6 +150,7 @@ impl Default for ForceParams {
             backend: Backend::Auto,
             vg: VgChoice::default(),
             kernel: WalkKernel::default(),
+            tree_build: TreeBuild::Host,
             balance: Balance::Cost,
             let_boxes: 64,
         }

@@ -28,6 +28,7 @@ use crate::error::{Error, Result};
 use crate::particles::Particles;
 use crate::sfc::GridBox;
 use crate::tree::{Cells, Tree, TreeParams};
+use crate::walk::gpu::Gpu;
 use rayon::prelude::*;
 use serde::de::Deserializer;
 use serde::Deserialize;
@@ -284,19 +285,21 @@ impl Trees {
         self.policy != Rebuild::default()
     }
 
-    /// The tree for particles `p`: rebuilt when `rebuild` (timing sort, build, moments), else
-    /// the kept tree refitted (timing refit) — rebuilt after all when `p` is not the particle
-    /// set, in the order, that tree was built on. `None` without particles.
+    /// The tree for particles `p`: rebuilt when `rebuild` (timing sort, build, moments; on
+    /// `gpu` when given, else on the host), else the kept tree refitted (timing refit) —
+    /// rebuilt after all when `p` is not the particle set, in the order, that tree was built
+    /// on. `None` without particles.
     pub(super) fn prepare(
         &mut self,
         p: &Particles,
         params: &TreeParams,
         rebuild: bool,
+        gpu: Option<&mut Gpu>,
         times: &mut PhaseTimes,
-    ) -> Option<&Tree> {
+    ) -> Result<Option<&Tree>> {
         if p.is_empty() {
             self.tree = None;
-            return None;
+            return Ok(None);
         }
         let ids = if self.keeps() { fingerprint(&p.id) } else { 0 };
         match self.tree.as_mut() {
@@ -308,7 +311,10 @@ impl Trees {
                 if !rebuild {
                     tracing::debug!("particles changed since the last tree build: rebuilding");
                 }
-                let t = Tree::build(&p.pos, &p.mass, params, times);
+                let t = match gpu {
+                    Some(gpu) => gpu.build_tree(&p.pos, &p.mass, params, times)?,
+                    None => Tree::build(&p.pos, &p.mass, params, times),
+                };
                 if self.keeps() {
                     self.built.clone_from(&t.cells.boxes);
                 }
@@ -316,7 +322,7 @@ impl Trees {
                 self.ids = ids;
             }
         }
-        self.tree.as_ref()
+        Ok(self.tree.as_ref())
     }
 
     /// Records an evaluation (a rebuild when `rebuilt`, decided by [`Trees::due`]) that took

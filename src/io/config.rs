@@ -46,7 +46,7 @@
 
 use crate::domain::Balance;
 use crate::error::{Error, Result};
-use crate::forces::{Backend, ForceParams, LeafSize, Method, Rebuild, WalkKind};
+use crate::forces::{Backend, ForceParams, LeafSize, Method, Rebuild, TreeBuild, WalkKind};
 use crate::ics::Model;
 use crate::integrate::{Stepping, Timeline};
 use crate::sfc::Order;
@@ -186,6 +186,9 @@ pub struct GravityConfig {
     /// lists evaluated from shared memory).
     #[serde(deserialize_with = "by_name")]
     pub kernel: WalkKernel,
+    /// Where the tree is built when the GPU walks (`tree_build`: `"host"` or `"gpu"`).
+    #[serde(deserialize_with = "by_name")]
+    pub tree_build: TreeBuild,
     /// Multi-rank load balance (`balance`: `"count"` or `"cost"`, the interactions of the
     /// last evaluation).
     #[serde(deserialize_with = "by_name")]
@@ -217,6 +220,7 @@ impl Default for GravityConfig {
             backend: f.backend,
             vg: f.vg,
             kernel: f.kernel,
+            tree_build: f.tree_build,
             balance: f.balance,
             let_boxes: f.let_boxes,
             rebuild: Rebuild::default(),
@@ -349,6 +353,7 @@ impl RunConfig {
             backend: g.backend,
             vg: g.vg,
             kernel: g.kernel,
+            tree_build: g.tree_build,
             balance: g.balance,
             let_boxes: g.let_boxes,
         }
@@ -520,6 +525,7 @@ mod tests {
             backend = "cpu"
             vg = "2,16"
             kernel = "vg"
+            tree_build = "gpu"
             balance = "count"
             let_boxes = 3
             rebuild = 4
@@ -563,6 +569,7 @@ mod tests {
                 backend: Backend::Cpu,
                 vg: VgChoice::Fixed(GpuLayout { v: 2, g: 16 }),
                 kernel: WalkKernel::Vg,
+                tree_build: TreeBuild::Gpu,
                 balance: Balance::Count,
                 let_boxes: 3,
             }

@@ -1,10 +1,11 @@
 //! Opening the GPU of this rank, compiling the kernels, and launching the walk.
 
 use super::buffers::Buffers;
+use super::build::TreeBuilder;
+use super::launch::CudaRunner;
 use crate::diag::PhaseTimes;
 use crate::error::{Error, Result};
-use crate::tree::Tree;
-use crate::tree::MAX_LEVEL;
+use crate::tree::{Tree, TreeParams, MAX_LEVEL};
 use crate::walk::cpu::{WalkOutput, WalkParams};
 use crate::walk::groups::Group;
 use crate::walk::mac::Mac;
@@ -214,6 +215,8 @@ pub struct Gpu {
     layout: GpuLayout,
     arch: &'static str,
     buffers: Buffers,
+    /// The tree builder (`cuda/build.cu`), compiled on first use.
+    builder: Option<TreeBuilder<CudaRunner>>,
     /// Human-readable device description, e.g. "NVIDIA H100 80GB HBM3 (GPU 0, sm_90)".
     pub name: String,
 }
@@ -324,6 +327,7 @@ impl Gpu {
         let stream = ctx.default_stream();
         Ok(Self {
             buffers: Buffers::new(stream.clone())?,
+            builder: None,
             stream,
             kernels,
             kernel,
@@ -353,9 +357,30 @@ impl Gpu {
         self.layout
     }
 
-    /// Device bytes held by the reusable buffers.
+    /// Device bytes held by the reusable buffers (the walk's and the tree builder's).
     pub fn device_bytes(&self) -> usize {
-        self.buffers.bytes()
+        self.buffers.bytes() + self.builder.as_ref().map_or(0, TreeBuilder::device_bytes)
+    }
+
+    /// The tree over particles at `pos` (length units) with masses `mass` (mass units), built
+    /// on this GPU (`cuda/build.cu`, compiled on the first call): the tree [`Tree::build`]
+    /// gives on the same particles rounded to float32. Times `sort`, `build` and `moments`.
+    pub fn build_tree(
+        &mut self,
+        pos: &[glam::DVec3],
+        mass: &[f64],
+        p: &TreeParams,
+        times: &mut PhaseTimes,
+    ) -> Result<Tree> {
+        if self.builder.is_none() {
+            let source = include_str!("../../../cuda/build.cu");
+            let runner = CudaRunner::compile(self.stream.clone(), self.arch, "build.cu", source)?;
+            self.builder = Some(TreeBuilder::new(runner)?);
+        }
+        self.builder
+            .as_mut()
+            .expect("compiled above")
+            .build(pos, mass, p, times)
     }
 
     /// Forces on `targets` (x, y, z, |a_old|) from `tree`, on the GPU. Times the phases

@@ -6,6 +6,10 @@
 //! and turns every failure into a one-line [`Error`](crate::Error) that says what is missing.
 
 mod buffers;
+pub mod build;
 mod device;
+#[cfg(hinoki_emulator)]
+pub mod emulator;
+pub mod launch;
 
 pub use device::{local_rank, Gpu, GpuLayout, VgChoice, WalkKernel};

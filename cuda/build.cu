@@ -1,0 +1,484 @@
+// The tree build on the GPU: Peano-Hilbert (or Morton) keys, a stable LSD radix sort of
+// (key, index) pairs, the octree topology level by level, the cells' preorder, and the upward
+// pass of moments. src/walk/gpu/build.rs launches these kernels in sequence.
+//
+// This is its own NVRTC program, compiled with IEEE arithmetic (no fast math, no contraction of
+// multiply-adds): every kernel computes the formulas of src/sfc and src/tree in the same order
+// and precision, so the tree equals Tree::build's bit for bit on the same float32 particles.
+// It is also compiled as C++ by the CPU emulator (cuda/emulate/), which runs it in CI.
+//
+// Every kernel runs with blocks of BUILD_BLOCK threads.
+
+#define BUILD_BLOCK 256
+#define BUILD_WARPS (BUILD_BLOCK / 32)
+#define FULL_MASK 0xffffffffu
+// Keys per thread, and per block, of one radix-sort pass; elements per block of a scan.
+#define RADIX_ITEMS 8
+#define RADIX_TILE (BUILD_BLOCK * RADIX_ITEMS)
+#define SCAN_ITEMS 8
+#define SCAN_TILE (BUILD_BLOCK * SCAN_ITEMS)
+// Deepest tree level and grid cells per axis (src/tree MAX_LEVEL, src/sfc GRID).
+#define TREE_MAX_LEVEL 21
+#define GRID_CELLS (1u << 21)
+// Float64 moments per cell: mass, centre of mass (3), traceless quadrupole (6), trace.
+#define MOMENT_WORDS 11
+
+typedef unsigned long long u64;
+
+// ---------------------------------------------------------------------------------------------
+// Keys (src/sfc): grid cell of a point, Morton bit spreading, Skilling's Hilbert transform.
+
+// Grid cell of point p in the cube with lower corner o and `scale` = 2^21 / side, clamped into
+// the grid (GridBox::cell_of).
+__device__ __forceinline__ void grid_cell(float4 p, double ox, double oy, double oz,
+                                          double scale, unsigned c[3])
+{
+    const double q[3] = {((double)p.x - ox) * scale, ((double)p.y - oy) * scale,
+                         ((double)p.z - oz) * scale};
+    for (int k = 0; k < 3; k++) {
+        const unsigned v = (unsigned)fmax(q[k], 0.0);
+        c[k] = v < GRID_CELLS - 1 ? v : GRID_CELLS - 1;
+    }
+}
+
+// Spreads the low 21 bits of v so that bit k moves to bit 3k (morton::spread).
+__device__ __forceinline__ u64 spread_bits(unsigned v)
+{
+    u64 x = (u64)v & 0x1fffffull;
+    x = (x | (x << 32)) & 0x001f00000000ffffull;
+    x = (x | (x << 16)) & 0x001f0000ff0000ffull;
+    x = (x | (x << 8)) & 0x100f00f00f00f00full;
+    x = (x | (x << 4)) & 0x10c30c30c30c30c3ull;
+    x = (x | (x << 2)) & 0x1249249249249249ull;
+    return x;
+}
+
+// Peano-Hilbert key of grid cell c (hilbert::encode).
+__device__ u64 hilbert_key(unsigned c[3])
+{
+    unsigned x[3] = {c[0], c[1], c[2]};
+    for (unsigned q = 1u << 20; q > 1; q >>= 1) {
+        const unsigned p = q - 1;
+        for (int i = 0; i < 3; i++) {
+            const unsigned set = (x[i] & q) ? 0xffffffffu : 0u;
+            const unsigned t = (x[0] ^ x[i]) & p & ~set;
+            x[0] ^= (p & set) ^ t;
+            x[i] ^= t;
+        }
+    }
+    const unsigned x0 = x[0], x1 = x[1] ^ x0, x2 = x[2] ^ x1;
+    unsigned y = x2 & ~1u;
+    y ^= y >> 1;
+    y ^= y >> 2;
+    y ^= y >> 4;
+    y ^= y >> 8;
+    y ^= y >> 16;
+    const unsigned t = y >> 1;
+    return (spread_bits(x0 ^ t) << 2) | (spread_bits(x1 ^ t) << 1) | spread_bits(x2 ^ t);
+}
+
+// Key of every particle and the identity order.
+extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
+    tree_keys(const float4 *__restrict__ pos_mass, int n, double ox, double oy, double oz,
+              double scale, int hilbert, u64 *__restrict__ keys, unsigned *__restrict__ index)
+{
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+        unsigned c[3];
+        grid_cell(pos_mass[i], ox, oy, oz, scale, c);
+        keys[i] = hilbert ? hilbert_key(c)
+                          : (spread_bits(c[0]) << 2) | (spread_bits(c[1]) << 1) | spread_bits(c[2]);
+        index[i] = (unsigned)i;
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Exclusive prefix sums of unsigned arrays: each block scans SCAN_TILE elements in place and
+// writes their total; the totals are scanned the same way and added back (scan_add).
+
+// Exclusive prefix of v over the block's threads in order; *total gets the block's sum.
+__device__ unsigned block_exclusive_scan(unsigned v, unsigned *total)
+{
+    __shared__ unsigned warp_sums[BUILD_WARPS];
+    const unsigned lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    unsigned inclusive = v;
+    for (unsigned o = 1; o < 32; o <<= 1) {
+        const unsigned y = __shfl_up_sync(FULL_MASK, inclusive, o);
+        if (lane >= o) inclusive += y;
+    }
+    if (lane == 31) warp_sums[warp] = inclusive;
+    __syncthreads();
+    if (warp == 0) {
+        unsigned w = lane < BUILD_WARPS ? warp_sums[lane] : 0u;
+        for (unsigned o = 1; o < 32; o <<= 1) {
+            const unsigned y = __shfl_up_sync(FULL_MASK, w, o);
+            if (lane >= o) w += y;
+        }
+        if (lane < BUILD_WARPS) warp_sums[lane] = w;
+    }
+    __syncthreads();
+    const unsigned before = warp > 0 ? warp_sums[warp - 1] : 0u;
+    *total = warp_sums[BUILD_WARPS - 1];
+    __syncthreads();
+    return before + inclusive - v;
+}
+
+// In-place exclusive scan of each SCAN_TILE-element tile of data[0..m); block_sums[b] = the
+// total of tile b.
+extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
+    scan_tiles(unsigned *__restrict__ data, int m, unsigned *__restrict__ block_sums)
+{
+    const long long base = (long long)blockIdx.x * SCAN_TILE + threadIdx.x * SCAN_ITEMS;
+    unsigned v[SCAN_ITEMS], sum = 0;
+    for (int k = 0; k < SCAN_ITEMS; k++) {
+        v[k] = base + k < m ? data[base + k] : 0u;
+        sum += v[k];
+    }
+    unsigned total;
+    unsigned run = block_exclusive_scan(sum, &total);
+    for (int k = 0; k < SCAN_ITEMS; k++) {
+        if (base + k < m) data[base + k] = run;
+        run += v[k];
+    }
+    if (threadIdx.x == 0) block_sums[blockIdx.x] = total;
+}
+
+// Adds the scanned tile totals back: tile b of data gets offsets[b].
+extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
+    scan_add(unsigned *__restrict__ data, int m, const unsigned *__restrict__ offsets)
+{
+    const long long base = (long long)blockIdx.x * SCAN_TILE + threadIdx.x * SCAN_ITEMS;
+    const unsigned add = offsets[blockIdx.x];
+    for (int k = 0; k < SCAN_ITEMS; k++)
+        if (base + k < m) data[base + k] += add;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Stable least-significant-digit radix sort of (key, index), 8 bits per pass. A pass counts
+// each tile's digits (radix_tile_counts), scans the counts digit-major so that every tile
+// knows where its keys of each digit go, and scatters (radix_scatter). Passes whose digit is
+// the same for every key are skipped (radix_digit_counts finds them).
+
+// Counts of all eight 8-bit digits of every key: counts[d * 256 + v] += keys with digit d = v.
+// `counts` must be zero on entry.
+extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
+    radix_digit_counts(const u64 *__restrict__ keys, int n, unsigned *__restrict__ counts)
+{
+    __shared__ unsigned h[8 * 256];
+    for (int j = threadIdx.x; j < 8 * 256; j += blockDim.x) h[j] = 0;
+    __syncthreads();
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+        const u64 k = keys[i];
+        for (int d = 0; d < 8; d++) atomicAdd(&h[d * 256 + (unsigned)((k >> (8 * d)) & 255)], 1u);
+    }
+    __syncthreads();
+    for (int j = threadIdx.x; j < 8 * 256; j += blockDim.x)
+        if (h[j]) atomicAdd(&counts[j], h[j]);
+}
+
+// Digit counts of each RADIX_TILE-key tile, digit-major: tile_counts[v * ntiles + tile].
+extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
+    radix_tile_counts(const u64 *__restrict__ keys, int n, int shift, int ntiles,
+                      unsigned *__restrict__ tile_counts)
+{
+    __shared__ unsigned h[256];
+    h[threadIdx.x] = 0;
+    __syncthreads();
+    const long long base = (long long)blockIdx.x * RADIX_TILE;
+    for (int r = 0; r < RADIX_ITEMS; r++) {
+        const long long i = base + r * BUILD_BLOCK + threadIdx.x;
+        if (i < n) atomicAdd(&h[(unsigned)((keys[i] >> shift) & 255)], 1u);
+    }
+    __syncthreads();
+    tile_counts[(long long)threadIdx.x * ntiles + blockIdx.x] = h[threadIdx.x];
+}
+
+// Moves each key of a tile to its place: the tile's scanned offset for its digit plus the
+// number of equal digits before it in the tile (rounds of one key per thread, in order; within
+// a round, lanes with equal digits found with __match_any_sync, warps in order).
+extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
+    radix_scatter(const u64 *__restrict__ keys_in, const unsigned *__restrict__ index_in, int n,
+                  int shift, int ntiles, const unsigned *__restrict__ offsets,
+                  u64 *__restrict__ keys_out, unsigned *__restrict__ index_out)
+{
+    __shared__ unsigned next[256];
+    __shared__ unsigned warp_counts[BUILD_WARPS][256];
+    const unsigned t = threadIdx.x, lane = t & 31, warp = t >> 5;
+    next[t] = offsets[(long long)t * ntiles + blockIdx.x];
+    const long long base = (long long)blockIdx.x * RADIX_TILE;
+    for (int r = 0; r < RADIX_ITEMS; r++) {
+        const long long i = base + r * BUILD_BLOCK + t;
+        const bool valid = i < n;
+        const u64 key = valid ? keys_in[i] : 0ull;
+        const unsigned digit = valid ? (unsigned)((key >> shift) & 255) : 256u;
+        for (int w = 0; w < BUILD_WARPS; w++) warp_counts[w][t] = 0;
+        __syncthreads();
+        const unsigned peers = __match_any_sync(FULL_MASK, digit);
+        const unsigned rank = __popc(peers & ((1u << lane) - 1u));
+        if (valid && rank == 0) warp_counts[warp][digit] = __popc(peers);
+        __syncthreads();
+        unsigned run = next[t];
+        for (int w = 0; w < BUILD_WARPS; w++) {
+            const unsigned c = warp_counts[w][t];
+            warp_counts[w][t] = run;
+            run += c;
+        }
+        next[t] = run;
+        __syncthreads();
+        if (valid) {
+            const unsigned at = warp_counts[warp][digit] + rank;
+            keys_out[at] = key;
+            index_out[at] = index_in[i];
+        }
+        __syncthreads();
+    }
+}
+
+// The particles in key order.
+extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
+    gather_particles(const float4 *__restrict__ pos_mass, const unsigned *__restrict__ index,
+                     int n, float4 *__restrict__ sorted)
+{
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+        sorted[i] = pos_mass[index[i]];
+}
+
+// ---------------------------------------------------------------------------------------------
+// Topology, one level at a time (src/tree/build.rs): the cells of a level are listed in key
+// order in a breadth-first array; a cell with more than ncrit particles above TREE_MAX_LEVEL
+// splits into its non-empty octants, which are appended as the next level. Children of one
+// cell are therefore consecutive, which the subtree sizes, the preorder and the upward pass use.
+
+// The root: all n particles.
+extern "C" __global__ void tree_root(int n, unsigned *first, unsigned *count, unsigned char *level)
+{
+    if (blockIdx.x == 0 && threadIdx.x == 0) {
+        first[0] = 0;
+        count[0] = (unsigned)n;
+        level[0] = 0;
+    }
+}
+
+// For octant o of cell c of the level in [lo, hi) (thread j = 8 (c - lo) + o): the start and
+// size of its key range, and 1 in `flag` when the cell splits and the octant is not empty.
+extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
+    split_octants(const u64 *__restrict__ keys, const unsigned *__restrict__ first,
+                  const unsigned *__restrict__ count, int lo, int hi, int level, int ncrit,
+                  unsigned *__restrict__ oct_start, unsigned *__restrict__ oct_count,
+                  unsigned *__restrict__ flag)
+{
+    const long long m = 8ll * (hi - lo);
+    for (long long j = blockIdx.x * (long long)blockDim.x + threadIdx.x; j < m;
+         j += (long long)gridDim.x * blockDim.x) {
+        const int c = lo + (int)(j >> 3);
+        const unsigned o = (unsigned)(j & 7);
+        const unsigned a = first[c], n = count[c];
+        unsigned s = a, e = a;
+        if (n > (unsigned)ncrit && level < TREE_MAX_LEVEL) {
+            const int shift = 3 * (TREE_MAX_LEVEL - 1 - level);
+            // First key of the range with octant digit >= d, by bisection.
+            unsigned bounds[2];
+            for (int b = 0; b < 2; b++) {
+                const unsigned d = o + b;
+                unsigned l = a, r = a + n;
+                while (l < r) {
+                    const unsigned mid = l + (r - l) / 2;
+                    if (((keys[mid] >> shift) & 7) < d) l = mid + 1;
+                    else r = mid;
+                }
+                bounds[b] = l;
+            }
+            s = bounds[0];
+            e = bounds[1];
+        }
+        oct_start[j] = s;
+        oct_count[j] = e - s;
+        flag[j] = e > s ? 1u : 0u;
+    }
+}
+
+// Appends the non-empty octants (slot = scanned flag) as the next level at next_lo, and records
+// each cell's first child and number of children. Cells beyond `capacity` are not written;
+// *next_total gets the size of the next level either way, so the caller can grow and redo.
+extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
+    split_emit(const unsigned *__restrict__ oct_start, const unsigned *__restrict__ oct_count,
+               const unsigned *__restrict__ slot, int lo, int hi, int level, int next_lo,
+               int capacity, unsigned *__restrict__ first, unsigned *__restrict__ count,
+               unsigned char *__restrict__ levels, unsigned *__restrict__ child,
+               unsigned char *__restrict__ nchild, unsigned *__restrict__ next_total)
+{
+    const long long m = 8ll * (hi - lo);
+    for (long long j = blockIdx.x * (long long)blockDim.x + threadIdx.x; j < m;
+         j += (long long)gridDim.x * blockDim.x) {
+        const unsigned n = oct_count[j];
+        if ((j & 7) == 0) {
+            const int c = lo + (int)(j >> 3);
+            unsigned kids = 0;
+            for (int k = 0; k < 8; k++) kids += oct_count[j + k] > 0;
+            nchild[c] = (unsigned char)kids;
+            child[c] = (unsigned)next_lo + slot[j];
+        }
+        if (n > 0) {
+            const long long d = (long long)next_lo + slot[j];
+            if (d < capacity) {
+                first[d] = oct_start[j];
+                count[d] = n;
+                levels[d] = (unsigned char)(level + 1);
+            }
+        }
+        if (j == m - 1) *next_total = slot[j] + (n > 0);
+    }
+}
+
+// Subtree sizes of the cells in [lo, hi), whose children's are known (deepest level first).
+extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
+    subtree_sizes(int lo, int hi, const unsigned *__restrict__ child,
+                  const unsigned char *__restrict__ nchild, unsigned *__restrict__ subtree)
+{
+    for (int c = lo + blockIdx.x * blockDim.x + threadIdx.x; c < hi; c += gridDim.x * blockDim.x) {
+        unsigned s = 1;
+        for (int k = 0; k < nchild[c]; k++) s += subtree[child[c] + k];
+        subtree[c] = s;
+    }
+}
+
+// Preorder positions of the children of the cells in [lo, hi), whose own are known (root
+// first): a cell's first child follows it, each next child follows its elder sibling's subtree.
+extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
+    preorder_children(int lo, int hi, const unsigned *__restrict__ child,
+                      const unsigned char *__restrict__ nchild,
+                      const unsigned *__restrict__ subtree, unsigned *__restrict__ preorder)
+{
+    for (int c = lo + blockIdx.x * blockDim.x + threadIdx.x; c < hi; c += gridDim.x * blockDim.x) {
+        unsigned p = preorder[c] + 1;
+        for (int k = 0; k < nchild[c]; k++) {
+            preorder[child[c] + k] = p;
+            p += subtree[child[c] + k];
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Upward pass (src/tree/moments.rs), float64, one level at a time from the deepest.
+
+// m (3 y y^T - |y|^2 I) added to q (xx, yy, zz, xy, xz, yz) as the CPU's point_quad forms it.
+__device__ __forceinline__ void point_quad(double m, const double y[3], double q[6])
+{
+    const double r2 = y[0] * y[0] + y[1] * y[1] + y[2] * y[2];
+    q[0] = m * (3.0 * y[0] * y[0] - r2);
+    q[1] = m * (3.0 * y[1] * y[1] - r2);
+    q[2] = m * (3.0 * y[2] * y[2] - r2);
+    q[3] = m * 3.0 * y[0] * y[1];
+    q[4] = m * 3.0 * y[0] * y[2];
+    q[5] = m * 3.0 * y[1] * y[2];
+}
+
+// Moments of the cells in [lo, hi) into mom (MOMENT_WORDS doubles per cell): leaves from their
+// particles, the others from their children (parallel-axis theorem), in the CPU's order.
+extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
+    cell_moments(int lo, int hi, const float4 *__restrict__ particles,
+                 const unsigned *__restrict__ first, const unsigned *__restrict__ count,
+                 const unsigned *__restrict__ child, const unsigned char *__restrict__ nchild,
+                 double *__restrict__ mom)
+{
+    for (int c = lo + blockIdx.x * blockDim.x + threadIdx.x; c < hi; c += gridDim.x * blockDim.x) {
+        const bool leaf = nchild[c] == 0;
+        const unsigned a = leaf ? first[c] : child[c];
+        const unsigned k = leaf ? count[c] : nchild[c];
+        // Points (position, weight): particles of a leaf, children's centres of mass otherwise.
+        auto point = [&](unsigned j, double y[3]) -> double {
+            if (leaf) {
+                const float4 p = particles[a + j];
+                y[0] = p.x;
+                y[1] = p.y;
+                y[2] = p.z;
+                return p.w;
+            }
+            const double *s = mom + (long long)(a + j) * MOMENT_WORDS;
+            y[0] = s[1];
+            y[1] = s[2];
+            y[2] = s[3];
+            return s[0];
+        };
+        double m = 0.0, n = 0.0, sum[3] = {0.0, 0.0, 0.0}, mean[3] = {0.0, 0.0, 0.0};
+        for (unsigned j = 0; j < k; j++) {
+            double y[3];
+            const double w = point(j, y);
+            m += w;
+            n += 1.0;
+            for (int d = 0; d < 3; d++) {
+                sum[d] += w * y[d];
+                mean[d] += y[d];
+            }
+        }
+        double com[3];
+        for (int d = 0; d < 3; d++) com[d] = m > 0.0 ? sum[d] / m : mean[d] / n;
+        const double mass = m > 0.0 ? m : 0.0;
+        double quad[6] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0}, trace = 0.0;
+        for (unsigned j = 0; j < k; j++) {
+            double y[3], q[6];
+            const double w = point(j, y);
+            for (int d = 0; d < 3; d++) y[d] -= com[d];
+            point_quad(w, y, q);
+            const double r2 = y[0] * y[0] + y[1] * y[1] + y[2] * y[2];
+            if (leaf) {
+                for (int d = 0; d < 6; d++) quad[d] += q[d];
+                trace += w * r2;
+            } else {
+                const double *s = mom + (long long)(a + j) * MOMENT_WORDS;
+                for (int d = 0; d < 6; d++) quad[d] += s[4 + d] + q[d];
+                trace += s[10] + w * r2;
+            }
+        }
+        double *out = mom + (long long)c * MOMENT_WORDS;
+        out[0] = mass;
+        for (int d = 0; d < 3; d++) out[1 + d] = com[d];
+        for (int d = 0; d < 6; d++) out[4 + d] = quad[d];
+        out[10] = trace;
+    }
+}
+
+// Writes every cell at its preorder position in the walk's arrays: topology, box (from the grid
+// cell of its first particle, truncated to its level), float32 moments and S_eff for the
+// criterion (mac: 0 Barnes-Hut, otherwise the modified criterion's (l/theta + s)^2).
+extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
+    store_cells(int ncells, const unsigned *__restrict__ preorder,
+                const unsigned *__restrict__ bfs_first, const unsigned *__restrict__ bfs_count,
+                const unsigned char *__restrict__ bfs_level,
+                const unsigned char *__restrict__ bfs_nchild,
+                const unsigned *__restrict__ bfs_subtree, const double *__restrict__ mom,
+                const float4 *__restrict__ particles, double ox, double oy, double oz,
+                double side, int mac, float theta, unsigned *__restrict__ first,
+                unsigned *__restrict__ count, unsigned char *__restrict__ level,
+                unsigned char *__restrict__ nchild, unsigned *__restrict__ subtree,
+                float4 *__restrict__ boxes, float4 *__restrict__ com_mass,
+                float *__restrict__ quad, float *__restrict__ trace, float *__restrict__ s_eff)
+{
+    for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < ncells; c += gridDim.x * blockDim.x) {
+        const unsigned p = preorder[c];
+        const unsigned lev = bfs_level[c];
+        first[p] = bfs_first[c];
+        count[p] = bfs_count[c];
+        level[p] = (unsigned char)lev;
+        nchild[p] = bfs_nchild[c];
+        subtree[p] = bfs_subtree[c];
+        const double *s = mom + (long long)c * MOMENT_WORDS;
+        const float4 cm = make_float4((float)s[1], (float)s[2], (float)s[3], (float)s[0]);
+        com_mass[p] = cm;
+        for (int d = 0; d < 6; d++) quad[6ll * p + d] = (float)s[4 + d];
+        trace[p] = (float)s[10];
+        unsigned g[3];
+        const double cell = side / (double)(1ull << lev);
+        grid_cell(particles[bfs_first[c]], ox, oy, oz, (double)GRID_CELLS / side, g);
+        const unsigned shift = TREE_MAX_LEVEL - lev;
+        const float4 box = make_float4((float)(ox + ((double)(g[0] >> shift) + 0.5) * cell),
+                                       (float)(oy + ((double)(g[1] >> shift) + 0.5) * cell),
+                                       (float)(oz + ((double)(g[2] >> shift) + 0.5) * cell),
+                                       (float)(0.5 * cell));
+        boxes[p] = box;
+        const float dx = box.x - cm.x, dy = box.y - cm.y, dz = box.z - cm.z;
+        const float off = sqrtf(dx * dx + dy * dy + dz * dz);
+        const float l = 2.0f * box.w;
+        const float r = mac == 0 ? l / theta : l / theta + off;
+        s_eff[p] = r * r;
+    }
+}

@@ -1,0 +1,568 @@
+//! The CPU kernel emulator behind [`KernelRunner`]: the CUDA kernels of `cuda/` compiled as C++
+//! (`cuda/emulate/`, built by `build.rs` where a C++ compiler is found, which sets the cfg
+//! `hinoki_emulator`) and run on the CPU, so that launch sequences are tested without a GPU.
+//!
+//! "Device" arrays are host memory; a kernel reads and writes them through their addresses. A
+//! launch runs to its end on the calling thread before [`KernelRunner::launch`] returns, one
+//! launch at a time across threads. What the emulator runs, and its limits (blocks of 32 to 1024
+//! threads in multiples of 32, warp operations reached by every live lane, blocks run in order),
+//! are described at the top of `cuda/emulate/cuda_emulate.h`; a launch that breaks them fails
+//! with a message instead of hanging. Kernels are known to the emulator once listed in
+//! `cuda/emulate/kernels.cpp`.
+
+use super::launch::{Arg, DeviceArray, Element, KernelRunner};
+use crate::error::{Error, Result};
+use std::alloc::{alloc_zeroed, dealloc, Layout};
+use std::ffi::{c_char, c_int, c_uint, c_ulong, c_void, CStr, CString};
+use std::ptr::NonNull;
+
+/// Alignment of emulated device arrays in bytes: that of `cudaMalloc`, so that kernels may view
+/// any array through CUDA's vector types (a `float4` is 16-byte aligned).
+const ALIGN: usize = 256;
+
+/// Room for a launch's error message, in bytes.
+const ERROR_BYTES: usize = 512;
+
+unsafe extern "C" {
+    /// Runs kernel `name` on `grid` blocks of `block` threads (cuda/emulate/runtime.cpp).
+    /// `args[k]` points to the value of parameter k, `kinds[k]` is its letter (p i u U f d);
+    /// both hold `nargs` entries. Returns 0 on success, else non-zero with a NUL-terminated
+    /// message in the `errlen` bytes at `err`.
+    fn hinoki_emu_launch(
+        name: *const c_char,
+        grid: c_uint,
+        block: c_uint,
+        args: *const *const c_void,
+        kinds: *const c_char,
+        nargs: c_ulong,
+        err: *mut c_char,
+        errlen: c_ulong,
+    ) -> c_int;
+}
+
+/// The CPU kernel emulator, a [`KernelRunner`] whose arrays are host memory.
+#[derive(Debug, Default)]
+pub struct Emulator {
+    _private: (),
+}
+
+impl Emulator {
+    /// The emulator: nothing to open, kernels are compiled in.
+    pub fn new() -> Self {
+        Self::default()
+    }
+}
+
+/// An emulated device array of `T`: zero-filled host memory at a fixed address, aligned as
+/// `cudaMalloc`'s, that kernels write through its address ([`DeviceArray::ptr`]). It holds
+/// [`DeviceArray::len`] elements, the number asked for, in room for at least one (so that even an
+/// empty array has a valid address).
+#[derive(Debug)]
+pub struct EmuArray<T> {
+    ptr: NonNull<T>,
+    len: usize,
+    layout: Layout,
+}
+
+// SAFETY: an EmuArray owns its allocation as a Box<[T]> would; the kernels that write it through
+// its address run inside `launch`, an unsafe call whose caller answers for their accesses.
+unsafe impl<T: Send> Send for EmuArray<T> {}
+// SAFETY: as for Send: shared references only read it (download).
+unsafe impl<T: Sync> Sync for EmuArray<T> {}
+
+impl<T> DeviceArray for EmuArray<T> {
+    fn ptr(&self) -> u64 {
+        self.ptr.as_ptr() as u64
+    }
+
+    fn len(&self) -> usize {
+        self.len
+    }
+}
+
+impl<T> Drop for EmuArray<T> {
+    fn drop(&mut self) {
+        // SAFETY: ptr was allocated by alloc_zeroed with this layout and is freed only here.
+        unsafe { dealloc(self.ptr.as_ptr().cast(), self.layout) }
+    }
+}
+
+fn emu_error(message: impl std::fmt::Display) -> Error {
+    Error::device(format!("CPU kernel emulator: {message}"))
+}
+
+/// The 8 bytes through which the emulator reads argument `arg`: its value's bytes first, as C
+/// reads a parameter of that type through its address.
+fn arg_bits(arg: Arg) -> u64 {
+    let mut bytes = [0u8; 8];
+    match arg {
+        Arg::Ptr(v) | Arg::U64(v) => bytes = v.to_ne_bytes(),
+        Arg::I32(v) => bytes[..4].copy_from_slice(&v.to_ne_bytes()),
+        Arg::U32(v) => bytes[..4].copy_from_slice(&v.to_ne_bytes()),
+        Arg::F32(v) => bytes[..4].copy_from_slice(&v.to_ne_bytes()),
+        Arg::F64(v) => bytes = v.to_ne_bytes(),
+    }
+    u64::from_ne_bytes(bytes)
+}
+
+/// The letter of `arg`'s kind, as the emulator's kernel table spells parameter types.
+fn arg_kind(arg: Arg) -> u8 {
+    match arg {
+        Arg::Ptr(_) => b'p',
+        Arg::I32(_) => b'i',
+        Arg::U32(_) => b'u',
+        Arg::U64(_) => b'U',
+        Arg::F32(_) => b'f',
+        Arg::F64(_) => b'd',
+    }
+}
+
+impl KernelRunner for Emulator {
+    type Array<T: Element> = EmuArray<T>;
+
+    fn alloc<T: Element>(&self, n: usize) -> Result<EmuArray<T>> {
+        let bytes = size_of::<T>()
+            .checked_mul(n.max(1))
+            .ok_or_else(|| emu_error(format!("an array of {n} elements is too large")))?
+            .max(1);
+        let layout = Layout::from_size_align(bytes, ALIGN.max(align_of::<T>()))
+            .map_err(|e| emu_error(format!("an array of {bytes} bytes: {e}")))?;
+        // SAFETY: the layout's size is not zero.
+        let raw = unsafe { alloc_zeroed(layout) };
+        let ptr = NonNull::new(raw.cast::<T>())
+            .ok_or_else(|| emu_error(format!("cannot allocate {bytes} bytes")))?;
+        Ok(EmuArray {
+            ptr,
+            len: n,
+            layout,
+        })
+    }
+
+    fn upload<T: Element>(&self, src: &[T], dst: &mut EmuArray<T>) -> Result<()> {
+        if src.len() > dst.len {
+            return Err(emu_error(format!(
+                "upload of {} elements into an array of {}",
+                src.len(),
+                dst.len
+            )));
+        }
+        // SAFETY: dst owns room for dst.len >= src.len() elements, apart from src's memory.
+        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), dst.ptr.as_ptr(), src.len()) };
+        Ok(())
+    }
+
+    fn download<T: Element>(&self, src: &EmuArray<T>, dst: &mut [T]) -> Result<()> {
+        if dst.len() > src.len {
+            return Err(emu_error(format!(
+                "download of {} elements from an array of {}",
+                dst.len(),
+                src.len
+            )));
+        }
+        // SAFETY: src holds src.len >= dst.len() initialized elements (zero-filled, valid as
+        // zero bits, or written as T), apart from dst's memory; no launch runs meanwhile
+        // (launches finish before they return).
+        unsafe { std::ptr::copy_nonoverlapping(src.ptr.as_ptr(), dst.as_mut_ptr(), dst.len()) };
+        Ok(())
+    }
+
+    unsafe fn launch(&self, name: &str, grid: u32, block: u32, args: &[Arg]) -> Result<()> {
+        let c_name = CString::new(name)
+            .map_err(|_| emu_error(format!("kernel name {name:?} holds a NUL byte")))?;
+        let values: Vec<u64> = args.iter().map(|&a| arg_bits(a)).collect();
+        let pointers: Vec<*const c_void> = values
+            .iter()
+            .map(|v| std::ptr::from_ref(v).cast())
+            .collect();
+        let kinds: Vec<u8> = args.iter().map(|&a| arg_kind(a)).collect();
+        let mut message = [0u8; ERROR_BYTES];
+        // SAFETY: c_name is NUL-terminated; pointers and kinds hold args.len() entries, each
+        // pointer to 8 live, aligned bytes; message has ERROR_BYTES writable bytes. The emulator
+        // checks the kernel's name, argument count and kinds; the caller vouches (this function's
+        // contract) for the arrays the kernel reaches through pointer arguments.
+        let status = unsafe {
+            hinoki_emu_launch(
+                c_name.as_ptr(),
+                grid,
+                block,
+                pointers.as_ptr(),
+                kinds.as_ptr().cast(),
+                args.len() as c_ulong,
+                message.as_mut_ptr().cast(),
+                ERROR_BYTES as c_ulong,
+            )
+        };
+        if status == 0 {
+            return Ok(());
+        }
+        let text = CStr::from_bytes_until_nul(&message)
+            .map(|m| m.to_string_lossy().into_owned())
+            .unwrap_or_else(|_| format!("launch of {name} failed"));
+        Err(emu_error(text))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn upload<T: Element>(emu: &Emulator, data: &[T]) -> EmuArray<T> {
+        let mut array = emu.alloc(data.len()).unwrap();
+        emu.upload(data, &mut array).unwrap();
+        array
+    }
+
+    fn download<T: Element>(emu: &Emulator, array: &EmuArray<T>) -> Vec<T> {
+        let mut data = vec![T::zeroed(); array.len()];
+        emu.download(array, &mut data).unwrap();
+        data
+    }
+
+    fn launch(emu: &Emulator, name: &str, grid: u32, block: u32, args: &[Arg]) -> Result<()> {
+        // SAFETY: every test passes the arrays its kernel takes, long enough for the launch.
+        unsafe { emu.launch(name, grid, block, args) }
+    }
+
+    /// n pseudo-random words (a linear congruential generator; the high bits).
+    fn words(n: usize, seed: u64) -> Vec<u32> {
+        let mut s = seed;
+        (0..n)
+            .map(|_| {
+                s = s
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                (s >> 33) as u32
+            })
+            .collect()
+    }
+
+    #[test]
+    fn arrays_are_zeroed_aligned_and_copied() {
+        let emu = Emulator::new();
+        let a = emu.alloc::<f32>(1000).unwrap();
+        assert_eq!(a.len(), 1000);
+        assert_eq!(a.ptr() % ALIGN as u64, 0);
+        assert!(download(&emu, &a).iter().all(|&x| x == 0.0));
+        let empty = emu.alloc::<u8>(0).unwrap();
+        assert!(empty.is_empty() && empty.ptr() != 0);
+        let b = upload(&emu, &[1u32, 2, 3]);
+        assert_eq!(download(&emu, &b), [1, 2, 3]);
+        let mut small = emu.alloc::<u32>(2).unwrap();
+        assert!(emu.upload(&[1u32, 2, 3], &mut small).is_err());
+        assert!(emu.download(&small, &mut [0u32; 3]).is_err());
+    }
+
+    #[test]
+    fn block_scan_with_shuffles_and_shared_memory() {
+        let emu = Emulator::new();
+        for (block, grid, n) in [
+            (32, 3, 90),
+            (256, 5, 1200),
+            (1024, 2, 2048),
+            (256, 1024, 262144),
+        ] {
+            let input: Vec<u32> = words(n, 7).iter().map(|w| w % 1000).collect();
+            let x = upload(&emu, &input);
+            let y = emu.alloc::<u32>(n).unwrap();
+            let args = [Arg::Ptr(x.ptr()), Arg::I32(n as i32), Arg::Ptr(y.ptr())];
+            launch(&emu, "selftest_block_scan", grid, block, &args).unwrap();
+            let expected: Vec<u32> = input
+                .chunks(block as usize)
+                .flat_map(|tile| {
+                    tile.iter().scan(0, |s, &v| {
+                        *s += v;
+                        Some(*s)
+                    })
+                })
+                .collect();
+            assert_eq!(
+                download(&emu, &y),
+                expected,
+                "block {block}, grid {grid}, n {n}"
+            );
+        }
+    }
+
+    #[test]
+    fn histogram_with_atomics_in_a_grid_stride_loop() {
+        let emu = Emulator::new();
+        let n = 50_000;
+        let keys = words(n, 11);
+        let k = upload(&emu, &keys);
+        let hist = emu.alloc::<u32>(256).unwrap();
+        // 4 blocks of 128 threads: each thread counts about 98 keys; a block of 64 threads zeroes
+        // its 256 bins in 4 steps.
+        for (grid, block) in [(4, 128), (3, 64)] {
+            let args = [Arg::Ptr(k.ptr()), Arg::I32(n as i32), Arg::Ptr(hist.ptr())];
+            launch(&emu, "selftest_histogram", grid, block, &args).unwrap();
+        }
+        let mut expected = [0u32; 256];
+        for key in &keys {
+            expected[(key & 255) as usize] += 2;
+        }
+        assert_eq!(download(&emu, &hist), expected);
+    }
+
+    #[test]
+    fn warp_rank_by_match_any_after_early_returns() {
+        let emu = Emulator::new();
+        let n = 300; // the last warp has 12 live lanes, the last block none past them
+        let keys: Vec<u32> = words(n, 3).iter().map(|w| w % 5).collect();
+        let k = upload(&emu, &keys);
+        let rank = upload(&emu, &vec![u32::MAX; n]);
+        let args = [Arg::Ptr(k.ptr()), Arg::I32(n as i32), Arg::Ptr(rank.ptr())];
+        launch(&emu, "selftest_warp_rank", 3, 128, &args).unwrap();
+        let expected: Vec<u32> = (0..n)
+            .map(|i| {
+                let warp = i / 32 * 32;
+                (warp..i).filter(|&j| keys[j] == keys[i]).count() as u32
+            })
+            .collect();
+        assert_eq!(download(&emu, &rank), expected);
+    }
+
+    #[test]
+    fn ballot_any_all() {
+        let emu = Emulator::new();
+        let n = 150;
+        let mut flags: Vec<i32> = words(n, 5).iter().map(|w| (w % 3 == 0) as i32).collect();
+        flags[32..64].fill(1); // warp 1: all
+        flags[64..96].fill(0); // warp 2: none
+        let f = upload(&emu, &flags);
+        let votes = emu.alloc::<u32>(3 * 6).unwrap();
+        let args = [Arg::Ptr(f.ptr()), Arg::I32(n as i32), Arg::Ptr(votes.ptr())];
+        launch(&emu, "selftest_vote", 3, 64, &args).unwrap();
+        let expected: Vec<u32> = (0..6)
+            .flat_map(|w| {
+                let ballot = (0..32)
+                    .filter(|l| 32 * w + l < n && flags[32 * w + l] != 0)
+                    .fold(0u32, |b, l| b | 1 << l);
+                [ballot, (ballot != 0) as u32, (ballot == u32::MAX) as u32]
+            })
+            .collect();
+        assert_eq!(download(&emu, &votes), expected);
+        assert_eq!(expected[3..9], [u32::MAX, 1, 1, 0, 0, 0]);
+    }
+
+    #[test]
+    fn shuffles_and_reductions() {
+        let emu = Emulator::new();
+        let n = 128;
+        let values: Vec<i32> = words(n, 13)
+            .iter()
+            .map(|w| (w % 2001) as i32 - 1000)
+            .collect();
+        let v = upload(&emu, &values);
+        let out = emu.alloc::<i32>(9 * n).unwrap();
+        let halves = emu.alloc::<f64>(n).unwrap();
+        let args = [
+            Arg::Ptr(v.ptr()),
+            Arg::Ptr(out.ptr()),
+            Arg::Ptr(halves.ptr()),
+        ];
+        launch(&emu, "selftest_warp_ops", 2, 64, &args).unwrap();
+        let mut expected = Vec::new();
+        for i in 0..n {
+            let (warp, lane) = (i / 32 * 32, i % 32);
+            let of = |l: usize| values[warp + l];
+            let lanes = &values[warp..warp + 32];
+            let sum: i32 = lanes.iter().sum();
+            let half = lane / 16 * 16;
+            expected.extend([
+                sum,
+                sum,
+                of(half + (lane % 16 + 5) % 16),
+                if lane % 8 >= 3 {
+                    of(lane - 3)
+                } else {
+                    of(lane)
+                },
+                if lane % 8 < 6 { of(lane + 2) } else { of(lane) },
+                sum,
+                *lanes.iter().min().unwrap(),
+                *lanes.iter().max().unwrap(),
+                if lane >= 16 { of(lane - 16) } else { of(lane) },
+            ]);
+        }
+        assert_eq!(download(&emu, &out), expected);
+        let expected_halves: Vec<f64> = (0..n).map(|i| values[i ^ 1] as f64 + 0.25).collect();
+        assert_eq!(download(&emu, &halves), expected_halves);
+    }
+
+    #[test]
+    fn early_return_before_barriers_does_not_hang() {
+        let emu = Emulator::new();
+        // Block 0 full; block 1: warps of 32, 32, 8 and 0 live lanes; block 2: none.
+        let n = 200;
+        let out = upload(&emu, &vec![u32::MAX; 4 * 384]);
+        launch(
+            &emu,
+            "selftest_early_exit",
+            3,
+            128,
+            &[Arg::I32(n as i32), Arg::Ptr(out.ptr())],
+        )
+        .unwrap();
+        let got = download(&emu, &out);
+        for i in 0..384 {
+            let expected = if i < n {
+                let (block, warp) = (i / 128 * 128, i / 32 * 32);
+                let lanes = (n - warp).min(32);
+                [
+                    (n - block).min(128) as u32,
+                    if lanes == 32 {
+                        u32::MAX
+                    } else {
+                        (1 << lanes) - 1
+                    },
+                    warp as u32,
+                    if block == (n - 1) / 128 * 128 { 2 } else { 1 },
+                ]
+            } else {
+                [u32::MAX; 4]
+            };
+            assert_eq!(got[4 * i..4 * i + 4], expected, "thread {i}");
+        }
+    }
+
+    #[test]
+    fn atomics_and_a_spin_lock() {
+        let emu = Emulator::new();
+        let (grid, block) = (3, 64);
+        let t = grid * block;
+        let si = upload(&emu, &[0, 0, i32::MAX, i32::MIN, 0, 0]);
+        let ui = upload(&emu, &[0, 1000, u32::MAX, 0, 0, u32::MAX, 0, 0]);
+        let ul = upload(&emu, &[0, u64::MAX, 0, 0, 0]);
+        let sl = upload(&emu, &[i64::MAX, i64::MIN]);
+        let f = emu.alloc::<f32>(2).unwrap();
+        let d = emu.alloc::<f64>(1).unwrap();
+        let args = [si.ptr(), ui.ptr(), ul.ptr(), sl.ptr(), f.ptr(), d.ptr()].map(Arg::Ptr);
+        launch(&emu, "selftest_atomics", grid, block, &args).unwrap();
+        let t32 = t as i32;
+        assert_eq!(download(&emu, &si), [t32, -2 * t32, -100, t32 - 1, t32, 7]);
+        assert_eq!(
+            download(&emu, &ui),
+            [3 * t, 1000 - t, 7, t - 1, u32::MAX, 0, 0, t]
+        );
+        let tl = t as u64;
+        assert_eq!(
+            download(&emu, &ul),
+            [tl << 33, 0, (tl - 1) << 40, u64::MAX, 5]
+        );
+        let last = (t as i64 - 1) << 35;
+        assert_eq!(download(&emu, &sl), [-last, last]);
+        assert_eq!(download(&emu, &f), [0.5 * t as f32, 2.0]);
+        assert_eq!(download(&emu, &d), [0.25 * t as f64]);
+    }
+
+    #[test]
+    fn arguments_of_every_kind() {
+        let emu = Emulator::new();
+        let out = emu.alloc::<u64>(6).unwrap();
+        let (d, i, f, wide, u) = (
+            -1.0e300,
+            -123_456_789,
+            3.25e-20_f32,
+            0xfedc_ba98_7654_3210,
+            0x8000_0001,
+        );
+        let args = [
+            Arg::F64(d),
+            Arg::I32(i),
+            Arg::F32(f),
+            Arg::U64(wide),
+            Arg::U32(u),
+            Arg::Ptr(out.ptr()),
+        ];
+        launch(&emu, "selftest_args", 2, 32, &args).unwrap();
+        assert_eq!(
+            download(&emu, &out),
+            [
+                d.to_bits(),
+                i as u32 as u64,
+                f.to_bits() as u64,
+                wide,
+                u as u64,
+                out.ptr()
+            ]
+        );
+    }
+
+    #[test]
+    fn float_arithmetic_is_rusts() {
+        let emu = Emulator::new();
+        let n = 1000;
+        let xs: Vec<f32> = words(n, 17)
+            .iter()
+            .map(|&w| w as f32 / 7.0e6 - 300.0)
+            .collect();
+        let ys: Vec<f32> = words(n, 19).iter().map(|&w| w as f32 / 3.0e8).collect();
+        let a = 1.7_f32;
+        let x = upload(&emu, &xs);
+        let y = upload(&emu, &ys);
+        let args = [
+            Arg::F32(a),
+            Arg::Ptr(x.ptr()),
+            Arg::Ptr(y.ptr()),
+            Arg::I32(n as i32),
+        ];
+        launch(&emu, "selftest_axpy", 2, 64, &args).unwrap();
+        let expected: Vec<u32> = (0..n).map(|i| (a * xs[i] + ys[i]).to_bits()).collect();
+        let got: Vec<u32> = download(&emu, &y).iter().map(|v| v.to_bits()).collect();
+        assert_eq!(got, expected);
+    }
+
+    #[test]
+    fn broken_launches_fail_with_a_message() {
+        let emu = Emulator::new();
+        let out = emu.alloc::<u32>(64).unwrap();
+        let p = [Arg::Ptr(out.ptr())];
+        let message = |r: Result<()>| r.unwrap_err().to_string();
+
+        let unknown = message(launch(&emu, "no_such_kernel", 1, 32, &[]));
+        assert!(unknown.contains("no kernel 'no_such_kernel'"), "{unknown}");
+        let count = message(launch(&emu, "selftest_mixed_warp_ops", 1, 32, &[]));
+        assert!(count.contains("takes 1 arguments, 0 given"), "{count}");
+        let kind = message(launch(
+            &emu,
+            "selftest_mixed_warp_ops",
+            1,
+            32,
+            &[Arg::U64(0)],
+        ));
+        assert!(
+            kind.contains("argument 0 is a pointer, unsigned long long given"),
+            "{kind}"
+        );
+        for block in [0, 16, 100, 2048] {
+            let size = message(launch(&emu, "selftest_mixed_warp_ops", 1, block, &p));
+            assert!(
+                size.contains(&format!("blocks of {block} threads")),
+                "{size}"
+            );
+        }
+        let grid = message(launch(&emu, "selftest_mixed_warp_ops", 0, 32, &p));
+        assert!(grid.contains("a grid of 0 blocks"), "{grid}");
+
+        let mixed = message(launch(&emu, "selftest_mixed_warp_ops", 1, 64, &p));
+        assert!(
+            mixed.contains("different warp operations (__ballot_sync"),
+            "{mixed}"
+        );
+        let deadlock = message(launch(&emu, "selftest_divergent_barrier", 2, 64, &[]));
+        assert!(deadlock.contains("block 0: deadlock"), "{deadlock}");
+        assert!(!deadlock.contains('\n'));
+
+        // The emulator runs on after a failed launch.
+        let early = upload(&emu, &[0u32; 4]);
+        launch(
+            &emu,
+            "selftest_early_exit",
+            1,
+            32,
+            &[Arg::I32(1), Arg::Ptr(early.ptr())],
+        )
+        .unwrap();
+        assert_eq!(download(&emu, &early), [1, 1, 0, 2]);
+    }
+}
