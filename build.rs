@@ -5,17 +5,41 @@
 //! emulator and cargo prints why. `HINOKI_NO_EMULATOR=1` (any value) leaves it out.
 
 use std::env;
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// The compiler flags: C++20, optimized, and no fused multiply-add the source does not write, so
-/// that float results are those of the same operations in Rust.
-const FLAGS: [&str; 5] = [
+/// that float results are those of the same operations in Rust; warnings on, but for CUDA's
+/// `#pragma unroll`, which g++ does not know (and NVRTC follows).
+const FLAGS: [&str; 8] = [
     "-std=c++20",
     "-O2",
     "-pthread",
     "-ffp-contract=off",
     "-fPIC",
+    "-Wall",
+    "-Wextra",
+    "-Wno-unknown-pragmas",
+];
+
+/// The (V, G) layouts of the walk program compiled into the emulator, each from
+/// `cuda/emulate/walk_layout.cpp` into an object of its own: those hinoki's tests and `--vg
+/// auto` use (`scripts/check_kernels.py` compiles the same with NVRTC). The crate reads them
+/// from the environment variable `HINOKI_EMULATOR_LAYOUTS` ("1,32 2,32 ...").
+const LAYOUTS: [(u32, u32); 11] = [
+    (1, 32),
+    (2, 32),
+    (3, 32),
+    (4, 32),
+    (8, 32),
+    (16, 32),
+    (2, 16),
+    (4, 16),
+    (4, 8),
+    (1, 4),
+    (16, 1),
 ];
 
 fn main() {
@@ -35,42 +59,61 @@ fn main() {
     }
 }
 
-/// Compiles `cuda/emulate/runtime.cpp` and `kernels.cpp` into `$OUT_DIR/libhinoki_emu.a` and
-/// tells cargo to link it (and the C++ runtime).
+/// One compilation: a source of `cuda/emulate/`, the object it makes, and its extra flags.
+struct Unit {
+    /// The source's file name in `cuda/emulate/`.
+    source: &'static str,
+    /// The object file, in `$OUT_DIR`.
+    object: PathBuf,
+    /// Flags besides [`FLAGS`].
+    flags: Vec<OsString>,
+}
+
+/// Compiles `cuda/emulate/runtime.cpp`, `kernels.cpp` and `walk_layout.cpp` once per layout of
+/// [`LAYOUTS`] into `$OUT_DIR/libhinoki_emu.a` and tells cargo to link it (and the C++ runtime).
 fn build_emulator() -> Result<(), String> {
     let root = PathBuf::from(env::var("CARGO_MANIFEST_DIR").map_err(|e| e.to_string())?);
     let out = PathBuf::from(env::var("OUT_DIR").map_err(|e| e.to_string())?);
     let src = root.join("cuda").join("emulate");
     let cxx = compiler()?;
 
-    let header = src.join("cuda_emulate.h");
-    let runtime = out.join("hinoki_emu_runtime.o");
-    let kernels = out.join("hinoki_emu_kernels.o");
-    // The two files compile in parallel.
-    let jobs = [
-        compile(&cxx, &src.join("runtime.cpp"), &runtime, &[])?,
-        compile(
-            &cxx,
-            &src.join("kernels.cpp"),
-            &kernels,
-            &["-include".as_ref(), header.as_os_str()],
-        )?,
+    // The kernel sources see the shim first (runtime.cpp includes it after the standard
+    // headers).
+    let kernel_flags = |defines: Vec<String>| {
+        let mut flags = vec![
+            "-include".into(),
+            src.join("cuda_emulate.h").into_os_string(),
+        ];
+        flags.extend(defines.into_iter().map(OsString::from));
+        flags
+    };
+    let layouts: Vec<String> = LAYOUTS
+        .iter()
+        .map(|(v, g)| format!("HINOKI_LAYOUT({v}, {g})"))
+        .collect();
+    let mut units = vec![
+        Unit {
+            source: "runtime.cpp",
+            object: out.join("hinoki_emu_runtime.o"),
+            flags: Vec::new(),
+        },
+        Unit {
+            source: "kernels.cpp",
+            object: out.join("hinoki_emu_kernels.o"),
+            flags: kernel_flags(vec![format!("-DHINOKI_WALK_LAYOUTS={}", layouts.join(" "))]),
+        },
     ];
-    for (job, file) in jobs.into_iter().zip(["runtime.cpp", "kernels.cpp"]) {
-        let output = job
-            .wait_with_output()
-            .map_err(|e| format!("{cxx} on {file}: {e}"))?;
-        if !output.status.success() {
-            let log = String::from_utf8_lossy(&output.stderr);
-            // The whole log where `cargo build -vv` shows it; its first error in the warning.
-            eprint!("{log}");
-            let first = log
-                .lines()
-                .find(|l| l.contains("error"))
-                .unwrap_or("no message");
-            return Err(format!("{cxx} failed on cuda/emulate/{file}: {first}"));
-        }
-    }
+    units.extend(LAYOUTS.iter().map(|(v, g)| Unit {
+        source: "walk_layout.cpp",
+        object: out.join(format!("hinoki_emu_walk_{v}_{g}.o")),
+        flags: kernel_flags(vec![format!("-DHINOKI_V={v}"), format!("-DHINOKI_G={g}")]),
+    }));
+    compile_all(&cxx, &src, &units)?;
+    let listed: Vec<String> = LAYOUTS.iter().map(|(v, g)| format!("{v},{g}")).collect();
+    println!(
+        "cargo:rustc-env=HINOKI_EMULATOR_LAYOUTS={}",
+        listed.join(" ")
+    );
 
     let ar = env::var("AR").unwrap_or_else(|_| "ar".into());
     let lib = out.join("libhinoki_emu.a");
@@ -79,8 +122,7 @@ fn build_emulator() -> Result<(), String> {
     let status = Command::new(&ar)
         .arg("crs")
         .arg(&lib)
-        .arg(&runtime)
-        .arg(&kernels)
+        .args(units.iter().map(|u| &u.object))
         .status()
         .map_err(|e| format!("cannot run {ar}: {e}"))?;
     if !status.success() {
@@ -90,6 +132,55 @@ fn build_emulator() -> Result<(), String> {
     println!("cargo:rustc-link-search=native={}", out.display());
     println!("cargo:rustc-link-lib=static=hinoki_emu");
     println!("cargo:rustc-link-lib=dylib=stdc++");
+    Ok(())
+}
+
+/// Compiles `units` (sources in `src`), as many at once as cargo gives this build jobs
+/// (`NUM_JOBS`). The first failing unit's first error is the `Err`; warnings become cargo
+/// warnings.
+fn compile_all(cxx: &str, src: &Path, units: &[Unit]) -> Result<(), String> {
+    let jobs = env::var("NUM_JOBS")
+        .ok()
+        .and_then(|n| n.parse::<usize>().ok())
+        .or_else(|| std::thread::available_parallelism().ok().map(|n| n.get()))
+        .unwrap_or(1)
+        .clamp(1, units.len());
+    let next = AtomicUsize::new(0);
+    // Each worker compiles the next unit not taken until none is left.
+    let mut logs: Vec<(usize, Result<String, String>)> = std::thread::scope(|s| {
+        let workers: Vec<_> = (0..jobs)
+            .map(|_| {
+                s.spawn(|| {
+                    let mut done = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        let Some(unit) = units.get(i) else {
+                            return done;
+                        };
+                        done.push((i, compile(cxx, &src.join(unit.source), unit)));
+                    }
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .flat_map(|w| w.join().expect("a compile worker panicked"))
+            .collect()
+    });
+    logs.sort_by_key(|(i, _)| *i);
+    for (i, log) in logs {
+        let file = units[i].source;
+        match log {
+            Err(first) => return Err(format!("{cxx} failed on cuda/emulate/{file}: {first}")),
+            Ok(log) => {
+                if let Some(first) = log.lines().find(|l| l.contains("warning")) {
+                    // The whole log where `cargo build -vv` shows it.
+                    eprint!("{log}");
+                    println!("cargo:warning={cxx} on cuda/emulate/{file}: {first}");
+                }
+            }
+        }
+    }
     Ok(())
 }
 
@@ -113,22 +204,28 @@ fn compiler() -> Result<String, String> {
         .ok_or_else(|| format!("no C++ compiler runs (tried {})", candidates.join(", ")))
 }
 
-/// Starts compiling `source` into the object file `object`.
-fn compile(
-    cxx: &str,
-    source: &Path,
-    object: &Path,
-    extra: &[&std::ffi::OsStr],
-) -> Result<std::process::Child, String> {
-    Command::new(cxx)
+/// Compiles `source` into `unit`'s object: its diagnostics (empty when none), or the first error
+/// line of a failure (the whole log on stderr, where `cargo build -vv` shows it).
+fn compile(cxx: &str, source: &Path, unit: &Unit) -> Result<String, String> {
+    let output = Command::new(cxx)
         .args(FLAGS)
-        .args(extra)
+        .args(&unit.flags)
         .arg("-c")
         .arg(source)
         .arg("-o")
-        .arg(object)
+        .arg(&unit.object)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| format!("cannot run {cxx}: {e}"))
+        .output()
+        .map_err(|e| format!("cannot run {cxx}: {e}"))?;
+    let log = String::from_utf8_lossy(&output.stderr).into_owned();
+    if output.status.success() {
+        return Ok(log);
+    }
+    eprint!("{log}");
+    Err(log
+        .lines()
+        .find(|l| l.contains("error"))
+        .unwrap_or("no message")
+        .to_string())
 }

@@ -95,24 +95,26 @@ extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
 // Exclusive prefix sums of unsigned arrays: each block scans SCAN_TILE elements in place and
 // writes their total; the totals are scanned the same way and added back (scan_add).
 
+// Inclusive prefix of v over the lanes of the (whole) warp.
+__device__ __forceinline__ unsigned warp_inclusive_scan(unsigned v, unsigned lane)
+{
+    for (unsigned o = 1; o < 32; o <<= 1) {
+        const unsigned y = __shfl_up_sync(FULL_MASK, v, o);
+        if (lane >= o) v += y;
+    }
+    return v;
+}
+
 // Exclusive prefix of v over the block's threads in order; *total gets the block's sum.
 __device__ unsigned block_exclusive_scan(unsigned v, unsigned *total)
 {
     __shared__ unsigned warp_sums[BUILD_WARPS];
     const unsigned lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    unsigned inclusive = v;
-    for (unsigned o = 1; o < 32; o <<= 1) {
-        const unsigned y = __shfl_up_sync(FULL_MASK, inclusive, o);
-        if (lane >= o) inclusive += y;
-    }
+    const unsigned inclusive = warp_inclusive_scan(v, lane);
     if (lane == 31) warp_sums[warp] = inclusive;
     __syncthreads();
     if (warp == 0) {
-        unsigned w = lane < BUILD_WARPS ? warp_sums[lane] : 0u;
-        for (unsigned o = 1; o < 32; o <<= 1) {
-            const unsigned y = __shfl_up_sync(FULL_MASK, w, o);
-            if (lane >= o) w += y;
-        }
+        const unsigned w = warp_inclusive_scan(lane < BUILD_WARPS ? warp_sums[lane] : 0u, lane);
         if (lane < BUILD_WARPS) warp_sums[lane] = w;
     }
     __syncthreads();

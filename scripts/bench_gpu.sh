@@ -7,12 +7,13 @@
 # OUT_DIR/gpu_nsweep.png (scripts/bench_plot.py, needs matplotlib).
 # Sections: vg (seed 001 Fig. 3), theta (seed 000 Table V), nsweep (N = 2^16..2^26 per model, 2^28 for the cube),
 # order (Hilbert vs Morton, seed 001 Fig. 8), ncrit (seed 001 Fig. 10), kernel (list versus
-# (V,G) kernel at matched accuracy); default: all of them.
+# (V,G) kernel at matched accuracy), build (the tree built on the host versus on the GPU, third of
+# three evaluations); default: all of them.
 set -uo pipefail
 BIN=${1:?hinoki binary}
 OUT=${2:?output directory}
 shift 2
-SECTIONS=${*:-vg theta nsweep order ncrit kernel}
+SECTIONS=${*:-vg theta nsweep order ncrit kernel build}
 mkdir -p "$OUT"
 run() { # bench-name model n extra-args...
   local name=$1 model=$2 n=$3; shift 3
@@ -63,7 +64,21 @@ for section in $SECTIONS; do
         run kernel uniform-cube "$n" --theta "$th" --kernel list --vg 2,32 --ncrit 16 --repeat 2 "${check[@]}"
       done
     done ;;
-  *) echo "unknown section '$section' (vg, theta, nsweep, order, ncrit, kernel)" >&2; exit 2 ;;
+  build) # --tree-build host versus gpu: whole evaluations, third of three; errors at 2^20.
+    for model in plummer nfw uniform-cube; do
+      for n in 1048576 4194304 16777216 67108864; do
+        check=(); [ "$n" = 1048576 ] && check=(--check 1000)
+        for where in host gpu; do
+          run build "$model" "$n" --tree-build "$where" --repeat 3 "${check[@]}"
+        done
+      done
+    done
+    # The issue's setting: the walk bar's cube, list kernel V,G = 2,32, N_crit 16, theta 0.58.
+    for where in host gpu; do
+      run build uniform-cube 16777215 --theta 0.58 --tree-build "$where" --repeat 3
+    done
+    run build uniform-cube 268435456 --tree-build gpu ;;
+  *) echo "unknown section '$section' (vg, theta, nsweep, order, ncrit, kernel, build)" >&2; exit 2 ;;
   esac
 done
 python3 "$(dirname "$0")/bench_csv.py" "$OUT/gpu_bench.jsonl" "$OUT/gpu_bench.csv"

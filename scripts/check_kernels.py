@@ -53,7 +53,7 @@ def nvrtc():
 def program():
     """The single program hinoki hands NVRTC (src/walk/gpu/device.rs, kernel_source)."""
     parts = [open(os.path.join(ROOT, "cuda", "gravity.cuh")).read()]
-    for name in ["walk.cu", "walk_list.cu", "direct.cu"]:
+    for name in ["walk.cu", "walk_list.cu", "direct.cu", "unsort.cu"]:
         parts.append(open(os.path.join(ROOT, "cuda", name)).read().replace(INCLUDE, ""))
     return "\n".join(parts).encode()
 
@@ -79,7 +79,7 @@ def main():
               "nvidia-cuda-nvrtc-cu12 wheel could not be fetched")
         return 0
     src = program()
-    layouts = [(v, 32) for v in (1, 2, 3, 4, 8, 16)] + [(2, 16), (4, 8), (1, 4), (16, 1)]
+    layouts = [(v, 32) for v in (1, 2, 3, 4, 8, 16)] + [(2, 16), (4, 16), (4, 8), (1, 4), (16, 1)]
     failed = 0
     for arch in ["compute_80", "compute_90"]:
         for v, g in layouts:

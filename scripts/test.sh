@@ -2,7 +2,7 @@
 # The whole test suite: installs what hinoki needs, checks formatting and lints, builds without
 # MPI too, and runs every test (unit, integration, CLI, the scaling-study scripts), compiles the
 # CUDA kernels with NVRTC (no GPU needed; skipped with the reason where NVRTC cannot be had). GPU
-# tests skip themselves without a GPU.
+# tests skip themselves without a GPU, and run again on the CPU kernel emulator (cuda/emulate/).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup.sh
@@ -28,3 +28,5 @@ echo "== GPU kernels compile with NVRTC for every layout (no GPU needed)"
 python3 scripts/check_kernels.py
 echo "== GPU tests (they print why they skip where no GPU is usable)"
 cargo test --release --test gpu -- --nocapture 2>&1
+echo "== GPU tests on the CPU kernel emulator: the same kernels and launch sequences, no GPU"
+HINOKI_GPU_EMULATOR=1 cargo test --release --test gpu -- --nocapture 2>&1

@@ -15,6 +15,16 @@ use hinoki::walk::gpu::{Gpu, GpuLayout, WalkKernel};
 use hinoki::walk::groups::tree_groups;
 use hinoki::walk::mac::{Criterion, Mac};
 
+/// `n` particles on a GPU; a tenth (at least 2000) on the CPU kernel emulator
+/// (`HINOKI_GPU_EMULATOR`), which runs the same kernels and launch sequences far slower.
+fn size(n: usize) -> usize {
+    if std::env::var_os(hinoki::walk::gpu::EMULATOR_VARIABLE).is_some() {
+        (n / 10).max(2000)
+    } else {
+        n
+    }
+}
+
 /// Both walk kernels.
 const KERNELS: [WalkKernel; 2] = [WalkKernel::Vg, WalkKernel::List];
 
@@ -40,7 +50,7 @@ fn gpu_matches_cpu_on_the_same_tree() {
     let Some(_) = gpu(WalkKernel::default(), GpuLayout::default()) else {
         return;
     };
-    let p = generate(Model::Plummer, 30_000, 11).unwrap();
+    let p = generate(Model::Plummer, size(30_000), 11).unwrap();
     for mac in [Mac::Modified, Mac::BarnesHut, Mac::Acceleration] {
         let tree = Tree::build(
             &p.pos,
@@ -131,7 +141,7 @@ fn gpu_meets_the_accuracy_bound() {
         (Model::UniformCube, 0.45, 1e-3),
         (Model::Nfw, 0.45, 1e-3),
     ] {
-        let p = generate(model, 100_000, 2).unwrap();
+        let p = generate(model, size(100_000), 2).unwrap();
         for kernel in KERNELS {
             let params = ForceParams {
                 backend: Backend::Gpu,
@@ -154,7 +164,7 @@ fn gpu_direct_summation_matches_float64() {
     if gpu(WalkKernel::default(), GpuLayout::default()).is_none() {
         return;
     }
-    let p = generate(Model::Plummer, 20_000, 4).unwrap();
+    let p = generate(Model::Plummer, size(20_000), 4).unwrap();
     let params = ForceParams {
         backend: Backend::Gpu,
         method: hinoki::forces::Method::Direct,
@@ -176,7 +186,7 @@ fn gpu_vg_auto_and_unordered_groups_work() {
     if gpu(WalkKernel::default(), GpuLayout::default()).is_none() {
         return;
     }
-    let p = generate(Model::Hernquist, 50_000, 8).unwrap();
+    let p = generate(Model::Hernquist, size(50_000), 8).unwrap();
     for kernel in KERNELS {
         // `--vg auto` settles on one of the candidates and keeps the accuracy.
         let params = ForceParams {
@@ -246,7 +256,7 @@ fn gpu_walks_a_forest_like_the_cpu() {
         return;
     }
     // The two halves of a Plummer sphere as two trees: the walk must visit both roots.
-    let p = generate(Model::Plummer, 40_000, 5).unwrap();
+    let p = generate(Model::Plummer, size(40_000), 5).unwrap();
     let tp = TreeParams {
         order: Order::Hilbert,
         ncrit: 8,
@@ -365,7 +375,7 @@ fn gpu_tree_build_equals_the_host_build() {
         (Model::Nfw, 100_000, 1, Order::Morton, Mac::BarnesHut),
         (Model::UniformCube, 50_000, 8, Order::Hilbert, Mac::Modified),
     ] {
-        let mut p = generate(model, n, 9).unwrap();
+        let mut p = generate(model, size(n), 9).unwrap();
         // The device builds on float32 particles; so does the host tree on these.
         p.pos.iter_mut().for_each(|x| *x = x.as_vec3().as_dvec3());
         p.mass.iter_mut().for_each(|m| *m = *m as f32 as f64);
@@ -397,7 +407,7 @@ fn gpu_tree_build_equals_the_host_build() {
         }
     }
     // Forces from the device-built tree meet the same bound as the host-built one.
-    let p = generate(Model::Nfw, 100_000, 2).unwrap();
+    let p = generate(Model::Nfw, size(100_000), 2).unwrap();
     let params = ForceParams {
         backend: Backend::Gpu,
         tree_build: TreeBuild::Gpu,

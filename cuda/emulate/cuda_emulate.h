@@ -1,9 +1,11 @@
 // CUDA C++ on the CPU: the shim that lets hinoki's kernel sources (cuda/*.cu) compile unchanged
 // as C++20 with g++ or clang++. It is force-included before them (`-include cuda_emulate.h`, as
-// build.rs compiles cuda/emulate/kernels.cpp) and stands for what NVRTC provides without any
-// #include: the execution-space keywords, the built-in variables, vector types, warp and block
-// intrinsics, atomics, bit and math intrinsics. runtime.cpp runs the launches; kernels.cpp lists
-// the kernels; src/walk/gpu/emulator.rs drives them from Rust.
+// build.rs compiles cuda/emulate/kernels.cpp and walk_layout.cpp) and stands for what NVRTC
+// provides without any #include: the execution-space keywords (__launch_bounds__ is ignored), the
+// built-in variables, vector types, warp and block intrinsics, atomics, bit and math intrinsics.
+// runtime.cpp runs the launches; kernels.cpp lists the kernels, walk_layout.cpp those of the walk
+// program (cuda/walk.cu, walk_list.cu, direct.cu, unsort.cu), compiled once per (V, G) layout
+// and registered as kernel@V,G; src/walk/gpu/emulator.rs drives them from Rust.
 //
 // How a launch runs. Every CUDA thread of a block is a fiber (its own stack) on the CPU thread
 // that launched; the fibers of a block take turns, each running until it reaches a block barrier
@@ -12,33 +14,41 @@
 // variable is a plain static, one copy for the block that runs. It keeps what the previous block
 // or launch left there (on a GPU its contents are undefined at block start): initialize it, as on
 // a GPU. A thread that returns leaves its block: later barriers and warp operations count only
-// the threads still running (live), as on Volta and later GPUs. The interleaving is fixed, so a
-// launch's results are the same from run to run.
+// the threads still running (live), as on Volta and later GPUs. A warp operation synchronizes the
+// live lanes of its mask only, as on those GPUs (independent thread scheduling): the other lanes
+// run on meanwhile, and may meet at other warp operations with masks of their own. The
+// interleaving is fixed, so a launch's results are the same from run to run.
 //
 // Limits. Breaking one of the first three makes the launch fail with a message (never a hang):
 //   - blocks of 32 to 1024 threads in multiples of 32, grids of 1 to 2^31 - 1 blocks, both
 //     one-dimensional (threadIdx.y/z and blockIdx.y/z are 0);
 //   - a warp operation (__shfl*_sync, __ballot_sync, __any_sync, __all_sync, __match_any_sync,
-//     __reduce_*_sync, __syncwarp) must be reached by every live lane of the warp, and its mask
-//     must name the calling lane; lanes that reach different warp operations, or a warp operation
-//     and __syncthreads, fail the launch (no partial-mask divergence); lanes that reach the same
-//     kind of operation at different places in the source meet there (as __syncwarp does on a
-//     GPU). The results are CUDA's for the live lanes; the bits of a vote or match are those of
-//     the live lanes in the caller's mask; a shuffle from an exited lane returns the caller's own
-//     value (undefined on a GPU); __activemask() is the mask of live lanes;
+//     __reduce_*_sync, __syncwarp) waits until every live lane of its mask, which must name the
+//     calling lane, waits at a warp operation with that same mask (CUDA's rule); then it
+//     completes for those lanes. Lanes that meet so at different kinds of operation (or widths)
+//     fail the launch, and so do two lanes that wait for each other (each in the other's mask)
+//     at operations with different masks; waits that can never end otherwise (a lane of the mask
+//     at __syncthreads, or waiting for yet another mask in a cycle) fail as a deadlock. Lanes
+//     that reach the same kind of operation at different places in the source meet there (as
+//     __syncwarp does on a GPU). The results are CUDA's for the live lanes of the mask: the bits
+//     of a vote or match are theirs; a shuffle whose source lane is outside the mask or has
+//     exited returns the caller's own value (undefined on a GPU); __activemask() is the mask of
+//     live lanes (a GPU may report fewer: those converged with the caller);
 //   - all threads of a block that do not return must reach the same kind of block barrier;
 //   - a thread that waits for another thread of its block must spin on an atomic, a fence or
 //     __nanosleep (they let the others run), never on plain or volatile loads alone, which would
 //     never end; a block that waits for a later block never ends either (blocks run in order);
 //   - no dynamic (extern __shared__) shared memory, cooperative groups, inline PTX, textures,
 //     host-set __constant__ memory, clock(), multiple dimensions; no limit on static shared
-//     memory (a GPU has 48 KiB) nor on registers;
+//     memory (a GPU has 48 KiB) nor on registers; #pragma unroll is ignored (build.rs silences
+//     g++'s warning for it);
 //   - each thread has a 256 KiB stack; a kernel must not throw.
 // Arithmetic is the CPU's IEEE single and double precision, with no fused multiply-add that the
 // source does not write (build.rs passes -ffp-contract=off): bit for bit what Rust computes for
 // the same operations. Intrinsics that are approximate on a GPU are the plain operations here
 // (rsqrtf(x) is 1.0f / sqrtf(x), __expf is expf, __fdividef(a, b) is a / b, ...), so they may
-// differ from a GPU's in the last bits.
+// differ from a GPU's in the last bits; NVRTC's --use_fast_math (the walk program's) has no
+// effect here (no flush to zero, IEEE division and square roots).
 //
 // The shim defines HINOKI_EMULATOR, so that a kernel source can tell it from NVRTC (#ifdef), e.g.
 // around inline PTX.
@@ -109,7 +119,7 @@ inline uint3 block_index{};
 inline dim3 block_dim;
 inline dim3 grid_dim;
 
-// The operations that make every live lane of a warp meet.
+// The warp operations: each makes the live lanes of its mask meet.
 enum class WarpOp : unsigned char {
     Sync,
     Shfl,
@@ -135,9 +145,10 @@ enum class BlockSync : unsigned char { Plain, Count, And, Or };
 // reduction of the predicates.
 int block_sync(BlockSync kind, int predicate);
 
-// Waits until every live lane of the warp has arrived at `op` and returns this lane's result.
-// `value` holds the lane's operand (4-byte types zero-extended); `arg` is the source lane, delta
-// or lane mask of a shuffle; `width` is a shuffle's segment width (32 for other operations).
+// Waits until every live lane of `mask` has arrived at `op` with this same mask and returns this
+// lane's result. `value` holds the lane's operand (4-byte types zero-extended); `arg` is the
+// source lane, delta or lane mask of a shuffle; `width` is a shuffle's segment width (32 for other
+// operations).
 unsigned long long warp_op(WarpOp op, unsigned mask, unsigned long long value, int arg, int width);
 
 // The live lanes of the running thread's warp.
@@ -146,9 +157,11 @@ unsigned live_lanes();
 // Lets the other threads of the block run before this one goes on.
 void yield();
 
-// A kernel the emulator can launch (kernels.cpp lists them with HINOKI_EMULATE).
+// A kernel the emulator can launch (kernels.cpp and walk_layout.cpp list them with
+// HINOKI_EMULATE and HINOKI_EMULATE_AS).
 struct Kernel {
-    // The kernel's name, as launches give it.
+    // The kernel's name, as launches give it: its name in the source, followed by @V,G for a
+    // kernel of one walk layout (walk_layout.cpp).
     const char *name;
     // One letter per parameter: p pointer, i int, u unsigned, U unsigned long long, f float,
     // d double (the kinds of src/walk/gpu/launch.rs's Arg).
@@ -157,8 +170,9 @@ struct Kernel {
     void (*invoke)(const void *const *args);
 };
 
-// Every kernel the emulator knows (defined in kernels.cpp).
-std::span<const Kernel> kernels();
+// Every kernel the emulator knows, in tables: kernels.cpp's own, then one per walk layout
+// (defined in kernels.cpp).
+std::span<const std::span<const Kernel>> kernel_tables();
 
 // The letter of a kernel parameter's type in Kernel::params.
 template <class T>
@@ -289,10 +303,14 @@ I saturate(double rounded)
 
 } // namespace hinoki_emu
 
-// One line of kernels.cpp's table: the Kernel entry of the extern "C" kernel `kernel`.
-#define HINOKI_EMULATE(kernel)                                                                   \
-    ::hinoki_emu::Kernel { #kernel, ::hinoki_emu::Entry<&kernel>::params,                        \
+// One line of a kernel table: the Kernel entry of `kernel` (a function), launched as `name`.
+#define HINOKI_EMULATE_AS(name, kernel)                                                          \
+    ::hinoki_emu::Kernel { name, ::hinoki_emu::Entry<&kernel>::params,                           \
                            &::hinoki_emu::Entry<&kernel>::invoke }
+
+// One line of kernels.cpp's table: the Kernel entry of the extern "C" kernel `kernel`, launched
+// by its name.
+#define HINOKI_EMULATE(kernel) HINOKI_EMULATE_AS(#kernel, kernel)
 
 // ---- Built-in variables ----------------------------------------------------------------------
 

@@ -1,23 +1,37 @@
-// The kernels the CPU emulator knows: their CUDA sources, included into this one translation
-// unit, and the table that names them (hinoki_emu::kernels, read by runtime.cpp).
+// The kernels the CPU emulator knows: the sources of its own table, included into this one
+// translation unit, that table, and the list of all tables (hinoki_emu::kernel_tables, read by
+// runtime.cpp), which adds one table per (V, G) layout of the walk program (walk_layout.cpp).
 //
 // build.rs compiles this file with `-include cuda_emulate.h`: every source below sees the shim
 // first, as NVRTC gives a program CUDA's built-ins without any #include. The sources share this
-// unit as hinoki's kernels share one NVRTC program (src/walk/gpu/device.rs), so their kernels,
-// device functions, globals and macros need distinct names across them. Define, before its
-// #include, any macro a source takes from NVRTC's options (-D...).
+// one unit (on a GPU they are programs of their own), so their kernels, device functions, globals
+// and macros need distinct names across them. Define, before its #include, any macro a source
+// takes from NVRTC's options (-D...). build.rs also defines HINOKI_WALK_LAYOUTS, the layouts it
+// compiles walk_layout.cpp for, as HINOKI_LAYOUT(v, g) HINOKI_LAYOUT(v, g) ...
 //
 // To add a kernel: #include its source below, and add HINOKI_EMULATE(name) to the table. Its
 // parameters must be pointers, int, unsigned, unsigned long long, float or double (the kinds of
-// a launch argument; anything else fails to compile here).
+// a launch argument; anything else fails to compile here). A kernel of the walk program goes into
+// walk_layout.cpp instead; a layout, into build.rs's list.
 
 #include "selftest.cu"
 
 #include "../build.cu"
 
-std::span<const hinoki_emu::Kernel> hinoki_emu::kernels()
+#ifndef HINOKI_WALK_LAYOUTS
+#error "build.rs compiles kernels.cpp with -DHINOKI_WALK_LAYOUTS=..."
+#endif
+
+namespace hinoki_emu {
+
+// The table of each layout (walk_layout.cpp).
+#define HINOKI_LAYOUT(v, g) std::span<const Kernel> walk_kernels_##v##_##g();
+HINOKI_WALK_LAYOUTS
+#undef HINOKI_LAYOUT
+
+std::span<const std::span<const Kernel>> kernel_tables()
 {
-    static constexpr Kernel table[] = {
+    static constexpr Kernel own[] = {
         // selftest.cu
         HINOKI_EMULATE(selftest_block_scan),
         HINOKI_EMULATE(selftest_histogram),
@@ -30,6 +44,9 @@ std::span<const hinoki_emu::Kernel> hinoki_emu::kernels()
         HINOKI_EMULATE(selftest_axpy),
         HINOKI_EMULATE(selftest_divergent_barrier),
         HINOKI_EMULATE(selftest_mixed_warp_ops),
+        HINOKI_EMULATE(selftest_half_warps),
+        HINOKI_EMULATE(selftest_group_ops),
+        HINOKI_EMULATE(selftest_mismatched_masks),
         // build.cu (the GPU tree build, src/walk/gpu/build.rs)
         HINOKI_EMULATE(tree_keys),
         HINOKI_EMULATE(scan_tiles),
@@ -46,5 +63,10 @@ std::span<const hinoki_emu::Kernel> hinoki_emu::kernels()
         HINOKI_EMULATE(cell_moments),
         HINOKI_EMULATE(store_cells),
     };
-    return table;
+#define HINOKI_LAYOUT(v, g) walk_kernels_##v##_##g(),
+    static const std::span<const Kernel> tables[] = {own, HINOKI_WALK_LAYOUTS};
+#undef HINOKI_LAYOUT
+    return tables;
 }
+
+} // namespace hinoki_emu

@@ -5,10 +5,13 @@
 // a scheduler runs the ready fibers in turn from a queue. A fiber runs until it waits at a block
 // barrier or a warp operation, yields (atomics, fences) or returns from the kernel, and then
 // switches back to the scheduler. The last live thread to reach a barrier completes it: it
-// computes every participant's result, queues the others and goes on. When no fiber is ready
-// while threads still wait, the barriers they wait at can never complete: the launch fails with
-// "deadlock". Each fiber runs the kernel once per block (block after block), so a launch creates
-// its fibers once, whatever its number of blocks.
+// computes every participant's result, queues the others and goes on. The barrier of a warp
+// operation is the live lanes of its mask, each waiting at an operation with that same mask
+// (lanes of other masks wait for theirs meanwhile); a thread that returns completes those it was
+// the last one missing from. When no fiber is ready while threads still wait, the barriers they
+// wait at can never complete: the launch fails with "deadlock". Each fiber runs the kernel once
+// per block (block after block), so a launch creates its fibers once, whatever its number of
+// blocks.
 
 #include <algorithm>
 #include <cstdarg>
@@ -16,6 +19,7 @@
 #include <exception>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <sys/mman.h>
@@ -196,12 +200,16 @@ private:
 // Where a thread of the running block stands.
 enum class State : unsigned char { Ready, AtBlockBarrier, AtWarpOp, Exited };
 
-// A warp of the running block and the warp operation its lanes are gathering at.
+// A warp of the running block and the warp operations its lanes wait at. A lane waits until
+// every live lane of its operation's mask waits at an operation with that same mask; these lanes
+// then form a group, the operation completes for them alone, and they go on.
 struct Warp {
     unsigned live = full_mask; // lanes that have not returned
-    unsigned arrived = 0;      // lanes waiting at the operation
-    WarpOp op = WarpOp::Sync;
-    int width = 32;
+    unsigned arrived = 0;      // lanes waiting at a warp operation
+    // Per waiting lane: its operation, segment width, mask, operand, lane argument; then its
+    // result, written when its group completes.
+    WarpOp op[32];
+    int width[32];
     unsigned mask[32];
     unsigned long long in[32];
     int arg[32];
@@ -322,16 +330,15 @@ void suspend(Launch &l) { l.fibers[l.current].switch_to(l.scheduler); }
     __builtin_unreachable();
 }
 
-// Makes ready the threads of [from, from + count) in state `waiting`, and queues them but the
-// running one (which goes on).
-void wake(Launch &l, unsigned from, unsigned count, State waiting)
+// Makes ready the thread t in state `waiting`, and queues it unless it is the running one (which
+// goes on).
+void wake(Launch &l, unsigned t, State waiting)
 {
-    for (unsigned t = from; t < from + count; ++t)
-        if (l.state[t] == waiting) {
-            l.state[t] = State::Ready;
-            if (t != l.current)
-                l.ready.push(t);
-        }
+    if (l.state[t] == waiting) {
+        l.state[t] = State::Ready;
+        if (t != l.current)
+            l.ready.push(t);
+    }
 }
 
 void complete_block_barrier(Launch &l)
@@ -344,30 +351,36 @@ void complete_block_barrier(Launch &l)
     }
     l.arrived = 0;
     l.tally = 0;
-    wake(l, 0, static_cast<unsigned>(l.state.size()), State::AtBlockBarrier);
+    for (unsigned t = 0; t < l.state.size(); ++t)
+        wake(l, t, State::AtBlockBarrier);
 }
 
-// The lane a shuffle of `lane` reads, or `lane` itself where CUDA returns the caller's value.
-unsigned shuffle_source(const Warp &w, unsigned lane)
+// The lowest lane of a non-empty lane mask.
+unsigned first_lane(unsigned lanes) { return static_cast<unsigned>(std::countr_zero(lanes)); }
+
+// The lane a shuffle of `lane` in `group` reads, or `lane` itself where CUDA returns the caller's
+// value (a source outside the segment, the group, or the live lanes).
+unsigned shuffle_source(const Warp &w, unsigned lane, unsigned group)
 {
-    const long long width = w.width, first = lane & ~(w.width - 1), last = first + width - 1;
+    const int width = w.width[lane];
+    const long long first = lane & ~static_cast<unsigned>(width - 1), last = first + width - 1;
     const long long delta = static_cast<unsigned>(w.arg[lane]);
     long long src = lane;
-    switch (w.op) {
-    case WarpOp::Shfl: src = first + (w.arg[lane] & (w.width - 1)); break;
+    switch (w.op[lane]) {
+    case WarpOp::Shfl: src = first + (w.arg[lane] & (width - 1)); break;
     case WarpOp::ShflUp: src = lane - delta; break;
     case WarpOp::ShflDown: src = lane + delta; break;
     // Lanes of earlier segments may be read, not of later ones.
     case WarpOp::ShflXor: src = lane ^ static_cast<unsigned>(w.arg[lane]); break;
     default: break;
     }
-    const bool below = src < first && w.op != WarpOp::ShflXor;
+    const bool below = src < first && w.op[lane] != WarpOp::ShflXor;
     const bool above = src > last;
-    return below || above || ((w.live >> src) & 1u) == 0 ? lane : static_cast<unsigned>(src);
+    return below || above || ((group >> src) & 1u) == 0 ? lane : static_cast<unsigned>(src);
 }
 
-// The result of a gathered vote or reduction over the live lanes `group`.
-unsigned long long reduce(const Warp &w, unsigned group)
+// The result of vote or reduction `op` over the lanes `group`.
+unsigned long long reduce(const Warp &w, WarpOp op, unsigned group)
 {
     unsigned ballot = 0, sum = 0, min_u = full_mask, max_u = 0;
     int min_i = std::numeric_limits<int>::max(), max_i = std::numeric_limits<int>::min();
@@ -381,7 +394,7 @@ unsigned long long reduce(const Warp &w, unsigned group)
             min_i = std::min(min_i, static_cast<int>(v));
             max_i = std::max(max_i, static_cast<int>(v));
         }
-    switch (w.op) {
+    switch (op) {
     case WarpOp::Ballot: return ballot;
     case WarpOp::Any: return ballot != 0;
     case WarpOp::All: return ballot == group;
@@ -394,25 +407,23 @@ unsigned long long reduce(const Warp &w, unsigned group)
     }
 }
 
-// Computes every arrived lane's result of the gathered warp operation and wakes the lanes.
-void complete_warp(Launch &l, unsigned warp)
+// Completes the warp operation of the lanes `group` (every live lane of their common mask, all
+// waiting at the same operation): computes each one's result and wakes them.
+void complete_group(Launch &l, unsigned warp, unsigned group)
 {
     Warp &w = l.warps[warp];
-    // Lanes that pass the same mask (usually all) share the result of a vote or reduction.
-    bool have_reduced = false;
-    unsigned reduced_mask = 0;
-    unsigned long long reduced = 0;
+    const WarpOp op = w.op[first_lane(group)];
+    const unsigned long long reduced = reduce(w, op, group);
     for (unsigned lane = 0; lane < 32; ++lane) {
-        if (((w.arrived >> lane) & 1u) == 0)
+        if (((group >> lane) & 1u) == 0)
             continue;
-        switch (w.op) {
+        switch (op) {
         case WarpOp::Sync: break;
         case WarpOp::Shfl:
         case WarpOp::ShflUp:
         case WarpOp::ShflDown:
-        case WarpOp::ShflXor: w.out[lane] = w.in[shuffle_source(w, lane)]; break;
+        case WarpOp::ShflXor: w.out[lane] = w.in[shuffle_source(w, lane, group)]; break;
         case WarpOp::MatchAny: {
-            const unsigned group = w.mask[lane] & w.live;
             unsigned matches = 0;
             for (unsigned m = 0; m < 32; ++m)
                 if (((group >> m) & 1u) != 0 && w.in[m] == w.in[lane])
@@ -420,30 +431,49 @@ void complete_warp(Launch &l, unsigned warp)
             w.out[lane] = matches;
             break;
         }
-        default:
-            if (!have_reduced || w.mask[lane] != reduced_mask) {
-                have_reduced = true;
-                reduced_mask = w.mask[lane];
-                reduced = reduce(w, reduced_mask & w.live);
-            }
-            w.out[lane] = reduced;
+        default: w.out[lane] = reduced;
         }
     }
-    w.arrived = 0;
-    wake(l, warp * 32, 32, State::AtWarpOp);
+    w.arrived &= ~group;
+    for (unsigned lane = 0; lane < 32; ++lane)
+        if ((group >> lane) & 1u)
+            wake(l, warp * 32 + lane, State::AtWarpOp);
 }
 
-// The running thread returned from the kernel: it leaves its block's barriers, which may thereby
-// complete, and waits for the next block.
+// The lanes of `mask` that are live and do not (yet) wait at an operation with this mask: those
+// that an operation with `mask` waits for.
+unsigned missing_lanes(const Warp &w, unsigned mask)
+{
+    unsigned missing = mask & w.live;
+    for (unsigned lane = 0; lane < 32; ++lane)
+        if (((w.arrived >> lane) & 1u) != 0 && w.mask[lane] == mask)
+            missing &= ~(1u << lane);
+    return missing;
+}
+
+// Completes the warp operation with `mask` if every live lane of the mask waits there; true if
+// it did.
+bool try_complete(Launch &l, unsigned warp, unsigned mask)
+{
+    const Warp &w = l.warps[warp];
+    if (missing_lanes(w, mask) != 0)
+        return false;
+    complete_group(l, warp, mask & w.live);
+    return true;
+}
+
+// The running thread returned from the kernel: it leaves its block's barriers and the masks of
+// its warp's operations, which may thereby complete, and waits for the next block.
 void exit_thread(Launch &l)
 {
-    const unsigned t = l.current;
-    Warp &w = l.warps[t / 32];
+    const unsigned t = l.current, warp = t / 32, bit = 1u << (t % 32);
+    Warp &w = l.warps[warp];
     l.state[t] = State::Exited;
     --l.live;
-    w.live &= ~(1u << (t % 32));
-    if (w.arrived != 0 && w.arrived == w.live)
-        complete_warp(l, t / 32);
+    w.live &= ~bit;
+    for (unsigned lane = 0; lane < 32; ++lane)
+        if (((w.arrived >> lane) & 1u) != 0 && (w.mask[lane] & bit) != 0)
+            try_complete(l, warp, w.mask[lane]);
     if (l.arrived != 0 && l.arrived == l.live)
         complete_block_barrier(l);
     suspend(l);
@@ -456,6 +486,27 @@ void exit_thread(Launch &l)
         active->kernel.invoke(active->args);
         exit_thread(*active);
     }
+}
+
+// Why block b cannot go on: no thread is ready, some still wait. At least one waits at a warp
+// operation (threads that all wait at a block barrier complete it).
+std::string deadlock(const Launch &l, unsigned b)
+{
+    const auto threads = static_cast<unsigned>(l.state.size());
+    const auto at_block =
+        static_cast<unsigned>(std::count(l.state.begin(), l.state.end(), State::AtBlockBarrier));
+    unsigned t = 0;
+    while (t + 1 < threads && l.state[t] != State::AtWarpOp)
+        ++t;
+    const Warp &w = l.warps[t / 32];
+    const unsigned lane = t % 32;
+    std::string where = format("%u at warp operations", l.live - at_block);
+    if (at_block > 0)
+        where += format(", %u at %s", at_block, name_of(l.kind));
+    return format("block %u: deadlock: %s; thread %u waits at %s with mask 0x%08x for lanes "
+                  "0x%08x of its warp, which wait elsewhere",
+                  b, where.c_str(), t, name_of(w.op[lane]), w.mask[lane],
+                  missing_lanes(w, w.mask[lane]));
 }
 
 // Runs block b of the launch; false when it failed (l.error says why).
@@ -483,24 +534,76 @@ bool run_block(Launch &l, unsigned b)
     }
     if (l.live == 0)
         return true;
-    const auto at_block =
-        static_cast<unsigned>(std::count(l.state.begin(), l.state.end(), State::AtBlockBarrier));
-    l.error = format("block %u: deadlock: %u threads wait at %s, %u at warp operations (lanes of "
-                     "a warp diverged between the two)",
-                     b, at_block, name_of(l.kind), l.live - at_block);
+    l.error = deadlock(l, b);
     return false;
 }
 
-// Runs a launch; the empty string on success, else why it failed.
-std::string run(const char *name, unsigned grid, unsigned block, const void *const *args,
-                const char *kinds, unsigned long nargs)
+// The kernel registered as `name`, or null.
+const Kernel *find(std::string_view name)
 {
-    const auto table = kernels();
-    const auto k = std::find_if(table.begin(), table.end(), [name](const Kernel &k) {
-        return std::strcmp(k.name, name) == 0;
-    });
-    if (k == table.end())
-        return format("no kernel '%s' is registered in cuda/emulate/kernels.cpp", name);
+    for (const std::span<const Kernel> table : kernel_tables())
+        for (const Kernel &k : table)
+            if (name == k.name)
+                return &k;
+    return nullptr;
+}
+
+// The layouts ("V,G") under which kernel `name` is registered (as name@V,G), or any kernel when
+// `name` is null, without repeats, in the order of the tables.
+std::vector<std::string> layouts_of(const char *name)
+{
+    std::vector<std::string> layouts;
+    for (const std::span<const Kernel> table : kernel_tables())
+        for (const Kernel &k : table) {
+            const std::string_view full = k.name;
+            const std::size_t at = full.find('@');
+            if (at == std::string_view::npos || (name != nullptr && full.substr(0, at) != name))
+                continue;
+            std::string layout(full.substr(at + 1));
+            if (std::find(layouts.begin(), layouts.end(), layout) == layouts.end())
+                layouts.push_back(std::move(layout));
+        }
+    return layouts;
+}
+
+// The layouts, separated by spaces.
+std::string join(const std::vector<std::string> &layouts)
+{
+    std::string s;
+    for (const std::string &layout : layouts)
+        s += (s.empty() ? "" : " ") + layout;
+    return s;
+}
+
+// Why no kernel is found for `name` (with `layout`, when not null).
+std::string unknown_kernel(const char *name, const char *layout)
+{
+    if (layout != nullptr) {
+        const std::vector<std::string> known = layouts_of(nullptr);
+        if (std::find(known.begin(), known.end(), layout) == known.end())
+            return format("kernel %s: layout V,G = %s is not compiled into the emulator (build.rs "
+                          "compiles V,G = %s)", name, layout, join(known).c_str());
+        return format("no kernel '%s' is registered for layout V,G = %s, nor without a layout",
+                      name, layout);
+    }
+    const std::vector<std::string> own = layouts_of(name);
+    if (!own.empty())
+        return format("kernel %s is registered per layout (V,G = %s): launch it with one", name,
+                      join(own).c_str());
+    return format("no kernel '%s' is registered in cuda/emulate/kernels.cpp", name);
+}
+
+// Runs a launch of `name@layout` if registered (layout not null), else of `name`; the empty
+// string on success, else why it failed.
+std::string run(const char *name, const char *layout, unsigned grid, unsigned block,
+                const void *const *args, const char *kinds, unsigned long nargs)
+{
+    const Kernel *k = layout != nullptr ? find(std::string(name) + '@' + layout) : nullptr;
+    if (k == nullptr)
+        k = find(name);
+    if (k == nullptr)
+        return unknown_kernel(name, layout);
+    name = k->name;
     const std::size_t arity = std::strlen(k->params);
     if (nargs != arity)
         return format("kernel %s takes %zu arguments, %lu given", name, arity, nargs);
@@ -561,21 +664,28 @@ unsigned long long warp_op(WarpOp op, unsigned mask, unsigned long long value, i
         fail("%s with mask 0x%08x, which leaves out the calling lane %u", name_of(op), mask, lane);
     if (width < 1 || width > 32 || (width & (width - 1)) != 0)
         fail("%s with width %d (a power of 2 up to 32 is needed)", name_of(op), width);
-    if (w.arrived == 0) {
-        w.op = op;
-        w.width = width;
-    } else if (w.op != op || w.width != width) {
-        fail("lanes of warp %u reached different warp operations (%s, width %d, and %s, width %d)",
-             warp, name_of(w.op), w.width, name_of(op), width);
+    // A waiting lane of `mask` whose own mask names this lane waits for it as this lane waits for
+    // that one: both must be at the same operation with the same mask, or neither goes on.
+    for (unsigned m = 0; m < 32; ++m) {
+        if ((((w.arrived & mask) >> m) & 1u) == 0 || ((w.mask[m] >> lane) & 1u) == 0)
+            continue;
+        if (w.mask[m] != mask)
+            fail("lanes %u and %u of warp %u wait for each other at warp operations with "
+                 "different masks (%s with 0x%08x, %s with 0x%08x)",
+                 m, lane, warp, name_of(w.op[m]), w.mask[m], name_of(op), mask);
+        if (w.op[m] != op || w.width[m] != width)
+            fail("lanes of warp %u reached different warp operations (%s, width %d, and %s, "
+                 "width %d) with mask 0x%08x",
+                 warp, name_of(w.op[m]), w.width[m], name_of(op), width, mask);
     }
+    w.op[lane] = op;
+    w.width[lane] = width;
     w.mask[lane] = mask;
     w.in[lane] = value;
     w.arg[lane] = arg;
     w.arrived |= 1u << lane;
     l.state[l.current] = State::AtWarpOp;
-    if (w.arrived == w.live)
-        complete_warp(l, warp);
-    else
+    if (!try_complete(l, warp, mask))
         suspend(l);
     return w.out[lane];
 }
@@ -591,17 +701,19 @@ void yield()
 
 } // namespace hinoki_emu
 
-// Launches kernel `name` on `grid` blocks of `block` threads. args[k] points to the value of
-// parameter k (8 bytes for a pointer), kinds[k] is its letter (see hinoki_emu::Kernel::params);
-// both hold nargs entries. Returns 0 when the launch ran to its end; otherwise non-zero with a
-// one-line message in err (errlen bytes, NUL-terminated, cut where too long).
-extern "C" int hinoki_emu_launch(const char *name, unsigned grid, unsigned block,
-                                 const void *const *args, const char *kinds, unsigned long nargs,
-                                 char *err, unsigned long errlen) noexcept
+// Launches kernel `name` on `grid` blocks of `block` threads: the one registered as name@layout
+// when `layout` ("V,G") is not null and that is registered, else `name`. args[k] points to the
+// value of parameter k (8 bytes for a pointer), kinds[k] is its letter (see
+// hinoki_emu::Kernel::params); both hold nargs entries. Returns 0 when the launch ran to its end;
+// otherwise non-zero with a one-line message in err (errlen bytes, NUL-terminated, cut where too
+// long).
+extern "C" int hinoki_emu_launch(const char *name, const char *layout, unsigned grid,
+                                 unsigned block, const void *const *args, const char *kinds,
+                                 unsigned long nargs, char *err, unsigned long errlen) noexcept
 {
     std::string error;
     try {
-        error = hinoki_emu::run(name, grid, block, args, kinds, nargs);
+        error = hinoki_emu::run(name, layout, grid, block, args, kinds, nargs);
     } catch (const std::exception &e) {
         error = e.what();
     }

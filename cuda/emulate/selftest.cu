@@ -1,9 +1,9 @@
-// Kernels that exercise the CPU emulator's shim (cuda_emulate.h): warp exchanges and votes, block
-// barriers, shared memory, atomics on shared and global memory, threads that return early,
-// grid-stride loops, arguments of every kind, and two broken kernels whose launches must fail
-// rather than hang. The tests of src/walk/gpu/emulator.rs run them and check every result. They
-// are CUDA too, but not part of hinoki's GPU program. Threads past n take part with value 0
-// where a kernel says so.
+// Kernels that exercise the CPU emulator's shim (cuda_emulate.h): warp exchanges and votes, over
+// the whole warp and over parts of it with masks of their own, block barriers, shared memory,
+// atomics on shared and global memory, threads that return early, grid-stride loops, arguments
+// of every kind, and three broken kernels whose launches must fail rather than hang. The tests of
+// src/walk/gpu/emulator.rs run them and check every result. They are CUDA too, but not part of
+// hinoki's GPU program. Threads past n take part with value 0 where a kernel says so.
 
 constexpr unsigned selftest_full_mask = 0xffffffffu;
 
@@ -210,4 +210,77 @@ extern "C" __global__ void selftest_mixed_warp_ops(unsigned *__restrict__ out)
         out[threadIdx.x] = __ballot_sync(selftest_full_mask, 1);
     else
         out[threadIdx.x] = __any_sync(selftest_full_mask, 1);
+}
+
+// The two half-warps of each warp synchronize apart (masks 0x0000ffff and 0xffff0000) and do
+// different numbers of different warp operations, so that each half waits at one while the
+// other is at another; then the whole warp meets again. For thread i of value v = values[i]
+// (full warps), lane l:
+//   - lower half: out[5 i] = the ballot of v > 0 over the half, out[5 i + 1] = the half's sum (an
+//     xor butterfly), out[5 i + 2] = v of lane 15 - l, out[5 i + 3] = the ballot of even v over
+//     the half, after a __syncwarp of the half;
+//   - upper half: out[5 i] = the inclusive prefix sum of v over the half (__shfl_up_sync: lane 16
+//     reads its own value from outside the mask), out[5 i + 1] = the ballot of v > 0 over the
+//     half, out[5 i + 2] = v of lane l + 3, or its own for l + 3 > 31, out[5 i + 3] = the half's
+//     largest v;
+//   - out[5 i + 4] = the ballot of v > 0 over the whole warp.
+extern "C" __global__ void selftest_half_warps(const int *__restrict__ values,
+                                               int *__restrict__ out)
+{
+    const unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+    const unsigned lane = threadIdx.x % 32;
+    const int v = values[i];
+    int *o = out + 5 * i;
+    if (lane < 16) {
+        const unsigned mask = 0x0000ffffu;
+        o[0] = __ballot_sync(mask, v > 0);
+        int sum = v;
+        for (int off = 8; off > 0; off /= 2) sum += __shfl_xor_sync(mask, sum, off);
+        o[1] = sum;
+        o[2] = __shfl_sync(mask, v, 15 - lane);
+        __syncwarp(mask);
+        o[3] = __ballot_sync(mask, v % 2 == 0);
+    } else {
+        const unsigned mask = 0xffff0000u;
+        int scan = v;
+        for (unsigned off = 1; off < 16; off *= 2) {
+            const int y = __shfl_up_sync(mask, scan, off);
+            if (lane - 16 >= off) scan += y;
+        }
+        o[0] = scan;
+        o[1] = __ballot_sync(mask, v > 0);
+        o[2] = __shfl_down_sync(mask, v, 3);
+        o[3] = __reduce_max_sync(mask, v);
+    }
+    o[4] = __ballot_sync(selftest_full_mask, v > 0);
+}
+
+// Groups of g lanes (g = 2, 4, 8 or 16), each synchronizing with its own g-lane mask, as walk.cu's
+// groups of G < 32 do: group k of a warp (lanes k g to k g + g - 1) first rotates its values k
+// times by one lane (__shfl_sync with width g), so the groups reach the reduction at different
+// times, then sums over the group by an xor butterfly of width g. For thread i of value
+// v = values[i] (full warps), lane j of its group: out[3 i] = the group's sum, out[3 i + 1] = the
+// ballot of v > 0 over the group (bits at the warp's lanes), out[3 i + 2] = v of lane
+// (j + k) mod g of the group.
+extern "C" __global__ void selftest_group_ops(const int *__restrict__ values, int g,
+                                              int *__restrict__ out)
+{
+    const unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+    const unsigned lane = threadIdx.x % 32;
+    const unsigned mask = ((1u << g) - 1u) << (lane & ~(unsigned)(g - 1));
+    const int v = values[i];
+    int rotated = v;
+    for (unsigned k = 0; k < lane / g; k++) rotated = __shfl_sync(mask, rotated, lane + 1, g);
+    int sum = v;
+    for (int off = g / 2; off > 0; off /= 2) sum += __shfl_xor_sync(mask, sum, off, g);
+    out[3 * i] = sum;
+    out[3 * i + 1] = __ballot_sync(mask, v > 0);
+    out[3 * i + 2] = rotated;
+}
+
+// Broken: lane 0 waits at __syncwarp for lanes 0 and 1, lane 1 at __syncwarp for the whole warp:
+// each waits for the other at an operation with another mask.
+extern "C" __global__ void selftest_mismatched_masks()
+{
+    __syncwarp(threadIdx.x % 32 == 0 ? 0x3u : selftest_full_mask);
 }

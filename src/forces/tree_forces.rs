@@ -77,8 +77,12 @@ pub(super) fn tree_forces(
     // the tree order, fixed chunks of the input order otherwise.
     let group_size = gpu.as_ref().map_or(params.group, |g| g.layout().group());
     let single = params.walk == WalkKind::Single && gpu.is_none();
+    // A full evaluation on the GPU gets its results back in input order: the device moves
+    // them (one scatter there instead of one random access per particle here).
+    let order = (gpu.is_some() && active.is_none()).then_some(walk_to_input);
     let mut walker = Walker {
         gpu,
+        order,
         // The seed-004 node arrays with next/more threading, for the single-particle CPU walk.
         flat: match tree {
             Some(t) if single => {
@@ -121,6 +125,9 @@ pub(super) fn tree_forces(
     // Back to input order, G applied, float64.
     let g = params.g;
     let (acc, pot, p2p, m2p) = times.time("unsort", || {
+        if order.is_some() {
+            return in_input_order(out, g);
+        }
         let mut slot = inverse_permutation(walk_to_input);
         if let (Some(packed), Some(active)) = (&packed, active) {
             slot.par_iter_mut().enumerate().for_each(|(i, k)| {
@@ -157,6 +164,21 @@ pub(super) fn tree_forces(
     Ok((r, stats, walked))
 }
 
+/// The results `out`, already in input order, as float64 with G applied, and the counts (the
+/// target itself taken off the p2p count).
+fn in_input_order(out: WalkOutput, g: f64) -> (Vec<DVec3>, Vec<f64>, Vec<u32>, Vec<u32>) {
+    let (acc, pot) = out
+        .acc_pot
+        .par_iter()
+        .map(|f| {
+            let a = DVec3::new(f[0] as f64, f[1] as f64, f[2] as f64) * g;
+            (a, f[3] as f64 * g)
+        })
+        .unzip();
+    let p2p = out.p2p.par_iter().map(|c| c.saturating_sub(1)).collect();
+    (acc, pot, p2p, out.m2p)
+}
+
 /// The groups holding at least one active particle (`active` in input order, `walk_to_input`
 /// mapping walk slots to input indices), renumbered over their targets packed in order, and
 /// for every walk slot its packed index (`u32::MAX` for slots of groups left out). A walked
@@ -189,6 +211,8 @@ fn active_groups(
 /// What walks the local tree and, in a multi-rank run, the received LETs.
 struct Walker<'a> {
     gpu: Option<&'a mut Gpu>,
+    /// For GPU walks whose results come back in input order: each target's input index.
+    order: Option<&'a [u32]>,
     flat: Option<FlatTree>,
     groups: Vec<Group>,
     comm: &'a dyn Comm,
@@ -271,7 +295,7 @@ impl Walker<'_> {
         local: bool,
     ) -> Result<WalkOutput> {
         match (&mut self.gpu, &self.flat) {
-            (Some(g), _) => g.walk(tree, targets, &self.groups, wp, times),
+            (Some(g), _) => g.walk_ordered(tree, targets, &self.groups, wp, self.order, times),
             (None, Some(f)) if local => {
                 Ok(times.time("walk", || single_walk(tree, f, targets, wp)))
             }

@@ -442,43 +442,37 @@ impl<R: KernelRunner> TreeBuilder<R> {
         unreachable!("cells at MAX_LEVEL never split")
     }
 
+    /// Launches `name` once per tree level (`levels`: where each level's cells start, then
+    /// their number), deepest level first when `upward`, with the level's cells `lo, hi` as the
+    /// first two arguments and `rest` after them.
+    fn per_level(&self, name: &str, levels: &[usize], upward: bool, rest: &[Arg]) -> Result<()> {
+        let depth = levels.len() - 1;
+        let mut order: Vec<usize> = (0..depth).collect();
+        if upward {
+            order.reverse();
+        }
+        for l in order {
+            let (lo, hi) = (levels[l], levels[l + 1]);
+            let args = [&[int(lo)?, int(hi)?][..], rest].concat();
+            self.launch(name, blocks(hi - lo), &args)?;
+        }
+        Ok(())
+    }
+
     /// Subtree sizes (deepest level first) and preorder positions (root first).
     fn order_cells(&mut self, levels: &[usize]) -> Result<()> {
         let c = self.cells.as_ref().expect("reserved");
-        let depth = levels.len() - 1;
-        for l in (0..depth).rev() {
-            let (lo, hi) = (levels[l], levels[l + 1]);
-            self.launch(
-                "subtree_sizes",
-                blocks(hi - lo),
-                &[
-                    int(lo)?,
-                    int(hi)?,
-                    ptr(&c.bfs_child),
-                    ptr(&c.bfs_nchild),
-                    ptr(&c.bfs_subtree),
-                ],
-            )?;
-        }
+        let (child, nchild, subtree) = (ptr(&c.bfs_child), ptr(&c.bfs_nchild), ptr(&c.bfs_subtree));
+        self.per_level("subtree_sizes", levels, true, &[child, nchild, subtree])?;
         let c = self.cells.as_mut().expect("reserved");
         self.runner.upload(&[0u32], &mut c.preorder)?;
-        let c = self.cells.as_ref().expect("reserved");
-        for l in 0..depth {
-            let (lo, hi) = (levels[l], levels[l + 1]);
-            self.launch(
-                "preorder_children",
-                blocks(hi - lo),
-                &[
-                    int(lo)?,
-                    int(hi)?,
-                    ptr(&c.bfs_child),
-                    ptr(&c.bfs_nchild),
-                    ptr(&c.bfs_subtree),
-                    ptr(&c.preorder),
-                ],
-            )?;
-        }
-        Ok(())
+        let preorder = ptr(&c.preorder);
+        self.per_level(
+            "preorder_children",
+            levels,
+            false,
+            &[child, nchild, subtree, preorder],
+        )
     }
 
     /// The upward pass (deepest level first), then every cell stored at its preorder position
@@ -486,24 +480,20 @@ impl<R: KernelRunner> TreeBuilder<R> {
     fn moments(&mut self, levels: &[usize], grid: &GridBox, p: &TreeParams) -> Result<()> {
         let c = self.cells.as_ref().expect("reserved");
         let a = self.particles.as_ref().expect("sorted");
+        self.per_level(
+            "cell_moments",
+            levels,
+            true,
+            &[
+                ptr(&a.sorted),
+                ptr(&c.bfs_first),
+                ptr(&c.bfs_count),
+                ptr(&c.bfs_child),
+                ptr(&c.bfs_nchild),
+                ptr(&c.moments),
+            ],
+        )?;
         let depth = levels.len() - 1;
-        for l in (0..depth).rev() {
-            let (lo, hi) = (levels[l], levels[l + 1]);
-            self.launch(
-                "cell_moments",
-                blocks(hi - lo),
-                &[
-                    int(lo)?,
-                    int(hi)?,
-                    ptr(&a.sorted),
-                    ptr(&c.bfs_first),
-                    ptr(&c.bfs_count),
-                    ptr(&c.bfs_child),
-                    ptr(&c.bfs_nchild),
-                    ptr(&c.moments),
-                ],
-            )?;
-        }
         let ncells = levels[depth];
         let o = grid.origin;
         self.launch(

@@ -5,10 +5,12 @@
 //! "Device" arrays are host memory; a kernel reads and writes them through their addresses. A
 //! launch runs to its end on the calling thread before [`KernelRunner::launch`] returns, one
 //! launch at a time across threads. What the emulator runs, and its limits (blocks of 32 to 1024
-//! threads in multiples of 32, warp operations reached by every live lane, blocks run in order),
-//! are described at the top of `cuda/emulate/cuda_emulate.h`; a launch that breaks them fails
-//! with a message instead of hanging. Kernels are known to the emulator once listed in
-//! `cuda/emulate/kernels.cpp`.
+//! threads in multiples of 32, warp operations reached by every live lane of their mask, blocks
+//! run in order), are described at the top of `cuda/emulate/cuda_emulate.h`; a launch that breaks
+//! them fails with a message instead of hanging. Kernels are known to the emulator once listed in
+//! `cuda/emulate/kernels.cpp`, or, for the walk program (`cuda/walk.cu`, `walk_list.cu`,
+//! `direct.cu`, `unsort.cu`), compiled once per (V, G) layout of `build.rs`'s list and registered
+//! as `kernel@V,G` (`cuda/emulate/walk_layout.cpp`): [`Emulator::for_layout`] launches those.
 
 use super::launch::{Arg, DeviceArray, Element, KernelRunner};
 use crate::error::{Error, Result};
@@ -24,12 +26,14 @@ const ALIGN: usize = 256;
 const ERROR_BYTES: usize = 512;
 
 unsafe extern "C" {
-    /// Runs kernel `name` on `grid` blocks of `block` threads (cuda/emulate/runtime.cpp).
-    /// `args[k]` points to the value of parameter k, `kinds[k]` is its letter (p i u U f d);
-    /// both hold `nargs` entries. Returns 0 on success, else non-zero with a NUL-terminated
-    /// message in the `errlen` bytes at `err`.
+    /// Runs kernel `name` on `grid` blocks of `block` threads (cuda/emulate/runtime.cpp): the
+    /// one registered as `name@layout` when `layout` ("V,G") is not null and that is registered,
+    /// else `name`. `args[k]` points to the value of parameter k, `kinds[k]` is its letter
+    /// (p i u U f d); both hold `nargs` entries. Returns 0 on success, else non-zero with a
+    /// NUL-terminated message in the `errlen` bytes at `err`.
     fn hinoki_emu_launch(
         name: *const c_char,
+        layout: *const c_char,
         grid: c_uint,
         block: c_uint,
         args: *const *const c_void,
@@ -43,13 +47,27 @@ unsafe extern "C" {
 /// The CPU kernel emulator, a [`KernelRunner`] whose arrays are host memory.
 #[derive(Debug, Default)]
 pub struct Emulator {
-    _private: (),
+    /// The (V, G) layout whose kernels launches prefer, as "V,G"; `None` for plain names only.
+    layout: Option<CString>,
 }
 
 impl Emulator {
-    /// The emulator: nothing to open, kernels are compiled in.
+    /// The emulator: nothing to open, kernels are compiled in. It launches kernels by their
+    /// plain names (those of `cuda/emulate/kernels.cpp`, or `kernel@V,G` spelled out).
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// The emulator running the walk program compiled for the (V, G) layout `v`, `g` (V
+    /// targets per thread, G threads per group; `HINOKI_V`, `HINOKI_G` of `cuda/walk.cu`):
+    /// `launch(name, ...)` runs the kernel registered as `name@v,g` where there is one (e.g.
+    /// `walk_vg@4,8`), and `name` otherwise (the kernels of `cuda/emulate/kernels.cpp`). A walk
+    /// kernel of a layout that `build.rs` does not compile fails to launch, with a message that
+    /// names the layout and those compiled in.
+    pub fn for_layout(v: u32, g: u32) -> Self {
+        Self {
+            layout: Some(CString::new(format!("{v},{g}")).expect("digits and a comma")),
+        }
     }
 }
 
@@ -176,13 +194,17 @@ impl KernelRunner for Emulator {
             .collect();
         let kinds: Vec<u8> = args.iter().map(|&a| arg_kind(a)).collect();
         let mut message = [0u8; ERROR_BYTES];
-        // SAFETY: c_name is NUL-terminated; pointers and kinds hold args.len() entries, each
-        // pointer to 8 live, aligned bytes; message has ERROR_BYTES writable bytes. The emulator
+        // SAFETY: c_name and the layout, if any, are NUL-terminated; pointers and kinds hold
+        // args.len() entries, each pointer to 8 live, aligned bytes; message has ERROR_BYTES
+        // writable bytes. The emulator
         // checks the kernel's name, argument count and kinds; the caller vouches (this function's
         // contract) for the arrays the kernel reaches through pointer arguments.
         let status = unsafe {
             hinoki_emu_launch(
                 c_name.as_ptr(),
+                self.layout
+                    .as_ref()
+                    .map_or(std::ptr::null(), |l| l.as_ptr()),
                 grid,
                 block,
                 pointers.as_ptr(),
@@ -348,10 +370,7 @@ mod tests {
     fn shuffles_and_reductions() {
         let emu = Emulator::new();
         let n = 128;
-        let values: Vec<i32> = words(n, 13)
-            .iter()
-            .map(|w| (w % 2001) as i32 - 1000)
-            .collect();
+        let values = ints(n, 13);
         let v = upload(&emu, &values);
         let out = emu.alloc::<i32>(9 * n).unwrap();
         let halves = emu.alloc::<f64>(n).unwrap();
@@ -387,6 +406,82 @@ mod tests {
         assert_eq!(download(&emu, &out), expected);
         let expected_halves: Vec<f64> = (0..n).map(|i| values[i ^ 1] as f64 + 0.25).collect();
         assert_eq!(download(&emu, &halves), expected_halves);
+    }
+
+    /// `n` pseudo-random ints in -1000..=1000.
+    fn ints(n: usize, seed: u64) -> Vec<i32> {
+        words(n, seed)
+            .iter()
+            .map(|w| (w % 2001) as i32 - 1000)
+            .collect()
+    }
+
+    /// The ballot of `f` over lanes `lanes` of the warp of `values` (32 values).
+    fn ballot(values: &[i32], lanes: std::ops::Range<usize>, f: impl Fn(i32) -> bool) -> i32 {
+        lanes
+            .filter(|&l| f(values[l]))
+            .fold(0u32, |b, l| b | 1 << l) as i32
+    }
+
+    #[test]
+    fn half_warps_synchronize_apart() {
+        let emu = Emulator::new();
+        let n = 128;
+        let values = ints(n, 23);
+        let v = upload(&emu, &values);
+        let out = emu.alloc::<i32>(5 * n).unwrap();
+        let args = [Arg::Ptr(v.ptr()), Arg::Ptr(out.ptr())];
+        launch(&emu, "selftest_half_warps", 2, 64, &args).unwrap();
+        let got = download(&emu, &out);
+        for i in 0..n {
+            let (warp, lane) = (i / 32 * 32, i % 32);
+            let w = &values[warp..warp + 32];
+            let v = w[lane];
+            let expected = if lane < 16 {
+                [
+                    ballot(w, 0..16, |x| x > 0),
+                    w[..16].iter().sum(),
+                    w[15 - lane],
+                    ballot(w, 0..16, |x| x % 2 == 0),
+                ]
+            } else {
+                [
+                    w[16..=lane].iter().sum(),
+                    ballot(w, 16..32, |x| x > 0),
+                    if lane + 3 < 32 { w[lane + 3] } else { v },
+                    *w[16..].iter().max().unwrap(),
+                ]
+            };
+            let whole = ballot(w, 0..32, |x| x > 0);
+            assert_eq!(got[5 * i..5 * i + 4], expected, "thread {i}");
+            assert_eq!(got[5 * i + 4], whole, "thread {i}");
+        }
+    }
+
+    #[test]
+    fn groups_of_a_warp_reduce_with_their_own_masks() {
+        let emu = Emulator::new();
+        let n = 256;
+        let values = ints(n, 29);
+        let v = upload(&emu, &values);
+        for g in [2, 4, 8, 16] {
+            let out = emu.alloc::<i32>(3 * n).unwrap();
+            let args = [Arg::Ptr(v.ptr()), Arg::I32(g as i32), Arg::Ptr(out.ptr())];
+            launch(&emu, "selftest_group_ops", 2, 128, &args).unwrap();
+            let got = download(&emu, &out);
+            for i in 0..n {
+                let (warp, lane) = (i / 32 * 32, i % 32);
+                let first = lane / g * g;
+                let group = &values[warp + first..warp + first + g];
+                let k = lane / g;
+                let expected = [
+                    group.iter().sum(),
+                    ballot(&values[warp..warp + 32], first..first + g, |x| x > 0),
+                    group[(lane - first + k) % g],
+                ];
+                assert_eq!(got[3 * i..3 * i + 3], expected, "G = {g}, thread {i}");
+            }
+        }
     }
 
     #[test]
@@ -551,18 +646,90 @@ mod tests {
         );
         let deadlock = message(launch(&emu, "selftest_divergent_barrier", 2, 64, &[]));
         assert!(deadlock.contains("block 0: deadlock"), "{deadlock}");
+        assert!(
+            deadlock.contains("waits at __syncwarp with mask 0xffffffff for lanes 0x55555555"),
+            "{deadlock}"
+        );
         assert!(!deadlock.contains('\n'));
+        let masks = message(launch(&emu, "selftest_mismatched_masks", 1, 32, &[]));
+        let each_other = "lanes 0 and 1 of warp 0 wait for each other at warp operations with \
+                          different masks (__syncwarp with 0x00000003, __syncwarp with 0xffffffff)";
+        assert!(masks.contains(each_other), "{masks}");
 
         // The emulator runs on after a failed launch.
-        let early = upload(&emu, &[0u32; 4]);
+        runs_early_exit(&emu);
+    }
+
+    /// `selftest_early_exit` with a single live thread runs on `emu` as it should.
+    fn runs_early_exit(emu: &Emulator) {
+        let early = upload(emu, &[0u32; 4]);
         launch(
-            &emu,
+            emu,
             "selftest_early_exit",
             1,
             32,
             &[Arg::I32(1), Arg::Ptr(early.ptr())],
         )
         .unwrap();
-        assert_eq!(download(&emu, &early), [1, 1, 0, 2]);
+        assert_eq!(download(emu, &early), [1, 1, 0, 2]);
+    }
+
+    /// The layouts `build.rs` compiles the walk program for (its `LAYOUTS`).
+    fn layouts() -> Vec<(u32, u32)> {
+        env!("HINOKI_EMULATOR_LAYOUTS")
+            .split(' ')
+            .map(|l| {
+                let (v, g) = l.split_once(',').unwrap();
+                (v.parse().unwrap(), g.parse().unwrap())
+            })
+            .collect()
+    }
+
+    #[test]
+    fn layouts_select_their_kernels() {
+        let message =
+            |emu: &Emulator, name: &str| launch(emu, name, 1, 32, &[]).unwrap_err().to_string();
+        // Every layout's kernels are registered (their arguments are checked before they run).
+        for (v, g) in layouts() {
+            let emu = Emulator::for_layout(v, g);
+            for (name, arity) in [
+                ("walk_vg", 22),
+                ("walk_list", 26),
+                ("link_children", 4),
+                ("direct", 4),
+                ("unsort_results", 6),
+            ] {
+                let m = message(&emu, name);
+                assert!(
+                    m.contains(&format!("kernel {name}@{v},{g} takes {arity} arguments")),
+                    "{m}"
+                );
+            }
+        }
+        let unknown = message(&Emulator::for_layout(5, 32), "walk_vg");
+        let not_compiled = format!(
+            "kernel walk_vg: layout V,G = 5,32 is not compiled into the emulator (build.rs \
+             compiles V,G = {})",
+            env!("HINOKI_EMULATOR_LAYOUTS")
+        );
+        assert!(unknown.contains(&not_compiled), "{unknown}");
+        let plain = message(&Emulator::new(), "walk_list");
+        assert!(
+            plain.contains("kernel walk_list is registered per layout (V,G = 1,32 2,32"),
+            "{plain}"
+        );
+        let none = message(&Emulator::for_layout(2, 32), "no_such_kernel");
+        let neither =
+            "no kernel 'no_such_kernel' is registered for layout V,G = 2,32, nor without a layout";
+        assert!(none.contains(neither), "{none}");
+        let spelled = message(&Emulator::new(), "direct@4,8");
+        assert!(
+            spelled.contains("kernel direct@4,8 takes 4 arguments, 0 given"),
+            "{spelled}"
+        );
+        // Kernels without a layout run from an emulator with one, even of a layout not compiled in.
+        for emu in [Emulator::for_layout(2, 32), Emulator::for_layout(5, 32)] {
+            runs_early_exit(&emu);
+        }
     }
 }

@@ -1,0 +1,107 @@
+//! The device a [`super::Gpu`] runs on: a real GPU, or (for tests without one) the CPU kernel
+//! emulator, behind one [`KernelRunner`].
+
+use super::cuda_runner::{CudaArray, CudaRunner};
+#[cfg(hinoki_emulator)]
+use super::emulator::{EmuArray, Emulator};
+use super::launch::{Arg, DeviceArray, Element, KernelRunner};
+use crate::error::Result;
+
+/// A compiled program on a GPU or on the emulator.
+pub enum Runner {
+    /// A GPU, through cudarc.
+    Cuda(CudaRunner),
+    /// The CPU kernel emulator (`cuda/emulate/`).
+    #[cfg(hinoki_emulator)]
+    Emulated(Emulator),
+}
+
+/// A device array of a [`Runner`].
+pub enum RunnerArray<T> {
+    /// On a GPU.
+    Cuda(CudaArray<T>),
+    /// In the emulator's (host) memory.
+    #[cfg(hinoki_emulator)]
+    Emulated(EmuArray<T>),
+}
+
+impl<T> DeviceArray for RunnerArray<T> {
+    fn ptr(&self) -> u64 {
+        match self {
+            Self::Cuda(a) => a.ptr(),
+            #[cfg(hinoki_emulator)]
+            Self::Emulated(a) => a.ptr(),
+        }
+    }
+    fn len(&self) -> usize {
+        match self {
+            Self::Cuda(a) => a.len(),
+            #[cfg(hinoki_emulator)]
+            Self::Emulated(a) => a.len(),
+        }
+    }
+}
+
+#[cfg(hinoki_emulator)]
+fn foreign() -> crate::error::Error {
+    crate::error::Error::device("a device array used with another device")
+}
+
+impl KernelRunner for Runner {
+    type Array<T: Element> = RunnerArray<T>;
+
+    fn alloc<T: Element>(&self, n: usize) -> Result<RunnerArray<T>> {
+        match self {
+            Self::Cuda(r) => r.alloc(n).map(RunnerArray::Cuda),
+            #[cfg(hinoki_emulator)]
+            Self::Emulated(r) => r.alloc(n).map(RunnerArray::Emulated),
+        }
+    }
+
+    fn upload<T: Element>(&self, src: &[T], dst: &mut RunnerArray<T>) -> Result<()> {
+        match (self, dst) {
+            (Self::Cuda(r), RunnerArray::Cuda(a)) => r.upload(src, a),
+            #[cfg(hinoki_emulator)]
+            (Self::Emulated(r), RunnerArray::Emulated(a)) => r.upload(src, a),
+            #[cfg(hinoki_emulator)]
+            _ => Err(foreign()),
+        }
+    }
+
+    fn download<T: Element>(&self, src: &RunnerArray<T>, dst: &mut [T]) -> Result<()> {
+        match (self, src) {
+            (Self::Cuda(r), RunnerArray::Cuda(a)) => r.download(a, dst),
+            #[cfg(hinoki_emulator)]
+            (Self::Emulated(r), RunnerArray::Emulated(a)) => r.download(a, dst),
+            #[cfg(hinoki_emulator)]
+            _ => Err(foreign()),
+        }
+    }
+
+    unsafe fn launch(&self, name: &str, grid: u32, block: u32, args: &[Arg]) -> Result<()> {
+        // SAFETY: passed on with the caller's guarantee.
+        unsafe {
+            match self {
+                Self::Cuda(r) => r.launch(name, grid, block, args),
+                #[cfg(hinoki_emulator)]
+                Self::Emulated(r) => r.launch(name, grid, block, args),
+            }
+        }
+    }
+
+    fn synchronize(&self) -> Result<()> {
+        match self {
+            Self::Cuda(r) => r.synchronize(),
+            #[cfg(hinoki_emulator)]
+            Self::Emulated(r) => r.synchronize(),
+        }
+    }
+
+    fn resident_blocks(&self, name: &str, block: u32) -> Result<u32> {
+        match self {
+            Self::Cuda(r) => r.resident_blocks(name, block),
+            #[cfg(hinoki_emulator)]
+            Self::Emulated(r) => r.resident_blocks(name, block),
+        }
+    }
+}
