@@ -3,8 +3,10 @@
 //! accuracy against direct summation, also with empty ranks and coincident particles; a run
 //! that refits its trees between rebuilds (`rebuild = 4`) conserves particles and energy and
 //! its refitted forces meet the accuracy bound; restarted runs end bit for bit as uninterrupted
-//! ones; a rank that fails ends the whole job with its reason, never a hang. Skipped, with the reason
-//! printed, where `mpirun` is missing or hinoki was built without MPI.
+//! ones; a rank that fails ends the whole job with its reason, never a hang; the GPU path (trees
+//! built on the device, LET forests walked there, results unsorted there) on the CPU kernel
+//! emulator meets the same bound. Skipped, with the reason printed, where `mpirun` is missing or
+//! hinoki was built without MPI.
 
 mod common;
 
@@ -12,11 +14,12 @@ use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 fn mpirun(np: usize, args: &[&str]) -> Option<Output> {
-    launch(&[np.to_string().as_str()], &[args])
+    launch(&[np.to_string().as_str()], &[args], &[])
 }
 
-/// `mpirun` with one application context per entry of `nps`/`apps` (MPMD: `-np 1 A : -np 1 B`).
-fn launch(nps: &[&str], apps: &[&[&str]]) -> Option<Output> {
+/// `mpirun` with one application context per entry of `nps`/`apps` (MPMD: `-np 1 A : -np 1 B`),
+/// every rank with the environment variables `env` (`-x NAME=VALUE`).
+fn launch(nps: &[&str], apps: &[&[&str]], env: &[&str]) -> Option<Output> {
     if cfg!(not(feature = "mpi")) {
         eprintln!("skipping MPI test: hinoki built without the mpi feature");
         return None;
@@ -31,6 +34,9 @@ fn launch(nps: &[&str], apps: &[&[&str]]) -> Option<Output> {
     cmd.arg("120")
         .arg("mpirun")
         .args(["--allow-run-as-root", "--oversubscribe"]);
+    for variable in env {
+        cmd.args(["-x", variable]);
+    }
     for (k, (np, args)) in nps.iter().zip(apps).enumerate() {
         if k > 0 {
             cmd.arg(":");
@@ -224,7 +230,7 @@ fn a_failing_rank_ends_the_job_with_its_reason() {
         "--backend",
         "cpu",
     ];
-    let Some(out) = launch(&["1", "1"], &[good, bad]) else {
+    let Some(out) = launch(&["1", "1"], &[good, bad], &[]) else {
         return;
     };
     assert!(!out.status.success());
@@ -367,4 +373,52 @@ fn two_ranks_refitting_between_rebuilds_conserve_particles_and_meet_the_bounds()
     let p99 = err[err.len() * 99 / 100];
     eprintln!("2 ranks, rebuild 4: |dE/E| = {energy:.2e}, p99 force error {p99:.2e}");
     assert!(p99 < 1e-3, "p99 relative acceleration error {p99:e}");
+}
+
+#[test]
+fn several_ranks_on_the_gpu_path_meet_the_one_rank_accuracy() {
+    // The GPU code on the CPU kernel emulator: each rank builds its tree on the "device", walks
+    // its local tree and the received LET forest there and gets its results back in input
+    // order; the same bound as the CPU runs above.
+    let args = [
+        "forces",
+        "--ics",
+        "nfw",
+        "--n",
+        "6001",
+        "--check",
+        "6001",
+        "--json",
+        "--backend",
+        "gpu",
+        "--tree-build",
+        "gpu",
+        "--repeat",
+        "2",
+    ];
+    let cpu: Vec<&str> = args[..9].iter().chain(&["cpu"]).copied().collect();
+    let Some(one) = mpirun(1, &cpu) else {
+        return;
+    };
+    let one = report(&one);
+    let bound = one["error"]["p99"].as_f64().unwrap();
+    let emulated = launch(&["2"], &[&args], &["HINOKI_GPU_EMULATOR=1"]).unwrap();
+    if !emulated.status.success()
+        && String::from_utf8_lossy(&emulated.stderr).contains("without the CPU kernel emulator")
+    {
+        eprintln!("skipping: hinoki was built without the CPU kernel emulator");
+        return;
+    }
+    let r = report(&emulated);
+    assert_eq!(r["ranks"], 2);
+    assert_eq!(r["tree_build"], "gpu");
+    assert!(
+        r["device"].as_str().unwrap().contains("emulator"),
+        "{}",
+        r["device"]
+    );
+    same_particles(&r, &one, "emulated GPU, 2 ranks");
+    let p99 = r["error"]["p99"].as_f64().unwrap();
+    assert!(p99 <= 1.5 * bound, "emulated GPU np 2: {p99} vs {bound}");
+    assert!(r["lets"]["bytes_received"]["min"].as_f64().unwrap() > 0.0);
 }

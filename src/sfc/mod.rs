@@ -72,10 +72,15 @@ impl GridBox {
 
 /// Axis-aligned bounding box `(min, max)` of a set of points, computed in parallel.
 pub fn bounding_box(pos: &[DVec3]) -> (DVec3, DVec3) {
-    pos.par_iter()
+    bounds(pos.par_iter().copied())
+}
+
+/// Axis-aligned bounding box `(min, max)` of the points a parallel iterator yields.
+pub fn bounds(points: impl ParallelIterator<Item = DVec3>) -> (DVec3, DVec3) {
+    points
         .fold(
             || (DVec3::splat(f64::INFINITY), DVec3::splat(f64::NEG_INFINITY)),
-            |(lo, hi), p| (lo.min(*p), hi.max(*p)),
+            |(lo, hi), p| (lo.min(p), hi.max(p)),
         )
         .reduce(
             || (DVec3::splat(f64::INFINITY), DVec3::splat(f64::NEG_INFINITY)),

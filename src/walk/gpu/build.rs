@@ -8,7 +8,7 @@
 use super::launch::{Arg, DeviceArray, Element, KernelRunner};
 use crate::diag::PhaseTimes;
 use crate::error::{Error, Result};
-use crate::sfc::{GridBox, Order, GRID};
+use crate::sfc::{bounds, GridBox, Order, GRID};
 use crate::tree::{Cells, Tree, TreeParams, MAX_LEVEL};
 use crate::walk::mac::Mac;
 use glam::DVec3;
@@ -138,7 +138,8 @@ impl<R: KernelRunner> TreeBuilder<R> {
     }
 
     /// The tree over particles at `pos` (length units) with masses `mass` (mass units), both
-    /// rounded to float32 first, built on the device. Times `sort` (upload, keys, sort, gather),
+    /// rounded to float32 first, built on the device. Times `sort` (float32 copy, bounding cube,
+    /// upload, keys, sort, gather),
     /// `build` (topology, preorder) and `moments` (upward pass, cells stored and copied down
     /// with the particles). `pos` must be non-empty and finite.
     pub fn build(
@@ -149,17 +150,19 @@ impl<R: KernelRunner> TreeBuilder<R> {
         times: &mut PhaseTimes,
     ) -> Result<Tree> {
         let n = pos.len();
-        let pos_mass: Vec<[f32; 4]> = pos
-            .par_iter()
-            .zip(mass)
-            .map(|(x, &m)| [x.x as f32, x.y as f32, x.z as f32, m as f32])
-            .collect();
         let grid = times.time("sort", || {
-            let f32s: Vec<DVec3> = pos_mass
+            let pos_mass: Vec<[f32; 4]> = pos
                 .par_iter()
-                .map(|q| DVec3::new(q[0] as f64, q[1] as f64, q[2] as f64))
+                .zip(mass)
+                .map(|(x, &m)| [x.x as f32, x.y as f32, x.z as f32, m as f32])
                 .collect();
-            let grid = GridBox::of_points(&f32s);
+            // The cube around the float32 positions the keys are computed from.
+            let (lo, hi) = bounds(
+                pos_mass
+                    .par_iter()
+                    .map(|q| DVec3::new(q[0] as f64, q[1] as f64, q[2] as f64)),
+            );
+            let grid = GridBox::around(lo, hi);
             self.sort(bytemuck::cast_slice(&pos_mass), &grid, p.order)?;
             Ok::<_, Error>(grid)
         })?;

@@ -80,8 +80,13 @@ impl CudaDevice {
         Ok(())
     }
 
-    /// The staging buffers, allocated on first use, with their events.
+    /// The staging buffers, allocated on first use, with their events; the device's context is
+    /// made current on this thread for the raw copies that follow.
     fn staging(&self) -> Result<std::sync::MutexGuard<'_, Staging>> {
+        self.stream
+            .context()
+            .bind_to_thread()
+            .map_err(driver_err("context binding"))?;
         let mut st = self
             .staging
             .lock()
