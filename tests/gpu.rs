@@ -405,6 +405,40 @@ fn gpu_tree_build_equals_the_host_build() {
                 "{model}: moments"
             );
         }
+        // The tree built here is walked where it lies on the device; a copy of it (another
+        // host tree) goes up first: the same walk, bit for bit.
+        let dev = g
+            .build_tree(&p.pos, &p.mass, &tp, &mut PhaseTimes::default())
+            .unwrap();
+        let targets: Vec<[f32; 4]> = dev
+            .particles
+            .iter()
+            .map(|q| [q[0], q[1], q[2], 0.0])
+            .collect();
+        let groups = tree_groups(&dev, GpuLayout::default().group());
+        let wp = ForceParams::default().walk_params();
+        assert!(g.holds(&dev) && !g.holds(&host), "{model}");
+        let resident = g
+            .walk(&dev, &targets, &groups, &wp, &mut PhaseTimes::default())
+            .unwrap();
+        let uploaded = g
+            .walk(
+                &dev.clone(),
+                &targets,
+                &groups,
+                &wp,
+                &mut PhaseTimes::default(),
+            )
+            .unwrap();
+        assert_eq!(resident.acc_pot, uploaded.acc_pot, "{model}: resident walk");
+        assert_eq!(resident.p2p, uploaded.p2p, "{model}: resident walk");
+        // After a refit on the host the tree goes up again.
+        g.forget_resident_tree();
+        assert!(!g.holds(&dev));
+        let again = g
+            .walk(&dev, &targets, &groups, &wp, &mut PhaseTimes::default())
+            .unwrap();
+        assert_eq!(again.acc_pot, uploaded.acc_pot, "{model}: forgotten tree");
     }
     // Forces from the device-built tree meet the same bound as the host-built one.
     let p = generate(Model::Nfw, size(100_000), 2).unwrap();

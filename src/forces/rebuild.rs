@@ -304,6 +304,9 @@ impl Trees {
         let ids = if self.keeps() { fingerprint(&p.id) } else { 0 };
         match self.tree.as_mut() {
             Some(t) if !rebuild && t.index.len() == p.len() && ids == self.ids => {
+                if let Some(gpu) = gpu {
+                    gpu.forget_resident_tree();
+                }
                 let built = &self.built;
                 times.time("refit", || t.refit(&p.pos, &p.mass, built, params));
             }

@@ -16,6 +16,23 @@ use rayon::prelude::*;
 /// Headroom factor when a buffer grows, so slowly growing N does not reallocate every step.
 const GROWTH: f64 = 1.25;
 
+/// Device addresses of a tree's arrays as the walk kernels read them: sorted particles
+/// (x, y, z, m), and per cell centre of mass and mass, S_eff, box, subtree size, first
+/// particle, particle count, number of children, quadrupole (6 floats) and trace.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct TreeArrays {
+    pub particles: u64,
+    pub com_mass: u64,
+    pub s_eff: u64,
+    pub boxes: u64,
+    pub subtree: u64,
+    pub first: u64,
+    pub count: u64,
+    pub nchild: u64,
+    pub quad: u64,
+    pub trace: u64,
+}
+
 /// The walk's device arrays.
 pub(super) struct Buffers {
     /// Sorted particles (x, y, z, m) as 4 floats each; the sources of direct summation too.
@@ -144,22 +161,10 @@ impl Buffers {
         Ok(flags[1] != 0)
     }
 
-    /// Copies the tree, the targets and their groups to the device (growing buffers as needed).
-    pub fn upload(
-        &mut self,
-        r: &Runner,
-        tree: &Tree,
-        targets: &[[f32; 4]],
-        groups: &[Group],
-    ) -> Result<()> {
+    /// Copies the tree to the device (growing buffers as needed); returns where it is.
+    pub fn upload_tree(&mut self, r: &Runner, tree: &Tree) -> Result<TreeArrays> {
         let cells = &tree.cells;
-        self.reserve(
-            r,
-            tree.particles.len(),
-            cells.len(),
-            targets.len(),
-            groups.len(),
-        )?;
+        self.reserve(r, tree.particles.len(), cells.len(), 0, 0)?;
         let flat4 = bytemuck::cast_slice::<[f32; 4], f32>;
         r.upload(flat4(&tree.particles), &mut self.particles)?;
         r.upload(flat4(&cells.com_mass), &mut self.com_mass)?;
@@ -167,12 +172,34 @@ impl Buffers {
         r.upload(flat4(&cells.boxes), &mut self.boxes)?;
         r.upload(bytemuck::cast_slice(&cells.quad), &mut self.quad)?;
         r.upload(&cells.trace, &mut self.trace)?;
-        r.upload(flat4(targets), &mut self.targets)?;
         r.upload(&cells.subtree, &mut self.subtree)?;
         r.upload(&cells.first, &mut self.first)?;
         r.upload(&cells.count, &mut self.count)?;
-        r.upload(bytemuck::cast_slice(groups), &mut self.groups)?;
-        r.upload(&cells.nchild, &mut self.nchild)
+        r.upload(&cells.nchild, &mut self.nchild)?;
+        Ok(TreeArrays {
+            particles: self.particles.ptr(),
+            com_mass: self.com_mass.ptr(),
+            s_eff: self.s_eff.ptr(),
+            boxes: self.boxes.ptr(),
+            subtree: self.subtree.ptr(),
+            first: self.first.ptr(),
+            count: self.count.ptr(),
+            nchild: self.nchild.ptr(),
+            quad: self.quad.ptr(),
+            trace: self.trace.ptr(),
+        })
+    }
+
+    /// Copies the targets and their groups to the device (growing buffers as needed).
+    pub fn upload_targets(
+        &mut self,
+        r: &Runner,
+        targets: &[[f32; 4]],
+        groups: &[Group],
+    ) -> Result<()> {
+        self.reserve(r, 0, 0, targets.len(), groups.len())?;
+        r.upload(bytemuck::cast_slice(targets), &mut self.targets)?;
+        r.upload(bytemuck::cast_slice(groups), &mut self.groups)
     }
 
     /// Copies the input index of every target to the device, for results in input order.

@@ -5,6 +5,7 @@
 //! the CPU kernel emulator; both give the tree [`Tree::build`] gives on the same float32
 //! particles, bit for bit (tested on the emulator in CI and on the GPU in `tests/gpu.rs`).
 
+use super::buffers::TreeArrays;
 use super::launch::{Arg, DeviceArray, Element, KernelRunner};
 use crate::diag::PhaseTimes;
 use crate::error::{Error, Result};
@@ -101,6 +102,23 @@ impl<R: KernelRunner> TreeBuilder<R> {
             particles: None,
             cells: None,
             scan_sums: Vec::new(),
+        })
+    }
+
+    /// Where the last tree built is on the device (valid until the next build).
+    pub(super) fn tree_arrays(&self) -> Option<TreeArrays> {
+        let (a, c) = (self.particles.as_ref()?, self.cells.as_ref()?);
+        Some(TreeArrays {
+            particles: a.sorted.ptr(),
+            com_mass: c.com_mass.ptr(),
+            s_eff: c.s_eff.ptr(),
+            boxes: c.boxes.ptr(),
+            subtree: c.subtree.ptr(),
+            first: c.first.ptr(),
+            count: c.count.ptr(),
+            nchild: c.nchild.ptr(),
+            quad: c.quad.ptr(),
+            trace: c.trace.ptr(),
         })
     }
 

@@ -1,7 +1,7 @@
 //! Opening the GPU of this rank, compiling the kernels, and launching the walk and the tree
 //! build on it.
 
-use super::buffers::Buffers;
+use super::buffers::{Buffers, TreeArrays};
 use super::build::TreeBuilder;
 use super::cuda_runner::{CudaDevice, CudaRunner};
 #[cfg(hinoki_emulator)]
@@ -119,6 +119,16 @@ fn driver_err(what: &str) -> impl Fn(cudarc::driver::DriverError) -> Error + '_ 
     move |e| Error::device(format!("CUDA {what} failed: {e}"))
 }
 
+/// Names a host tree by where its arrays are (a tree keeps them while it lives).
+fn tree_key(tree: &Tree) -> [usize; 4] {
+    [
+        tree.particles.as_ptr() as usize,
+        tree.particles.len(),
+        tree.cells.first.as_ptr() as usize,
+        tree.cells.len(),
+    ]
+}
+
 /// This rank's GPU with its compiled walk kernels, its tree builder and reusable buffers.
 pub struct Gpu {
     host: Host,
@@ -131,6 +141,10 @@ pub struct Gpu {
     buffers: Buffers,
     /// The tree builder (`cuda/build.cu`), compiled on first use.
     builder: Option<TreeBuilder<Runner>>,
+    /// The host copy of the tree the builder holds on the device, as [`tree_key`] names it,
+    /// while that copy is unchanged: walks of it read the builder's arrays instead of
+    /// uploading the tree again.
+    resident: Option<[usize; 4]>,
     /// Human-readable device description, e.g. "NVIDIA H100 80GB HBM3 (GPU 0, sm_90)".
     pub name: String,
 }
@@ -206,6 +220,7 @@ impl Gpu {
             layout,
             list_blocks,
             builder: None,
+            resident: None,
             name,
         })
     }
@@ -248,10 +263,37 @@ impl Gpu {
         if self.builder.is_none() {
             self.builder = Some(TreeBuilder::new(self.host.build_program()?)?);
         }
-        self.builder
+        self.resident = None;
+        let tree = self
+            .builder
             .as_mut()
             .expect("compiled above")
-            .build(pos, mass, p, times)
+            .build(pos, mass, p, times)?;
+        self.resident = Some(tree_key(&tree));
+        Ok(tree)
+    }
+
+    /// Says that the tree last built here has been changed on the host (refitted), so that its
+    /// next walk uploads it.
+    pub fn forget_resident_tree(&mut self) {
+        self.resident = None;
+    }
+
+    /// True when `tree` is the tree last built on this GPU, unchanged since: its walks read it
+    /// where it lies on the device.
+    pub fn holds(&self, tree: &Tree) -> bool {
+        self.resident == Some(tree_key(tree))
+    }
+
+    /// Where `tree` is on the device: the builder's arrays when this GPU [`Gpu::holds`] it,
+    /// else the walk's buffers after uploading it.
+    fn place_tree(&mut self, tree: &Tree) -> Result<TreeArrays> {
+        if self.holds(tree) {
+            if let Some(arrays) = self.builder.as_ref().and_then(TreeBuilder::tree_arrays) {
+                return Ok(arrays);
+            }
+        }
+        self.buffers.upload_tree(&self.walk, tree)
     }
 
     /// Launches walk-program kernel `name`.
@@ -299,7 +341,8 @@ impl Gpu {
         }
         let nt = targets.len();
         let t0 = Instant::now();
-        self.buffers.upload(&self.walk, tree, targets, groups)?;
+        let t = self.place_tree(tree)?;
+        self.buffers.upload_targets(&self.walk, targets, groups)?;
         if let Some(order) = order {
             self.buffers.upload_order(&self.walk, order)?;
         }
@@ -324,8 +367,8 @@ impl Gpu {
                 (nc as u32).div_ceil(BLOCK).max(1),
                 BLOCK,
                 &[
-                    Arg::Ptr(b.subtree.ptr()),
-                    Arg::Ptr(b.nchild.ptr()),
+                    Arg::Ptr(t.subtree),
+                    Arg::Ptr(t.nchild),
                     Arg::I32(nc as i32),
                     Arg::Ptr(b.children.ptr()),
                 ],
@@ -337,16 +380,16 @@ impl Gpu {
         let b = &self.buffers;
         let ptr = |a: &dyn DeviceArray| Arg::Ptr(a.ptr());
         let mut args = vec![
-            ptr(&b.particles),
-            ptr(&b.com_mass),
-            ptr(&b.s_eff),
-            ptr(&b.boxes),
-            ptr(&b.subtree),
-            ptr(&b.first),
-            ptr(&b.count),
-            ptr(&b.nchild),
-            ptr(&b.quad),
-            ptr(&b.trace),
+            Arg::Ptr(t.particles),
+            Arg::Ptr(t.com_mass),
+            Arg::Ptr(t.s_eff),
+            Arg::Ptr(t.boxes),
+            Arg::Ptr(t.subtree),
+            Arg::Ptr(t.first),
+            Arg::Ptr(t.count),
+            Arg::Ptr(t.nchild),
+            Arg::Ptr(t.quad),
+            Arg::Ptr(t.trace),
             Arg::I32(nc as i32),
         ];
         if list {
