@@ -207,6 +207,11 @@ impl ForceParams {
         if let VgChoice::Fixed(l) = self.vg {
             l.validate_for(self.kernel)?;
         }
+        if self.tree_build == TreeBuild::Gpu && self.backend == Backend::Cpu {
+            return Err(Error::input(
+                "tree build gpu needs the GPU walk (backend gpu or auto), not backend cpu",
+            ));
+        }
         if !(self.eps.is_finite() && self.eps >= 0.0) {
             return Err(Error::input(format!(
                 "softening eps must be finite and >= 0 (got {})",

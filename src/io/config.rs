@@ -522,7 +522,7 @@ mod tests {
             G = 2
             method = "direct"
             walk = "single"
-            backend = "cpu"
+            backend = "gpu"
             vg = "2,16"
             kernel = "vg"
             tree_build = "gpu"
@@ -566,7 +566,7 @@ mod tests {
                 g: 2.0,
                 method: Method::Direct,
                 walk: WalkKind::Single,
-                backend: Backend::Cpu,
+                backend: Backend::Gpu,
                 vg: VgChoice::Fixed(GpuLayout { v: 2, g: 16 }),
                 kernel: WalkKernel::Vg,
                 tree_build: TreeBuild::Gpu,
