@@ -243,7 +243,8 @@ struct GravityArgs {
     /// GPU walk kernel: vg (seed 001's (V,G) walk) or list (interaction lists per warp, G = 32).
     #[arg(long, default_value_t = ForceParams::default().kernel)]
     kernel: WalkKernel,
-    /// Where the tree is built when the GPU walks: host (the CPU cores) or gpu.
+    /// Where the tree is built when the GPU walks: gpu, or host (the CPU cores, always when the
+    /// CPU walks).
     #[arg(long, default_value_t = ForceParams::default().tree_build)]
     tree_build: TreeBuild,
     /// Multi-rank load balance: count (equal particles) or cost (equal interactions of the

@@ -199,19 +199,6 @@ fn bad_options_are_one_line_errors() {
             &["multipole", "3"],
         ),
         case(
-            &[
-                "forces",
-                "--n",
-                "100",
-                "--tree-build",
-                "gpu",
-                "--backend",
-                "cpu",
-            ],
-            Status::Failure,
-            &["tree build gpu", "backend cpu"],
-        ),
-        case(
             &["forces", "--n", "100", "--tree-build", "device"],
             Status::Usage,
             &["device", "tree build"],

@@ -186,7 +186,8 @@ pub struct GravityConfig {
     /// lists evaluated from shared memory).
     #[serde(deserialize_with = "by_name")]
     pub kernel: WalkKernel,
-    /// Where the tree is built when the GPU walks (`tree_build`: `"host"` or `"gpu"`).
+    /// Where the tree is built when the GPU walks (`tree_build`: `"gpu"`, the default, or
+    /// `"host"`; always the host when the CPU walks).
     #[serde(deserialize_with = "by_name")]
     pub tree_build: TreeBuild,
     /// Multi-rank load balance (`balance`: `"count"` or `"cost"`, the interactions of the

@@ -253,10 +253,21 @@ impl<R: KernelRunner> TreeBuilder<R> {
         unsafe { self.runner.launch(name, grid, BLOCK, args) }
     }
 
-    /// Copies the device scalar or small array `a` down.
+    /// Copies the first `len` elements of `a` down.
     fn fetch<T: Element>(&self, a: &R::Array<T>, len: usize) -> Result<Vec<T>> {
-        let mut out = vec![T::zeroed(); len];
-        self.runner.download(a, &mut out)?;
+        self.fetch_as(a, len)
+    }
+
+    /// Copies the start of `a` down as `len` elements of `U` (e.g. 4 floats as one `[f32; 4]`),
+    /// straight into the vector that is returned.
+    fn fetch_as<T: Element, U: bytemuck::Pod>(
+        &self,
+        a: &R::Array<T>,
+        len: usize,
+    ) -> Result<Vec<U>> {
+        let mut out = vec![U::zeroed(); len];
+        self.runner
+            .download(a, bytemuck::cast_slice_mut(&mut out))?;
         Ok(out)
     }
 
@@ -554,29 +565,22 @@ impl<R: KernelRunner> TreeBuilder<R> {
     fn download(&self, n: usize, grid: &GridBox, ncells: usize) -> Result<Tree> {
         let a = self.particles.as_ref().expect("sorted");
         let c = self.cells.as_ref().expect("built");
-        let mut particles = vec![[0f32; 4]; n];
-        self.runner
-            .download(&a.sorted, bytemuck::cast_slice_mut(&mut particles))?;
-        let index = self.fetch(&a.index[0], n)?;
-        let quads = self.fetch(&c.quad, 6 * ncells)?;
-        let boxes = self.fetch(&c.boxes, 4 * ncells)?;
-        let com_mass = self.fetch(&c.com_mass, 4 * ncells)?;
         let cells = Cells {
             first: self.fetch(&c.first, ncells)?,
             count: self.fetch(&c.count, ncells)?,
             level: self.fetch(&c.level, ncells)?,
             nchild: self.fetch(&c.nchild, ncells)?,
             subtree: self.fetch(&c.subtree, ncells)?,
-            boxes: bytemuck::cast_slice(&boxes).to_vec(),
-            com_mass: bytemuck::cast_slice(&com_mass).to_vec(),
-            quad: bytemuck::cast_slice(&quads).to_vec(),
+            boxes: self.fetch_as(&c.boxes, ncells)?,
+            com_mass: self.fetch_as(&c.com_mass, ncells)?,
+            quad: self.fetch_as(&c.quad, ncells)?,
             trace: self.fetch(&c.trace, ncells)?,
             s_eff: self.fetch(&c.s_eff, ncells)?,
         };
         Ok(Tree {
             grid: *grid,
-            particles,
-            index,
+            particles: self.fetch_as(&a.sorted, n)?,
+            index: self.fetch(&a.index[0], n)?,
             cells,
         })
     }
