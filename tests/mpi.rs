@@ -119,24 +119,22 @@ fn one_rank_under_mpirun_matches_a_plain_run() {
     }
 }
 
+/// `forces` on 6001 particles of `model` (N not divisible by 2, 3 or 4), every one checked
+/// against direct summation, the second of two evaluations reported, on `backend`, then `extra`.
+fn checked_forces<'a>(model: &'a str, backend: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    let args = ["forces", "--ics", model, "--n", "6001", "--check", "6001"];
+    [
+        &args[..],
+        &["--json", "--repeat", "2", "--backend", backend],
+        extra,
+    ]
+    .concat()
+}
+
 #[test]
 fn several_ranks_conserve_particles_and_meet_the_one_rank_accuracy() {
     for model in ["plummer", "nfw"] {
-        // N not divisible by 2, 3 or 4; every particle checked against direct summation.
-        let args = [
-            "forces",
-            "--ics",
-            model,
-            "--n",
-            "6001",
-            "--check",
-            "6001",
-            "--json",
-            "--backend",
-            "cpu",
-            "--repeat",
-            "2",
-        ];
+        let args = checked_forces(model, "cpu", &[]);
         let Some(one) = mpirun(1, &args) else {
             return;
         };
@@ -380,24 +378,8 @@ fn several_ranks_on_the_gpu_path_meet_the_one_rank_accuracy() {
     // The GPU code on the CPU kernel emulator: each rank builds its tree on the "device", walks
     // its local tree and the received LET forest there and gets its results back in input
     // order; the same bound as the CPU runs above.
-    let args = [
-        "forces",
-        "--ics",
-        "nfw",
-        "--n",
-        "6001",
-        "--check",
-        "6001",
-        "--json",
-        "--backend",
-        "gpu",
-        "--tree-build",
-        "gpu",
-        "--repeat",
-        "2",
-    ];
-    let cpu: Vec<&str> = args[..9].iter().chain(&["cpu"]).copied().collect();
-    let Some(one) = mpirun(1, &cpu) else {
+    let args = checked_forces("nfw", "gpu", &["--tree-build", "gpu"]);
+    let Some(one) = mpirun(1, &checked_forces("nfw", "cpu", &[])) else {
         return;
     };
     let one = report(&one);

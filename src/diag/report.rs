@@ -6,7 +6,7 @@ use super::timers::PhaseTimes;
 use crate::comm::Comm;
 use crate::domain::gather_all;
 use crate::error::Result;
-use crate::forces::{ForceParams, ForceResult, TreeBuild};
+use crate::forces::{ForceParams, ForceResult};
 use crate::particles::Particles;
 use crate::walk::direct::direct_forces;
 use rand::seq::index::sample;
@@ -96,12 +96,7 @@ pub fn forces_json(
         "group": params.group,
         "vg": params.vg.to_string(),
         "kernel": params.kernel.to_string(),
-        // Where the tree was built: on the GPU only when the GPU walked.
-        "tree_build": if result.device.starts_with("cpu") {
-            TreeBuild::Host.name()
-        } else {
-            params.tree_build.name()
-        },
+        "tree_build": params.tree_build.name(),
         "order": params.order.name(),
         "walk": params.walk.name(),
         "eps": params.eps,

@@ -74,9 +74,14 @@ impl ForceEngine {
             }
         };
         let tune = params.vg == VgChoice::Auto && gpu.is_some();
-        // `auto` leaf size: the best of the backend just chosen.
+        // `auto` leaf size: the best of the backend just chosen; the tree is built on the GPU
+        // only where one walks.
         let params = ForceParams {
             ncrit: LeafSize::Fixed(params.ncrit.resolve(gpu.is_some())),
+            tree_build: match gpu {
+                Some(_) => params.tree_build,
+                None => TreeBuild::Host,
+            },
             ..params
         };
         Ok(Self {

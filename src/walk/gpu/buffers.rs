@@ -202,13 +202,17 @@ impl Buffers {
         r.upload(bytemuck::cast_slice(groups), &mut self.groups)
     }
 
-    /// Copies the input index of every target to the device, for results in input order.
-    pub fn upload_order(&mut self, r: &Runner, order: &[u32]) -> Result<()> {
-        let n = order.len();
-        grow(r, &mut self.order, n)?;
+    /// Grows the arrays the results of `n` targets are put in input order into.
+    pub fn reserve_input_order(&mut self, r: &Runner, n: usize) -> Result<()> {
         grow(r, &mut self.out_input, 4 * n)?;
-        grow(r, &mut self.counts_input, 2 * n)?;
-        r.upload(order, &mut self.order)
+        grow(r, &mut self.counts_input, 2 * n)
+    }
+
+    /// Copies the input index of every target to the device; returns its address.
+    pub fn upload_order(&mut self, r: &Runner, order: &[u32]) -> Result<u64> {
+        grow(r, &mut self.order, order.len())?;
+        r.upload(order, &mut self.order)?;
+        Ok(self.order.ptr())
     }
 
     /// Copies `n` sources (x, y, z, m) for direct summation to the device.

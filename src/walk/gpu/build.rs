@@ -73,6 +73,8 @@ pub struct TreeBuilder<R: KernelRunner> {
     /// Digit counts of the eight radix passes, and the size of the next tree level.
     digit_counts: R::Array<u32>,
     next_total: R::Array<u32>,
+    /// The float32 particles (x, y, z, m) on the host before they go up, kept across builds.
+    host_particles: Vec<[f32; 4]>,
 }
 
 fn ptr<A: DeviceArray>(a: &A) -> Arg {
@@ -102,6 +104,7 @@ impl<R: KernelRunner> TreeBuilder<R> {
             particles: None,
             cells: None,
             scan_sums: Vec::new(),
+            host_particles: Vec::new(),
         })
     }
 
@@ -120,6 +123,11 @@ impl<R: KernelRunner> TreeBuilder<R> {
             quad: c.quad.ptr(),
             trace: c.trace.ptr(),
         })
+    }
+
+    /// Where the last tree's order (the input index of each sorted particle) is on the device.
+    pub(super) fn order_array(&self) -> Option<u64> {
+        Some(self.particles.as_ref()?.index[0].ptr())
     }
 
     /// The device bytes the builder holds.
@@ -169,11 +177,12 @@ impl<R: KernelRunner> TreeBuilder<R> {
     ) -> Result<Tree> {
         let n = pos.len();
         let grid = times.time("sort", || {
-            let pos_mass: Vec<[f32; 4]> = pos
-                .par_iter()
-                .zip(mass)
-                .map(|(x, &m)| [x.x as f32, x.y as f32, x.z as f32, m as f32])
-                .collect();
+            let mut pos_mass = std::mem::take(&mut self.host_particles);
+            pos_mass.resize(n, [0.0; 4]);
+            pos_mass
+                .par_iter_mut()
+                .zip(pos.par_iter().zip(mass))
+                .for_each(|(q, (x, &m))| *q = [x.x as f32, x.y as f32, x.z as f32, m as f32]);
             // The cube around the float32 positions the keys are computed from.
             let (lo, hi) = bounds(
                 pos_mass
@@ -181,8 +190,9 @@ impl<R: KernelRunner> TreeBuilder<R> {
                     .map(|q| DVec3::new(q[0] as f64, q[1] as f64, q[2] as f64)),
             );
             let grid = GridBox::around(lo, hi);
-            self.sort(bytemuck::cast_slice(&pos_mass), &grid, p.order)?;
-            Ok::<_, Error>(grid)
+            let sorted = self.sort(bytemuck::cast_slice(&pos_mass), &grid, p.order);
+            self.host_particles = pos_mass;
+            sorted.map(|()| grid)
         })?;
         let levels = times.time("build", || self.topology(n, p.ncrit))?;
         times.time("moments", || {

@@ -296,6 +296,19 @@ impl Gpu {
         self.buffers.upload_tree(&self.walk, tree)
     }
 
+    /// Where the input index of each target is on the device: the builder's order when
+    /// `order` is that of the tree this GPU [`Gpu::holds`], else the walk's buffer after
+    /// uploading it. The arrays the results are put in input order into are grown too.
+    fn place_order(&mut self, tree: &Tree, order: &[u32]) -> Result<u64> {
+        self.buffers.reserve_input_order(&self.walk, order.len())?;
+        if self.holds(tree) && std::ptr::eq(order, tree.index.as_slice()) {
+            if let Some(array) = self.builder.as_ref().and_then(TreeBuilder::order_array) {
+                return Ok(array);
+            }
+        }
+        self.buffers.upload_order(&self.walk, order)
+    }
+
     /// Launches walk-program kernel `name`.
     fn launch(&self, name: &str, grid: u32, block: u32, args: &[Arg]) -> Result<()> {
         // SAFETY: every call passes the arguments of the kernel's declaration in cuda/, with
@@ -343,9 +356,10 @@ impl Gpu {
         let t0 = Instant::now();
         let t = self.place_tree(tree)?;
         self.buffers.upload_targets(&self.walk, targets, groups)?;
-        if let Some(order) = order {
-            self.buffers.upload_order(&self.walk, order)?;
-        }
+        let order = match order {
+            Some(order) => Some(self.place_order(tree, order)?),
+            None => None,
+        };
         times.add("upload", t0.elapsed().as_secs_f64());
 
         let t0 = Instant::now();
@@ -423,7 +437,7 @@ impl Gpu {
         }
 
         let t0 = Instant::now();
-        if order.is_some() {
+        if let Some(order) = order {
             let b = &self.buffers;
             self.launch(
                 "unsort_results",
@@ -432,7 +446,7 @@ impl Gpu {
                 &[
                     Arg::Ptr(b.out.ptr()),
                     Arg::Ptr(b.counts.ptr()),
-                    Arg::Ptr(b.order.ptr()),
+                    Arg::Ptr(order),
                     Arg::I32(nt as i32),
                     Arg::Ptr(b.out_input.ptr()),
                     Arg::Ptr(b.counts_input.ptr()),
