@@ -91,14 +91,15 @@ def main():
                 print(f"{arch} V,G = {v},{g}: NVRTC error {result}\n{log}")
     total = 2 * len(layouts)
     print(f"kernels compiled for {total - failed} of {total} (arch, V, G) combinations")
-    # The tree build (src/walk/gpu/launch.rs, CudaRunner::compile): no fast math, no FMA
-    # contraction.
-    build = open(os.path.join(ROOT, "cuda", "build.cu")).read().encode()
+    # The tree build (src/walk/gpu/device.rs, Host::build_program): cuda/build.cu then
+    # cuda/groups.cu, no fast math, no FMA contraction.
+    build = "\n".join(open(os.path.join(ROOT, "cuda", f)).read()
+                      for f in ["build.cu", "groups.cu"]).encode()
     for arch in ["compute_80", "compute_90"]:
         result, log = compile_once(lib, build, [f"-arch={arch}", "--fmad=false", "-std=c++17"])
         if result != 0:
             failed += 1
-            print(f"{arch} build.cu: NVRTC error {result}\n{log}")
+            print(f"{arch} build.cu + groups.cu: NVRTC error {result}\n{log}")
     if not failed:
         print("tree-build kernels compiled")
     return 1 if failed else 0

@@ -453,3 +453,43 @@ fn gpu_tree_build_equals_the_host_build() {
         .acc;
     assert!(e.p99 <= 1e-3, "device-built tree: {e:?}");
 }
+
+#[test]
+fn gpu_evaluation_on_the_device_equals_the_general_pipeline() {
+    use hinoki::forces::{ForceEngine, Rebuild};
+    use std::num::NonZeroU64;
+    if gpu(WalkKernel::default(), GpuLayout::default()).is_none() {
+        return;
+    }
+    for (model, order, mac) in [
+        (Model::Plummer, Order::Hilbert, Mac::Modified),
+        (Model::Nfw, Order::Morton, Mac::Acceleration),
+        (Model::UniformCube, Order::Hilbert, Mac::BarnesHut),
+    ] {
+        let p = generate(model, size(60_000), 5).unwrap();
+        let params = ForceParams {
+            backend: Backend::Gpu,
+            order,
+            mac,
+            ..ForceParams::default()
+        };
+        // One rank, a tree rebuilt every evaluation: groups and targets formed on the device.
+        let mut on_device = ForceEngine::new(params.clone()).unwrap();
+        // Keeping trees for refits brings each one down, with groups formed on the host.
+        let mut general = ForceEngine::new(params)
+            .unwrap()
+            .with_rebuild(Rebuild::Every(NonZeroU64::new(1000).unwrap()));
+        let first = on_device.compute(&SingleProcess, &p, None).unwrap();
+        let old = (mac == Mac::Acceleration).then_some(&first.acc[..]);
+        let a = on_device.compute(&SingleProcess, &p, old).unwrap();
+        let b = general.compute(&SingleProcess, &p, old).unwrap();
+        assert_eq!(a.times.get("upload"), 0.0, "{model}: something went up");
+        assert!(
+            b.times.get("upload") > 0.0,
+            "{model}: general path not taken"
+        );
+        assert_eq!(a.acc, b.acc, "{model}: accelerations");
+        assert_eq!(a.pot, b.pot, "{model}: potentials");
+        assert_eq!((&a.p2p, &a.m2p), (&b.p2p, &b.m2p), "{model}: interactions");
+    }
+}

@@ -17,6 +17,7 @@
 #include "selftest.cu"
 
 #include "../build.cu"
+#include "../groups.cu"
 
 #ifndef HINOKI_WALK_LAYOUTS
 #error "build.rs compiles kernels.cpp with -DHINOKI_WALK_LAYOUTS=..."
@@ -62,6 +63,16 @@ std::span<const std::span<const Kernel>> kernel_tables()
         HINOKI_EMULATE(preorder_children),
         HINOKI_EMULATE(cell_moments),
         HINOKI_EMULATE(store_cells),
+        // groups.cu (targets and groups of a tree on the device, src/walk/gpu/build/groups.rs)
+        HINOKI_EMULATE(cell_parents),
+        HINOKI_EMULATE(group_starts),
+        HINOKI_EMULATE(group_levels),
+        HINOKI_EMULATE(group_total),
+        HINOKI_EMULATE(emit_groups),
+        HINOKI_EMULATE(gather_targets),
+        HINOKI_EMULATE(chunk_extents),
+        HINOKI_EMULATE(chunk_pieces),
+        HINOKI_EMULATE(emit_pieces),
     };
 #define HINOKI_LAYOUT(v, g) walk_kernels_##v##_##g(),
     static const std::span<const Kernel> tables[] = {own, HINOKI_WALK_LAYOUTS};

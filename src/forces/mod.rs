@@ -3,6 +3,7 @@
 //! ([`rebuild`]: keys → sort → tree → moments, or a refit of the last tree) and the tree
 //! pipeline (`tree_forces`: groups → walk → LETs, each stage timed).
 
+mod device_forces;
 pub mod leaf_size;
 pub mod params;
 pub mod rebuild;
@@ -254,7 +255,7 @@ impl ForceEngine {
                     device,
                 }
             }
-            (Method::Tree, mut gpu) => {
+            (Method::Tree, gpu) => {
                 let tune = std::mem::take(&mut self.tune);
                 let mut times = PhaseTimes::default();
                 let rebuild = self.trees.due();
@@ -264,13 +265,30 @@ impl ForceEngine {
                     mac: params.mac,
                     theta: params.theta,
                 };
-                let builder = gpu
-                    .as_deref_mut()
-                    .filter(|_| params.tree_build == TreeBuild::Gpu);
-                let tree = self.trees.prepare(p, &tp, rebuild, builder, &mut times)?;
-                let (r, stats, walked) = tree_forces(
-                    comm, p, tree, params, gpu, tune, old_acc, active, device, times,
-                )?;
+                let situation = device_forces::Situation {
+                    ranks: comm.size(),
+                    rebuild: self.trees.policy(),
+                    partial: active.is_some(),
+                    tune,
+                    old_acc: old_acc.is_some(),
+                };
+                let (r, stats, walked) = match gpu {
+                    Some(gpu) if device_forces::applies(params, &situation, p) => {
+                        let r = device_forces::device_forces(
+                            p, params, &tp, gpu, old_acc, device, times,
+                        )?;
+                        (r, LetStats::default(), p.len())
+                    }
+                    mut gpu => {
+                        let builder = gpu
+                            .as_deref_mut()
+                            .filter(|_| params.tree_build == TreeBuild::Gpu);
+                        let tree = self.trees.prepare(p, &tp, rebuild, builder, &mut times)?;
+                        tree_forces(
+                            comm, p, tree, params, gpu, tune, old_acc, active, device, times,
+                        )?
+                    }
+                };
                 self.trees.record(comm, rebuild, &r.times, walked);
                 self.let_stats = stats;
                 r

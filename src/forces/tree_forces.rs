@@ -12,7 +12,7 @@ use crate::sfc::Order;
 use crate::tree::{FlatTree, Tree};
 use crate::walk::cpu::{grouped_walk, single_walk, WalkOutput, WalkParams};
 use crate::walk::gpu::{Gpu, GpuLayout};
-use crate::walk::groups::{chunk_groups, tree_groups, Group};
+use crate::walk::groups::{chunk_groups, curve_groups, tree_groups, Group};
 use crate::walk::mac::{Criterion, Mac};
 use glam::DVec3;
 use rayon::prelude::*;
@@ -66,15 +66,18 @@ pub(super) fn tree_forces(
             .collect(),
     });
     let wp = params.walk_params();
+    // The GPU walks full chunks of the curve, the CPU tree cells (see `walk::groups`).
+    let on_gpu = gpu.is_some();
     let form_groups = |size: usize| match (tree, params.order) {
+        (Some(t), Order::Hilbert | Order::Morton) if on_gpu => curve_groups(t, size),
         (Some(t), Order::Hilbert | Order::Morton) => tree_groups(t, size),
         _ => chunk_groups(n, size),
     };
     if let (true, Some(g), Some(t)) = (tune, gpu.as_deref_mut(), tree) {
         times.time("tune", || choose_layout(g, t, &targets, &form_groups, &wp))?;
     }
-    // Groups: V·G targets on the GPU, `group` on the CPU; tree cells when the walk follows
-    // the tree order, fixed chunks of the input order otherwise.
+    // Groups: V·G targets on the GPU, `group` on the CPU; formed from the tree when the walk
+    // follows the tree order, fixed chunks of the input order otherwise.
     let group_size = gpu.as_ref().map_or(params.group, |g| g.layout().group());
     let single = params.walk == WalkKind::Single && gpu.is_none();
     // A full evaluation on the GPU gets its results back in input order: the device moves
@@ -166,7 +169,10 @@ pub(super) fn tree_forces(
 
 /// The results `out`, already in input order, as float64 with G applied, and the counts (the
 /// target itself taken off the p2p count).
-fn in_input_order(out: WalkOutput, g: f64) -> (Vec<DVec3>, Vec<f64>, Vec<u32>, Vec<u32>) {
+pub(super) fn in_input_order(
+    out: WalkOutput,
+    g: f64,
+) -> (Vec<DVec3>, Vec<f64>, Vec<u32>, Vec<u32>) {
     let (acc, pot) = out
         .acc_pot
         .par_iter()

@@ -1,11 +1,14 @@
 //! Groups of targets that share one tree walk: consecutive ranges `[first, count]` of the walk
 //! order that together cover every target once, in order.
 //!
-//! With a space-filling-curve order the groups are tree cells (the largest cells holding at most
-//! `max` particles, as Bonsai forms its groups), so a group is always spatially compact; fixed
-//! chunks of the curve can straddle two distant cells in sparse regions and then drag a huge
-//! bounding box through the walk. In input order (`--order none`) the groups are fixed chunks,
-//! as in the unordered runs of seeds 000/001.
+//! With a space-filling-curve order the CPU's groups are tree cells (the largest cells holding
+//! at most `max` particles, as Bonsai forms its groups, [`tree_groups`]), so a group is always
+//! spatially compact. The GPU's are full chunks of the curve ([`curve_groups`]): a warp walks
+//! for 32·V targets whether the group holds them or not, and tree-cell groups hold 70 % of that
+//! on average, so full chunks do the same work for more targets; the few chunks that straddle a
+//! jump of the curve across empty space (whose huge bounding box would open nearly the whole
+//! tree) are cut into their tree-cell groups. In input order (`--order none`) the groups are
+//! fixed chunks, as in the unordered runs of seeds 000/001.
 
 use crate::tree::Tree;
 use rayon::prelude::*;
@@ -114,6 +117,68 @@ fn form_piece(tree: &Tree, max: u32, widest: f32, start: usize, end: usize) -> V
     out
 }
 
+/// A chunk of [`curve_groups`] wider than this many times the median chunk is cut into its
+/// tree-cell groups.
+pub const WIDE_CHUNK: f32 = 4.0;
+
+/// Groups for the GPU walk: chunks of `max` consecutive targets along the curve (the tree's
+/// order), except that a chunk whose targets span more than [`WIDE_CHUNK`] times the median
+/// chunk's extent is cut at the boundaries of the [`tree_groups`] that overlap it. Targets must
+/// be the tree's particles in tree order.
+pub fn curve_groups(tree: &Tree, max: usize) -> Vec<Group> {
+    let chunks = chunk_groups(tree.particles.len(), max);
+    let mut extents: Vec<f32> = chunks
+        .par_iter()
+        .map(|&[s, k]| extent(&tree.particles[s as usize..(s + k) as usize]))
+        .collect();
+    let limit = wide_chunk_limit(&mut extents.clone());
+    let cells = tree_groups(tree, max);
+    let mut out = Vec::with_capacity(chunks.len());
+    let mut j = 0;
+    for (&[s, k], e) in chunks.iter().zip(extents.drain(..)) {
+        if e <= limit {
+            out.push([s, k]);
+            continue;
+        }
+        while cells[j][0] + cells[j][1] <= s {
+            j += 1;
+        }
+        let mut at = s;
+        while at < s + k {
+            let end = (cells[j][0] + cells[j][1]).min(s + k);
+            out.push([at, end - at]);
+            at = end;
+            if end == cells[j][0] + cells[j][1] {
+                j += 1;
+            }
+        }
+    }
+    out
+}
+
+/// The largest side of the bounding box of `x` (x, y, z first; length units).
+pub fn extent(x: &[[f32; 4]]) -> f32 {
+    let mut lo = [f32::INFINITY; 3];
+    let mut hi = [f32::NEG_INFINITY; 3];
+    for p in x {
+        for k in 0..3 {
+            lo[k] = lo[k].min(p[k]);
+            hi[k] = hi[k].max(p[k]);
+        }
+    }
+    (0..3).map(|k| hi[k] - lo[k]).fold(0.0, f32::max)
+}
+
+/// The extent above which a chunk of [`curve_groups`] is cut: [`WIDE_CHUNK`] times the median
+/// of the chunks' `extents` (which are reordered).
+pub fn wide_chunk_limit(extents: &mut [f32]) -> f32 {
+    if extents.is_empty() {
+        return f32::INFINITY;
+    }
+    let mid = extents.len() / 2;
+    WIDE_CHUNK * *extents.select_nth_unstable_by(mid, f32::total_cmp).1
+}
+
 /// Fixed chunks of `size` consecutive targets out of `n`.
 pub fn chunk_groups(n: usize, size: usize) -> Vec<Group> {
     let size = size.max(1);
@@ -166,6 +231,32 @@ mod tests {
             covers(&tree_groups(&tree, max), pos.len(), max);
         }
         covers(&chunk_groups(100, 32), 100, 32);
+        // Curve groups: full chunks, with a far outlier's chunk cut at cell groups.
+        let mut pos = pos;
+        pos[2500] = DVec3::splat(1000.0);
+        let tree = Tree::build(
+            &pos,
+            &mass,
+            &TreeParams {
+                order: Order::Hilbert,
+                ncrit: 8,
+                mac: Mac::Modified,
+                theta: 0.5,
+            },
+            &mut PhaseTimes::default(),
+        );
+        let groups = curve_groups(&tree, 64);
+        covers(&groups, pos.len(), 64);
+        let full = groups.iter().filter(|g| g[1] == 64).count();
+        assert!(full >= pos.len() / 64 - 2, "{full} full chunks");
+        assert!(
+            groups.len() > pos.len().div_ceil(64),
+            "the outlier's chunk was not cut"
+        );
+        for &[s, k] in &groups {
+            let e = extent(&tree.particles[s as usize..(s + k) as usize]);
+            assert!(e < 100.0 || k == 1, "a group of {k} spans {e}");
+        }
         assert_eq!(chunk_groups(100, 32).last(), Some(&[96, 4]));
     }
 }

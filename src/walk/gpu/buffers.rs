@@ -5,16 +5,13 @@
 //! as flat f32/u32/u8 slices: no staging copy of our own and no threaded node arrays (the
 //! runner's copies go through its page-locked staging buffers).
 
-use super::launch::{DeviceArray, Element, KernelRunner};
+use super::launch::{grow, DeviceArray, KernelRunner};
 use super::runner::{Runner, RunnerArray};
 use crate::error::Result;
 use crate::tree::Tree;
 use crate::walk::cpu::WalkOutput;
 use crate::walk::groups::Group;
 use rayon::prelude::*;
-
-/// Headroom factor when a buffer grows, so slowly growing N does not reallocate every step.
-const GROWTH: f64 = 1.25;
 
 /// Device addresses of a tree's arrays as the walk kernels read them: sorted particles
 /// (x, y, z, m), and per cell centre of mass and mass, S_eff, box, subtree size, first
@@ -60,16 +57,6 @@ pub(super) struct Buffers {
     pub order: RunnerArray<u32>,
     pub out_input: RunnerArray<f32>,
     pub counts_input: RunnerArray<u32>,
-}
-
-/// Replaces `buf` by a larger allocation (with headroom) when it holds fewer than `len`
-/// elements; the old one is freed first.
-fn grow<T: Element>(r: &Runner, buf: &mut RunnerArray<T>, len: usize) -> Result<()> {
-    if buf.len() < len {
-        *buf = r.alloc(1)?;
-        *buf = r.alloc(((len as f64 * GROWTH) as usize).max(len))?;
-    }
-    Ok(())
 }
 
 impl Buffers {
@@ -200,6 +187,12 @@ impl Buffers {
         self.reserve(r, 0, 0, targets.len(), groups.len())?;
         r.upload(bytemuck::cast_slice(targets), &mut self.targets)?;
         r.upload(bytemuck::cast_slice(groups), &mut self.groups)
+    }
+
+    /// Grows the arrays of `nt` targets and `ng` groups (for targets and groups written on the
+    /// device).
+    pub fn reserve_targets(&mut self, r: &Runner, nt: usize, ng: usize) -> Result<()> {
+        self.reserve(r, 0, 0, nt, ng)
     }
 
     /// Grows the arrays the results of `n` targets are put in input order into.

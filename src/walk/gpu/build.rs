@@ -6,7 +6,7 @@
 //! particles, bit for bit (tested on the emulator in CI and on the GPU in `tests/gpu.rs`).
 
 use super::buffers::TreeArrays;
-use super::launch::{Arg, DeviceArray, Element, KernelRunner};
+use super::launch::{Arg, DeviceArray, Element, KernelRunner, GROWTH};
 use crate::diag::PhaseTimes;
 use crate::error::{Error, Result};
 use crate::sfc::{bounds, GridBox, Order, GRID};
@@ -23,8 +23,6 @@ const TILE: usize = 2048;
 const MOMENT_WORDS: usize = 11;
 /// Largest grid of the grid-stride kernels.
 const MAX_GRID: usize = 1 << 16;
-/// Headroom when arrays grow, so that slowly growing N does not reallocate every step.
-const GROWTH: f64 = 1.25;
 
 /// The device arrays over particles (grown with N).
 struct ParticleArrays<R: KernelRunner> {
@@ -62,6 +60,17 @@ struct CellArrays<R: KernelRunner> {
     s_eff: R::Array<f32>,
 }
 
+/// A tree built on the device and held there by its [`TreeBuilder`] until the next build.
+#[derive(Clone, Copy, Debug)]
+pub struct DeviceTree {
+    /// Its particles.
+    pub particles: usize,
+    /// Its cells.
+    pub cells: usize,
+    /// The cube its keys were computed in.
+    pub grid: GridBox,
+}
+
 /// Builds trees with the kernels of `cuda/build.cu` on one device, keeping its arrays across
 /// builds.
 pub struct TreeBuilder<R: KernelRunner> {
@@ -75,6 +84,8 @@ pub struct TreeBuilder<R: KernelRunner> {
     next_total: R::Array<u32>,
     /// The float32 particles (x, y, z, m) on the host before they go up, kept across builds.
     host_particles: Vec<[f32; 4]>,
+    /// The arrays of the target groups and targets formed on the device (build/groups.rs).
+    group_arrays: Option<groups::GroupArrays<R>>,
 }
 
 fn ptr<A: DeviceArray>(a: &A) -> Arg {
@@ -105,6 +116,7 @@ impl<R: KernelRunner> TreeBuilder<R> {
             cells: None,
             scan_sums: Vec::new(),
             host_particles: Vec::new(),
+            group_arrays: None,
         })
     }
 
@@ -128,6 +140,11 @@ impl<R: KernelRunner> TreeBuilder<R> {
     /// Where the last tree's order (the input index of each sorted particle) is on the device.
     pub(super) fn order_array(&self) -> Option<u64> {
         Some(self.particles.as_ref()?.index[0].ptr())
+    }
+
+    /// Waits until every launch and copy issued so far is done.
+    pub fn synchronize(&self) -> Result<()> {
+        self.runner.synchronize()
     }
 
     /// The device bytes the builder holds.
@@ -161,13 +178,17 @@ impl<R: KernelRunner> TreeBuilder<R> {
                 + c.nchild.len()
         });
         p + c
+            + self
+                .group_arrays
+                .as_ref()
+                .map_or(0, groups::GroupArrays::bytes)
     }
 
     /// The tree over particles at `pos` (length units) with masses `mass` (mass units), both
-    /// rounded to float32 first, built on the device. Times `sort` (float32 copy, bounding cube,
-    /// upload, keys, sort, gather),
-    /// `build` (topology, preorder) and `moments` (upward pass, cells stored and copied down
-    /// with the particles). `pos` must be non-empty and finite.
+    /// rounded to float32 first, built on the device and copied down. Times `sort` (float32
+    /// copy, bounding cube, upload, keys, sort, gather), `build` (topology, preorder) and
+    /// `moments` (upward pass, cells stored and copied down with the particles). `pos` must be
+    /// non-empty and finite.
     pub fn build(
         &mut self,
         pos: &[DVec3],
@@ -175,6 +196,19 @@ impl<R: KernelRunner> TreeBuilder<R> {
         p: &TreeParams,
         times: &mut PhaseTimes,
     ) -> Result<Tree> {
+        let tree = self.build_on_device(pos, mass, p, times)?;
+        times.time("moments", || self.download(&tree))
+    }
+
+    /// [`TreeBuilder::build`] without the copy down: the tree stays on the device (see
+    /// [`TreeBuilder::tree_arrays`]) until the next build.
+    pub fn build_on_device(
+        &mut self,
+        pos: &[DVec3],
+        mass: &[f64],
+        p: &TreeParams,
+        times: &mut PhaseTimes,
+    ) -> Result<DeviceTree> {
         let n = pos.len();
         let grid = times.time("sort", || {
             let mut pos_mass = std::mem::take(&mut self.host_particles);
@@ -195,9 +229,11 @@ impl<R: KernelRunner> TreeBuilder<R> {
             sorted.map(|()| grid)
         })?;
         let levels = times.time("build", || self.topology(n, p.ncrit))?;
-        times.time("moments", || {
-            self.moments(&levels, &grid, p)?;
-            self.download(n, &grid, levels[levels.len() - 1])
+        times.time("moments", || self.moments(&levels, &grid, p))?;
+        Ok(DeviceTree {
+            particles: n,
+            cells: levels[levels.len() - 1],
+            grid,
         })
     }
 
@@ -571,8 +607,10 @@ impl<R: KernelRunner> TreeBuilder<R> {
         )
     }
 
-    /// Copies the sorted particles, their input indices and the `ncells` cells down.
-    fn download(&self, n: usize, grid: &GridBox, ncells: usize) -> Result<Tree> {
+    /// Copies `tree` (the last one built), its particles, their input indices and its cells
+    /// down.
+    fn download(&self, tree: &DeviceTree) -> Result<Tree> {
+        let (n, ncells) = (tree.particles, tree.cells);
         let a = self.particles.as_ref().expect("sorted");
         let c = self.cells.as_ref().expect("built");
         let cells = Cells {
@@ -588,7 +626,7 @@ impl<R: KernelRunner> TreeBuilder<R> {
             s_eff: self.fetch(&c.s_eff, ncells)?,
         };
         Ok(Tree {
-            grid: *grid,
+            grid: tree.grid,
             particles: self.fetch_as(&a.sorted, n)?,
             index: self.fetch(&a.index[0], n)?,
             cells,
@@ -596,5 +634,6 @@ impl<R: KernelRunner> TreeBuilder<R> {
     }
 }
 
+mod groups;
 #[cfg(all(test, hinoki_emulator))]
 mod tests;

@@ -82,14 +82,18 @@ impl Host {
         }
     }
 
-    /// The tree-build program (`cuda/build.cu`), with IEEE arithmetic.
+    /// The tree-build program (`cuda/build.cu`, then `cuda/groups.cu`), with IEEE arithmetic.
     fn build_program(&self) -> Result<Runner> {
         match self {
             Self::Cuda { device, arch } => CudaRunner::compile(
                 device,
                 arch,
                 "build.cu",
-                include_str!("../../../cuda/build.cu"),
+                &[
+                    include_str!("../../../cuda/build.cu"),
+                    include_str!("../../../cuda/groups.cu"),
+                ]
+                .join("\n"),
                 false,
                 Vec::new(),
             )
@@ -260,9 +264,7 @@ impl Gpu {
         p: &TreeParams,
         times: &mut PhaseTimes,
     ) -> Result<Tree> {
-        if self.builder.is_none() {
-            self.builder = Some(TreeBuilder::new(self.host.build_program()?)?);
-        }
+        self.builder()?;
         self.resident = None;
         let tree = self
             .builder
@@ -271,6 +273,14 @@ impl Gpu {
             .build(pos, mass, p, times)?;
         self.resident = Some(tree_key(&tree));
         Ok(tree)
+    }
+
+    /// Compiles the tree builder on first use.
+    fn builder(&mut self) -> Result<()> {
+        if self.builder.is_none() {
+            self.builder = Some(TreeBuilder::new(self.host.build_program()?)?);
+        }
+        Ok(())
     }
 
     /// Says that the tree last built here has been changed on the host (refitted), so that its
@@ -352,7 +362,6 @@ impl Gpu {
                 self.layout.group()
             )));
         }
-        let nt = targets.len();
         let t0 = Instant::now();
         let t = self.place_tree(tree)?;
         self.buffers.upload_targets(&self.walk, targets, groups)?;
@@ -361,15 +370,63 @@ impl Gpu {
             None => None,
         };
         times.add("upload", t0.elapsed().as_secs_f64());
+        let sizes = [tree.cells.len(), targets.len(), groups.len()];
+        self.launch_walk(t, sizes, p, order, times)
+    }
 
+    /// Forces on `tree.particles` targets in tree order from `tree`, the tree last built on this
+    /// GPU, with targets, groups and walk formed on the device (the tree never comes down),
+    /// results in input order. `amag`: each particle's previous |a| in input order, for the
+    /// acceleration criterion. Times `sort`, `build`, `moments`, `targets` (groups and
+    /// targets), `walk` and `download`.
+    pub fn walk_on_device(
+        &mut self,
+        pos: &[glam::DVec3],
+        mass: &[f64],
+        tp: &TreeParams,
+        amag: Option<&[f32]>,
+        p: &WalkParams,
+        times: &mut PhaseTimes,
+    ) -> Result<WalkOutput> {
+        self.builder()?;
+        self.resident = None;
+        let builder = self.builder.as_mut().expect("compiled above");
+        let tree = builder.build_on_device(pos, mass, tp, times)?;
+        let t0 = Instant::now();
+        let (buffers, walk) = (&mut self.buffers, &self.walk);
+        let ngroups = builder.curve_groups(&tree, self.layout.group(), |ngroups| {
+            buffers.reserve_targets(walk, tree.particles, ngroups)?;
+            Ok(buffers.groups.ptr())
+        })?;
+        self.buffers
+            .reserve_input_order(&self.walk, tree.particles)?;
+        builder.gather_targets(&tree, amag, self.buffers.targets.ptr())?;
+        builder.synchronize()?;
+        times.add("targets", t0.elapsed().as_secs_f64());
+        let arrays = builder.tree_arrays().expect("built above");
+        let order = builder.order_array();
+        let sizes = [tree.cells, tree.particles, ngroups];
+        self.launch_walk(arrays, sizes, p, order, times)
+    }
+
+    /// Launches the walk of the tree at `t` for the targets and groups in the walk's buffers
+    /// (`sizes`: cells, targets, groups) and copies the results down, moved to input order
+    /// first when `order` (the device address of each target's input index) is given. Times
+    /// `walk` and `download`.
+    fn launch_walk(
+        &mut self,
+        t: TreeArrays,
+        sizes: [usize; 3],
+        p: &WalkParams,
+        order: Option<u64>,
+        times: &mut PhaseTimes,
+    ) -> Result<WalkOutput> {
+        let [nc, nt, ngroups] = sizes;
         let t0 = Instant::now();
         let list = self.kernel == WalkKernel::List;
-        let nc = tree.cells.len();
         let blocks = if list {
             // Persistent warps, each with its stack, taking groups until none is left.
-            let blocks = self
-                .list_blocks
-                .min((groups.len() as u32).div_ceil(BLOCK / 32));
+            let blocks = self.list_blocks.min((ngroups as u32).div_ceil(BLOCK / 32));
             self.buffers.prepare_list(
                 &self.walk,
                 blocks as usize * (BLOCK / 32) as usize * LIST_STACK,
@@ -389,7 +446,7 @@ impl Gpu {
             )?;
             blocks
         } else {
-            (groups.len() as u32 * self.layout.g).div_ceil(BLOCK)
+            (ngroups as u32 * self.layout.g).div_ceil(BLOCK)
         };
         let b = &self.buffers;
         let ptr = |a: &dyn DeviceArray| Arg::Ptr(a.ptr());
@@ -413,7 +470,7 @@ impl Gpu {
             ptr(&b.targets),
             Arg::I32(nt as i32),
             ptr(&b.groups),
-            Arg::I32(groups.len() as i32),
+            Arg::I32(ngroups as i32),
             Arg::F32(p.eps2),
             Arg::I32(p.quadrupole as i32),
             Arg::I32((p.criterion.mac == Mac::Acceleration) as i32),

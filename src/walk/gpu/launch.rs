@@ -40,6 +40,20 @@ pub trait DeviceArray {
 pub trait Element: bytemuck::Pod + DeviceRepr + ValidAsZeroBits + Send + Sync {}
 impl<T: bytemuck::Pod + DeviceRepr + ValidAsZeroBits + Send + Sync> Element for T {}
 
+/// Headroom factor when a device array grows, so that slowly growing N does not reallocate
+/// every step.
+pub const GROWTH: f64 = 1.25;
+
+/// Replaces `a` by a larger zero-filled allocation on `r` (with [`GROWTH`] headroom) when it
+/// holds fewer than `len` elements; the old one is freed first. Arrays never shrink.
+pub fn grow<R: KernelRunner, T: Element>(r: &R, a: &mut R::Array<T>, len: usize) -> Result<()> {
+    if a.len() < len {
+        *a = r.alloc(1)?;
+        *a = r.alloc(((len as f64 * GROWTH) as usize).max(len))?;
+    }
+    Ok(())
+}
+
 /// A device that allocates arrays, copies them and launches the kernels of one compiled
 /// program by name. Operations are ordered (one stream); downloads wait for what came before.
 pub trait KernelRunner {

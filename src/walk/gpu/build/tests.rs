@@ -92,3 +92,81 @@ fn emulated_device_build_equals_the_host_build() {
     }
     assert!(builder.device_bytes() > 0);
 }
+
+#[test]
+fn emulated_device_groups_and_targets_equal_the_hosts() {
+    use crate::walk::gpu::launch::{DeviceArray, KernelRunner};
+    use crate::walk::groups::{curve_groups, tree_groups};
+    let mut builder = TreeBuilder::new(Emulator::new()).unwrap();
+    let sets = [
+        particles(20_000, 40, 4),
+        particles(3000, 3000, 5),
+        particles(1, 0, 6),
+        particles(5000, 0, 7),
+    ];
+    // (set, order, ncrit, group size): leaves cut into groups (ncrit > size), more than one
+    // piece of the host's formation (20000 particles at ncrit 1), packed siblings.
+    let cases = [
+        (0, Order::Hilbert, 16, 64),
+        (0, Order::Morton, 1, 32),
+        (0, Order::Hilbert, 16, 8),
+        (1, Order::Hilbert, 8, 64),
+        (2, Order::Hilbert, 8, 64),
+        (3, Order::Hilbert, 4, 128),
+        (3, Order::Hilbert, 16, 1),
+    ];
+    // A second runner allocates the result arrays (the builder's is borrowed meanwhile).
+    let other = Emulator::new();
+    let builder_alloc = |len: usize| other.alloc::<u32>(len).unwrap();
+    let mut cut = 0;
+    for (set, order, ncrit, max) in cases {
+        let (pos, mass) = &sets[set];
+        let p = TreeParams {
+            order,
+            ncrit,
+            mac: Mac::Modified,
+            theta: 0.6,
+        };
+        let what = format!("set {set}, {order:?}, ncrit {ncrit}, groups of {max}");
+        let host = Tree::build(pos, mass, &p, &mut PhaseTimes::default());
+        let expected = tree_groups(&host, max);
+        let tree = builder
+            .build_on_device(pos, mass, &p, &mut PhaseTimes::default())
+            .unwrap();
+        let count = builder.cell_groups(&tree, max).unwrap();
+        let cells = &builder.group_arrays.as_ref().unwrap().cell_groups;
+        let got: Vec<[u32; 2]> = builder.fetch_as(cells, count).unwrap();
+        assert_eq!(got, expected, "{what}: tree-cell groups");
+        let expected = curve_groups(&host, max);
+        let mut groups = None;
+        let count = builder
+            .curve_groups(&tree, max, |count| {
+                let a = builder_alloc(2 * count);
+                let at = a.ptr();
+                groups = Some(a);
+                Ok(at)
+            })
+            .unwrap();
+        let got: Vec<[u32; 2]> = builder.fetch_as(groups.as_ref().unwrap(), count).unwrap();
+        assert_eq!(got, expected, "{what}: curve groups");
+        cut += (expected.len() > pos.len().div_ceil(max)) as usize;
+
+        let amag: Vec<f32> = (0..pos.len()).map(|i| 1.0 + i as f32).collect();
+        let targets = builder.runner.alloc::<f32>(4 * pos.len()).unwrap();
+        for with in [None, Some(&amag[..])] {
+            builder.gather_targets(&tree, with, targets.ptr()).unwrap();
+            let got: Vec<[f32; 4]> = builder.fetch_as(&targets, pos.len()).unwrap();
+            let want: Vec<[f32; 4]> = host
+                .particles
+                .iter()
+                .zip(&host.index)
+                .map(|(x, &i)| [x[0], x[1], x[2], with.map_or(0.0, |a| a[i as usize])])
+                .collect();
+            assert_eq!(got, want, "{what}: targets");
+        }
+    }
+    assert!(
+        cut > 0,
+        "no chunk was wide enough to be cut: that path is untested"
+    );
+}
