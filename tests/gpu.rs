@@ -431,6 +431,33 @@ fn gpu_forces_are_converted_on_the_way_down_as_on_the_host() {
 }
 
 #[test]
+fn gpu_acceleration_criterion_starts_as_on_the_cpu() {
+    if gpu(WalkKernel::default(), GpuLayout::default()).is_none() {
+        return;
+    }
+    // Without a previous acceleration the first evaluation takes |a| from a walk with the
+    // modified criterion; the same tree and groups on both: the same decisions.
+    let p = generate(Model::Plummer, size(20_000), 3).unwrap();
+    let params = |backend| ForceParams {
+        backend,
+        mac: Mac::Acceleration,
+        ncrit: hinoki::forces::LeafSize::Fixed(8),
+        group: GpuLayout::default().group(),
+        ..ForceParams::default()
+    };
+    let g = compute_forces(&SingleProcess, &p, &params(Backend::Gpu), None).unwrap();
+    let c = compute_forces(&SingleProcess, &p, &params(Backend::Cpu), None).unwrap();
+    let same = g.m2p.iter().zip(&c.m2p).filter(|(a, b)| a == b).count();
+    assert!(
+        same as f64 >= 0.99 * p.len() as f64,
+        "{same} of {}",
+        p.len()
+    );
+    let d = ErrorStats::of(&relative_acc_errors(&g.acc, &c.acc));
+    assert!(d.p99 <= 1e-5, "{d:?}");
+}
+
+#[test]
 fn gpu_tree_build_equals_the_host_build() {
     use hinoki::forces::TreeBuild;
     let Some(mut g) = gpu(WalkKernel::default(), GpuLayout::default()) else {

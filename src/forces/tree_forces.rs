@@ -115,7 +115,9 @@ pub(super) fn tree_forces(
             ..wp
         };
         let first = walker.walk(tree, &boot, &targets, &mut times)?;
-        for (t, a) in targets.iter_mut().zip(&first.acc_pot) {
+        // With `order`, the GPU's results are in input order: target k's is entry order[k].
+        for (k, t) in targets.iter_mut().enumerate() {
+            let a = first.acc_pot[order.map_or(k, |o| o[k] as usize)];
             t[3] = wp.criterion.g * (a[0] * a[0] + a[1] * a[1] + a[2] * a[2]).sqrt();
         }
     }
