@@ -10,7 +10,7 @@ use hinoki::forces::{compute_forces, Backend, ForceParams};
 use hinoki::ics::{generate, Model};
 use hinoki::sfc::Order;
 use hinoki::tree::{Tree, TreeParams};
-use hinoki::walk::cpu::{grouped_walk, WalkParams};
+use hinoki::walk::cpu::{grouped_walk, WalkOutput, WalkParams};
 use hinoki::walk::gpu::{Gpu, GpuLayout, WalkKernel};
 use hinoki::walk::groups::tree_groups;
 use hinoki::walk::mac::{Criterion, Mac};
@@ -362,6 +362,110 @@ fn gpu_kernels_handle_degenerate_particle_sets() {
             .acc;
         assert!(e.p99 <= 1e-3, "{kernel}: {e:?}");
     }
+}
+
+#[test]
+fn gpu_forces_are_converted_on_the_way_down_as_on_the_host() {
+    let Some(mut g) = gpu(WalkKernel::default(), GpuLayout::default()) else {
+        return;
+    };
+    let mut t = PhaseTimes::default();
+    assert!(
+        g.download_forces(1.0, &mut t).is_err(),
+        "results before a walk"
+    );
+    // A small tree and more targets than three pieces of the streamed copy hold (65536 results
+    // of four floats each), in the order of a tree of their own: its index is their order.
+    let tp = TreeParams {
+        order: Order::Hilbert,
+        ncrit: 16,
+        mac: Mac::BarnesHut,
+        theta: 0.8,
+    };
+    let sources = generate(Model::Plummer, 200, 12).unwrap();
+    let tree = Tree::build(&sources.pos, &sources.mass, &tp, &mut t);
+    let p = generate(Model::Plummer, 3 * 65_536 + 123, 13).unwrap();
+    let target_tree = Tree::build(&p.pos, &p.mass, &tp, &mut t);
+    let targets: Vec<[f32; 4]> = target_tree
+        .particles
+        .iter()
+        .map(|q| [q[0], q[1], q[2], 0.0])
+        .collect();
+    let groups = tree_groups(&target_tree, GpuLayout::default().group());
+    let wp = WalkParams {
+        criterion: Criterion {
+            mac: Mac::BarnesHut,
+            alpha: 0.001,
+            g: 1.0,
+        },
+        eps2: 1e-4,
+        quadrupole: true,
+    };
+    let order = Some(target_tree.index.as_slice());
+    let out = g
+        .walk_ordered(&tree, &targets, &groups, &wp, order, &mut t)
+        .unwrap();
+    let big_g = 0.37;
+    let (acc, pot, p2p, m2p) = g.download_forces(big_g, &mut t).unwrap();
+    // What the host made of the results copied down: the same bits.
+    let (host_acc, host_pot): (Vec<DVec3>, Vec<f64>) = out
+        .acc_pot
+        .iter()
+        .map(|f| WalkOutput::scaled(f, big_g))
+        .unzip();
+    let bits = |a: &[DVec3]| -> Vec<u64> {
+        a.iter()
+            .flat_map(|v| v.to_array().map(f64::to_bits))
+            .collect()
+    };
+    assert_eq!(bits(&acc), bits(&host_acc), "accelerations");
+    let pot_bits = |p: &[f64]| -> Vec<u64> { p.iter().map(|v| v.to_bits()).collect() };
+    assert_eq!(pot_bits(&pot), pot_bits(&host_pot), "potentials");
+    let host_p2p: Vec<u32> = out.p2p.iter().map(|&c| WalkOutput::others(c)).collect();
+    assert_eq!(p2p, host_p2p, "p2p counts");
+    assert_eq!(m2p, out.m2p, "m2p counts");
+    assert!(
+        acc.iter().all(|a| a.length() > 0.0),
+        "every target has a force"
+    );
+}
+
+#[test]
+fn gpu_acceleration_criterion_starts_from_the_modified_walk() {
+    if gpu(WalkKernel::default(), GpuLayout::default()).is_none() {
+        return;
+    }
+    // Without a previous acceleration the first evaluation takes each particle's |a| from a
+    // walk with the modified criterion: the decisions of an evaluation given those
+    // accelerations (up to the rounding of |a|, float32 there, float64 here).
+    let p = generate(Model::Plummer, size(20_000), 3).unwrap();
+    let params = |mac| ForceParams {
+        backend: Backend::Gpu,
+        mac,
+        ..ForceParams::default()
+    };
+    let first = compute_forces(&SingleProcess, &p, &params(Mac::Acceleration), None).unwrap();
+    let modified = compute_forces(&SingleProcess, &p, &params(Mac::Modified), None).unwrap();
+    let given = compute_forces(
+        &SingleProcess,
+        &p,
+        &params(Mac::Acceleration),
+        Some(&modified.acc),
+    )
+    .unwrap();
+    let same = first
+        .m2p
+        .iter()
+        .zip(&given.m2p)
+        .filter(|(a, b)| a == b)
+        .count();
+    assert!(
+        same as f64 >= 0.99 * p.len() as f64,
+        "{same} of {}",
+        p.len()
+    );
+    let d = ErrorStats::of(&relative_acc_errors(&first.acc, &given.acc));
+    assert!(d.p99 <= 1e-5, "{d:?}");
 }
 
 #[test]

@@ -5,7 +5,6 @@
 //! same tree, groups and targets; it is taken wherever nothing else needs the tree on the host.
 
 use super::rebuild::Rebuild;
-use super::tree_forces::in_input_order;
 use super::{ForceParams, ForceResult, TreeBuild};
 use crate::diag::PhaseTimes;
 use crate::error::Result;
@@ -48,7 +47,7 @@ pub(super) fn applies(params: &ForceParams, s: &Situation, p: &Particles) -> boo
 
 /// Forces on every particle of `p` from all of them, on `gpu` with the tree `tp` describes
 /// (see the module documentation); `old_acc` (acceleration units) feeds the acceleration
-/// criterion. `times` gains sort, build, moments, targets, walk, download and unsort.
+/// criterion. `times` gains sort, build, moments, targets, walk and download.
 pub(super) fn device_forces(
     p: &Particles,
     params: &ForceParams,
@@ -60,8 +59,8 @@ pub(super) fn device_forces(
 ) -> Result<ForceResult> {
     let amag: Option<Vec<f32>> = old_acc.map(|a| a.par_iter().map(|a| a.length() as f32).collect());
     let wp = params.walk_params();
-    let out = gpu.walk_on_device(&p.pos, &p.mass, tp, amag.as_deref(), &wp, &mut times)?;
-    let (acc, pot, p2p, m2p) = times.time("unsort", || in_input_order(out, params.g));
+    gpu.build_and_walk(&p.pos, &p.mass, tp, amag.as_deref(), &wp, &mut times)?;
+    let (acc, pot, p2p, m2p) = gpu.download_forces(params.g, &mut times)?;
     Ok(ForceResult {
         acc,
         pot,

@@ -10,7 +10,7 @@ use crate::lets::{self, LetStats, Region};
 use crate::particles::Particles;
 use crate::sfc::Order;
 use crate::tree::{FlatTree, Tree};
-use crate::walk::cpu::{grouped_walk, single_walk, WalkOutput, WalkParams};
+use crate::walk::cpu::{grouped_walk, single_walk, Forces, WalkOutput, WalkParams};
 use crate::walk::gpu::{Gpu, GpuLayout};
 use crate::walk::groups::{chunk_groups, curve_groups, tree_groups, Group};
 use crate::walk::mac::{Criterion, Mac};
@@ -118,16 +118,15 @@ pub(super) fn tree_forces(
             ..wp
         };
         let first = walker.walk(tree, &boot, &targets, &mut times)?;
-        for (t, a) in targets.iter_mut().zip(&first.acc_pot) {
+        // With `order`, the GPU's results are in input order: target k's is entry order[k].
+        for (k, t) in targets.iter_mut().enumerate() {
+            let a = first.acc_pot[order.map_or(k, |o| o[k] as usize)];
             t[3] = wp.criterion.g * (a[0] * a[0] + a[1] * a[1] + a[2] * a[2]).sqrt();
         }
     }
-    let out: WalkOutput = walker.walk(tree, &wp, &targets, &mut times)?;
-    let walked = targets.len();
-    let stats = walker.stats;
     // Back to input order, G applied, float64.
     let g = params.g;
-    let (acc, pot, p2p, m2p) = times.time("unsort", || {
+    let unsort = |out: WalkOutput| {
         if order.is_some() {
             return in_input_order(out, g);
         }
@@ -149,13 +148,26 @@ pub(super) fn tree_forces(
             .par_iter()
             .map(|&k| {
                 let f = out.acc_pot.get(k as usize).unwrap_or(&none);
-                let a = DVec3::new(f[0] as f64, f[1] as f64, f[2] as f64) * g;
-                let p2p = count(&out.p2p, k).saturating_sub(1);
-                ((a, f[3] as f64 * g), (p2p, count(&out.m2p, k)))
+                let p2p = WalkOutput::others(count(&out.p2p, k));
+                (WalkOutput::scaled(f, g), (p2p, count(&out.m2p, k)))
             })
             .unzip();
         (acc, pot, p2p, m2p)
-    });
+    };
+    let (acc, pot, p2p, m2p) = match (walker.gpu.as_deref_mut(), tree, order) {
+        // One rank, a full evaluation on the GPU: the results stay on the device, in input
+        // order, and come down converted (timed as `download`), with no host copy between.
+        (Some(gpu), Some(t), Some(order)) if comm.size() == 1 => {
+            gpu.walk_on_device(t, &targets, &walker.groups, &wp, Some(order), &mut times)?;
+            gpu.download_forces(g, &mut times)?
+        }
+        _ => {
+            let out = walker.walk(tree, &wp, &targets, &mut times)?;
+            times.time("unsort", || unsort(out))
+        }
+    };
+    let walked = targets.len();
+    let stats = walker.stats;
     let r = ForceResult {
         acc,
         pot,
@@ -169,19 +181,13 @@ pub(super) fn tree_forces(
 
 /// The results `out`, already in input order, as float64 with G applied, and the counts (the
 /// target itself taken off the p2p count).
-pub(super) fn in_input_order(
-    out: WalkOutput,
-    g: f64,
-) -> (Vec<DVec3>, Vec<f64>, Vec<u32>, Vec<u32>) {
+fn in_input_order(out: WalkOutput, g: f64) -> Forces {
     let (acc, pot) = out
         .acc_pot
         .par_iter()
-        .map(|f| {
-            let a = DVec3::new(f[0] as f64, f[1] as f64, f[2] as f64) * g;
-            (a, f[3] as f64 * g)
-        })
+        .map(|f| WalkOutput::scaled(f, g))
         .unzip();
-    let p2p = out.p2p.par_iter().map(|c| c.saturating_sub(1)).collect();
+    let p2p = out.p2p.par_iter().map(|&c| WalkOutput::others(c)).collect();
     (acc, pot, p2p, out.m2p)
 }
 

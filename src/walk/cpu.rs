@@ -15,6 +15,7 @@ use super::groups::Group;
 use super::kernels::{m2p, p2p};
 use super::mac::Criterion;
 use crate::tree::{FlatTree, Tree};
+use glam::DVec3;
 use rayon::prelude::*;
 
 /// Targets per SIMD batch in the grouped walk.
@@ -43,6 +44,11 @@ pub struct WalkOutput {
     pub m2p: Vec<u32>,
 }
 
+/// Per-target results in float64 with the gravitational constant applied, as a force evaluation
+/// reports them: accelerations (length/time²), potentials (energy/mass), particle–particle
+/// counts without the target itself and particle–cell counts.
+pub type Forces = (Vec<DVec3>, Vec<f64>, Vec<u32>, Vec<u32>);
+
 impl WalkOutput {
     fn zeros(n: usize) -> Self {
         Self {
@@ -50,6 +56,19 @@ impl WalkOutput {
             p2p: vec![0; n],
             m2p: vec![0; n],
         }
+    }
+
+    /// A target's result `f` (acceleration and potential, G = 1) as float64 acceleration
+    /// (length/time²) and potential (energy/mass), the gravitational constant `g` applied.
+    pub fn scaled(f: &[f32; 4], g: f64) -> (DVec3, f64) {
+        let a = DVec3::new(f[0] as f64, f[1] as f64, f[2] as f64) * g;
+        (a, f[3] as f64 * g)
+    }
+
+    /// A target's particle–particle count from the walk of a tree that holds it, without the
+    /// target itself.
+    pub fn others(p2p: u32) -> u32 {
+        p2p.saturating_sub(1)
     }
 }
 
@@ -266,7 +285,6 @@ mod tests {
     use crate::tree::TreeParams;
     use crate::walk::groups::tree_groups;
     use crate::walk::mac::Mac;
-    use glam::DVec3;
 
     /// The AVX2 list evaluation (rsqrt + Newton) equals the portable one to float32 rounding.
     #[cfg(target_arch = "x86_64")]

@@ -5,12 +5,13 @@
 //! as flat f32/u32/u8 slices: no staging copy of our own and no threaded node arrays (the
 //! runner's copies go through its page-locked staging buffers).
 
-use super::launch::{grow, DeviceArray, KernelRunner};
+use super::launch::{grow, piece_len, DeviceArray, KernelRunner, Pieces};
 use super::runner::{Runner, RunnerArray};
 use crate::error::Result;
 use crate::tree::Tree;
-use crate::walk::cpu::WalkOutput;
+use crate::walk::cpu::{Forces, WalkOutput};
 use crate::walk::groups::Group;
+use glam::DVec3;
 use rayon::prelude::*;
 
 /// Device addresses of a tree's arrays as the walk kernels read them: sorted particles
@@ -229,5 +230,48 @@ impl Buffers {
         r.download(counts_on_device, &mut counts)?;
         let (p2p, m2p) = counts.par_chunks_exact(2).map(|c| (c[0], c[1])).unzip();
         Ok(WalkOutput { acc_pot, p2p, m2p })
+    }
+
+    /// The results of `n` targets put in input order (`unsort_results`), converted as they come
+    /// down, with no host copy of them: accelerations (length/time²) and potentials
+    /// (energy/mass) in float64 with the gravitational constant `g` applied
+    /// ([`WalkOutput::scaled`]), particle–particle counts without the target itself
+    /// ([`WalkOutput::others`]) and particle–cell counts.
+    pub fn download_forces(&self, r: &Runner, n: usize, g: f64) -> Result<Forces> {
+        // Zeroed allocations: fresh pages, written once, by the threads that convert.
+        let mut acc: Vec<DVec3> = bytemuck::allocation::cast_vec(vec![[0.0f64; 3]; n]);
+        let mut pot = vec![0.0; n];
+        let (mut p2p, mut m2p) = (vec![0u32; n], vec![0u32; n]);
+        {
+            // Four floats per target: a piece of the copy holds a quarter as many targets.
+            let per_piece = piece_len::<f32>() / 4;
+            let (acc, pot) = (
+                Pieces::new(&mut acc, per_piece),
+                Pieces::new(&mut pot, per_piece),
+            );
+            r.download_with(&self.out_input, 4 * n, &|first, piece| {
+                let (mut acc, mut pot) = (acc.share(first / 4), pot.share(first / 4));
+                let results = bytemuck::cast_slice::<f32, [f32; 4]>(piece);
+                for ((a, p), f) in acc.iter_mut().zip(pot.iter_mut()).zip(results) {
+                    (*a, *p) = WalkOutput::scaled(f, g);
+                }
+            })?;
+        }
+        {
+            // Two counts (p2p, m2p) per target.
+            let per_piece = piece_len::<u32>() / 2;
+            let (p2p, m2p) = (
+                Pieces::new(&mut p2p, per_piece),
+                Pieces::new(&mut m2p, per_piece),
+            );
+            r.download_with(&self.counts_input, 2 * n, &|first, piece| {
+                let (mut p2p, mut m2p) = (p2p.share(first / 2), m2p.share(first / 2));
+                let counts = bytemuck::cast_slice::<u32, [u32; 2]>(piece);
+                for ((p, m), c) in p2p.iter_mut().zip(m2p.iter_mut()).zip(counts) {
+                    (*p, *m) = (WalkOutput::others(c[0]), c[1]);
+                }
+            })?;
+        }
+        Ok((acc, pot, p2p, m2p))
     }
 }

@@ -9,11 +9,11 @@ use super::buffers::TreeArrays;
 use super::launch::{Arg, DeviceArray, Element, KernelRunner, GROWTH};
 use crate::diag::PhaseTimes;
 use crate::error::{Error, Result};
-use crate::sfc::{bounds, GridBox, Order, GRID};
+use crate::sfc::{GridBox, Order, GRID};
 use crate::tree::{Cells, Tree, TreeParams, MAX_LEVEL};
 use crate::walk::mac::Mac;
 use glam::DVec3;
-use rayon::prelude::*;
+use std::sync::{Mutex, PoisonError};
 
 /// Threads per block of every build kernel (BUILD_BLOCK in cuda/build.cu).
 const BLOCK: u32 = 256;
@@ -27,7 +27,7 @@ const MAX_GRID: usize = 1 << 16;
 /// The device arrays over particles (grown with N).
 struct ParticleArrays<R: KernelRunner> {
     capacity: usize,
-    pos_mass: R::Array<f32>,
+    pos_mass: R::Array<[f32; 4]>,
     sorted: R::Array<f32>,
     keys: [R::Array<u64>; 2],
     index: [R::Array<u32>; 2],
@@ -82,8 +82,6 @@ pub struct TreeBuilder<R: KernelRunner> {
     /// Digit counts of the eight radix passes, and the size of the next tree level.
     digit_counts: R::Array<u32>,
     next_total: R::Array<u32>,
-    /// The float32 particles (x, y, z, m) on the host before they go up, kept across builds.
-    host_particles: Vec<[f32; 4]>,
     /// The arrays of the target groups and targets formed on the device (build/groups.rs).
     group_arrays: Option<groups::GroupArrays<R>>,
 }
@@ -115,7 +113,6 @@ impl<R: KernelRunner> TreeBuilder<R> {
             particles: None,
             cells: None,
             scan_sums: Vec::new(),
-            host_particles: Vec::new(),
             group_arrays: None,
         })
     }
@@ -150,7 +147,8 @@ impl<R: KernelRunner> TreeBuilder<R> {
     /// The device bytes the builder holds.
     pub fn device_bytes(&self) -> usize {
         let p = self.particles.as_ref().map_or(0, |a| {
-            4 * (a.pos_mass.len() + a.sorted.len() + a.tile_counts.len())
+            16 * a.pos_mass.len()
+                + 4 * (a.sorted.len() + a.tile_counts.len())
                 + 8 * (a.keys[0].len() + a.keys[1].len())
                 + 4 * (a.index[0].len() + a.index[1].len())
         });
@@ -185,10 +183,10 @@ impl<R: KernelRunner> TreeBuilder<R> {
     }
 
     /// The tree over particles at `pos` (length units) with masses `mass` (mass units), both
-    /// rounded to float32 first, built on the device and copied down. Times `sort` (float32
-    /// copy, bounding cube, upload, keys, sort, gather), `build` (topology, preorder) and
-    /// `moments` (upward pass, cells stored and copied down with the particles). `pos` must be
-    /// non-empty and finite.
+    /// rounded to float32 first, built on the device and copied down. Times `sort` (upload,
+    /// rounding and bounding cube on the way, keys, sort, gather), `build` (topology, preorder)
+    /// and `moments` (upward pass, cells stored and copied down with the particles). `pos` must
+    /// be non-empty and finite.
     pub fn build(
         &mut self,
         pos: &[DVec3],
@@ -210,24 +208,7 @@ impl<R: KernelRunner> TreeBuilder<R> {
         times: &mut PhaseTimes,
     ) -> Result<DeviceTree> {
         let n = pos.len();
-        let grid = times.time("sort", || {
-            let mut pos_mass = std::mem::take(&mut self.host_particles);
-            pos_mass.resize(n, [0.0; 4]);
-            pos_mass
-                .par_iter_mut()
-                .zip(pos.par_iter().zip(mass))
-                .for_each(|(q, (x, &m))| *q = [x.x as f32, x.y as f32, x.z as f32, m as f32]);
-            // The cube around the float32 positions the keys are computed from.
-            let (lo, hi) = bounds(
-                pos_mass
-                    .par_iter()
-                    .map(|q| DVec3::new(q[0] as f64, q[1] as f64, q[2] as f64)),
-            );
-            let grid = GridBox::around(lo, hi);
-            let sorted = self.sort(bytemuck::cast_slice(&pos_mass), &grid, p.order);
-            self.host_particles = pos_mass;
-            sorted.map(|()| grid)
-        })?;
+        let grid = times.time("sort", || self.sort(pos, mass, p.order))?;
         let levels = times.time("build", || self.topology(n, p.ncrit))?;
         times.time("moments", || self.moments(&levels, &grid, p))?;
         Ok(DeviceTree {
@@ -342,14 +323,32 @@ impl<R: KernelRunner> TreeBuilder<R> {
         Ok(())
     }
 
-    /// Uploads the particles, computes their keys in `grid` on the curve `order`, sorts (key,
-    /// index) pairs and gathers the particles in key order. The sorted keys and order end in
-    /// `keys[0]`, `index[0]`, the particles in `sorted`.
-    fn sort(&mut self, pos_mass: &[f32], grid: &GridBox, order: Order) -> Result<()> {
-        let n = pos_mass.len() / 4;
+    /// Uploads the particles at `pos` with masses `mass`, rounded to float32 on the way up,
+    /// computes their keys in their bounding cube on the curve `order`, sorts (key, index) pairs
+    /// and gathers the particles in key order. The sorted keys and order end in `keys[0]`,
+    /// `index[0]`, the particles in `sorted`. Returns the cube: [`GridBox::around`] the bounds
+    /// of the float32 positions, as [`Tree::build`] takes them on those positions.
+    fn sort(&mut self, pos: &[DVec3], mass: &[f64], order: Order) -> Result<GridBox> {
+        let n = pos.len();
         self.reserve_particles(n)?;
         let a = self.particles.as_mut().expect("reserved");
-        self.runner.upload(pos_mass, &mut a.pos_mass)?;
+        // The bounds of the float64 positions, gathered piece by piece as they go up.
+        let bounds = Mutex::new((DVec3::INFINITY, DVec3::NEG_INFINITY));
+        let fill = |first: usize, piece: &mut [[f32; 4]]| {
+            let range = first..first + piece.len();
+            let (mut lo, mut hi) = (DVec3::INFINITY, DVec3::NEG_INFINITY);
+            for ((q, x), &m) in piece.iter_mut().zip(&pos[range.clone()]).zip(&mass[range]) {
+                *q = [x.x as f32, x.y as f32, x.z as f32, m as f32];
+                (lo, hi) = (lo.min(*x), hi.max(*x));
+            }
+            let mut b = bounds.lock().unwrap_or_else(PoisonError::into_inner);
+            *b = (b.0.min(lo), b.1.max(hi));
+        };
+        self.runner.upload_with(n, &fill, &mut a.pos_mass)?;
+        // Rounding to float32 is monotone, so the rounded bounds are the bounds of the rounded
+        // positions, which the keys are computed from.
+        let (lo, hi) = bounds.into_inner().unwrap_or_else(PoisonError::into_inner);
+        let grid = GridBox::around(lo.as_vec3().as_dvec3(), hi.as_vec3().as_dvec3());
         self.runner
             .upload(&[0u32; 8 * 256], &mut self.digit_counts)?;
         let a = self.particles.as_ref().expect("reserved");
@@ -426,7 +425,8 @@ impl<R: KernelRunner> TreeBuilder<R> {
             "gather_particles",
             blocks(n),
             &[ptr(&a.pos_mass), ptr(&a.index[0]), int(n)?, ptr(&a.sorted)],
-        )
+        )?;
+        Ok(grid)
     }
 
     /// The topology over the `n` sorted keys, leaves of at most `ncrit` particles: cells level

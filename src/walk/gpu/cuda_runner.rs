@@ -4,24 +4,25 @@
 //! A copy goes in chunks of [`STAGE_BYTES`]: while the DMA engine moves one chunk, the host's
 //! threads fill (or empty) the other buffer, so copies run at bus speed from ordinary host
 //! memory and no copy pins memory in proportion to N (at 2^28 particles pinning the whole
-//! arrays cost ten seconds on the first evaluation).
+//! arrays cost ten seconds on the first evaluation). A streamed copy
+//! ([`KernelRunner::upload_with`], [`KernelRunner::download_with`]) has the host's threads
+//! produce (or consume) its pieces right in the staging buffers, with no host array of it.
 
-use super::launch::{Arg, DeviceArray, Element, KernelRunner};
+use super::launch::{
+    fill_pieces, piece_len, take_pieces, Arg, DeviceArray, Element, KernelRunner, Pieces,
+    COPY_PIECE,
+};
 use crate::error::{Error, Result};
 use cudarc::driver::{
     result, CudaEvent, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtr, LaunchConfig,
     PinnedHostSlice, PushKernelArg,
 };
 use cudarc::nvrtc::{compile_ptx_with_opts, CompileError, CompileOptions};
-use rayon::prelude::*;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 /// Bytes of each of the two page-locked staging buffers.
 pub const STAGE_BYTES: usize = 32 << 20;
-
-/// Bytes one rayon task copies between host memory and a staging buffer.
-const COPY_PIECE: usize = 1 << 20;
 
 fn driver_err(what: &'static str) -> impl Fn(cudarc::driver::DriverError) -> Error {
     move |e| Error::device(format!("CUDA {what} failed: {e}"))
@@ -40,11 +41,13 @@ pub struct CudaDevice {
     staging: Mutex<Staging>,
 }
 
-/// Copies `src` into `dst` with the host's threads.
-fn parallel_copy(dst: &mut [u8], src: &[u8]) {
-    dst.par_chunks_mut(COPY_PIECE)
-        .zip(src.par_chunks(COPY_PIECE))
-        .for_each(|(d, s)| d.copy_from_slice(s));
+/// Which way a staged copy goes, and what the host does with each chunk in its staging buffer
+/// (given the chunk's byte offset in the copy).
+enum Way<'a> {
+    /// Host to device: the host fills the chunk, then it goes up.
+    Up(&'a mut dyn FnMut(usize, &mut [u8])),
+    /// Device to host: the chunk comes down, then the host empties it.
+    Down(&'a mut dyn FnMut(usize, &[u8])),
 }
 
 impl CudaDevice {
@@ -104,65 +107,108 @@ impl CudaDevice {
         Ok(st)
     }
 
-    /// Copies `src` to device address `dst`, chunk by chunk through the staging buffers.
-    fn upload_bytes(&self, dst: u64, src: &[u8]) -> Result<()> {
+    /// Copies `bytes` bytes between device address `device` and the host, `chunk` bytes (at
+    /// most [`STAGE_BYTES`]) at a time through the two staging buffers, chunk i through buffer
+    /// i % 2: while the DMA engine moves one chunk, the host fills or empties the other. An
+    /// upload fills chunk i once the DMA that last read its buffer is done, then queues its
+    /// DMA; a download queues chunk i's DMA, then empties chunk i - 1 once it has arrived.
+    /// Returns when the copy is done.
+    fn staged_copy(&self, device: u64, bytes: usize, chunk: usize, mut way: Way) -> Result<()> {
+        let what = match way {
+            Way::Up(_) => "upload",
+            Way::Down(_) => "download",
+        };
+        if chunk == 0 || chunk > STAGE_BYTES {
+            return Err(Error::device(format!(
+                "a staged {what} in chunks of {chunk} bytes"
+            )));
+        }
         let mut st = self.staging()?;
         let Staging { buffers, events } = &mut *st;
-        for (i, chunk) in src.chunks(STAGE_BYTES).enumerate() {
+        let n = bytes.div_ceil(chunk);
+        let len = |i: usize| chunk.min(bytes - i * chunk);
+        let at = |i: usize| device + (i * chunk) as u64;
+        for i in 0..=n {
             let b = i % 2;
             let event = events[b].as_ref().expect("allocated");
-            // The DMA that last read this buffer is done before the host overwrites it.
-            event.synchronize().map_err(driver_err("upload"))?;
-            let stage = buffers[b].as_mut().expect("allocated");
-            let stage = &mut stage.as_mut_slice().map_err(driver_err("upload"))?[..chunk.len()];
-            parallel_copy(stage, chunk);
-            let at = dst + (i * STAGE_BYTES) as u64;
-            // SAFETY: `at` lies inside the destination array (the caller checked its length);
-            // the stage stays untouched until `event` has passed this copy.
-            unsafe { result::memcpy_htod_async(at, &stage[..], self.stream.cu_stream()) }
-                .map_err(driver_err("upload"))?;
-            event.record(&self.stream).map_err(driver_err("upload"))?;
+            match &mut way {
+                Way::Up(fill) if i < n => {
+                    // The DMA that last read this buffer is done before the host overwrites it.
+                    event.synchronize().map_err(driver_err(what))?;
+                    let stage = buffers[b].as_mut().expect("allocated");
+                    let stage = &mut stage.as_mut_slice().map_err(driver_err(what))?[..len(i)];
+                    fill(i * chunk, stage);
+                    // SAFETY: chunk i lies inside the destination array (the caller checked its
+                    // length); the stage stays untouched until `event` has passed this copy.
+                    unsafe {
+                        result::memcpy_htod_async(at(i), &stage[..], self.stream.cu_stream())
+                    }
+                    .map_err(driver_err(what))?;
+                    event.record(&self.stream).map_err(driver_err(what))?;
+                }
+                Way::Up(_) => {}
+                Way::Down(take) => {
+                    if i < n {
+                        let stage = buffers[b].as_mut().expect("allocated");
+                        let stage = &mut stage.as_mut_slice().map_err(driver_err(what))?[..len(i)];
+                        // SAFETY: chunk i lies inside the source array (the caller checked its
+                        // length); the stage is read only after `event` has passed this copy.
+                        unsafe { result::memcpy_dtoh_async(stage, at(i), self.stream.cu_stream()) }
+                            .map_err(driver_err(what))?;
+                        event.record(&self.stream).map_err(driver_err(what))?;
+                    }
+                    if i > 0 {
+                        let b = (i - 1) % 2;
+                        let event = events[b].as_ref().expect("allocated");
+                        event.synchronize().map_err(driver_err(what))?;
+                        let stage = buffers[b].as_ref().expect("allocated");
+                        let stage = stage.as_slice().map_err(driver_err(what))?;
+                        take((i - 1) * chunk, &stage[..len(i - 1)]);
+                    }
+                }
+            }
         }
-        self.stream.synchronize().map_err(driver_err("upload"))
+        self.stream.synchronize().map_err(driver_err(what))
     }
 
-    /// Copies `dst.len()` bytes from device address `src`, after all earlier work, chunk by
-    /// chunk: the host empties one staging buffer while the next chunk arrives in the other.
-    fn download_bytes(&self, src: u64, dst: &mut [u8]) -> Result<()> {
-        let mut st = self.staging()?;
-        let Staging { buffers, events } = &mut *st;
-        let chunks: Vec<&mut [u8]> = dst.chunks_mut(STAGE_BYTES).collect();
-        let n = chunks.len();
-        let mut pending: Option<(usize, &mut [u8])> = None;
-        let mut chunks = chunks.into_iter();
-        for i in 0..=n {
-            let next = chunks.next();
-            if let Some(chunk) = &next {
-                let b = i % 2;
-                let stage = buffers[b].as_mut().expect("allocated");
-                let stage =
-                    &mut stage.as_mut_slice().map_err(driver_err("download"))?[..chunk.len()];
-                let at = src + (i * STAGE_BYTES) as u64;
-                // SAFETY: `at` lies inside the source array; the stage is read only after the
-                // event has passed this copy.
-                unsafe { result::memcpy_dtoh_async(stage, at, self.stream.cu_stream()) }
-                    .map_err(driver_err("download"))?;
-                let event = events[b].as_ref().expect("allocated");
-                event.record(&self.stream).map_err(driver_err("download"))?;
-            }
-            if let Some((j, out)) = pending.take() {
-                let b = j % 2;
-                let event = events[b].as_ref().expect("allocated");
-                event.synchronize().map_err(driver_err("download"))?;
-                let stage = buffers[b].as_ref().expect("allocated");
-                let stage = stage.as_slice().map_err(driver_err("download"))?;
-                let len = out.len();
-                parallel_copy(out, &stage[..len]);
-            }
-            pending = next.map(|c| (i, c));
-        }
-        Ok(())
+    /// [`KernelRunner::upload_with`] to the `len` elements at device address `dst`: the
+    /// pieces are produced straight into the staging buffers.
+    fn upload_with<T: Element>(
+        &self,
+        dst: u64,
+        len: usize,
+        fill: &(dyn Fn(usize, &mut [T]) + Sync),
+    ) -> Result<()> {
+        let size = std::mem::size_of::<T>();
+        self.staged_copy(
+            dst,
+            len * size,
+            chunk_len::<T>() * size,
+            Way::Up(&mut |at, stage| fill_pieces(at / size, bytemuck::cast_slice_mut(stage), fill)),
+        )
     }
+
+    /// [`KernelRunner::download_with`] from the `len` elements at device address `src`: the
+    /// pieces are handed over straight from the staging buffers.
+    fn download_with<T: Element>(
+        &self,
+        src: u64,
+        len: usize,
+        take: &(dyn Fn(usize, &[T]) + Sync),
+    ) -> Result<()> {
+        let size = std::mem::size_of::<T>();
+        self.staged_copy(
+            src,
+            len * size,
+            chunk_len::<T>() * size,
+            Way::Down(&mut |at, stage| take_pieces(at / size, bytemuck::cast_slice(stage), take)),
+        )
+    }
+}
+
+/// Elements of `T` per staged chunk: whole pieces of a streamed copy, filling a staging buffer.
+fn chunk_len<T>() -> usize {
+    piece_len::<T>() * (STAGE_BYTES / COPY_PIECE)
 }
 
 /// A device array on a GPU, with its address.
@@ -260,26 +306,49 @@ impl KernelRunner for CudaRunner {
     }
 
     fn upload<T: Element>(&self, src: &[T], dst: &mut CudaArray<T>) -> Result<()> {
-        if src.len() > dst.len() {
-            return Err(Error::device(format!(
-                "upload of {} elements into a device array of {}",
-                src.len(),
-                dst.len()
-            )));
-        }
-        self.device.upload_bytes(dst.ptr, bytemuck::cast_slice(src))
+        self.upload_with(
+            src.len(),
+            &|first, piece| piece.copy_from_slice(&src[first..first + piece.len()]),
+            dst,
+        )
     }
 
     fn download<T: Element>(&self, src: &CudaArray<T>, dst: &mut [T]) -> Result<()> {
-        if dst.len() > src.len() {
+        let len = dst.len();
+        let shares = Pieces::new(dst, piece_len::<T>());
+        self.download_with(src, len, &|first, piece| {
+            shares.share(first).copy_from_slice(piece)
+        })
+    }
+
+    fn upload_with<T: Element>(
+        &self,
+        len: usize,
+        fill: &(dyn Fn(usize, &mut [T]) + Sync),
+        dst: &mut CudaArray<T>,
+    ) -> Result<()> {
+        if len > dst.len() {
             return Err(Error::device(format!(
-                "download of {} elements from a device array of {}",
-                dst.len(),
+                "upload of {len} elements into a device array of {}",
+                dst.len()
+            )));
+        }
+        self.device.upload_with(dst.ptr, len, fill)
+    }
+
+    fn download_with<T: Element>(
+        &self,
+        src: &CudaArray<T>,
+        len: usize,
+        take: &(dyn Fn(usize, &[T]) + Sync),
+    ) -> Result<()> {
+        if len > src.len() {
+            return Err(Error::device(format!(
+                "download of {len} elements from a device array of {}",
                 src.len()
             )));
         }
-        self.device
-            .download_bytes(src.ptr, bytemuck::cast_slice_mut(dst))
+        self.device.download_with(src.ptr, len, take)
     }
 
     unsafe fn launch(&self, name: &str, grid: u32, block: u32, args: &[Arg]) -> Result<()> {
@@ -325,5 +394,26 @@ impl KernelRunner for CudaRunner {
             )
             .map_err(driver_err("attribute query"))?;
         Ok((per_sm * sms.max(1) as u32).max(1))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn staged_chunks_are_whole_pieces_within_a_stage() {
+        fn check<T>() {
+            let (chunk, piece) = (chunk_len::<T>(), piece_len::<T>());
+            assert_eq!(chunk % piece, 0);
+            assert!(chunk * std::mem::size_of::<T>() <= STAGE_BYTES);
+            assert!(chunk * std::mem::size_of::<T>() > STAGE_BYTES / 2);
+        }
+        check::<u8>();
+        check::<u32>();
+        check::<f64>();
+        check::<[f32; 4]>();
+        check::<[u8; 3]>();
+        check::<[f32; 6]>();
     }
 }

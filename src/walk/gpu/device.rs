@@ -12,7 +12,7 @@ use super::runner::Runner;
 use crate::diag::PhaseTimes;
 use crate::error::{Error, Result};
 use crate::tree::{Tree, TreeParams, MAX_LEVEL};
-use crate::walk::cpu::{WalkOutput, WalkParams};
+use crate::walk::cpu::{Forces, WalkOutput, WalkParams};
 use crate::walk::groups::Group;
 use crate::walk::mac::Mac;
 use cudarc::driver::CudaContext;
@@ -149,6 +149,9 @@ pub struct Gpu {
     /// while that copy is unchanged: walks of it read the builder's arrays instead of
     /// uploading the tree again.
     resident: Option<[usize; 4]>,
+    /// The number of targets whose results the last walk given an order left on the device in
+    /// input order, for [`Gpu::download_forces`].
+    ordered: Option<usize>,
     /// Human-readable device description, e.g. "NVIDIA H100 80GB HBM3 (GPU 0, sm_90)".
     pub name: String,
 }
@@ -225,6 +228,7 @@ impl Gpu {
             list_blocks,
             builder: None,
             resident: None,
+            ordered: None,
             name,
         })
     }
@@ -353,6 +357,27 @@ impl Gpu {
         order: Option<&[u32]>,
         times: &mut PhaseTimes,
     ) -> Result<WalkOutput> {
+        self.walk_on_device(tree, targets, groups, p, order, times)?;
+        let t0 = Instant::now();
+        let out = self
+            .buffers
+            .download(&self.walk, targets.len(), order.is_some())?;
+        times.add("download", t0.elapsed().as_secs_f64());
+        Ok(out)
+    }
+
+    /// [`Gpu::walk_ordered`] without the copy down: the results stay on the device, in input
+    /// order when `order` is given, for [`Gpu::download_forces`]. Times `upload`, `walk` and
+    /// (the move to input order) `download`.
+    pub fn walk_on_device(
+        &mut self,
+        tree: &Tree,
+        targets: &[[f32; 4]],
+        groups: &[Group],
+        p: &WalkParams,
+        order: Option<&[u32]>,
+        times: &mut PhaseTimes,
+    ) -> Result<()> {
         if order.is_some_and(|o| o.len() != targets.len()) {
             return Err(Error::input("the result order does not match the targets"));
         }
@@ -374,12 +399,14 @@ impl Gpu {
         self.launch_walk(t, sizes, p, order, times)
     }
 
-    /// Forces on `tree.particles` targets in tree order from `tree`, the tree last built on this
-    /// GPU, with targets, groups and walk formed on the device (the tree never comes down),
-    /// results in input order. `amag`: each particle's previous |a| in input order, for the
+    /// The tree over particles at `pos` (length units) with masses `mass` (mass units) built on
+    /// this GPU, and every particle's forces from it walked there, with the walk's targets and
+    /// groups ([`curve_groups`](crate::walk::groups::curve_groups)) formed there too: the tree
+    /// never comes down. The results stay on the device in input order, for
+    /// [`Gpu::download_forces`]. `amag`: each particle's previous |a| in input order, for the
     /// acceleration criterion. Times `sort`, `build`, `moments`, `targets` (groups and
-    /// targets), `walk` and `download`.
-    pub fn walk_on_device(
+    /// targets), `walk` and `download` (the move to input order).
+    pub fn build_and_walk(
         &mut self,
         pos: &[glam::DVec3],
         mass: &[f64],
@@ -387,7 +414,7 @@ impl Gpu {
         amag: Option<&[f32]>,
         p: &WalkParams,
         times: &mut PhaseTimes,
-    ) -> Result<WalkOutput> {
+    ) -> Result<()> {
         self.builder()?;
         self.resident = None;
         let builder = self.builder.as_mut().expect("compiled above");
@@ -410,9 +437,9 @@ impl Gpu {
     }
 
     /// Launches the walk of the tree at `t` for the targets and groups in the walk's buffers
-    /// (`sizes`: cells, targets, groups) and copies the results down, moved to input order
-    /// first when `order` (the device address of each target's input index) is given. Times
-    /// `walk` and `download`.
+    /// (`sizes`: cells, targets, groups); the results stay on the device, moved to input order
+    /// when `order` (the device address of each target's input index) is given. Times `walk`
+    /// and (the move) `download`.
     fn launch_walk(
         &mut self,
         t: TreeArrays,
@@ -420,8 +447,11 @@ impl Gpu {
         p: &WalkParams,
         order: Option<u64>,
         times: &mut PhaseTimes,
-    ) -> Result<WalkOutput> {
+    ) -> Result<()> {
         let [nc, nt, ngroups] = sizes;
+        if order.is_some() {
+            self.ordered = None;
+        }
         let t0 = Instant::now();
         let list = self.kernel == WalkKernel::List;
         let blocks = if list {
@@ -509,10 +539,27 @@ impl Gpu {
                     Arg::Ptr(b.counts_input.ptr()),
                 ],
             )?;
+            self.ordered = Some(nt);
         }
-        let out = self.buffers.download(&self.walk, nt, order.is_some())?;
         times.add("download", t0.elapsed().as_secs_f64());
-        Ok(out)
+        Ok(())
+    }
+
+    /// The results of the last walk given an order ([`Gpu::walk_on_device`],
+    /// [`Gpu::walk_ordered`]), in input order, converted while they come down with no host
+    /// copy of them: accelerations (length/time²) and potentials (energy/mass) in float64 with
+    /// the gravitational constant `g` applied, particle–particle counts without the target
+    /// itself (the walk of a tree that holds it counts it; at least 0) and particle–cell
+    /// counts. The very values the host makes of [`Gpu::walk_ordered`]'s results. Times
+    /// `download`.
+    pub fn download_forces(&self, g: f64, times: &mut PhaseTimes) -> Result<Forces> {
+        let n = self
+            .ordered
+            .ok_or_else(|| Error::input("no walk has left results in input order on the GPU"))?;
+        let t0 = Instant::now();
+        let forces = self.buffers.download_forces(&self.walk, n, g)?;
+        times.add("download", t0.elapsed().as_secs_f64());
+        Ok(forces)
     }
 
     /// Forces on every particle of `pos_mass` (x, y, z, m) from all the others by direct

@@ -78,6 +78,36 @@ impl KernelRunner for Runner {
         }
     }
 
+    fn upload_with<T: Element>(
+        &self,
+        len: usize,
+        fill: &(dyn Fn(usize, &mut [T]) + Sync),
+        dst: &mut RunnerArray<T>,
+    ) -> Result<()> {
+        match (self, dst) {
+            (Self::Cuda(r), RunnerArray::Cuda(a)) => r.upload_with(len, fill, a),
+            #[cfg(hinoki_emulator)]
+            (Self::Emulated(r), RunnerArray::Emulated(a)) => r.upload_with(len, fill, a),
+            #[cfg(hinoki_emulator)]
+            _ => Err(foreign()),
+        }
+    }
+
+    fn download_with<T: Element>(
+        &self,
+        src: &RunnerArray<T>,
+        len: usize,
+        take: &(dyn Fn(usize, &[T]) + Sync),
+    ) -> Result<()> {
+        match (self, src) {
+            (Self::Cuda(r), RunnerArray::Cuda(a)) => r.download_with(a, len, take),
+            #[cfg(hinoki_emulator)]
+            (Self::Emulated(r), RunnerArray::Emulated(a)) => r.download_with(a, len, take),
+            #[cfg(hinoki_emulator)]
+            _ => Err(foreign()),
+        }
+    }
+
     unsafe fn launch(&self, name: &str, grid: u32, block: u32, args: &[Arg]) -> Result<()> {
         // SAFETY: passed on with the caller's guarantee.
         unsafe {
