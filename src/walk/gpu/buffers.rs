@@ -190,10 +190,12 @@ impl Buffers {
         r.upload(bytemuck::cast_slice(groups), &mut self.groups)
     }
 
-    /// Grows the arrays of `nt` targets and `ng` groups (for targets and groups written on the
-    /// device).
-    pub fn reserve_targets(&mut self, r: &Runner, nt: usize, ng: usize) -> Result<()> {
-        self.reserve(r, 0, 0, nt, ng)
+    /// Grows the array of groups to `ng` groups and the walk's results to `nt` targets (for
+    /// targets and groups written on the device).
+    pub fn reserve_groups(&mut self, r: &Runner, nt: usize, ng: usize) -> Result<()> {
+        grow(r, &mut self.groups, 2 * ng)?;
+        grow(r, &mut self.out, 4 * nt)?;
+        grow(r, &mut self.counts, 2 * nt)
     }
 
     /// Grows the arrays the results of `n` targets are put in input order into.

@@ -98,6 +98,13 @@ fn int(v: usize) -> Result<Arg> {
     })
 }
 
+/// Arrays for `len` elements from `alloc`: with [`GROWTH`] headroom (so that slowly growing N
+/// does not reallocate every step), or exactly `len` where the headroom does not fit on the
+/// device.
+fn with_headroom<A>(len: usize, alloc: impl Fn(usize) -> Result<A>) -> Result<A> {
+    alloc((len as f64 * GROWTH) as usize + 1).or_else(|_| alloc(len + 1))
+}
+
 /// Blocks of a grid-stride kernel over `items` items.
 fn blocks(items: usize) -> u32 {
     items.div_ceil(BLOCK as usize).clamp(1, MAX_GRID) as u32
@@ -224,16 +231,18 @@ impl<R: KernelRunner> TreeBuilder<R> {
             return Ok(());
         }
         self.particles = None; // free before allocating the larger ones
-        let cap = (n as f64 * GROWTH) as usize + 1;
         let r = &self.runner;
-        self.particles = Some(ParticleArrays {
-            capacity: cap,
-            pos_mass: r.alloc(4 * cap)?,
-            sorted: r.alloc(4 * cap)?,
-            keys: [r.alloc(cap)?, r.alloc(cap)?],
-            index: [r.alloc(cap)?, r.alloc(cap)?],
-            tile_counts: r.alloc(256 * cap.div_ceil(TILE))?,
-        });
+        let arrays = |cap: usize| -> Result<ParticleArrays<R>> {
+            Ok(ParticleArrays {
+                capacity: cap,
+                pos_mass: r.alloc(4 * cap)?,
+                sorted: r.alloc(4 * cap)?,
+                keys: [r.alloc(cap)?, r.alloc(cap)?],
+                index: [r.alloc(cap)?, r.alloc(cap)?],
+                tile_counts: r.alloc(256 * cap.div_ceil(TILE))?,
+            })
+        };
+        self.particles = Some(with_headroom(n, arrays)?);
         Ok(())
     }
 
@@ -243,32 +252,34 @@ impl<R: KernelRunner> TreeBuilder<R> {
             return Ok(());
         }
         self.cells = None;
-        let cap = (cells as f64 * GROWTH) as usize + 1;
         let r = &self.runner;
-        self.cells = Some(CellArrays {
-            capacity: cap,
-            bfs_first: r.alloc(cap)?,
-            bfs_count: r.alloc(cap)?,
-            bfs_level: r.alloc(cap)?,
-            bfs_child: r.alloc(cap)?,
-            bfs_nchild: r.alloc(cap)?,
-            bfs_subtree: r.alloc(cap)?,
-            preorder: r.alloc(cap)?,
-            moments: r.alloc(MOMENT_WORDS * cap)?,
-            oct_start: r.alloc(8 * cap)?,
-            oct_count: r.alloc(8 * cap)?,
-            oct_slot: r.alloc(8 * cap)?,
-            first: r.alloc(cap)?,
-            count: r.alloc(cap)?,
-            level: r.alloc(cap)?,
-            nchild: r.alloc(cap)?,
-            subtree: r.alloc(cap)?,
-            boxes: r.alloc(4 * cap)?,
-            com_mass: r.alloc(4 * cap)?,
-            quad: r.alloc(6 * cap)?,
-            trace: r.alloc(cap)?,
-            s_eff: r.alloc(cap)?,
-        });
+        let arrays = |cap: usize| -> Result<CellArrays<R>> {
+            Ok(CellArrays {
+                capacity: cap,
+                bfs_first: r.alloc(cap)?,
+                bfs_count: r.alloc(cap)?,
+                bfs_level: r.alloc(cap)?,
+                bfs_child: r.alloc(cap)?,
+                bfs_nchild: r.alloc(cap)?,
+                bfs_subtree: r.alloc(cap)?,
+                preorder: r.alloc(cap)?,
+                moments: r.alloc(MOMENT_WORDS * cap)?,
+                oct_start: r.alloc(8 * cap)?,
+                oct_count: r.alloc(8 * cap)?,
+                oct_slot: r.alloc(8 * cap)?,
+                first: r.alloc(cap)?,
+                count: r.alloc(cap)?,
+                level: r.alloc(cap)?,
+                nchild: r.alloc(cap)?,
+                subtree: r.alloc(cap)?,
+                boxes: r.alloc(4 * cap)?,
+                com_mass: r.alloc(4 * cap)?,
+                quad: r.alloc(6 * cap)?,
+                trace: r.alloc(cap)?,
+                s_eff: r.alloc(cap)?,
+            })
+        };
+        self.cells = Some(with_headroom(cells, arrays)?);
         Ok(())
     }
 

@@ -396,7 +396,8 @@ impl Gpu {
         };
         times.add("upload", t0.elapsed().as_secs_f64());
         let sizes = [tree.cells.len(), targets.len(), groups.len()];
-        self.launch_walk(t, sizes, p, order, times)
+        let targets = self.buffers.targets.ptr();
+        self.launch_walk(t, targets, sizes, p, order, times)
     }
 
     /// The tree over particles at `pos` (length units) with masses `mass` (mass units) built on
@@ -422,27 +423,28 @@ impl Gpu {
         let t0 = Instant::now();
         let (buffers, walk) = (&mut self.buffers, &self.walk);
         let ngroups = builder.curve_groups(&tree, self.layout.group(), |ngroups| {
-            buffers.reserve_targets(walk, tree.particles, ngroups)?;
+            buffers.reserve_groups(walk, tree.particles, ngroups)?;
             Ok(buffers.groups.ptr())
         })?;
         self.buffers
             .reserve_input_order(&self.walk, tree.particles)?;
-        builder.gather_targets(&tree, amag, self.buffers.targets.ptr())?;
+        let targets = builder.gather_targets(&tree, amag)?;
         builder.synchronize()?;
         times.add("targets", t0.elapsed().as_secs_f64());
         let arrays = builder.tree_arrays().expect("built above");
         let order = builder.order_array();
         let sizes = [tree.cells, tree.particles, ngroups];
-        self.launch_walk(arrays, sizes, p, order, times)
+        self.launch_walk(arrays, targets, sizes, p, order, times)
     }
 
-    /// Launches the walk of the tree at `t` for the targets and groups in the walk's buffers
-    /// (`sizes`: cells, targets, groups); the results stay on the device, moved to input order
-    /// when `order` (the device address of each target's input index) is given. Times `walk`
-    /// and (the move) `download`.
+    /// Launches the walk of the tree at `t` for the targets at device address `targets` and the
+    /// groups in the walk's buffers (`sizes`: cells, targets, groups); the results stay on the
+    /// device, moved to input order when `order` (the device address of each target's input
+    /// index) is given. Times `walk` and (the move) `download`.
     fn launch_walk(
         &mut self,
         t: TreeArrays,
+        targets: u64,
         sizes: [usize; 3],
         p: &WalkParams,
         order: Option<u64>,
@@ -497,7 +499,7 @@ impl Gpu {
             args.push(ptr(&b.children));
         }
         args.extend([
-            ptr(&b.targets),
+            Arg::Ptr(targets),
             Arg::I32(nt as i32),
             ptr(&b.groups),
             Arg::I32(ngroups as i32),

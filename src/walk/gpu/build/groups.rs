@@ -4,10 +4,10 @@
 //! [`tree_groups`](crate::walk::groups::tree_groups)), the same ones in the same order, and the
 //! targets of the tree forces.
 
-use super::{blocks, int, ptr, DeviceTree, TreeBuilder};
+use super::{blocks, int, ptr, with_headroom, DeviceTree, TreeBuilder};
 use crate::error::Result;
 use crate::tree::MAX_LEVEL;
-use crate::walk::gpu::launch::{grow, Arg, DeviceArray, KernelRunner, GROWTH};
+use crate::walk::gpu::launch::{grow, Arg, DeviceArray, KernelRunner};
 use crate::walk::groups::wide_chunk_limit;
 
 /// Tree levels (the entries of the per-level width counts).
@@ -62,20 +62,22 @@ impl<R: KernelRunner> TreeBuilder<R> {
             return Ok(());
         }
         self.group_arrays = None;
-        let cap = (cells as f64 * GROWTH) as usize + 2;
         let r = &self.runner;
-        self.group_arrays = Some(GroupArrays {
-            capacity: cap,
-            parent: r.alloc(cap)?,
-            starts: r.alloc(cap)?,
-            run: r.alloc(cap)?,
-            weight: r.alloc(LEVELS)?,
-            half: r.alloc(LEVELS)?,
-            amag: r.alloc(1)?,
-            cell_groups: r.alloc(1)?,
-            extents: r.alloc(1)?,
-            pieces: r.alloc(1)?,
-        });
+        let arrays = |cap: usize| -> Result<GroupArrays<R>> {
+            Ok(GroupArrays {
+                capacity: cap,
+                parent: r.alloc(cap)?,
+                starts: r.alloc(cap)?,
+                run: r.alloc(cap)?,
+                weight: r.alloc(LEVELS)?,
+                half: r.alloc(LEVELS)?,
+                amag: r.alloc(1)?,
+                cell_groups: r.alloc(1)?,
+                extents: r.alloc(1)?,
+                pieces: r.alloc(1)?,
+            })
+        };
+        self.group_arrays = Some(with_headroom(cells + 1, arrays)?);
         Ok(())
     }
 
@@ -232,15 +234,11 @@ impl<R: KernelRunner> TreeBuilder<R> {
         Ok(count)
     }
 
-    /// Writes the walk's targets for `tree`, the tree last built, to device address `targets`
-    /// (4 floats per particle, in tree order): each particle's position and its previous |a|
-    /// from `amag` (input order), zero without.
-    pub fn gather_targets(
-        &mut self,
-        tree: &DeviceTree,
-        amag: Option<&[f32]>,
-        targets: u64,
-    ) -> Result<()> {
+    /// The walk's targets for `tree`, the tree last built (4 floats per particle, in tree order):
+    /// each particle's position and its previous |a| from `amag` (input order), zero without.
+    /// They are written over the unsorted particles, which the build no longer needs, and stay
+    /// there until the next build; returns their device address.
+    pub fn gather_targets(&mut self, tree: &DeviceTree, amag: Option<&[f32]>) -> Result<u64> {
         self.reserve_groups(tree.cells + 1)?;
         let g = self.group_arrays.as_mut().expect("reserved");
         if let Some(amag) = amag {
@@ -260,9 +258,10 @@ impl<R: KernelRunner> TreeBuilder<R> {
                 ptr(&a.index[0]),
                 ptr(&g.amag),
                 Arg::I32(amag.is_some() as i32),
-                Arg::Ptr(targets),
+                ptr(&a.pos_mass),
             ],
-        )
+        )?;
+        Ok(a.pos_mass.ptr())
     }
 }
 

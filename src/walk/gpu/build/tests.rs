@@ -152,10 +152,11 @@ fn emulated_device_groups_and_targets_equal_the_hosts() {
         cut += (expected.len() > pos.len().div_ceil(max)) as usize;
 
         let amag: Vec<f32> = (0..pos.len()).map(|i| 1.0 + i as f32).collect();
-        let targets = builder.runner.alloc::<f32>(4 * pos.len()).unwrap();
         for with in [None, Some(&amag[..])] {
-            builder.gather_targets(&tree, with, targets.ptr()).unwrap();
-            let got: Vec<[f32; 4]> = builder.fetch_as(&targets, pos.len()).unwrap();
+            let at = builder.gather_targets(&tree, with).unwrap();
+            let targets = &builder.particles.as_ref().unwrap().pos_mass;
+            assert_eq!(at, targets.ptr());
+            let got: Vec<[f32; 4]> = builder.fetch_as(targets, pos.len()).unwrap();
             let want: Vec<[f32; 4]> = host
                 .particles
                 .iter()
