@@ -428,6 +428,25 @@ fn gpu_forces_are_converted_on_the_way_down_as_on_the_host() {
         acc.iter().all(|a| a.length() > 0.0),
         "every target has a force"
     );
+    // Into recycled vectors: garbage of the right length is overwritten, the wrong length is
+    // replaced; the same bits either way.
+    let n = acc.len();
+    for len in [n, n / 2] {
+        g.recycle((
+            vec![DVec3::splat(7.0); len],
+            vec![7.0; len],
+            vec![7; len],
+            vec![7; len],
+        ));
+        let again = g.download_forces(big_g, &mut t).unwrap();
+        assert_eq!(bits(&again.0), bits(&host_acc), "recycled accelerations");
+        assert_eq!(
+            pot_bits(&again.1),
+            pot_bits(&host_pot),
+            "recycled potentials"
+        );
+        assert_eq!((&again.2, &again.3), (&host_p2p, &m2p), "recycled counts");
+    }
 }
 
 #[test]

@@ -146,6 +146,15 @@ impl ForceEngine {
         }
     }
 
+    /// Hands back the vectors of a result that is no longer needed (its accelerations,
+    /// potentials and counts), for a later evaluation to fill instead of allocating new ones:
+    /// on the GPU, the forces come down into memory the host has already touched.
+    pub fn recycle(&mut self, r: ForceResult) {
+        if let Some(gpu) = self.gpu.as_mut() {
+            gpu.recycle((r.acc, r.pot, r.p2p, r.m2p));
+        }
+    }
+
     /// LET traffic of this rank in the last evaluation (zero on one rank).
     pub fn let_stats(&self) -> LetStats {
         self.let_stats

@@ -103,6 +103,25 @@ impl IntegratorState {
             });
     }
 
+    /// [`IntegratorState::update_forces`] for a result `f` of every particle (all `active`),
+    /// without copying: its accelerations and potentials are swapped in. Returns `f`, which then
+    /// holds the replaced vectors, for [`ForceEngine::recycle`](crate::forces::ForceEngine::recycle).
+    /// With some particles inactive it copies, as `update_forces` does.
+    pub fn take_forces(&mut self, mut f: ForceResult, active: &[bool]) -> ForceResult {
+        let all = f.acc.len() == self.acc.len() && active.iter().all(|&a| a);
+        if !all {
+            self.update_forces(&f, active);
+            return f;
+        }
+        std::mem::swap(&mut self.acc, &mut f.acc);
+        std::mem::swap(&mut self.pot, &mut f.pot);
+        self.cost
+            .par_iter_mut()
+            .zip(f.p2p.par_iter().zip(&f.m2p))
+            .for_each(|(c, (&pp, &pc))| *c = (pp + pc) as f64);
+        f
+    }
+
     /// Moves the state of every particle to the rank `plan` sends it to, as
     /// [`Migration::move_particles`] does with the particles themselves. Collective.
     pub fn migrate(&mut self, plan: &Migration, comm: &dyn Comm) -> Result<()> {
@@ -124,6 +143,34 @@ impl IntegratorState {
 mod tests {
     use super::*;
     use crate::integrate::timeline::Stepping;
+
+    #[test]
+    fn taking_forces_equals_copying_them() {
+        let result = |k: f64| ForceResult {
+            acc: (0..5).map(|i| DVec3::splat(k * i as f64)).collect(),
+            pot: (0..5).map(|i| -k * i as f64).collect(),
+            p2p: (0..5).map(|i| 10 + i).collect(),
+            m2p: (0..5).map(|i| 20 * i).collect(),
+            ..Default::default()
+        };
+        for active in [vec![true; 5], vec![true, false, true, false, true]] {
+            let mut copied = IntegratorState::new(vec![DVec3::ONE; 5], vec![1.0; 5]);
+            let mut taken = copied.clone();
+            copied.update_forces(&result(2.0), &active);
+            let spent = taken.take_forces(result(2.0), &active);
+            assert_eq!(
+                (&taken.acc, &taken.pot, &taken.cost),
+                (&copied.acc, &copied.pot, &copied.cost)
+            );
+            // Swapped: the result now holds the replaced vectors; copied: it is unchanged.
+            let expected = if active.iter().all(|&a| a) {
+                DVec3::ONE
+            } else {
+                DVec3::splat(4.0)
+            };
+            assert_eq!(spent.acc[2], expected);
+        }
+    }
 
     /// A particle in the harmonic potential a = −x with block steps: the bin follows
     /// η √(ε/|a|), only the particles due are kicked, and the orbit closes after one period.

@@ -388,10 +388,12 @@ impl<'a> Run<'a> {
             engine.compute_active(comm, &s.p, Some(&s.integ.acc), &active)?
         };
         phases.merge(&f.times);
-        phases.time("kick", || {
-            s.integ.update_forces(&f, &active);
+        let spent = phases.time("kick", || {
+            let spent = s.integ.take_forces(f, &active);
             s.integ.half_kick(&mut s.p, tl, &active);
+            spent
         });
+        engine.recycle(spent);
         let n_active = global_count(local_active, comm);
         s.force_evaluations += n_active;
         s.ti = next;

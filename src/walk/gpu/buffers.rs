@@ -11,7 +11,6 @@ use crate::error::Result;
 use crate::tree::Tree;
 use crate::walk::cpu::{Forces, WalkOutput};
 use crate::walk::groups::Group;
-use glam::DVec3;
 use rayon::prelude::*;
 
 /// Device addresses of a tree's arrays as the walk kernels read them: sorted particles
@@ -239,11 +238,20 @@ impl Buffers {
     /// (energy/mass) in float64 with the gravitational constant `g` applied
     /// ([`WalkOutput::scaled`]), particle–particle counts without the target itself
     /// ([`WalkOutput::others`]) and particle–cell counts.
-    pub fn download_forces(&self, r: &Runner, n: usize, g: f64) -> Result<Forces> {
-        // Zeroed allocations: fresh pages, written once, by the threads that convert.
-        let mut acc: Vec<DVec3> = bytemuck::allocation::cast_vec(vec![[0.0f64; 3]; n]);
-        let mut pot = vec![0.0; n];
-        let (mut p2p, mut m2p) = (vec![0u32; n], vec![0u32; n]);
+    /// The results go into `into` where its vectors hold `n` entries, else into new ones.
+    pub fn download_forces(&self, r: &Runner, n: usize, g: f64, into: Forces) -> Result<Forces> {
+        let (mut acc, mut pot, mut p2p, mut m2p) =
+            if into.0.len() == n && into.1.len() == n && into.2.len() == n && into.3.len() == n {
+                into
+            } else {
+                // Zeroed allocations: fresh pages, written once, by the threads that convert.
+                (
+                    bytemuck::allocation::cast_vec(vec![[0.0f64; 3]; n]),
+                    vec![0.0; n],
+                    vec![0u32; n],
+                    vec![0u32; n],
+                )
+            };
         {
             // Four floats per target: a piece of the copy holds a quarter as many targets.
             let per_piece = piece_len::<f32>() / 4;

@@ -152,6 +152,8 @@ pub struct Gpu {
     /// The number of targets whose results the last walk given an order left on the device in
     /// input order, for [`Gpu::download_forces`].
     ordered: Option<usize>,
+    /// Result vectors handed back ([`Gpu::recycle`]) for [`Gpu::download_forces`] to fill.
+    spare: Forces,
     /// Human-readable device description, e.g. "NVIDIA H100 80GB HBM3 (GPU 0, sm_90)".
     pub name: String,
 }
@@ -229,6 +231,7 @@ impl Gpu {
             builder: None,
             resident: None,
             ordered: None,
+            spare: Forces::default(),
             name,
         })
     }
@@ -552,16 +555,25 @@ impl Gpu {
     /// copy of them: accelerations (length/time²) and potentials (energy/mass) in float64 with
     /// the gravitational constant `g` applied, particle–particle counts without the target
     /// itself (the walk of a tree that holds it counts it; at least 0) and particle–cell
-    /// counts. The very values the host makes of [`Gpu::walk_ordered`]'s results. Times
+    /// counts. The very values the host makes of [`Gpu::walk_ordered`]'s results. They are
+    /// written into the vectors last handed back with [`Gpu::recycle`] where those have the
+    /// right length (memory the host has already touched), else into new ones. Times
     /// `download`.
-    pub fn download_forces(&self, g: f64, times: &mut PhaseTimes) -> Result<Forces> {
+    pub fn download_forces(&mut self, g: f64, times: &mut PhaseTimes) -> Result<Forces> {
         let n = self
             .ordered
             .ok_or_else(|| Error::input("no walk has left results in input order on the GPU"))?;
         let t0 = Instant::now();
-        let forces = self.buffers.download_forces(&self.walk, n, g)?;
+        let spare = std::mem::take(&mut self.spare);
+        let forces = self.buffers.download_forces(&self.walk, n, g, spare)?;
         times.add("download", t0.elapsed().as_secs_f64());
         Ok(forces)
+    }
+
+    /// Hands result vectors that are no longer needed back, for the next
+    /// [`Gpu::download_forces`] to fill instead of allocating (and faulting in) new ones.
+    pub fn recycle(&mut self, forces: Forces) {
+        self.spare = forces;
     }
 
     /// Forces on every particle of `pos_mass` (x, y, z, m) from all the others by direct
