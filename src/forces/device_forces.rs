@@ -63,13 +63,6 @@ pub(super) fn device_forces(
         .map(|a| a.par_iter().map(|a| a.length() as f32).collect());
     let wp = params.walk_params();
     gpu.build_and_walk(&p.pos, &p.mass, tp, amag.as_deref(), &wp, &mut times)?;
-    let (acc, pot, p2p, m2p) = gpu.download_forces(params.g, &mut times)?;
-    Ok(ForceResult {
-        acc,
-        pot,
-        p2p,
-        m2p,
-        times,
-        device,
-    })
+    let forces = gpu.download_forces(params.g, &mut times)?;
+    Ok(ForceResult::of(forces, times, device))
 }

@@ -42,6 +42,22 @@ pub struct ForceResult {
     pub device: String,
 }
 
+impl ForceResult {
+    /// The result of converted forces `f` (accelerations, potentials, p2p and m2p counts per
+    /// particle, input order), with the evaluation's `times` and `device`.
+    fn of(f: crate::walk::cpu::Forces, times: PhaseTimes, device: String) -> Self {
+        let (acc, pot, p2p, m2p) = f;
+        Self {
+            acc,
+            pot,
+            p2p,
+            m2p,
+            times,
+            device,
+        }
+    }
+}
+
 /// A force evaluator that keeps what outlives one evaluation: the validated parameters, the
 /// tree and its rebuild interval (see [`rebuild`]) and, on the GPU backend, the device
 /// context, compiled kernels and device buffers.

@@ -154,7 +154,7 @@ pub(super) fn tree_forces(
             .unzip();
         (acc, pot, p2p, m2p)
     };
-    let (acc, pot, p2p, m2p) = match (walker.gpu.as_deref_mut(), tree, order) {
+    let forces = match (walker.gpu.as_deref_mut(), tree, order) {
         // One rank, a full evaluation on the GPU: the results stay on the device, in input
         // order, and come down converted (timed as `download`), with no host copy between.
         (Some(gpu), Some(t), Some(order)) if comm.size() == 1 => {
@@ -167,16 +167,7 @@ pub(super) fn tree_forces(
         }
     };
     let walked = targets.len();
-    let stats = walker.stats;
-    let r = ForceResult {
-        acc,
-        pot,
-        p2p,
-        m2p,
-        times,
-        device,
-    };
-    Ok((r, stats, walked))
+    Ok((ForceResult::of(forces, times, device), walker.stats, walked))
 }
 
 /// The results `out`, already in input order, as float64 with G applied, and the counts (the

@@ -197,6 +197,17 @@ mod tests {
     use crate::walk::mac::Mac;
     use glam::DVec3;
 
+    /// The Hilbert-ordered tree of leaves of at most `ncrit` particles.
+    fn tree(pos: &[DVec3], mass: &[f64], ncrit: usize) -> Tree {
+        let p = TreeParams {
+            order: Order::Hilbert,
+            ncrit,
+            mac: Mac::Modified,
+            theta: 0.5,
+        };
+        Tree::build(pos, mass, &p, &mut PhaseTimes::default())
+    }
+
     fn covers(groups: &[Group], n: usize, max: usize) {
         let mut next = 0;
         for &[s, k] in groups {
@@ -217,34 +228,13 @@ mod tests {
             .collect();
         let mass = vec![1.0; pos.len()];
         for (ncrit, max) in [(8, 32), (64, 16), (1, 1)] {
-            let tree = Tree::build(
-                &pos,
-                &mass,
-                &TreeParams {
-                    order: Order::Hilbert,
-                    ncrit,
-                    mac: Mac::Modified,
-                    theta: 0.5,
-                },
-                &mut PhaseTimes::default(),
-            );
-            covers(&tree_groups(&tree, max), pos.len(), max);
+            covers(&tree_groups(&tree(&pos, &mass, ncrit), max), pos.len(), max);
         }
         covers(&chunk_groups(100, 32), 100, 32);
         // Curve groups: full chunks, with a far outlier's chunk cut at cell groups.
         let mut pos = pos;
         pos[2500] = DVec3::splat(1000.0);
-        let tree = Tree::build(
-            &pos,
-            &mass,
-            &TreeParams {
-                order: Order::Hilbert,
-                ncrit: 8,
-                mac: Mac::Modified,
-                theta: 0.5,
-            },
-            &mut PhaseTimes::default(),
-        );
+        let tree = tree(&pos, &mass, 8);
         let groups = curve_groups(&tree, 64);
         covers(&groups, pos.len(), 64);
         let full = groups.iter().filter(|g| g[1] == 64).count();
