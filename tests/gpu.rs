@@ -341,7 +341,8 @@ fn gpu_kernels_handle_degenerate_particle_sets() {
     add(&mut p, DVec3::new(1e3, 0.0, 0.0));
     add(&mut p, DVec3::new(1e3, 1e-3, 0.0));
     for kernel in KERNELS {
-        // The same tree and groups on both (N_crit 8, groups of V·G = 64): the same decisions.
+        // The same tree (N_crit 8) and group size on both; the GPU's groups are full chunks of
+        // the curve, the CPU's tree cells, so decisions differ a little: agreement to 1e-4.
         let params = |backend| ForceParams {
             backend,
             kernel,
