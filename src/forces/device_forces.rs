@@ -57,10 +57,7 @@ pub(super) fn device_forces(
     device: String,
     mut times: PhaseTimes,
 ) -> Result<ForceResult> {
-    // Only the acceleration criterion reads the previous |a|.
-    let amag: Option<Vec<f32>> = old_acc
-        .filter(|_| params.mac == Mac::Acceleration)
-        .map(|a| a.par_iter().map(|a| a.length() as f32).collect());
+    let amag: Option<Vec<f32>> = old_acc.map(|a| a.par_iter().map(|a| a.length() as f32).collect());
     let wp = params.walk_params();
     gpu.build_and_walk(&p.pos, &p.mass, tp, amag.as_deref(), &wp, &mut times)?;
     let forces = gpu.download_forces(params.g, &mut times)?;

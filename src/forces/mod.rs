@@ -21,6 +21,7 @@ use crate::particles::Particles;
 use crate::tree::TreeParams;
 use crate::walk::direct::direct_forces;
 use crate::walk::gpu::{local_rank, Gpu, GpuLayout, VgChoice};
+use crate::walk::mac::Mac;
 use glam::DVec3;
 use std::time::Instant;
 use tree_forces::tree_forces;
@@ -219,6 +220,8 @@ impl ForceEngine {
         let t0 = Instant::now();
         let device = self.device();
         let params = &self.params;
+        // Only the acceleration criterion reads the previous accelerations.
+        let old_acc = old_acc.filter(|_| params.mac == Mac::Acceleration);
         let mut result = match (params.method, self.gpu.as_mut()) {
             (Method::Direct, gpu) => {
                 let mut times = PhaseTimes::default();

@@ -6,7 +6,7 @@
 //! particles, bit for bit (tested on the emulator in CI and on the GPU in `tests/gpu.rs`).
 
 use super::buffers::TreeArrays;
-use super::launch::{Arg, DeviceArray, Element, KernelRunner, GROWTH};
+use super::launch::{grow, with_headroom, Arg, DeviceArray, Element, KernelRunner};
 use crate::diag::PhaseTimes;
 use crate::error::{Error, Result};
 use crate::sfc::{GridBox, Order, GRID};
@@ -96,13 +96,6 @@ fn int(v: usize) -> Result<Arg> {
             "{v} elements are too many for one device tree build"
         ))
     })
-}
-
-/// Arrays for `len` elements from `alloc`: with [`GROWTH`] headroom (so that slowly growing N
-/// does not reallocate every step), or exactly `len` where the headroom does not fit on the
-/// device.
-fn with_headroom<A>(len: usize, alloc: impl Fn(usize) -> Result<A>) -> Result<A> {
-    alloc((len as f64 * GROWTH) as usize + 1).or_else(|_| alloc(len + 1))
 }
 
 /// Blocks of a grid-stride kernel over `items` items.
@@ -242,7 +235,7 @@ impl<R: KernelRunner> TreeBuilder<R> {
                 tile_counts: r.alloc(256 * cap.div_ceil(TILE))?,
             })
         };
-        self.particles = Some(with_headroom(n, arrays)?);
+        self.particles = Some(with_headroom(n + 1, arrays)?);
         Ok(())
     }
 
@@ -279,7 +272,7 @@ impl<R: KernelRunner> TreeBuilder<R> {
                 s_eff: r.alloc(cap)?,
             })
         };
-        self.cells = Some(with_headroom(cells, arrays)?);
+        self.cells = Some(with_headroom(cells + 1, arrays)?);
         Ok(())
     }
 
@@ -314,9 +307,8 @@ impl<R: KernelRunner> TreeBuilder<R> {
         let tiles = m.div_ceil(TILE);
         if self.scan_sums.len() <= depth {
             self.scan_sums.push(self.runner.alloc(tiles)?);
-        } else if self.scan_sums[depth].len() < tiles {
-            self.scan_sums[depth] = self.runner.alloc((tiles as f64 * GROWTH) as usize)?;
         }
+        grow(&self.runner, &mut self.scan_sums[depth], tiles)?;
         let sums = self.scan_sums[depth].ptr();
         self.launch(
             "scan_tiles",

@@ -106,14 +106,19 @@ impl<T: bytemuck::Pod + DeviceRepr + ValidAsZeroBits + Send + Sync> Element for 
 /// every step.
 pub const GROWTH: f64 = 1.25;
 
-/// Replaces `a` by a larger zero-filled allocation on `r` when it holds fewer than `len`
-/// elements: with [`GROWTH`] headroom, or exactly `len` where the headroom does not fit on the
-/// device. The old one is freed first. Arrays never shrink.
+/// What `alloc` makes for `len` elements: with [`GROWTH`] headroom (so that slowly growing N
+/// does not reallocate every step), or exactly `len` where the headroom does not fit on the
+/// device.
+pub fn with_headroom<A>(len: usize, alloc: impl Fn(usize) -> Result<A>) -> Result<A> {
+    alloc(((len as f64 * GROWTH) as usize).max(len)).or_else(|_| alloc(len))
+}
+
+/// Replaces `a` by a larger zero-filled allocation on `r` ([`with_headroom`]) when it holds
+/// fewer than `len` elements; the old one is freed first. Arrays never shrink.
 pub fn grow<R: KernelRunner, T: Element>(r: &R, a: &mut R::Array<T>, len: usize) -> Result<()> {
     if a.len() < len {
         *a = r.alloc(1)?;
-        let roomy = ((len as f64 * GROWTH) as usize).max(len);
-        *a = r.alloc(roomy).or_else(|_| r.alloc(len))?;
+        *a = with_headroom(len, |n| r.alloc(n))?;
     }
     Ok(())
 }

@@ -4,10 +4,10 @@
 //! [`tree_groups`](crate::walk::groups::tree_groups)), the same ones in the same order, and the
 //! targets of the tree forces.
 
-use super::{blocks, int, ptr, with_headroom, DeviceTree, TreeBuilder};
+use super::{blocks, int, ptr, DeviceTree, TreeBuilder};
 use crate::error::Result;
 use crate::tree::MAX_LEVEL;
-use crate::walk::gpu::launch::{grow, Arg, DeviceArray, KernelRunner};
+use crate::walk::gpu::launch::{grow, with_headroom, Arg, DeviceArray, KernelRunner};
 use crate::walk::groups::wide_chunk_limit;
 
 /// Tree levels (the entries of the per-level width counts).
