@@ -1,5 +1,5 @@
 //! Builds the CPU kernel emulator (`cuda/emulate/`): the CUDA kernels compiled as C++ with the
-//! shim `cuda_emulate.h`, into a static library that `src/walk/gpu/emulator.rs` calls, and sets
+//! shim `cuda_emulate.h`, into a static library that `src/gpu/emulator.rs` calls, and sets
 //! the cfg `hinoki_emulator` for it. It needs a C++20 compiler (`$CXX`, else `g++`, else `c++`)
 //! and `ar` (`$AR`, else `ar`); where they are missing or fail, the crate builds without the
 //! emulator and cargo prints why. `HINOKI_NO_EMULATOR=1` (any value) leaves it out.

@@ -1,6 +1,6 @@
 // The tree build on the GPU: Peano-Hilbert (or Morton) keys, a stable LSD radix sort of
 // (key, index) pairs, the octree topology level by level, the cells' preorder, and the upward
-// pass of moments. src/walk/gpu/build.rs launches these kernels in sequence.
+// pass of moments, and the refit of a kept tree. src/tree/build_gpu.rs launches these kernels in sequence.
 //
 // This is its own NVRTC program, compiled with IEEE arithmetic (no fast math, no contraction of
 // multiply-adds): every kernel computes the formulas of src/sfc and src/tree in the same order
@@ -28,13 +28,12 @@ typedef unsigned long long u64;
 // ---------------------------------------------------------------------------------------------
 // Keys (src/sfc): grid cell of a point, Morton bit spreading, Skilling's Hilbert transform.
 
-// Grid cell of point p in the cube with lower corner o and `scale` = 2^21 / side, clamped into
-// the grid (GridBox::cell_of).
-__device__ __forceinline__ void grid_cell(float4 p, double ox, double oy, double oz,
-                                          double scale, unsigned c[3])
+// Grid cell of point (x, y, z) in the cube with lower corner o and `scale` = 2^21 / side,
+// clamped into the grid (GridBox::cell_of).
+__device__ __forceinline__ void grid_cell(double x, double y, double z, double ox, double oy,
+                                          double oz, double scale, unsigned c[3])
 {
-    const double q[3] = {((double)p.x - ox) * scale, ((double)p.y - oy) * scale,
-                         ((double)p.z - oz) * scale};
+    const double q[3] = {(x - ox) * scale, (y - oy) * scale, (z - oz) * scale};
     for (int k = 0; k < 3; k++) {
         const unsigned v = (unsigned)fmax(q[k], 0.0);
         c[k] = v < GRID_CELLS - 1 ? v : GRID_CELLS - 1;
@@ -84,7 +83,8 @@ extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
 {
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
         unsigned c[3];
-        grid_cell(pos_mass[i], ox, oy, oz, scale, c);
+        const float4 p = pos_mass[i];
+        grid_cell(p.x, p.y, p.z, ox, oy, oz, scale, c);
         keys[i] = hilbert ? hilbert_key(c)
                           : (spread_bits(c[0]) << 2) | (spread_bits(c[1]) << 1) | spread_bits(c[2]);
         index[i] = (unsigned)i;
@@ -152,6 +152,13 @@ extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
     const unsigned add = offsets[blockIdx.x];
     for (int k = 0; k < SCAN_ITEMS; k++)
         if (base + k < m) data[base + k] += add;
+}
+
+// out[0] = data[m]: the total an exclusive scan of m + 1 entries leaves in its last one.
+extern "C" __global__ void read_word(int m, const unsigned *__restrict__ data,
+                                     unsigned *__restrict__ out)
+{
+    if (blockIdx.x == 0 && threadIdx.x == 0) *out = data[m];
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -359,6 +366,23 @@ extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
     }
 }
 
+#define NO_PARENT 0xffffffffu
+
+// The parent of every cell (NO_PARENT for the root), from the children each cell lists.
+extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
+    cell_parents(int ncells, const unsigned char *__restrict__ nchild,
+                 const unsigned *__restrict__ subtree, unsigned *__restrict__ parent)
+{
+    for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < ncells; c += gridDim.x * blockDim.x) {
+        if (c == 0) parent[0] = NO_PARENT;
+        unsigned kid = c + 1;
+        for (int j = 0; j < nchild[c]; j++) {
+            parent[kid] = c;
+            kid += subtree[kid];
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Upward pass (src/tree/moments.rs), float64, one level at a time from the deepest.
 
@@ -439,9 +463,33 @@ extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
     }
 }
 
+// Cell p's float64 moments s (MOMENT_WORDS) stored in float32 at its preorder position p.
+__device__ __forceinline__ float4 store_moments(unsigned p, const double *s,
+                                                float4 *__restrict__ com_mass,
+                                                float *__restrict__ quad, float *__restrict__ trace)
+{
+    const float4 cm = make_float4((float)s[1], (float)s[2], (float)s[3], (float)s[0]);
+    com_mass[p] = cm;
+    for (int d = 0; d < 6; d++) quad[6ll * p + d] = (float)s[4 + d];
+    trace[p] = (float)s[10];
+    return cm;
+}
+
+// S_eff of a cell with box `box` and centre of mass cm (update_s_eff): mac 0 Barnes-Hut,
+// otherwise the modified criterion's (l/theta + s)^2.
+__device__ __forceinline__ float cell_s_eff(float4 box, float4 cm, int mac, float theta)
+{
+    const float dx = box.x - cm.x, dy = box.y - cm.y, dz = box.z - cm.z;
+    const float off = sqrtf(dx * dx + dy * dy + dz * dz);
+    const float l = 2.0f * box.w;
+    const float r = mac == 0 ? l / theta : l / theta + off;
+    return r * r;
+}
+
 // Writes every cell at its preorder position in the walk's arrays: topology, box (from the grid
-// cell of its first particle, truncated to its level), float32 moments and S_eff for the
-// criterion (mac: 0 Barnes-Hut, otherwise the modified criterion's (l/theta + s)^2).
+// cell of its first particle, truncated to its level; also into `built`, the boxes a refit
+// starts from), float32 moments and S_eff for the criterion (mac: 0 Barnes-Hut, otherwise the
+// modified criterion).
 extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
     store_cells(int ncells, const unsigned *__restrict__ preorder,
                 const unsigned *__restrict__ bfs_first, const unsigned *__restrict__ bfs_count,
@@ -453,7 +501,8 @@ extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
                 unsigned *__restrict__ count, unsigned char *__restrict__ level,
                 unsigned char *__restrict__ nchild, unsigned *__restrict__ subtree,
                 float4 *__restrict__ boxes, float4 *__restrict__ com_mass,
-                float *__restrict__ quad, float *__restrict__ trace, float *__restrict__ s_eff)
+                float *__restrict__ quad, float *__restrict__ trace, float *__restrict__ s_eff,
+                float4 *__restrict__ built)
 {
     for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < ncells; c += gridDim.x * blockDim.x) {
         const unsigned p = preorder[c];
@@ -463,24 +512,120 @@ extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
         level[p] = (unsigned char)lev;
         nchild[p] = bfs_nchild[c];
         subtree[p] = bfs_subtree[c];
-        const double *s = mom + (long long)c * MOMENT_WORDS;
-        const float4 cm = make_float4((float)s[1], (float)s[2], (float)s[3], (float)s[0]);
-        com_mass[p] = cm;
-        for (int d = 0; d < 6; d++) quad[6ll * p + d] = (float)s[4 + d];
-        trace[p] = (float)s[10];
+        const float4 cm = store_moments(p, mom + (long long)c * MOMENT_WORDS, com_mass, quad, trace);
         unsigned g[3];
         const double cell = side / (double)(1ull << lev);
-        grid_cell(particles[bfs_first[c]], ox, oy, oz, (double)GRID_CELLS / side, g);
+        const float4 q = particles[bfs_first[c]];
+        grid_cell(q.x, q.y, q.z, ox, oy, oz, (double)GRID_CELLS / side, g);
         const unsigned shift = TREE_MAX_LEVEL - lev;
         const float4 box = make_float4((float)(ox + ((double)(g[0] >> shift) + 0.5) * cell),
                                        (float)(oy + ((double)(g[1] >> shift) + 0.5) * cell),
                                        (float)(oz + ((double)(g[2] >> shift) + 0.5) * cell),
                                        (float)(0.5 * cell));
         boxes[p] = box;
-        const float dx = box.x - cm.x, dy = box.y - cm.y, dz = box.z - cm.z;
-        const float off = sqrtf(dx * dx + dy * dy + dz * dz);
-        const float l = 2.0f * box.w;
-        const float r = mac == 0 ? l / theta : l / theta + off;
-        s_eff[p] = r * r;
+        built[p] = box;
+        s_eff[p] = cell_s_eff(box, cm, mac, theta);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Refit (src/tree/refit.rs): the cells of the last rebuild kept, their particles gathered again
+// in the tree's order from the current positions, moments and particle bounds recomputed level
+// by level (cell_moments, cell_bounds), and every box grown where its particles left it.
+
+// The particles in the tree's order (index[k]: the particle of sorted slot k), rounded to
+// float32 from the float64 positions and masses.
+extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
+    refit_particles(const double *__restrict__ pos, const double *__restrict__ mass,
+                    const unsigned *__restrict__ index, int n, float4 *__restrict__ sorted)
+{
+    for (int k = blockIdx.x * blockDim.x + threadIdx.x; k < n; k += gridDim.x * blockDim.x) {
+        const long long i = index[k];
+        sorted[k] = make_float4((float)pos[3 * i], (float)pos[3 * i + 1], (float)pos[3 * i + 2],
+                                (float)mass[i]);
+    }
+}
+
+// Bounds of the particles of the cells in [lo, hi) (6 floats per cell: lowest x, y, z, then
+// highest): leaves from their particles, the others from their children's.
+extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
+    cell_bounds(int lo, int hi, const float4 *__restrict__ particles,
+                const unsigned *__restrict__ first, const unsigned *__restrict__ count,
+                const unsigned *__restrict__ child, const unsigned char *__restrict__ nchild,
+                float *__restrict__ bounds)
+{
+    const float inf = __int_as_float(0x7f800000);
+    for (int c = lo + blockIdx.x * blockDim.x + threadIdx.x; c < hi; c += gridDim.x * blockDim.x) {
+        float b[6] = {inf, inf, inf, -inf, -inf, -inf};
+        if (nchild[c] == 0) {
+            for (unsigned j = first[c]; j < first[c] + count[c]; j++) {
+                const float4 p = particles[j];
+                const float x[3] = {p.x, p.y, p.z};
+                for (int k = 0; k < 3; k++) {
+                    b[k] = fminf(b[k], x[k]);
+                    b[3 + k] = fmaxf(b[3 + k], x[k]);
+                }
+            }
+        } else {
+            for (unsigned j = 0; j < nchild[c]; j++) {
+                const float *s = bounds + 6ll * (child[c] + j);
+                for (int k = 0; k < 3; k++) {
+                    b[k] = fminf(b[k], s[k]);
+                    b[3 + k] = fmaxf(b[3 + k], s[3 + k]);
+                }
+            }
+        }
+        for (int k = 0; k < 6; k++) bounds[6ll * c + k] = b[k];
+    }
+}
+
+// The smallest float32 value >= x, for x >= 0 (refit.rs round_up).
+__device__ __forceinline__ float round_up(double x)
+{
+    const float f = (float)x;
+    return (double)f < x ? __int_as_float(__float_as_int(f) + 1) : f;
+}
+
+// The box of a refitted cell (refit.rs cube): the rebuild's box `built` while it holds the
+// particle bounds b, else the bounding cube of both, centred on their common box and rounded
+// outwards.
+__device__ __forceinline__ float4 refit_box(float4 built, const float *b)
+{
+    const double h = built.w;
+    const double c[3] = {built.x, built.y, built.z};
+    double lo[3], hi[3];
+    bool inside = true;
+    for (int k = 0; k < 3; k++) {
+        lo[k] = c[k] - h;
+        hi[k] = c[k] + h;
+        inside = inside && (double)b[k] >= lo[k] && (double)b[3 + k] <= hi[k];
+    }
+    if (inside) return built;
+    float centre[3];
+    double half = 0.0;
+    for (int k = 0; k < 3; k++) {
+        lo[k] = fmin(lo[k], (double)b[k]);
+        hi[k] = fmax(hi[k], (double)b[3 + k]);
+        centre[k] = (float)(0.5 * (lo[k] + hi[k]));
+    }
+    for (int k = 0; k < 3; k++)
+        half = fmax(half, fmax(hi[k] - (double)centre[k], (double)centre[k] - lo[k]));
+    return make_float4(centre[0], centre[1], centre[2], round_up(half));
+}
+
+// Every refitted cell at its preorder position: float32 moments, its box (refit_box of the
+// rebuild's box `built`) and S_eff.
+extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
+    refit_cells(int ncells, const unsigned *__restrict__ preorder, const double *__restrict__ mom,
+                const float *__restrict__ bounds, const float4 *__restrict__ built, int mac,
+                float theta, float4 *__restrict__ boxes, float4 *__restrict__ com_mass,
+                float *__restrict__ quad, float *__restrict__ trace, float *__restrict__ s_eff)
+{
+    for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < ncells; c += gridDim.x * blockDim.x) {
+        const unsigned p = preorder[c];
+        const float4 cm = store_moments(p, mom + (long long)c * MOMENT_WORDS, com_mass, quad, trace);
+        const float4 box = refit_box(built[p], bounds + 6ll * c);
+        boxes[p] = box;
+        s_eff[p] = cell_s_eff(box, cm, mac, theta);
     }
 }

@@ -75,6 +75,23 @@ __device__ __forceinline__ bool accepts(float4 box, float4 cm, float s_eff, floa
     return d2 > s_eff;
 }
 
+// Writes target i's walk result (acceleration and potential, interaction counts), or adds it
+// to what an earlier walk left there (the forest of LETs after the local tree).
+__device__ __forceinline__ void store_result(float4 *__restrict__ out, uint2 *__restrict__ counts,
+                                             int i, float4 acc, unsigned np, unsigned nm,
+                                             int accumulate)
+{
+    if (accumulate) {
+        const float4 o = out[i];
+        const uint2 k = counts[i];
+        out[i] = make_float4(o.x + acc.x, o.y + acc.y, o.z + acc.z, o.w + acc.w);
+        counts[i] = make_uint2(k.x + np, k.y + nm);
+    } else {
+        out[i] = acc;
+        counts[i] = make_uint2(np, nm);
+    }
+}
+
 // Loads this lane's targets of one group, [first, first + count), NV per lane over NG lanes
 // (lanes past the end repeat the last target), into x, and reduces over the group's lanes (the
 // NG lanes of `mask`) its bounding box, centre bc and half-extents bh, and the smallest

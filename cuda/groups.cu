@@ -1,9 +1,9 @@
-// The walk's targets and target groups from a tree that stays on the device (a one-rank
-// evaluation whose tree never comes down): the groups of src/walk/groups.rs (`tree_groups`),
-// cell for cell, and the targets of src/forces/tree_forces.rs. src/walk/gpu/build/groups.rs
-// launches these kernels after the tree build.
+// The walk's targets and target groups from a tree that stays on the device: the groups of
+// src/walk/groups.rs (`tree_groups`, `curve_groups`, `chunk_groups`), cell for cell, the
+// targets of the CPU backend (src/backend/cpu.rs), and for block steps the groups holding an
+// active particle. src/walk/groups_gpu.rs launches these kernels after the tree build.
 //
-// Part of the tree-build program: compiled after cuda/build.cu (BUILD_BLOCK, IEEE arithmetic).
+// Part of the stage program: compiled after cuda/build.cu (BUILD_BLOCK, IEEE arithmetic).
 // Cells are in preorder, as store_cells wrote them.
 //
 // A group is a run of consecutive targets walked together. The groups are the largest cells
@@ -17,7 +17,6 @@
 
 // Cells per independent piece of the host's group formation (PIECE in src/walk/groups.rs).
 #define GROUP_PIECE 4096u
-#define NO_PARENT 0xffffffffu
 
 // Whether cell c is a group cell (src/walk/groups.rs `is_group`).
 __device__ __forceinline__ bool group_cell(unsigned c, const unsigned *__restrict__ count,
@@ -26,21 +25,6 @@ __device__ __forceinline__ bool group_cell(unsigned c, const unsigned *__restric
                                            float widest)
 {
     return nchild[c] == 0 || (count[c] <= max && 2.0f * boxes[c].w <= widest);
-}
-
-// The parent of every cell (NO_PARENT for the root), from the children each cell lists.
-extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
-    cell_parents(int ncells, const unsigned char *__restrict__ nchild,
-                 const unsigned *__restrict__ subtree, unsigned *__restrict__ parent)
-{
-    for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < ncells; c += gridDim.x * blockDim.x) {
-        if (c == 0) parent[0] = NO_PARENT;
-        unsigned kid = c + 1;
-        for (int j = 0; j < nchild[c]; j++) {
-            parent[kid] = c;
-            kid += subtree[kid];
-        }
-    }
 }
 
 // For every cell, the groups that start at it (`starts`: 0, 1, or for a leaf of more than `max`
@@ -105,13 +89,6 @@ extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
         atomicAdd(&weight[level[c]], run[c]);
         half[level[c]] = boxes[c].w;
     }
-}
-
-// The number of groups: the last entry of the exclusive scan `offset` over ncells + 1 entries.
-extern "C" __global__ void group_total(int ncells, const unsigned *__restrict__ offset,
-                                       unsigned *__restrict__ total)
-{
-    if (blockIdx.x == 0 && threadIdx.x == 0) *total = offset[ncells];
 }
 
 // Writes the groups (first target, number of targets) at the positions of the exclusive scan
@@ -216,5 +193,70 @@ extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
             const unsigned from = max(cells[j].x, s), to = min(cells[j].x + cells[j].y, e);
             groups[at] = make_uint2(from, to - from);
         }
+    }
+}
+
+// Without a curve order (`--order none`): the targets are the particles in their own order,
+// each with its previous |a| (zero when has_amag is 0), and the groups fixed chunks of `chunk`
+// consecutive ones (src/walk/groups.rs `chunk_groups`).
+extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
+    input_targets(int n, const double *__restrict__ pos, const float *__restrict__ amag,
+                  int has_amag, float4 *__restrict__ targets)
+{
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+        targets[i] = make_float4((float)pos[3ll * i], (float)pos[3ll * i + 1],
+                                 (float)pos[3ll * i + 2], has_amag ? amag[i] : 0.0f);
+}
+
+extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
+    chunk_groups(int n, unsigned chunk, int nchunks, uint2 *__restrict__ groups)
+{
+    for (int k = blockIdx.x * blockDim.x + threadIdx.x; k < nchunks; k += gridDim.x * blockDim.x) {
+        const unsigned s = k * chunk;
+        groups[k] = make_uint2(s, min(chunk, (unsigned)n - s));
+    }
+}
+
+// Block steps: flag[g] = 1 when group g holds an active particle (active[i] != 0 for particle
+// i; target t is particle order[t], or t itself when has_order is 0); flag[ngroups] = 0 for the
+// scan that follows.
+extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
+    active_groups(int ngroups, const uint2 *__restrict__ groups, const unsigned *__restrict__ order,
+                  int has_order, const unsigned char *__restrict__ active,
+                  unsigned *__restrict__ flag)
+{
+    for (int g = blockIdx.x * blockDim.x + threadIdx.x; g <= ngroups; g += gridDim.x * blockDim.x) {
+        unsigned any = 0;
+        if (g < ngroups) {
+            const uint2 gr = groups[g];
+            for (unsigned t = gr.x; t < gr.x + gr.y && !any; t++)
+                any = active[has_order ? order[t] : t] != 0;
+        }
+        flag[g] = any;
+    }
+}
+
+// The flagged groups, in order, at the positions of the exclusive scan `offset` of the flags;
+// *walked (zero on entry) gets the number of their targets.
+extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
+    keep_groups(int ngroups, const uint2 *__restrict__ groups, const unsigned *__restrict__ offset,
+                uint2 *__restrict__ kept, unsigned *__restrict__ walked)
+{
+    for (int g = blockIdx.x * blockDim.x + threadIdx.x; g < ngroups; g += gridDim.x * blockDim.x) {
+        if (offset[g + 1] > offset[g]) {
+            kept[offset[g]] = groups[g];
+            atomicAdd(walked, groups[g].y);
+        }
+    }
+}
+
+// The acceleration criterion's first evaluation: each target's |a_old| (the w of `targets`)
+// from the first walk's result for it, out[k] (G = 1), times g, as the host forms it.
+extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
+    bootstrap_amag(int n, const float4 *__restrict__ out, float g, float4 *__restrict__ targets)
+{
+    for (int k = blockIdx.x * blockDim.x + threadIdx.x; k < n; k += gridDim.x * blockDim.x) {
+        const float4 a = out[k];
+        targets[k].w = g * sqrtf(a.x * a.x + a.y * a.y + a.z * a.z);
     }
 }

@@ -48,7 +48,8 @@ walk_vg(const float4 *__restrict__ particles,       // sorted particles: positio
         int n_groups,
         float eps2, int quadrupole, int accel_mac, float alpha, float grav,
         float4 *__restrict__ out,               // per target: acceleration, potential
-        uint2 *__restrict__ counts)             // per target: p2p, m2p
+        uint2 *__restrict__ counts,             // per target: p2p, m2p
+        int accumulate)                         // add to out and counts instead of writing
 {
     const int tid = blockIdx.x * blockDim.x + threadIdx.x;
     const int group = tid / G;
@@ -104,8 +105,7 @@ walk_vg(const float4 *__restrict__ particles,       // sorted particles: positio
     for (int v = 0; v < V; v++) {
         const int i = first + lane * V + v;
         if (lane * V + v < count) {
-            out[i] = acc[v];
-            counts[i] = make_uint2(np, nm);  // the target itself included
+            store_result(out, counts, i, acc[v], np, nm, accumulate);  // the target itself included
         }
     }
 }

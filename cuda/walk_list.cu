@@ -17,7 +17,7 @@
 // The stack: cells are popped 32 at a time from its top (lane l takes the l-th of them from
 // the bottom up) and children are pushed in lane order, so depths along the stack never
 // decrease; then at most 8 * 32 entries share one depth and the stack holds at most
-// 256 (depth + 1) entries (LIST_STACK_PER_LEVEL in src/walk/gpu/device.rs).
+// 256 (depth + 1) entries (LIST_STACK_PER_LEVEL in src/walk/gpu/mod.rs).
 //
 // Warps are persistent: each takes the next group from a global counter until none is left.
 // Output per target as walk_vg: (ax, ay, az, phi) with G = 1, and the p2p and m2p counts.
@@ -75,6 +75,7 @@ walk_list(const float4 *__restrict__ particles,       // sorted particles: posit
           float eps2, int quadrupole, int accel_mac, float alpha, float grav,
           float4 *__restrict__ out,              // per target: acceleration, potential
           uint2 *__restrict__ counts,            // per target: p2p, m2p
+          int accumulate,                        // add to out and counts instead of writing
           unsigned *__restrict__ control,        // [0]: next group to take, [1]: stack overflow
           unsigned *__restrict__ stacks,         // per warp: stack_cap cell indices
           int stack_cap)
@@ -236,8 +237,7 @@ walk_list(const float4 *__restrict__ particles,       // sorted particles: posit
         for (int v = 0; v < HINOKI_V; v++) {
             const int i = first + lane * HINOKI_V + v;
             if ((int)lane * HINOKI_V + v < count) {
-                out[i] = acc[v];
-                counts[i] = make_uint2(np, nm);  // the target itself included
+                store_result(out, counts, i, acc[v], np, nm, accumulate);  // the target itself included
             }
         }
     }

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Compiles the CUDA kernels of cuda/ with NVRTC, as hinoki does at start-up, for every
-(V, G) layout hinoki accepts and two GPU generations, and the tree-build program
-(cuda/build.cu, IEEE arithmetic), so that a kernel that does not compile is found without a
-GPU.
+(V, G) layout hinoki accepts and two GPU generations, and the stage program (cuda/build.cu,
+groups.cu, particles.cu, domain.cu, lets.cu: IEEE arithmetic), so that a kernel that does not
+compile is found without a GPU.
 
 Usage: scripts/check_kernels.py
 NVRTC is libnvrtc from the system (HINOKI_NVRTC=/path/libnvrtc.so, or the loader's search), or
@@ -51,7 +51,7 @@ def nvrtc():
 
 
 def program():
-    """The single program hinoki hands NVRTC (src/walk/gpu/device.rs, kernel_source)."""
+    """The walk program hinoki hands NVRTC (src/gpu/context.rs, walk_source)."""
     parts = [open(os.path.join(ROOT, "cuda", "gravity.cuh")).read()]
     for name in ["walk.cu", "walk_list.cu", "direct.cu", "unsort.cu"]:
         parts.append(open(os.path.join(ROOT, "cuda", name)).read().replace(INCLUDE, ""))
@@ -91,17 +91,19 @@ def main():
                 print(f"{arch} V,G = {v},{g}: NVRTC error {result}\n{log}")
     total = 2 * len(layouts)
     print(f"kernels compiled for {total - failed} of {total} (arch, V, G) combinations")
-    # The tree build (src/walk/gpu/device.rs, Host::build_program): cuda/build.cu then
-    # cuda/groups.cu, no fast math, no FMA contraction.
-    build = "\n".join(open(os.path.join(ROOT, "cuda", f)).read()
-                      for f in ["build.cu", "groups.cu"]).encode()
+    # The stage program (src/gpu/context.rs, stage_source): gravity.cuh, then the stages'
+    # kernels, no fast math, no FMA contraction.
+    parts = [open(os.path.join(ROOT, "cuda", "gravity.cuh")).read()]
+    for name in ["build.cu", "groups.cu", "particles.cu", "domain.cu", "lets.cu"]:
+        parts.append(open(os.path.join(ROOT, "cuda", name)).read().replace(INCLUDE, ""))
+    stages = "\n".join(parts).encode()
     for arch in ["compute_80", "compute_90"]:
-        result, log = compile_once(lib, build, [f"-arch={arch}", "--fmad=false", "-std=c++17"])
+        result, log = compile_once(lib, stages, [f"-arch={arch}", "--fmad=false", "-std=c++17"])
         if result != 0:
             failed += 1
-            print(f"{arch} build.cu + groups.cu: NVRTC error {result}\n{log}")
+            print(f"{arch} stage program: NVRTC error {result}\n{log}")
     if not failed:
-        print("tree-build kernels compiled")
+        print("stage kernels compiled")
     return 1 if failed else 0
 
 

@@ -413,15 +413,19 @@ fn forces(a: ForcesArgs, comm: &dyn Comm) -> Result<()> {
         return Err(Error::input("--repeat needs at least 1 evaluation"));
     }
     // Each rank starts from its share of the input; the domain decomposition then gives it a
-    // slice of the Peano–Hilbert curve.
-    let mut p = load_particles(comm, a.ics, a.n, a.seed, a.input.as_ref())?;
-    p.validate_share(comm)?;
-    let n_total = comm.allgather_u64(p.len() as u64).iter().sum::<u64>() as usize;
+    // slice of the Peano–Hilbert curve. The particles go to the engine once (on the GPU: to the
+    // device, where they stay) and come back after the last evaluation.
     let mut engine = ForceEngine::new(params.clone())?;
-    let mut cost: Option<Vec<f64>> = None;
+    let n_total = {
+        let p = load_particles(comm, a.ics, a.n, a.seed, a.input.as_ref())?;
+        p.validate_share(comm)?;
+        engine.load(&p)?;
+        comm.allgather_u64(p.len() as u64).iter().sum::<u64>() as usize
+    };
     let mut result = None;
     let mut moved = 0usize;
     for _ in 0..a.repeat {
+        let bus0 = engine.bus_bytes();
         // The wait for the slowest rank to finish the previous evaluation (load imbalance),
         // kept apart from the domain decomposition's own cost.
         let t0 = Instant::now();
@@ -430,31 +434,20 @@ fn forces(a: ForcesArgs, comm: &dyn Comm) -> Result<()> {
         }
         let wait_secs = t0.elapsed().as_secs_f64();
         let t0 = Instant::now();
-        if comm.size() > 1 {
-            let weights = match params.balance {
-                Balance::Cost => cost.as_deref(),
-                Balance::Count => None,
-            };
-            let plan = domain::plan(comm, &p.pos, weights)?;
-            moved = p.len() - plan.kept();
-            plan.move_particles(comm, &mut p)?;
-        }
+        moved = engine.decompose(comm, params.balance)?;
         let domain_secs = t0.elapsed().as_secs_f64();
-        let mut r = engine.compute(comm, &p, None)?;
+        let mut r = engine.evaluate(comm, None, None)?;
         if comm.size() > 1 {
             r.times.add("wait", wait_secs);
             r.times.add("domain", domain_secs);
             r.times.add("total", wait_secs + domain_secs);
         }
-        cost = Some(
-            r.p2p
-                .iter()
-                .zip(&r.m2p)
-                .map(|(&a, &b)| (a + b) as f64)
-                .collect(),
-        );
+        // What crossed the bus in this evaluation, its decomposition included.
+        let bus = engine.bus_bytes();
+        r.bus_bytes = (bus.0 - bus0.0, bus.1 - bus0.1);
         result = Some(r);
     }
+    let p = engine.particles()?;
     let result = result.expect("at least one evaluation");
     // Reported as used: `auto` choices resolved for the backend.
     let params = engine.params().clone();
@@ -545,6 +538,8 @@ fn ranks_report(
             ls.cells_received as f64,
             ls.particles_received as f64,
             moved as f64,
+            r.bus_bytes.0 as f64,
+            r.bus_bytes.1 as f64,
         ],
     );
     let mut sums = [
@@ -583,6 +578,10 @@ fn ranks_report(
             "domain",
             json!({ "particles": traffic[0], "particles_moved": traffic[5],
                     "bytes_moved": { "max": traffic[5].max * 64.0, "mean": traffic[5].mean * 64.0 } }),
+        ),
+        (
+            "bus_bytes_ranks",
+            json!({ "up": traffic[6], "down": traffic[7] }),
         ),
         (
             "conservation",

@@ -64,7 +64,7 @@ fn active_forces_equal_the_full_evaluation_bit_for_bit() {
                         assert_eq!(part.p2p[i], full.p2p[i]);
                         assert_eq!(part.m2p[i], full.m2p[i]);
                     } else {
-                        assert_eq!(part.acc[i], DVec3::ZERO);
+                        assert_eq!(part.acc[i], DVec3::ZERO, "{params:?}");
                         assert_eq!(part.pot[i], 0.0);
                     }
                 }

@@ -7,18 +7,19 @@ use hinoki::diag::error_stats::relative_acc_errors;
 use hinoki::diag::report::check_against_direct;
 use hinoki::diag::{ErrorStats, PhaseTimes};
 use hinoki::forces::{compute_forces, Backend, ForceParams};
+use hinoki::gpu::GpuContext;
 use hinoki::ics::{generate, Model};
 use hinoki::sfc::Order;
 use hinoki::tree::{Tree, TreeParams};
 use hinoki::walk::cpu::{grouped_walk, WalkOutput, WalkParams};
-use hinoki::walk::gpu::{Gpu, GpuLayout, WalkKernel};
+use hinoki::walk::gpu::{GpuLayout, GpuWalk, WalkKernel};
 use hinoki::walk::groups::tree_groups;
 use hinoki::walk::mac::{Criterion, Mac};
 
 /// `n` particles on a GPU; a tenth (at least 2000) on the CPU kernel emulator
 /// (`HINOKI_GPU_EMULATOR`), which runs the same kernels and launch sequences far slower.
 fn size(n: usize) -> usize {
-    if std::env::var_os(hinoki::walk::gpu::EMULATOR_VARIABLE).is_some() {
+    if std::env::var_os(hinoki::gpu::EMULATOR_VARIABLE).is_some() {
         (n / 10).max(2000)
     } else {
         n
@@ -28,15 +29,21 @@ fn size(n: usize) -> usize {
 /// Both walk kernels.
 const KERNELS: [WalkKernel; 2] = [WalkKernel::Vg, WalkKernel::List];
 
-/// The GPU with the given kernel and layout, or None (after saying why) when there is none.
-fn gpu(kernel: WalkKernel, layout: GpuLayout) -> Option<Gpu> {
-    match Gpu::open(0, kernel, layout) {
-        Ok(g) => Some(g),
+/// This process's GPU (or the emulator), or None (after saying why) when there is none.
+fn context() -> Option<GpuContext> {
+    match GpuContext::open(0) {
+        Ok(c) => Some(c),
         Err(e) => {
             eprintln!("skipping GPU test: {e}");
             None
         }
     }
+}
+
+/// The GPU walk with the given kernel and layout, or None (after saying why) when there is no
+/// GPU.
+fn gpu(kernel: WalkKernel, layout: GpuLayout) -> Option<GpuWalk> {
+    Some(GpuWalk::new(&context()?, kernel, layout).unwrap())
 }
 
 fn to_dvec(a: &[[f32; 4]]) -> Vec<DVec3> {
@@ -110,7 +117,7 @@ fn gpu_matches_cpu_on_the_same_tree() {
                 let groups = tree_groups(&tree, layout.group());
                 let cpu = grouped_walk(&tree, &targets, &groups, &wp);
                 let gpu = g
-                    .walk(&tree, &targets, &groups, &wp, &mut PhaseTimes::default())
+                    .walk_host(&tree, &targets, &groups, &wp, &mut PhaseTimes::default())
                     .unwrap();
                 let e = ErrorStats::of(&relative_acc_errors(
                     &to_dvec(&gpu.acc_pot),
@@ -297,7 +304,7 @@ fn gpu_walks_a_forest_like_the_cpu() {
     for kernel in KERNELS {
         let mut g = gpu(kernel, layout).unwrap();
         let out = g
-            .walk(&all, &targets, &groups, &wp, &mut PhaseTimes::default())
+            .walk_host(&all, &targets, &groups, &wp, &mut PhaseTimes::default())
             .unwrap();
         let e = ErrorStats::of(&relative_acc_errors(
             &to_dvec(&out.acc_pot),
@@ -371,12 +378,8 @@ fn gpu_forces_are_converted_on_the_way_down_as_on_the_host() {
         return;
     };
     let mut t = PhaseTimes::default();
-    assert!(
-        g.download_forces(1.0, &mut t).is_err(),
-        "results before a walk"
-    );
     // A small tree and more targets than three pieces of the streamed copy hold (65536 results
-    // of four floats each), in the order of a tree of their own: its index is their order.
+    // of four floats each).
     let tp = TreeParams {
         order: Order::Hilbert,
         ncrit: 16,
@@ -402,12 +405,10 @@ fn gpu_forces_are_converted_on_the_way_down_as_on_the_host() {
         eps2: 1e-4,
         quadrupole: true,
     };
-    let order = Some(target_tree.index.as_slice());
-    let out = g
-        .walk_ordered(&tree, &targets, &groups, &wp, order, &mut t)
-        .unwrap();
+    let out = g.walk_host(&tree, &targets, &groups, &wp, &mut t).unwrap();
+    let n = targets.len();
     let big_g = 0.37;
-    let (acc, pot, p2p, m2p) = g.download_forces(big_g, &mut t).unwrap();
+    let (acc, pot, p2p, m2p) = g.download_forces(n, big_g, false, &mut t).unwrap();
     // What the host made of the results copied down: the same bits.
     let (host_acc, host_pot): (Vec<DVec3>, Vec<f64>) = out
         .acc_pot
@@ -431,7 +432,6 @@ fn gpu_forces_are_converted_on_the_way_down_as_on_the_host() {
     );
     // Into recycled vectors: garbage of the right length is overwritten, the wrong length is
     // replaced; the same bits either way.
-    let n = acc.len();
     for len in [n, n / 2] {
         g.recycle((
             vec![DVec3::splat(7.0); len],
@@ -439,7 +439,7 @@ fn gpu_forces_are_converted_on_the_way_down_as_on_the_host() {
             vec![7; len],
             vec![7; len],
         ));
-        let again = g.download_forces(big_g, &mut t).unwrap();
+        let again = g.download_forces(n, big_g, false, &mut t).unwrap();
         assert_eq!(bits(&again.0), bits(&host_acc), "recycled accelerations");
         assert_eq!(
             pot_bits(&again.1),
@@ -489,11 +489,17 @@ fn gpu_acceleration_criterion_starts_from_the_modified_walk() {
 }
 
 #[test]
-fn gpu_tree_build_equals_the_host_build() {
+fn gpu_tree_build_and_refit_equal_the_hosts() {
     use hinoki::forces::TreeBuild;
-    let Some(mut g) = gpu(WalkKernel::default(), GpuLayout::default()) else {
+    use hinoki::gpu::stages::Stages;
+    use hinoki::particles_gpu::DeviceParticles;
+    use hinoki::tree::build_gpu::TreeBuilder;
+    let Some(ctx) = context() else {
         return;
     };
+    let s = Stages::new(ctx.stage_program().unwrap());
+    let mut builder = TreeBuilder::new(&s).unwrap();
+    let mut d = DeviceParticles::new(&s).unwrap();
     for (model, n, ncrit, order, mac) in [
         (Model::Plummer, 300_000, 16, Order::Hilbert, Mac::Modified),
         (Model::Nfw, 100_000, 1, Order::Morton, Mac::BarnesHut),
@@ -509,11 +515,14 @@ fn gpu_tree_build_equals_the_host_build() {
             mac,
             theta: 0.5,
         };
+        d.load(&s, &p, false).unwrap();
         let host = Tree::build(&p.pos, &p.mass, &tp, &mut PhaseTimes::default());
         for _ in 0..2 {
-            let dev = g
-                .build_tree(&p.pos, &p.mass, &tp, &mut PhaseTimes::default())
+            let bounds = d.bounds(&s).unwrap();
+            builder
+                .build(&s, d.positions(), bounds, &tp, &mut PhaseTimes::default())
                 .unwrap();
+            let dev = builder.download(&s).unwrap().unwrap();
             assert_eq!(dev.index, host.index, "{model}: order");
             assert_eq!(dev.particles, host.particles, "{model}: particles");
             let (d, h) = (&dev.cells, &host.cells);
@@ -529,66 +538,62 @@ fn gpu_tree_build_equals_the_host_build() {
                 "{model}: moments"
             );
         }
-        // The tree built here is walked where it lies on the device; a copy of it (another
-        // host tree) goes up first: the same walk, bit for bit.
-        let dev = g
-            .build_tree(&p.pos, &p.mass, &tp, &mut PhaseTimes::default())
+        // A drift, then a refit on each side: the same tree.
+        for (x, v) in p.pos.iter_mut().zip(&p.vel) {
+            *x += *v * 0.05;
+        }
+        let mut refit = host.clone();
+        refit.refit(&p.pos, &p.mass, &host.cells.boxes, &tp);
+        d.update(&s, &p).unwrap();
+        builder
+            .refit(&s, d.positions(), &tp, &mut PhaseTimes::default())
             .unwrap();
-        let targets: Vec<[f32; 4]> = dev
-            .particles
-            .iter()
-            .map(|q| [q[0], q[1], q[2], 0.0])
-            .collect();
-        let groups = tree_groups(&dev, GpuLayout::default().group());
-        let wp = ForceParams::default().walk_params();
-        assert!(g.holds(&dev) && !g.holds(&host), "{model}");
-        let resident = g
-            .walk(&dev, &targets, &groups, &wp, &mut PhaseTimes::default())
-            .unwrap();
-        let uploaded = g
-            .walk(
-                &dev.clone(),
-                &targets,
-                &groups,
-                &wp,
-                &mut PhaseTimes::default(),
-            )
-            .unwrap();
-        assert_eq!(resident.acc_pot, uploaded.acc_pot, "{model}: resident walk");
-        assert_eq!(resident.p2p, uploaded.p2p, "{model}: resident walk");
-        // After a refit on the host the tree goes up again.
-        g.forget_resident_tree();
-        assert!(!g.holds(&dev));
-        let again = g
-            .walk(&dev, &targets, &groups, &wp, &mut PhaseTimes::default())
-            .unwrap();
-        assert_eq!(again.acc_pot, uploaded.acc_pot, "{model}: forgotten tree");
+        let dev = builder.download(&s).unwrap().unwrap();
+        assert_eq!(
+            dev.particles, refit.particles,
+            "{model}: refitted particles"
+        );
+        assert_eq!(
+            (&dev.cells.boxes, &dev.cells.s_eff, &dev.cells.com_mass),
+            (
+                &refit.cells.boxes,
+                &refit.cells.s_eff,
+                &refit.cells.com_mass
+            ),
+            "{model}: refit"
+        );
     }
-    // Forces from the device-built tree meet the same bound as the host-built one.
-    let p = generate(Model::Nfw, size(100_000), 2).unwrap();
-    let params = ForceParams {
+    // Forces from a tree built on the host and one built on the device: the same trees (of
+    // float32 particles), so the same forces bit for bit; and within the bound against
+    // float64 direct summation.
+    let mut p = generate(Model::Nfw, size(100_000), 2).unwrap();
+    p.pos.iter_mut().for_each(|x| *x = x.as_vec3().as_dvec3());
+    p.mass.iter_mut().for_each(|m| *m = *m as f32 as f64);
+    let params = |tree_build| ForceParams {
         backend: Backend::Gpu,
-        tree_build: TreeBuild::Gpu,
+        tree_build,
         ..ForceParams::default()
     };
-    let r = compute_forces(&SingleProcess, &p, &params, None).unwrap();
-    let e = check_against_direct(&SingleProcess, &p, &params, &r, 1000, 3)
+    let a = compute_forces(&SingleProcess, &p, &params(TreeBuild::Gpu), None).unwrap();
+    let b = compute_forces(&SingleProcess, &p, &params(TreeBuild::Host), None).unwrap();
+    assert_eq!((&a.acc, &a.pot), (&b.acc, &b.pot), "host-built tree");
+    assert_eq!((&a.p2p, &a.m2p), (&b.p2p, &b.m2p), "host-built tree");
+    let e = check_against_direct(&SingleProcess, &p, &params(TreeBuild::Gpu), &a, 1000, 3)
         .unwrap()
         .acc;
     assert!(e.p99 <= 1e-3, "device-built tree: {e:?}");
 }
 
 #[test]
-fn gpu_evaluation_on_the_device_equals_the_general_pipeline() {
-    use hinoki::forces::{ForceEngine, Rebuild};
-    use std::num::NonZeroU64;
-    if gpu(WalkKernel::default(), GpuLayout::default()).is_none() {
+fn gpu_particles_stay_on_the_device_between_evaluations() {
+    use hinoki::forces::ForceEngine;
+    if context().is_none() {
         return;
     }
     for (model, order, mac) in [
         (Model::Plummer, Order::Hilbert, Mac::Modified),
         (Model::Nfw, Order::Morton, Mac::Acceleration),
-        (Model::UniformCube, Order::Hilbert, Mac::BarnesHut),
+        (Model::UniformCube, Order::None, Mac::BarnesHut),
     ] {
         let p = generate(model, size(60_000), 5).unwrap();
         let params = ForceParams {
@@ -597,23 +602,64 @@ fn gpu_evaluation_on_the_device_equals_the_general_pipeline() {
             mac,
             ..ForceParams::default()
         };
-        // One rank, a tree rebuilt every evaluation: groups and targets formed on the device.
-        let mut on_device = ForceEngine::new(params.clone()).unwrap();
-        // Keeping trees for refits brings each one down, with groups formed on the host.
-        let mut general = ForceEngine::new(params)
-            .unwrap()
-            .with_rebuild(Rebuild::Every(NonZeroU64::new(1000).unwrap()));
-        let first = on_device.compute(&SingleProcess, &p, None).unwrap();
-        let old = (mac == Mac::Acceleration).then_some(&first.acc[..]);
-        let a = on_device.compute(&SingleProcess, &p, old).unwrap();
-        let b = general.compute(&SingleProcess, &p, old).unwrap();
-        assert_eq!(a.times.get("upload"), 0.0, "{model}: something went up");
+        let mut engine = ForceEngine::new(params.clone()).unwrap();
+        engine.load(&p).unwrap();
+        let first = engine.evaluate(&SingleProcess, None, None).unwrap();
+        let second = engine.evaluate(&SingleProcess, None, None).unwrap();
+        // Only the forces come down (24 bytes a particle), and nothing but a few words goes up.
+        let (up, down) = second.bus_bytes;
+        assert!(up < 65_536, "{model}: {up} bytes went up");
         assert!(
-            b.times.get("upload") > 0.0,
-            "{model}: general path not taken"
+            down >= 24 * p.len() as u64,
+            "{model}: {down} bytes came down"
         );
-        assert_eq!(a.acc, b.acc, "{model}: accelerations");
-        assert_eq!(a.pot, b.pot, "{model}: potentials");
-        assert_eq!((&a.p2p, &a.m2p), (&b.p2p, &b.m2p), "{model}: interactions");
+        assert!(
+            down < 26 * p.len() as u64 + (1 << 20),
+            "{model}: {down} bytes came down"
+        );
+        assert_eq!(first.acc, second.acc, "{model}: the same forces again");
+        // The particles as loaded, and the forces of compute() on them.
+        assert_eq!(engine.particles().unwrap(), p, "{model}: particles");
+        let again = compute_forces(&SingleProcess, &p, &params, None).unwrap();
+        assert_eq!(again.acc, first.acc, "{model}: compute()");
+    }
+}
+
+#[test]
+fn gpu_active_forces_equal_the_full_evaluation_bit_for_bit() {
+    use hinoki::forces::ForceEngine;
+    if context().is_none() {
+        return;
+    }
+    // Block steps on the device: only the groups holding an active particle walk, and the
+    // others' results are zero; the active ones' equal the full evaluation's.
+    let p = generate(Model::Plummer, size(20_000), 4).unwrap();
+    let n = p.len();
+    let old: Vec<DVec3> = (0..n).map(|i| DVec3::splat(0.5 + (i % 5) as f64)).collect();
+    for (order, mac) in [
+        (Order::Hilbert, Mac::Modified),
+        (Order::None, Mac::Modified),
+        (Order::Hilbert, Mac::Acceleration),
+    ] {
+        let params = ForceParams {
+            backend: Backend::Gpu,
+            order,
+            mac,
+            ..ForceParams::default()
+        };
+        let mut engine = ForceEngine::new(params).unwrap();
+        let full = engine.compute(&SingleProcess, &p, Some(&old)).unwrap();
+        let active: Vec<bool> = (0..n).map(|i| (i * 7919) % 13 < 2).collect();
+        let part = engine
+            .compute_active(&SingleProcess, &p, Some(&old), &active)
+            .unwrap();
+        for (i, &on) in active.iter().enumerate() {
+            if on {
+                assert_eq!(part.acc[i], full.acc[i], "{order:?} {mac}: particle {i}");
+                assert_eq!((part.p2p[i], part.m2p[i]), (full.p2p[i], full.m2p[i]));
+            } else {
+                assert_eq!((part.acc[i], part.pot[i]), (DVec3::ZERO, 0.0));
+            }
+        }
     }
 }

@@ -5,7 +5,7 @@
 // built-in variables, vector types, warp and block intrinsics, atomics, bit and math intrinsics.
 // runtime.cpp runs the launches; kernels.cpp lists the kernels, walk_layout.cpp those of the walk
 // program (cuda/walk.cu, walk_list.cu, direct.cu, unsort.cu), compiled once per (V, G) layout
-// and registered as kernel@V,G; src/walk/gpu/emulator.rs drives them from Rust.
+// and registered as kernel@V,G; src/gpu/emulator.rs drives them from Rust.
 //
 // How a launch runs. Every CUDA thread of a block is a fiber (its own stack) on the CPU thread
 // that launched; the fibers of a block take turns, each running until it reaches a block barrier
@@ -164,7 +164,7 @@ struct Kernel {
     // kernel of one walk layout (walk_layout.cpp).
     const char *name;
     // One letter per parameter: p pointer, i int, u unsigned, U unsigned long long, f float,
-    // d double (the kinds of src/walk/gpu/launch.rs's Arg).
+    // d double (the kinds of src/gpu/launch.rs's Arg).
     const char *params;
     // Runs the kernel for the running thread; args[k] points to the value of parameter k.
     void (*invoke)(const void *const *args);

@@ -16,8 +16,12 @@
 
 #include "selftest.cu"
 
+#include "../gravity.cuh"
 #include "../build.cu"
 #include "../groups.cu"
+#include "../particles.cu"
+#include "../domain.cu"
+#include "../lets.cu"
 
 #ifndef HINOKI_WALK_LAYOUTS
 #error "build.rs compiles kernels.cpp with -DHINOKI_WALK_LAYOUTS=..."
@@ -48,10 +52,11 @@ std::span<const std::span<const Kernel>> kernel_tables()
         HINOKI_EMULATE(selftest_half_warps),
         HINOKI_EMULATE(selftest_group_ops),
         HINOKI_EMULATE(selftest_mismatched_masks),
-        // build.cu (the GPU tree build, src/walk/gpu/build.rs)
+        // build.cu (the GPU tree build and refit, src/tree/build_gpu.rs; scans, src/gpu/stages.rs)
         HINOKI_EMULATE(tree_keys),
         HINOKI_EMULATE(scan_tiles),
         HINOKI_EMULATE(scan_add),
+        HINOKI_EMULATE(read_word),
         HINOKI_EMULATE(radix_digit_counts),
         HINOKI_EMULATE(radix_tile_counts),
         HINOKI_EMULATE(radix_scatter),
@@ -61,18 +66,46 @@ std::span<const std::span<const Kernel>> kernel_tables()
         HINOKI_EMULATE(split_emit),
         HINOKI_EMULATE(subtree_sizes),
         HINOKI_EMULATE(preorder_children),
+        HINOKI_EMULATE(cell_parents),
         HINOKI_EMULATE(cell_moments),
         HINOKI_EMULATE(store_cells),
-        // groups.cu (targets and groups of a tree on the device, src/walk/gpu/build/groups.rs)
-        HINOKI_EMULATE(cell_parents),
+        HINOKI_EMULATE(refit_particles),
+        HINOKI_EMULATE(cell_bounds),
+        HINOKI_EMULATE(refit_cells),
+        // groups.cu (targets and groups on the device, src/walk/groups_gpu.rs)
         HINOKI_EMULATE(group_starts),
         HINOKI_EMULATE(group_levels),
-        HINOKI_EMULATE(group_total),
         HINOKI_EMULATE(emit_groups),
         HINOKI_EMULATE(gather_targets),
         HINOKI_EMULATE(chunk_extents),
         HINOKI_EMULATE(chunk_pieces),
         HINOKI_EMULATE(emit_pieces),
+        HINOKI_EMULATE(input_targets),
+        HINOKI_EMULATE(chunk_groups),
+        HINOKI_EMULATE(active_groups),
+        HINOKI_EMULATE(keep_groups),
+        HINOKI_EMULATE(bootstrap_amag),
+        // particles.cu (the particles on the device, src/backend/gpu/store.rs)
+        HINOKI_EMULATE(particle_bounds),
+        HINOKI_EMULATE(to_float32),
+        HINOKI_EMULATE(pack_particles),
+        HINOKI_EMULATE(unpack_particles),
+        // domain.cu (domain decomposition, src/domain/gpu.rs)
+        HINOKI_EMULATE(domain_keys),
+        HINOKI_EMULATE(domain_samples),
+        HINOKI_EMULATE(domain_owners),
+        HINOKI_EMULATE(domain_leaving),
+        HINOKI_EMULATE(domain_keep),
+        // lets.cu (LETs, src/lets/export_gpu.rs)
+        HINOKI_EMULATE(region_cells),
+        HINOKI_EMULATE(region_list),
+        HINOKI_EMULATE(region_boxes),
+        HINOKI_EMULATE(targets_amin),
+        HINOKI_EMULATE(let_fates),
+        HINOKI_EMULATE(let_sent),
+        HINOKI_EMULATE(let_edges),
+        HINOKI_EMULATE(let_pack),
+        HINOKI_EMULATE(let_unpack),
     };
 #define HINOKI_LAYOUT(v, g) walk_kernels_##v##_##g(),
     static const std::span<const Kernel> tables[] = {own, HINOKI_WALK_LAYOUTS};

@@ -1,5 +1,5 @@
 // The CPU emulator's launch machinery (see cuda_emulate.h for what it runs and its limits) and
-// its C interface, hinoki_emu_launch, called by src/walk/gpu/emulator.rs.
+// its C interface, hinoki_emu_launch, called by src/gpu/emulator.rs.
 //
 // A launch runs on the calling thread. Each CUDA thread of a block is a fiber with its own stack;
 // a scheduler runs the ready fibers in turn from a queue. A fiber runs until it waits at a block

@@ -2,7 +2,7 @@
 // the whole warp and over parts of it with masks of their own, block barriers, shared memory,
 // atomics on shared and global memory, threads that return early, grid-stride loops, arguments
 // of every kind, and three broken kernels whose launches must fail rather than hang. The tests of
-// src/walk/gpu/emulator.rs run them and check every result. They are CUDA too, but not part of
+// src/gpu/emulator.rs run them and check every result. They are CUDA too, but not part of
 // hinoki's GPU program. Threads past n take part with value 0 where a kernel says so.
 
 constexpr unsigned selftest_full_mask = 0xffffffffu;

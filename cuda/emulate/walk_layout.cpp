@@ -1,6 +1,6 @@
 // hinoki's GPU walk program for the CPU emulator, in one (V, G) layout: cuda/gravity.cuh,
 // walk.cu, walk_list.cu, direct.cu and unsort.cu, the program NVRTC compiles (walk_source in
-// src/walk/gpu/device.rs), with the table of its kernels registered as kernel@V,G (walk_vg@4,8,
+// src/gpu/context.rs), with the table of its kernels registered as kernel@V,G (walk_vg@4,8,
 // walk_list@2,32, link_children@2,32, direct@2,32, unsort_results@2,32, ...).
 //
 // build.rs compiles this file once per layout, each into its own object, with -DHINOKI_V=v
@@ -31,6 +31,8 @@
 #define link_children HINOKI_IN_LAYOUT(link_children)
 #define direct HINOKI_IN_LAYOUT(direct)
 #define unsort_results HINOKI_IN_LAYOUT(unsort_results)
+#define clear_results HINOKI_IN_LAYOUT(clear_results)
+#define mask_inactive HINOKI_IN_LAYOUT(mask_inactive)
 
 // walk_vg and walk_list take n_targets without reading it, which g++ warns of under -Wextra.
 #pragma GCC diagnostic push
@@ -64,6 +66,8 @@ std::span<const Kernel> HINOKI_IN_LAYOUT(walk_kernels)()
         HINOKI_LAYOUT_ENTRY(walk_list),
         HINOKI_LAYOUT_ENTRY(direct),
         HINOKI_LAYOUT_ENTRY(unsort_results),
+        HINOKI_LAYOUT_ENTRY(clear_results),
+        HINOKI_LAYOUT_ENTRY(mask_inactive),
     };
     return table;
 }

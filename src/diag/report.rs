@@ -109,6 +109,7 @@ pub fn forces_json(
             "total": total,
             "per_second": if walk > 0.0 { total / walk } else { 0.0 },
         },
+        "bus_bytes": { "up": result.bus_bytes.0, "down": result.bus_bytes.1 },
         "check": check.map(|c| c.sampled),
         "error": check.map(|c| serde_json::to_value(c.acc).unwrap_or(Value::Null)),
         "potential_error": check.map(|c| json!({"p50": c.pot.p50, "p99": c.pot.p99})),

@@ -32,18 +32,26 @@ impl Migration {
             .filter(|&i| dest[i] != me)
             .map(|i| i as u32)
             .collect();
-        let mut order = leaving.clone();
+        let to: Vec<u32> = leaving.iter().map(|&i| dest[i as usize] as u32).collect();
+        Self::from_leaving(leaving, &to, ranks, dest.len())
+    }
+
+    /// The plan for a rank of `before` particles whose particles `leaving` (ascending local
+    /// indices) go to ranks `dest` (one each, `< ranks`); the others stay.
+    pub fn from_leaving(leaving: Vec<u32>, dest: &[u32], ranks: usize, before: usize) -> Self {
+        let mut slots: Vec<u32> = (0..leaving.len() as u32).collect();
         // Stable: each destination's group stays in local order.
-        order.par_sort_by_key(|&i| dest[i as usize]);
+        slots.par_sort_by_key(|&k| dest[k as usize]);
+        let order = slots.par_iter().map(|&k| leaving[k as usize]).collect();
         let mut counts = vec![0usize; ranks];
-        for &i in &leaving {
-            counts[dest[i as usize]] += 1;
+        for &d in dest {
+            counts[d as usize] += 1;
         }
         Self {
             leaving,
             order,
             counts,
-            before: dest.len(),
+            before,
         }
     }
 

@@ -6,12 +6,14 @@
 //! Weights are 1 per particle ([`Balance::Count`]) or the particle's interactions in the last
 //! force evaluation ([`Balance::Cost`]), which balances the walk instead of the particle count.
 
+pub mod gpu;
 mod migrate;
 mod splitters;
 
 pub use migrate::Migration;
-pub use splitters::{owner, sample_keys, splitters, Sample};
+pub use splitters::{looked_at, owner, sample_index, sample_keys, shares, splitters, Sample};
 
+use crate::backend::Backend;
 use crate::comm::Comm;
 use crate::error::{Error, Result};
 use crate::sfc::{keys, GridBox, Order};
@@ -67,7 +69,12 @@ const SAMPLES_PER_RANK: usize = 512;
 /// The cube around all particles of all ranks (allreduce of the local bounding boxes); a unit
 /// cube when there are no particles at all.
 pub fn global_box(comm: &dyn Comm, pos: &[DVec3]) -> GridBox {
-    let (lo, hi) = crate::sfc::bounding_box(pos);
+    global_box_of(comm, crate::sfc::bounding_box(pos))
+}
+
+/// The cube around the local bounding boxes `(lo, hi)` of all ranks (allreduce); a unit cube
+/// when there are no particles at all.
+fn global_box_of(comm: &dyn Comm, (lo, hi): (DVec3, DVec3)) -> GridBox {
     let mut lo = lo.to_array();
     let mut hi = hi.to_array();
     comm.allreduce_min_f64(&mut lo);
@@ -78,8 +85,20 @@ pub fn global_box(comm: &dyn Comm, pos: &[DVec3]) -> GridBox {
     GridBox::around(DVec3::from_array(lo), DVec3::from_array(hi))
 }
 
+/// The `P − 1` splitters of the weighted key samples of every rank (this one's are `local`).
+/// Collective.
+fn global_splitters(comm: &dyn Comm, local: &[Sample]) -> Result<Vec<u64>> {
+    let sk: Vec<u64> = local.iter().map(|s| s.0).collect();
+    let sw: Vec<f64> = local.iter().map(|s| s.1).collect();
+    let all_k = comm.allgatherv_u64(&sk)?;
+    let all_w = comm.allgatherv_f64(&sw)?;
+    let mut samples: Vec<Sample> = all_k.into_iter().zip(all_w).collect();
+    Ok(splitters(&mut samples, comm.size()))
+}
+
 /// The plan that sends every local particle to the rank owning its Peano–Hilbert key, with
 /// splitters balancing `weights` (one per particle; `None`: equal weights) over all ranks.
+/// (Particles held on the host; a force engine's particles move with [`decompose`].)
 pub fn plan(comm: &dyn Comm, pos: &[DVec3], weights: Option<&[f64]>) -> Result<Migration> {
     let ranks = comm.size();
     if ranks == 1 {
@@ -88,14 +107,25 @@ pub fn plan(comm: &dyn Comm, pos: &[DVec3], weights: Option<&[f64]>) -> Result<M
     let grid = global_box(comm, pos);
     let k = keys(Order::Hilbert, &grid, pos);
     let local = sample_keys(&k, weights, SAMPLES_PER_RANK * ranks);
-    let sk: Vec<u64> = local.iter().map(|s| s.0).collect();
-    let sw: Vec<f64> = local.iter().map(|s| s.1).collect();
-    let all_k = comm.allgatherv_u64(&sk)?;
-    let all_w = comm.allgatherv_f64(&sw)?;
-    let mut samples: Vec<Sample> = all_k.into_iter().zip(all_w).collect();
-    let cuts = splitters(&mut samples, ranks);
+    let cuts = global_splitters(comm, &local)?;
     let dest: Vec<usize> = k.par_iter().map(|&key| owner(&cuts, key)).collect();
     Ok(Migration::new(&dest, ranks, comm.rank()))
+}
+
+/// The decomposition of the particles a backend holds, where they are (on the GPU: keys,
+/// owners and packing on the device, only samples and the leaving particles cross the bus):
+/// the same steps and the same result as [`plan`] and [`Migration::move_particles`], with the
+/// particles' interactions in the backend's last evaluation as the weights for
+/// [`Balance::Cost`]. Collective. Returns the particles that left this rank.
+pub fn decompose(comm: &dyn Comm, backend: &mut dyn Backend, balance: Balance) -> Result<usize> {
+    let grid = global_box_of(comm, backend.bounds()?);
+    let local = backend.sample(
+        &grid,
+        balance == Balance::Cost,
+        SAMPLES_PER_RANK * comm.size(),
+    )?;
+    let cuts = global_splitters(comm, &local)?;
+    backend.migrate(comm, &cuts)
 }
 
 /// This rank's share of a particle set that every rank holds whole (generated or read): a

@@ -17,6 +17,17 @@ pub type Sample = (u64, f64);
 /// of every key.
 const OVERSAMPLING: usize = 32;
 
+/// The particles a sample of `count` looks at among `n`: `m = min(n, OVERSAMPLING · count)`,
+/// evenly strided; the `j`-th is particle [`sample_index`]`(j, n, m)`.
+pub fn looked_at(n: usize, count: usize) -> usize {
+    n.min(OVERSAMPLING * count)
+}
+
+/// The `j`-th of the `m` particles a sample looks at among `n`: particle `j n / m`.
+pub fn sample_index(j: usize, n: usize, m: usize) -> usize {
+    (j as u128 * n as u128 / m as u128) as usize
+}
+
 /// At most `count` samples of the (key, weight) pairs, each standing for an equal share of the
 /// total weight: the key at which the cumulative weight (in key order) crosses the middle of
 /// each share. Zero weights count as a tiny weight so that a set of idle particles still
@@ -26,17 +37,28 @@ pub fn sample_keys(keys: &[u64], weights: Option<&[f64]>, count: usize) -> Vec<S
         return Vec::new();
     }
     let n = keys.len();
-    let m = n.min(OVERSAMPLING * count);
-    // Each looked-at particle stands for n/m particles.
-    let stretch = n as f64 / m as f64;
-    let w = |i: usize| stretch * weights.map_or(1.0, |w| w[i].max(1e-9));
-    let mut pairs: Vec<(u64, f64)> = (0..m)
+    let m = looked_at(n, count);
+    let pairs: Vec<(u64, f64)> = (0..m)
         .into_par_iter()
         .map(|j| {
-            let i = (j as u128 * n as u128 / m as u128) as usize;
-            (keys[i], w(i))
+            let i = sample_index(j, n, m);
+            (keys[i], weights.map_or(1.0, |w| w[i]))
         })
         .collect();
+    shares(pairs, n, count)
+}
+
+/// The samples of [`sample_keys`] from the (key, weight) pairs of the particles it looks at
+/// among `n` ([`looked_at`], [`sample_index`]), wherever those were gathered.
+pub fn shares(mut pairs: Vec<(u64, f64)>, n: usize, count: usize) -> Vec<Sample> {
+    if pairs.is_empty() || count == 0 {
+        return Vec::new();
+    }
+    // Each looked-at particle stands for n/m particles.
+    let stretch = n as f64 / pairs.len() as f64;
+    pairs
+        .par_iter_mut()
+        .for_each(|p| p.1 = stretch * p.1.max(1e-9));
     pairs.par_sort_unstable_by_key(|p| p.0);
     let total: f64 = pairs.iter().map(|p| p.1).sum();
     let count = count.min(pairs.len());

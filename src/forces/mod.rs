@@ -1,32 +1,34 @@
 //! One force evaluation, end to end: the parameters every path shares ([`params`]), the engine
-//! that keeps the backend and the tree alive between evaluations, the tree-rebuild interval
-//! ([`rebuild`]: keys → sort → tree → moments, or a refit of the last tree) and the tree
-//! pipeline (`tree_forces`: groups → walk → LETs, each stage timed).
+//! that keeps the backend (and through it the particles, the tree and the results) alive between
+//! evaluations, the tree-rebuild interval ([`rebuild`]), and the pipeline (`pipeline`: tree →
+//! targets → LETs and walks → results), orchestrated once for one rank or many over the
+//! [`Backend`](crate::backend::Backend) seam.
 
-mod device_forces;
 pub mod leaf_size;
 pub mod params;
+mod pipeline;
 pub mod rebuild;
-mod tree_forces;
 
 pub use leaf_size::LeafSize;
 pub use params::{Backend, ForceParams, Method, TreeBuild, WalkKind};
-pub use rebuild::{Rebuild, RefitState};
+pub use rebuild::{Rebuild, RebuildClock, RefitState, TreeTopology};
 
+use crate::backend::cpu::CpuBackend;
+use crate::backend::gpu::GpuBackend;
+use crate::backend::Backend as Stages;
 use crate::comm::Comm;
 use crate::diag::PhaseTimes;
-use crate::error::{Error, Result};
+use crate::domain::Balance;
+use crate::error::Result;
 use crate::lets::LetStats;
 use crate::particles::Particles;
-use crate::tree::TreeParams;
-use crate::walk::direct::direct_forces;
-use crate::walk::gpu::{local_rank, Gpu, GpuLayout, VgChoice};
-use crate::walk::mac::Mac;
+use crate::walk::cpu::Forces;
+use crate::walk::gpu::{GpuLayout, VgChoice};
 use glam::DVec3;
+use rebuild::{fingerprint, Schedule};
 use std::time::Instant;
-use tree_forces::tree_forces;
 
-/// The result of one force evaluation, in the input particle order, G included.
+/// The result of one force evaluation, in the order of the engine's particles, G included.
 #[derive(Clone, Debug, Default)]
 pub struct ForceResult {
     /// Accelerations (length / time²).
@@ -41,12 +43,14 @@ pub struct ForceResult {
     pub times: PhaseTimes,
     /// What computed the forces (e.g. "cpu (2 threads)").
     pub device: String,
+    /// Bytes this rank copied between host and device in this evaluation: (up, down).
+    pub bus_bytes: (u64, u64),
 }
 
 impl ForceResult {
     /// The result of converted forces `f` (accelerations, potentials, p2p and m2p counts per
-    /// particle, input order), with the evaluation's `times` and `device`.
-    fn of(f: crate::walk::cpu::Forces, times: PhaseTimes, device: String) -> Self {
+    /// particle), with the evaluation's `times` and `device`.
+    fn of(f: Forces, times: PhaseTimes, device: String) -> Self {
         let (acc, pot, p2p, m2p) = f;
         Self {
             acc,
@@ -55,19 +59,29 @@ impl ForceResult {
             m2p,
             times,
             device,
+            bus_bytes: (0, 0),
         }
     }
 }
 
 /// A force evaluator that keeps what outlives one evaluation: the validated parameters, the
-/// tree and its rebuild interval (see [`rebuild`]) and, on the GPU backend, the device
-/// context, compiled kernels and device buffers.
+/// backend holding this rank's particles, tree and results, and the rebuild interval (see
+/// [`rebuild`]).
+///
+/// Two ways to use it: [`ForceEngine::compute`] takes the particles for each evaluation (a
+/// refit follows when they are the same particles, moved); or [`ForceEngine::load`] hands them
+/// over once, [`ForceEngine::decompose`] moves them between ranks where they live (on the GPU:
+/// on the device), [`ForceEngine::evaluate`] computes their forces and
+/// [`ForceEngine::particles`] brings them back.
 pub struct ForceEngine {
     params: ForceParams,
-    trees: rebuild::Trees,
-    gpu: Option<Gpu>,
-    /// `--vg auto` has not chosen a layout yet.
-    tune: bool,
+    backend: Box<dyn Stages>,
+    schedule: Schedule,
+    /// The backend holds a tree of its current particles, which a refit may follow.
+    has_tree: bool,
+    /// [`fingerprint`] of the ids of the particles [`ForceEngine::compute`] last took, while
+    /// trees are kept for refits.
+    ids: Option<u64>,
     /// LET traffic of the last evaluation.
     let_stats: LetStats,
 }
@@ -77,21 +91,26 @@ impl ForceEngine {
     /// exists; `auto` takes the GPU when one can be opened and the CPU otherwise.
     pub fn new(params: ForceParams) -> Result<Self> {
         params.validate()?;
+        let open = || {
+            GpuBackend::open(
+                params.kernel,
+                params.vg.initial(),
+                params.vg == VgChoice::Auto,
+                params.tree_build,
+            )
+        };
         // Direct summation stays the float64 CPU reference unless the GPU is asked for by name.
         let gpu = match (params.backend, params.method) {
             (Backend::Cpu, _) | (Backend::Auto, Method::Direct) => None,
-            (Backend::Gpu, _) => Some(Gpu::open(local_rank(), params.kernel, params.vg.initial())?),
-            (Backend::Auto, Method::Tree) => {
-                match Gpu::open(local_rank(), params.kernel, params.vg.initial()) {
-                    Ok(g) => Some(g),
-                    Err(e) => {
-                        tracing::info!("backend auto: using the CPU ({e})");
-                        None
-                    }
+            (Backend::Gpu, _) => Some(open()?),
+            (Backend::Auto, Method::Tree) => match open() {
+                Ok(g) => Some(g),
+                Err(e) => {
+                    tracing::info!("backend auto: using the CPU ({e})");
+                    None
                 }
-            }
+            },
         };
-        let tune = params.vg == VgChoice::Auto && gpu.is_some();
         // `auto` leaf size: the best of the backend just chosen; the tree is built on the GPU
         // only where one walks.
         let params = ForceParams {
@@ -102,11 +121,16 @@ impl ForceEngine {
             },
             ..params
         };
+        let backend: Box<dyn Stages> = match gpu {
+            Some(g) => Box::new(g),
+            None => Box::new(CpuBackend::new(params.walk, params.eps)),
+        };
         Ok(Self {
             params,
-            trees: rebuild::Trees::default(),
-            gpu,
-            tune,
+            backend,
+            schedule: Schedule::default(),
+            has_tree: false,
+            ids: None,
             let_stats: LetStats::default(),
         })
     }
@@ -117,32 +141,48 @@ impl ForceEngine {
     /// only before evaluations for which [`ForceEngine::rebuild_due`] is true (an engine that
     /// finds other particles rebuilds its tree anyway).
     pub fn with_rebuild(mut self, rebuild: Rebuild) -> Self {
-        self.trees.set_policy(rebuild);
+        self.schedule.set_policy(rebuild);
         self
     }
 
     /// The tree-rebuild interval in use.
     pub fn rebuild(&self) -> Rebuild {
-        self.trees.policy()
+        self.schedule.policy()
     }
 
     /// True when the next evaluation builds a new tree (always for direct summation): the
     /// same answer on every rank, so that a multi-rank run rebalances its domains exactly
     /// then; between rebuilds the particles must stay where they are.
     pub fn rebuild_due(&self) -> bool {
-        self.params.method == Method::Direct || self.trees.due()
+        self.params.method == Method::Direct || self.schedule.due()
     }
 
     /// What a checkpoint must save of this engine to continue bit for bit (tree topology and
-    /// rebuild clock), see [`ForceEngine::restore`].
-    pub fn refit_state(&self) -> RefitState {
-        self.trees.state()
+    /// rebuild clock), see [`ForceEngine::restore`]. The topology comes from the backend (on
+    /// the GPU: copied down).
+    pub fn refit_state(&mut self) -> Result<RefitState> {
+        let topology = match self.has_tree && !self.schedule.due() {
+            true => self.backend.topology()?,
+            false => None,
+        };
+        Ok(RefitState {
+            clock: self.schedule.clock(),
+            topology,
+        })
     }
 
     /// Continues from a saved [`RefitState`] of this rank, whose particles `p` are those the
     /// state was saved with, in the same order (a restarted run).
-    pub fn restore(&mut self, state: RefitState, p: &Particles) {
-        self.trees.restore(state, p);
+    pub fn restore(&mut self, state: RefitState, p: &Particles) -> Result<()> {
+        self.backend.load(p, false)?;
+        self.schedule.restore(state.clock);
+        self.has_tree = false;
+        if let Some(t) = &state.topology {
+            self.backend.restore_topology(t)?;
+            self.has_tree = true;
+        }
+        self.ids = self.schedule.keeps().then(|| fingerprint(&p.id));
+        Ok(())
     }
 
     /// The parameters in use, `auto` choices resolved for the backend (e.g. the leaf size).
@@ -152,24 +192,19 @@ impl ForceEngine {
 
     /// The GPU kernel layout in use (after `--vg auto` has chosen), if the GPU walks.
     pub fn layout(&self) -> Option<GpuLayout> {
-        self.gpu.as_ref().map(Gpu::layout)
+        self.backend.layout()
     }
 
     /// What computes the forces, e.g. "cpu (2 threads)" or the GPU's name.
     pub fn device(&self) -> String {
-        match &self.gpu {
-            Some(g) => g.name.clone(),
-            None => format!("cpu ({} threads)", rayon::current_num_threads()),
-        }
+        self.backend.device()
     }
 
     /// Hands back the vectors of a result that is no longer needed (its accelerations,
     /// potentials and counts), for a later evaluation to fill instead of allocating new ones:
     /// on the GPU, the forces come down into memory the host has already touched.
     pub fn recycle(&mut self, r: ForceResult) {
-        if let Some(gpu) = self.gpu.as_mut() {
-            gpu.recycle((r.acc, r.pot, r.p2p, r.m2p));
-        }
+        self.backend.recycle((r.acc, r.pot, r.p2p, r.m2p));
     }
 
     /// LET traffic of this rank in the last evaluation (zero on one rank).
@@ -177,22 +212,59 @@ impl ForceEngine {
         self.let_stats
     }
 
-    /// Device bytes held by the GPU walk (0 on the CPU).
+    /// Device bytes held by the GPU backend (0 on the CPU).
     pub fn device_bytes(&self) -> usize {
-        self.gpu.as_ref().map_or(0, Gpu::device_bytes)
+        self.backend.device_bytes()
     }
 
-    /// One force evaluation on the local particles `p` of this rank, from the particles of
-    /// every rank of `comm` (collective: every rank calls it). `old_acc`, the accelerations of
-    /// the previous step, feed the acceleration criterion; without them that criterion first
-    /// walks with the modified criterion to obtain them (timed as part of `walk`).
+    /// Bytes the backend has copied between host and device so far: (up, down); zero on the
+    /// CPU.
+    pub fn bus_bytes(&self) -> (u64, u64) {
+        self.backend.bus_bytes()
+    }
+
+    /// Hands this rank's particles `p` to the backend, velocities and ids included (on the
+    /// GPU: copied to the device, where they stay), for [`ForceEngine::decompose`] and
+    /// [`ForceEngine::evaluate`].
+    pub fn load(&mut self, p: &Particles) -> Result<()> {
+        self.backend.load(p, true)?;
+        self.has_tree = false;
+        self.ids = None;
+        Ok(())
+    }
+
+    /// This rank's particles now, as the last [`ForceEngine::decompose`] left them (on the
+    /// GPU: copied down).
+    pub fn particles(&mut self) -> Result<Particles> {
+        self.backend.particles()
+    }
+
+    /// Gives every rank one slice of the Peano–Hilbert curve of the particles loaded, balancing
+    /// `balance` (the particles' interactions in the last evaluation for
+    /// [`Balance::Cost`]), and moves the particles there (see [`crate::domain::decompose`]).
+    /// Collective. Returns the particles that left this rank; nothing moves on one rank.
+    pub fn decompose(&mut self, comm: &dyn Comm, balance: Balance) -> Result<usize> {
+        if comm.size() == 1 {
+            return Ok(0);
+        }
+        self.has_tree = false;
+        crate::domain::decompose(comm, self.backend.as_mut(), balance)
+    }
+
+    /// One force evaluation on the particles `p` of this rank, from the particles of every
+    /// rank of `comm` (collective: every rank calls it). `old_acc`, the accelerations of the
+    /// previous step, feed the acceleration criterion; without them that criterion first
+    /// walks with the modified criterion to obtain them (timed as part of `walk`). When trees
+    /// are kept for refits and `p` holds the particles of the last call, in the same order,
+    /// the tree is refitted (if the rebuild interval says so) rather than rebuilt.
     pub fn compute(
         &mut self,
         comm: &dyn Comm,
         p: &Particles,
         old_acc: Option<&[DVec3]>,
     ) -> Result<ForceResult> {
-        self.evaluate(comm, p, old_acc, None)
+        self.take(p)?;
+        self.evaluate(comm, old_acc, None)
     }
 
     /// Forces on the active particles of `p` only (`active[i]`, one flag per particle), from
@@ -207,121 +279,85 @@ impl ForceEngine {
         active: &[bool],
     ) -> Result<ForceResult> {
         debug_assert_eq!(active.len(), p.len());
-        self.evaluate(comm, p, old_acc, Some(active))
+        self.take(p)?;
+        self.evaluate(comm, old_acc, Some(active))
     }
 
-    fn evaluate(
+    /// Hands `p` to the backend for one evaluation: as new positions of the particles it holds
+    /// (keeping the tree for a refit) when they are those particles in the same order, else as
+    /// new particles.
+    fn take(&mut self, p: &Particles) -> Result<()> {
+        let ids = self.schedule.keeps().then(|| fingerprint(&p.id));
+        if ids.is_some() && ids == self.ids && self.has_tree {
+            self.backend.update(p)?;
+        } else {
+            if self.has_tree {
+                tracing::debug!("particles changed since the last tree build: rebuilding");
+            }
+            self.backend.load(p, false)?;
+            self.has_tree = false;
+        }
+        self.ids = ids;
+        Ok(())
+    }
+
+    /// One force evaluation on the particles the backend holds (loaded, taken or moved there
+    /// by [`ForceEngine::decompose`]), from the particles of every rank of `comm`
+    /// (collective): as [`ForceEngine::compute`], or [`ForceEngine::compute_active`] with
+    /// `active`.
+    pub fn evaluate(
         &mut self,
         comm: &dyn Comm,
-        p: &Particles,
         old_acc: Option<&[DVec3]>,
         active: Option<&[bool]>,
     ) -> Result<ForceResult> {
         let t0 = Instant::now();
+        let bus0 = self.backend.bus_bytes();
         let device = self.device();
         let params = &self.params;
+        let mut times = PhaseTimes::default();
         // Only the acceleration criterion reads the previous accelerations.
-        let old_acc = old_acc.filter(|_| params.mac == Mac::Acceleration);
-        let mut result = match (params.method, self.gpu.as_mut()) {
-            (Method::Direct, gpu) => {
-                let mut times = PhaseTimes::default();
+        let old_acc = old_acc.filter(|_| params.mac == crate::walk::mac::Mac::Acceleration);
+        let mut result = match params.method {
+            Method::Direct => {
+                let p = self.backend.particles()?;
                 // Every rank needs every particle: gather them (a no-op on one rank).
                 let (pos, mass, mine) =
-                    times.time("exchange", || crate::domain::gather_all(comm, p))?;
-                let (acc, pot): (Vec<DVec3>, Vec<f64>) = match gpu {
-                    Some(gpu) => {
-                        if comm.size() > 1 {
-                            return Err(Error::input(
-                                "--method direct on the GPU runs on one rank only \
-                                 (use --backend cpu for a multi-rank direct sum)",
-                            ));
-                        }
-                        let src: Vec<[f32; 4]> = pos
-                            .iter()
-                            .zip(&mass)
-                            .map(|(x, &m)| [x.x as f32, x.y as f32, x.z as f32, m as f32])
-                            .collect();
-                        let eps2 = (params.eps * params.eps) as f32;
-                        let out = gpu.direct(&src, eps2, &mut times)?;
-                        out.iter()
-                            .map(|f| {
-                                (
-                                    DVec3::new(f[0] as f64, f[1] as f64, f[2] as f64),
-                                    f[3] as f64,
-                                )
-                            })
-                            .unzip()
-                    }
-                    None => {
-                        let targets: Vec<usize> = mine
-                            .clone()
-                            .filter(|&i| active.is_none_or(|a| a[i - mine.start]))
-                            .collect();
-                        let (acc, pot) =
-                            times.time("walk", || direct_forces(&pos, &mass, params.eps, &targets));
-                        let mut all = (vec![DVec3::ZERO; p.len()], vec![0.0; p.len()]);
-                        for (k, &i) in targets.iter().enumerate() {
-                            (all.0[i - mine.start], all.1[i - mine.start]) = (acc[k], pot[k]);
-                        }
-                        all
-                    }
-                };
-                let (mut acc, mut pot) = (acc, pot);
-                if let Some(active) = active {
-                    // The GPU sums for every particle; only the active ones are reported.
-                    for (i, _) in active.iter().enumerate().filter(|(_, &a)| !a) {
-                        (acc[i], pot[i]) = (DVec3::ZERO, 0.0);
-                    }
-                }
+                    times.time("exchange", || crate::domain::gather_all(comm, &p))?;
                 let n = pos.len() as u32;
-                ForceResult {
-                    acc: acc.into_iter().map(|a| a * params.g).collect(),
-                    pot: pot.into_iter().map(|v| v * params.g).collect(),
-                    p2p: vec![n.saturating_sub(1); p.len()],
-                    m2p: vec![0; p.len()],
-                    times,
-                    device,
-                }
+                let (acc, pot) = self
+                    .backend
+                    .direct(&pos, &mass, mine, active, params.eps, &mut times)?;
+                let forces = (
+                    acc.into_iter().map(|a| a * params.g).collect(),
+                    pot.into_iter().map(|v| v * params.g).collect(),
+                    vec![n.saturating_sub(1); p.len()],
+                    vec![0; p.len()],
+                );
+                ForceResult::of(forces, times, device)
             }
-            (Method::Tree, gpu) => {
-                let tune = std::mem::take(&mut self.tune);
-                let mut times = PhaseTimes::default();
-                let rebuild = self.trees.due();
-                let tp = TreeParams {
-                    order: params.order,
-                    ncrit: params.ncrit.resolve(gpu.is_some()),
-                    mac: params.mac,
-                    theta: params.theta,
-                };
-                let situation = device_forces::Situation {
-                    ranks: comm.size(),
-                    rebuild: self.trees.policy(),
-                    partial: active.is_some(),
-                    tune,
-                    old_acc: old_acc.is_some(),
-                };
-                let (r, stats, walked) = match gpu {
-                    Some(gpu) if device_forces::applies(params, &situation, p) => {
-                        let r = device_forces::device_forces(
-                            p, params, &tp, gpu, old_acc, device, times,
-                        )?;
-                        (r, LetStats::default(), p.len())
-                    }
-                    mut gpu => {
-                        let builder = gpu
-                            .as_deref_mut()
-                            .filter(|_| params.tree_build == TreeBuild::Gpu);
-                        let tree = self.trees.prepare(p, &tp, rebuild, builder, &mut times)?;
-                        tree_forces(
-                            comm, p, tree, params, gpu, tune, old_acc, active, device, times,
-                        )?
-                    }
-                };
-                self.trees.record(comm, rebuild, &r.times, walked);
+            Method::Tree => {
+                // The schedule's decision is the same on every rank; a rank whose particles
+                // are not those of its tree rebuilds whatever it says.
+                let due = self.schedule.due();
+                let rebuild = due || !self.has_tree;
+                let (forces, stats, walked) = pipeline::tree_forces(
+                    self.backend.as_mut(),
+                    comm,
+                    params,
+                    rebuild,
+                    old_acc,
+                    active,
+                    &mut times,
+                )?;
+                self.has_tree = true;
+                self.schedule.record(comm, due, &times, walked);
                 self.let_stats = stats;
-                r
+                ForceResult::of(forces, times, device)
             }
         };
+        let bus = self.backend.bus_bytes();
+        result.bus_bytes = (bus.0 - bus0.0, bus.1 - bus0.1);
         result.times.add("total", t0.elapsed().as_secs_f64());
         Ok(result)
     }

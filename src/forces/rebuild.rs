@@ -1,5 +1,5 @@
 //! The tree-rebuild interval: how often a run rebuilds its tree (keys, sort, topology) and when
-//! it only refits the last one to the particles' new positions (`Tree::refit`, phase `refit`).
+//! it only refits the last one to the particles' new positions (a refit, phase `refit`).
 //!
 //! - `rebuild = N` rebuilds on every N-th force evaluation and refits on the others (N = 1,
 //!   the default: every evaluation rebuilds).
@@ -20,15 +20,12 @@
 //! collective), so it is taken from a [`RebuildClock`] that every rank updates identically:
 //! the count of evaluations, and for `auto` times allreduced (max) over the ranks. A rank whose
 //! particles are not the ones its tree was built on (another set or order) rebuilds its own tree
-//! whatever the decision, which needs no other rank.
+//! whatever the decision, which needs no other rank. The tree itself lives in the backend.
 
 use crate::comm::Comm;
 use crate::diag::PhaseTimes;
 use crate::error::{Error, Result};
-use crate::particles::Particles;
 use crate::sfc::GridBox;
-use crate::tree::{Cells, Tree, TreeParams};
-use crate::walk::gpu::Gpu;
 use rayon::prelude::*;
 use serde::de::Deserializer;
 use serde::Deserialize;
@@ -235,22 +232,9 @@ pub struct RefitState {
     pub topology: Option<TreeTopology>,
 }
 
-/// The tree kept between evaluations, and the rebuild policy and clock.
-#[derive(Default)]
-pub(super) struct Trees {
-    policy: Rebuild,
-    clock: RebuildClock,
-    /// The tree of the last evaluation (kept only when refits may follow).
-    tree: Option<Tree>,
-    /// The cells' boxes at the last rebuild.
-    built: Vec<[f32; 4]>,
-    /// [`fingerprint`] of the particle ids the tree was built on.
-    ids: u64,
-}
-
 /// A hash of the particle ids in their order: a refit needs the particles, in the order, of
 /// the rebuild.
-fn fingerprint(id: &[u64]) -> u64 {
+pub(super) fn fingerprint(id: &[u64]) -> u64 {
     let mix = |mut z: u64| {
         z = (z ^ (z >> 30)).wrapping_mul(0xbf58476d1ce4e5b9);
         z = (z ^ (z >> 27)).wrapping_mul(0x94d049bb133111eb);
@@ -264,7 +248,14 @@ fn fingerprint(id: &[u64]) -> u64 {
     mix(sum ^ id.len() as u64)
 }
 
-impl Trees {
+/// The rebuild policy and its clock, the same on every rank.
+#[derive(Default)]
+pub(super) struct Schedule {
+    policy: Rebuild,
+    clock: RebuildClock,
+}
+
+impl Schedule {
     /// Sets the policy.
     pub(super) fn set_policy(&mut self, policy: Rebuild) {
         self.policy = policy;
@@ -275,62 +266,29 @@ impl Trees {
         self.policy
     }
 
+    /// The clock (saved in checkpoints).
+    pub(super) fn clock(&self) -> RebuildClock {
+        self.clock
+    }
+
+    /// Continues from a saved clock.
+    pub(super) fn restore(&mut self, clock: RebuildClock) {
+        self.clock = clock;
+    }
+
     /// True when the next evaluation rebuilds (the same answer on every rank).
     pub(super) fn due(&self) -> bool {
         self.clock.due(self.policy)
     }
 
     /// Whether trees are kept for refits at all.
-    fn keeps(&self) -> bool {
+    pub(super) fn keeps(&self) -> bool {
         self.policy != Rebuild::default()
     }
 
-    /// The tree for particles `p`: rebuilt when `rebuild` (timing sort, build, moments; on
-    /// `gpu` when given, else on the host), else the kept tree refitted (timing refit) —
-    /// rebuilt after all when `p` is not the particle set, in the order, that tree was built
-    /// on. `None` without particles.
-    pub(super) fn prepare(
-        &mut self,
-        p: &Particles,
-        params: &TreeParams,
-        rebuild: bool,
-        gpu: Option<&mut Gpu>,
-        times: &mut PhaseTimes,
-    ) -> Result<Option<&Tree>> {
-        if p.is_empty() {
-            self.tree = None;
-            return Ok(None);
-        }
-        let ids = if self.keeps() { fingerprint(&p.id) } else { 0 };
-        match self.tree.as_mut() {
-            Some(t) if !rebuild && t.index.len() == p.len() && ids == self.ids => {
-                if let Some(gpu) = gpu {
-                    gpu.forget_resident_tree();
-                }
-                let built = &self.built;
-                times.time("refit", || t.refit(&p.pos, &p.mass, built, params));
-            }
-            _ => {
-                if !rebuild {
-                    tracing::debug!("particles changed since the last tree build: rebuilding");
-                }
-                let t = match gpu {
-                    Some(gpu) => gpu.build_tree(&p.pos, &p.mass, params, times)?,
-                    None => Tree::build(&p.pos, &p.mass, params, times),
-                };
-                if self.keeps() {
-                    self.built.clone_from(&t.cells.boxes);
-                }
-                self.tree = Some(t);
-                self.ids = ids;
-            }
-        }
-        Ok(self.tree.as_ref())
-    }
-
-    /// Records an evaluation (a rebuild when `rebuilt`, decided by [`Trees::due`]) that took
-    /// `times` and walked `walked` targets on this rank, and drops the tree when no refit can
-    /// follow. Collective for `auto` on several ranks (the times are allreduced).
+    /// Records an evaluation (a rebuild when `rebuilt`) that took `times` and walked `walked`
+    /// targets on this rank. Collective for `auto` on several ranks (the times are
+    /// allreduced).
     pub(super) fn record(
         &mut self,
         comm: &dyn Comm,
@@ -349,54 +307,6 @@ impl Trees {
             comm.allreduce_sum_u64(&mut w);
         }
         self.clock.record(rebuilt, t[0], w[0], t[1], t[2]);
-        if !self.keeps() {
-            self.tree = None;
-        }
-    }
-
-    /// What a checkpoint must hold to continue as this engine would (the topology only when
-    /// the next evaluation refits).
-    pub(super) fn state(&self) -> RefitState {
-        let topology = match &self.tree {
-            Some(t) if !self.due() => Some(TreeTopology {
-                grid: t.grid,
-                index: t.index.clone(),
-                first: t.cells.first.clone(),
-                count: t.cells.count.clone(),
-                level: t.cells.level.clone(),
-                nchild: t.cells.nchild.clone(),
-                subtree: t.cells.subtree.clone(),
-                boxes: self.built.clone(),
-            }),
-            _ => None,
-        };
-        RefitState {
-            clock: self.clock,
-            topology,
-        }
-    }
-
-    /// Continues from `state` (from [`Trees::state`]) for this rank's particles `p`, which must
-    /// be those of the state, in the same order.
-    pub(super) fn restore(&mut self, state: RefitState, p: &Particles) {
-        self.clock = state.clock;
-        self.ids = fingerprint(&p.id);
-        self.tree = state.topology.map(|t| {
-            self.built = t.boxes;
-            Tree {
-                grid: t.grid,
-                particles: Vec::new(),
-                index: t.index,
-                cells: Cells {
-                    first: t.first,
-                    count: t.count,
-                    level: t.level,
-                    nchild: t.nchild,
-                    subtree: t.subtree,
-                    ..Cells::default()
-                },
-            }
-        });
     }
 }
 

@@ -474,7 +474,7 @@ mod tests {
             start: Conserved::default(),
             last: Conserved::default(),
         };
-        (s, engine.refit_state())
+        (s, engine.refit_state().unwrap())
     }
 
     #[test]

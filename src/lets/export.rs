@@ -21,6 +21,13 @@ const PAD: f32 = 1e-5;
 /// Cells with more particles than this export their children in parallel.
 const PARALLEL_COUNT: u32 = 1 << 16;
 
+/// A destination's box `(c, h)` padded by [`PAD`] relative to its largest coordinate or
+/// half-extent, as the export tests it.
+pub(super) fn padded((c, h): &TargetBox) -> TargetBox {
+    let scale = h.iter().chain(c.iter()).fold(0.0f32, |m, x| m.max(x.abs()));
+    (*c, h.map(|x| x + PAD * scale))
+}
+
 /// The LET of `tree` for a destination occupying `region`, in the wire format; empty when the
 /// region is (the destination has no particles).
 pub fn export(tree: &Tree, crit: &Criterion, region: &Region) -> Vec<f32> {
@@ -38,15 +45,11 @@ fn export_splitting_above(
     if region.boxes.is_empty() || tree.cells.is_empty() {
         return Vec::new();
     }
-    let pad = |(c, h): &TargetBox| -> TargetBox {
-        let scale = h.iter().chain(c.iter()).fold(0.0f32, |m, x| m.max(x.abs()));
-        (*c, h.map(|x| x + PAD * scale))
-    };
     let ctx = Ctx {
         tree,
         crit,
-        bound: pad(&region.bound),
-        boxes: region.boxes.iter().map(pad).collect(),
+        bound: padded(&region.bound),
+        boxes: region.boxes.iter().map(padded).collect(),
         amin: region.amin,
         parallel_count,
     };

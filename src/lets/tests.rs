@@ -5,6 +5,7 @@ use super::*;
 use crate::forces::ForceParams;
 use crate::ics::{generate, Model};
 use crate::sfc::{keys, GridBox, Order};
+use crate::tree::Tree;
 use crate::tree::TreeParams;
 use crate::walk::cpu::{grouped_walk, WalkOutput};
 use crate::walk::direct::direct_forces;

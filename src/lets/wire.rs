@@ -93,6 +93,43 @@ pub fn finish(out: &mut [f32], n_cells: usize, n_particles: usize) {
     out[1] = f32::from_bits(n_particles as u32);
 }
 
+/// The error for a LET from rank `src` that is not what it should be (`what`).
+pub fn malformed(src: usize, what: &str) -> Error {
+    Error::comm(format!("LET from rank {src}: {what}"))
+}
+
+/// The numbers of cells and particles of `buf`, a non-empty LET buffer from rank `src`,
+/// checked against its length.
+pub fn header(src: usize, buf: &[f32]) -> Result<(usize, usize)> {
+    let len = buf.len();
+    if len < HEADER_WORDS {
+        return Err(malformed(src, "shorter than its header"));
+    }
+    let nc = buf[0].to_bits() as usize;
+    let np = buf[1].to_bits() as usize;
+    if Some(len)
+        != nc
+            .checked_mul(CELL_WORDS)
+            .and_then(|c| Some(c + np.checked_mul(PARTICLE_WORDS)?))
+            .map(|w| w + HEADER_WORDS)
+    {
+        return Err(malformed(
+            src,
+            &format!("{len} words for {nc} cells and {np} particles"),
+        ));
+    }
+    Ok((nc, np))
+}
+
+/// Checks that the root of `buf` (a LET buffer from rank `src` of `nc` cells, whose records are
+/// well formed) spans every cell.
+pub fn check_root(src: usize, buf: &[f32], nc: usize) -> Result<()> {
+    if nc > 0 && bits(&buf[HEADER_WORDS..], SUBTREE) as usize != nc {
+        return Err(malformed(src, "its root does not span its cells"));
+    }
+    Ok(())
+}
+
 /// Unpacks the LET buffers received from every rank (concatenated, `counts` words from each) into
 /// one forest: the trees one after another in the cell arrays, each in preorder with its own
 /// subtree sizes, so the stackless walk runs through all of them in one pass.
@@ -106,18 +143,8 @@ pub fn unpack_forest(data: &[f32], counts: &[usize]) -> Result<Tree> {
         if len == 0 {
             continue;
         }
-        let bad = |what: &str| Error::comm(format!("LET from rank {src}: {what}"));
-        if len < HEADER_WORDS {
-            return Err(bad("shorter than its header"));
-        }
-        let nc = buf[0].to_bits() as usize;
-        let np = buf[1].to_bits() as usize;
-        if len != HEADER_WORDS + nc * CELL_WORDS + np * PARTICLE_WORDS {
-            return Err(bad(&format!(
-                "{len} words for {nc} cells and {np} particles"
-            )));
-        }
-        let base_c = cells.len();
+        let bad = |what: &str| malformed(src, what);
+        let (nc, np) = header(src, buf)?;
         let base_p = particles.len() as u32;
         let recs = &buf[HEADER_WORDS..HEADER_WORDS + nc * CELL_WORDS];
         for (c, r) in recs.chunks_exact(CELL_WORDS).enumerate() {
@@ -147,9 +174,7 @@ pub fn unpack_forest(data: &[f32], counts: &[usize]) -> Result<Tree> {
             cells.nchild.push((tag & 0xff) as u8);
             cells.level.push((tag >> 8) as u8);
         }
-        if nc > 0 && cells.subtree[base_c] as usize != nc {
-            return Err(bad("its root does not span its cells"));
-        }
+        check_root(src, buf, nc)?;
         let parts = &buf[HEADER_WORDS + nc * CELL_WORDS..];
         for p in parts.chunks_exact(PARTICLE_WORDS) {
             if p.iter().any(|x| !x.is_finite()) {

@@ -110,26 +110,36 @@ pub fn cell_of_key(order: Order, key: u64) -> [u32; 3] {
 /// Keys of all points in `grid` on the curve `order`, in parallel (Hilbert keys eight at a
 /// time, see [`hilbert::encode_lanes`]).
 pub fn keys(order: Order, grid: &GridBox, pos: &[DVec3]) -> Vec<u64> {
+    keys_by(order, grid, pos.len(), |i| pos[i])
+}
+
+/// Keys of the `n` points `at(0)`, …, `at(n − 1)` in `grid` on the curve `order`, in parallel.
+pub fn keys_by(
+    order: Order,
+    grid: &GridBox,
+    n: usize,
+    at: impl Fn(usize) -> DVec3 + Sync,
+) -> Vec<u64> {
     const L: usize = 8;
+    // Written in place (an indexed parallel fill, no concatenation of pieces).
+    let mut keys = vec![0u64; n];
     match order {
         Order::Hilbert => {
-            // Written in place (an indexed parallel fill, no concatenation of pieces).
-            let mut keys = vec![0u64; pos.len()];
-            keys.par_chunks_mut(L)
-                .zip(pos.par_chunks(L))
-                .for_each(|(out, chunk)| {
-                    let cells: [[u32; 3]; L] =
-                        std::array::from_fn(|l| grid.cell_of(chunk[l.min(chunk.len() - 1)]));
-                    let k = hilbert::encode_lanes(&cells);
-                    out.copy_from_slice(&k[..out.len()]);
-                });
-            keys
+            keys.par_chunks_mut(L).enumerate().for_each(|(c, out)| {
+                let first = c * L;
+                let cells: [[u32; 3]; L] =
+                    std::array::from_fn(|l| grid.cell_of(at(first + l.min(out.len() - 1))));
+                let k = hilbert::encode_lanes(&cells);
+                out.copy_from_slice(&k[..out.len()]);
+            });
         }
-        Order::Morton | Order::None => pos
-            .par_iter()
-            .map(|p| key_of(order, grid.cell_of(*p)))
-            .collect(),
+        Order::Morton | Order::None => {
+            keys.par_iter_mut()
+                .enumerate()
+                .for_each(|(i, k)| *k = key_of(order, grid.cell_of(at(i))));
+        }
     }
+    keys
 }
 
 #[cfg(test)]

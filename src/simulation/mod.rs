@@ -112,7 +112,7 @@ pub fn run_with(
                 c.state.step,
                 c.time
             );
-            engine.restore(c.refit, &c.state.p);
+            engine.restore(c.refit, &c.state.p)?;
             (Run::resume(cfg, out, comm, c.state, wall)?, c.sequence + 1)
         }
     };
@@ -155,7 +155,7 @@ pub fn run_with(
             let t0 = Instant::now();
             let time = run.timeline.time(run.s.ti);
             let job = (comm.rank(), comm.size());
-            let refit = engine.refit_state();
+            let refit = engine.refit_state()?;
             let path = write_checkpoint(&ckpt_dir, job, sequence, hash, time, &run.s, &refit)?;
             comm.barrier();
             sequence += 1;

@@ -7,6 +7,7 @@
 //! one contiguous range of them.
 
 pub mod build;
+pub mod build_gpu;
 pub mod moments;
 mod refit;
 pub mod threading;
@@ -81,7 +82,7 @@ pub struct Tree {
 }
 
 use crate::diag::PhaseTimes;
-use crate::sfc::{keys, Order};
+use crate::sfc::{keys_by, Order};
 use crate::walk::mac::Mac;
 use glam::DVec3;
 use rayon::prelude::*;
@@ -100,13 +101,17 @@ pub struct TreeParams {
 }
 
 impl Tree {
-    /// Builds the tree over particles at `pos` (length units) with masses `mass`, timing the
-    /// phases `sort` (bounding box, keys, sort, gather), `build` (topology) and `moments`.
-    /// `pos` must be non-empty and finite.
+    /// Builds the tree over particles at `pos` (length units) with masses `mass`, rounded to
+    /// float32 first (keys, cube and moments all from the rounded values, as the GPU builds
+    /// it: both give the same tree for the same particles), timing the phases `sort` (bounding
+    /// box, keys, sort, gather), `build` (topology) and `moments`. `pos` must be non-empty and
+    /// finite.
     pub fn build(pos: &[DVec3], mass: &[f64], p: &TreeParams, times: &mut PhaseTimes) -> Self {
         let (grid, index, particles) = times.time("sort", || {
-            let grid = GridBox::of_points(pos);
-            let k = keys(p.order, &grid, pos);
+            // Rounding to float32 is monotone: the rounded bounds bound the rounded positions.
+            let (lo, hi) = crate::sfc::bounding_box(pos);
+            let grid = GridBox::around(lo.as_vec3().as_dvec3(), hi.as_vec3().as_dvec3());
+            let k = keys_by(p.order, &grid, pos.len(), |i| pos[i].as_vec3().as_dvec3());
             let mut pairs: Vec<(u64, u32)> = k
                 .into_par_iter()
                 .enumerate()

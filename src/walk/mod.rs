@@ -1,5 +1,5 @@
-//! Force walks: the opening criteria, the interaction kernels, the CPU tree walks and the exact
-//! direct-summation reference.
+//! Force walks: the opening criteria, the interaction kernels, target groups (on the CPU and the
+//! GPU), the CPU tree walks, the GPU walk, and the exact direct-summation reference.
 
 #[cfg(target_arch = "x86_64")]
 mod avx2;
@@ -7,5 +7,6 @@ pub mod cpu;
 pub mod direct;
 pub mod gpu;
 pub mod groups;
+pub mod groups_gpu;
 pub mod kernels;
 pub mod mac;

@@ -1,34 +1,18 @@
 //! Device buffers of the walk, allocated once and grown (never shrunk) as N grows, so a run does
 //! no per-step allocation. A GPU checks free memory before every allocation.
 //!
-//! The tree goes up as it is on the host (the sorted particles and the cells' arrays), viewed
+//! A host tree goes up as it is (the sorted particles and the cells' arrays), viewed
 //! as flat f32/u32/u8 slices: no staging copy of our own and no threaded node arrays (the
 //! runner's copies go through its page-locked staging buffers).
 
-use super::launch::{grow, piece_len, DeviceArray, KernelRunner, Pieces};
-use super::runner::{Runner, RunnerArray};
 use crate::error::Result;
+use crate::gpu::launch::{grow, piece_len, DeviceArray, KernelRunner, Pieces};
+use crate::gpu::runner::{Runner, RunnerArray};
+use crate::tree::build_gpu::TreeArrays;
 use crate::tree::Tree;
 use crate::walk::cpu::{Forces, WalkOutput};
 use crate::walk::groups::Group;
 use rayon::prelude::*;
-
-/// Device addresses of a tree's arrays as the walk kernels read them: sorted particles
-/// (x, y, z, m), and per cell centre of mass and mass, S_eff, box, subtree size, first
-/// particle, particle count, number of children, quadrupole (6 floats) and trace.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) struct TreeArrays {
-    pub particles: u64,
-    pub com_mass: u64,
-    pub s_eff: u64,
-    pub boxes: u64,
-    pub subtree: u64,
-    pub first: u64,
-    pub count: u64,
-    pub nchild: u64,
-    pub quad: u64,
-    pub trace: u64,
-}
 
 /// The walk's device arrays.
 pub(super) struct Buffers {
@@ -53,8 +37,7 @@ pub(super) struct Buffers {
     pub stacks: RunnerArray<u32>,
     /// The list kernel's children of every cell, 8 slots per cell.
     pub children: RunnerArray<u32>,
-    /// For each target, its index in input order, and `out` and `counts` moved there.
-    pub order: RunnerArray<u32>,
+    /// `out` and `counts` moved to the particles' order.
     pub out_input: RunnerArray<f32>,
     pub counts_input: RunnerArray<u32>,
 }
@@ -80,7 +63,6 @@ impl Buffers {
             control: r.alloc(2)?,
             stacks: r.alloc(1)?,
             children: r.alloc(1)?,
-            order: r.alloc(1)?,
             out_input: r.alloc(1)?,
             counts_input: r.alloc(1)?,
         })
@@ -104,15 +86,13 @@ impl Buffers {
             + self.control.len()
             + self.stacks.len()
             + self.children.len()
-            + self.order.len()
             + self.out_input.len()
             + self.counts_input.len())
             + self.nchild.len()
     }
 
-    /// Grows every buffer that is too small for `n` particles, `nc` cells, `nt` targets and
-    /// `ng` groups.
-    fn reserve(&mut self, r: &Runner, n: usize, nc: usize, nt: usize, ng: usize) -> Result<()> {
+    /// Grows the tree buffers to `n` particles and `nc` cells.
+    fn reserve(&mut self, r: &Runner, n: usize, nc: usize) -> Result<()> {
         grow(r, &mut self.particles, 4 * n)?;
         grow(r, &mut self.com_mass, 4 * nc)?;
         grow(r, &mut self.s_eff, nc)?;
@@ -122,9 +102,35 @@ impl Buffers {
         grow(r, &mut self.count, nc)?;
         grow(r, &mut self.nchild, nc)?;
         grow(r, &mut self.quad, 6 * nc)?;
-        grow(r, &mut self.trace, nc)?;
-        grow(r, &mut self.targets, 4 * nt)?;
-        grow(r, &mut self.groups, 2 * ng)?;
+        grow(r, &mut self.trace, nc)
+    }
+
+    /// Where a tree in the tree buffers is (level and parent are not kept: 0).
+    fn tree_arrays(&self) -> TreeArrays {
+        TreeArrays {
+            particles: self.particles.ptr(),
+            com_mass: self.com_mass.ptr(),
+            s_eff: self.s_eff.ptr(),
+            boxes: self.boxes.ptr(),
+            subtree: self.subtree.ptr(),
+            first: self.first.ptr(),
+            count: self.count.ptr(),
+            nchild: self.nchild.ptr(),
+            quad: self.quad.ptr(),
+            trace: self.trace.ptr(),
+            level: 0,
+            parent: 0,
+        }
+    }
+
+    /// Room in the tree buffers for `nc` cells and `n` particles; returns where it is.
+    pub fn reserve_tree(&mut self, r: &Runner, nc: usize, n: usize) -> Result<TreeArrays> {
+        self.reserve(r, n, nc)?;
+        Ok(self.tree_arrays())
+    }
+
+    /// Grows the walk's results (in walk order) to `nt` targets.
+    pub fn reserve_results(&mut self, r: &Runner, nt: usize) -> Result<()> {
         grow(r, &mut self.out, 4 * nt)?;
         grow(r, &mut self.counts, 2 * nt)
     }
@@ -148,10 +154,10 @@ impl Buffers {
         Ok(flags[1] != 0)
     }
 
-    /// Copies the tree to the device (growing buffers as needed); returns where it is.
+    /// Copies a host tree to the tree buffers (growing them as needed); returns where it is.
     pub fn upload_tree(&mut self, r: &Runner, tree: &Tree) -> Result<TreeArrays> {
         let cells = &tree.cells;
-        self.reserve(r, tree.particles.len(), cells.len(), 0, 0)?;
+        self.reserve(r, tree.particles.len(), cells.len())?;
         let flat4 = bytemuck::cast_slice::<[f32; 4], f32>;
         r.upload(flat4(&tree.particles), &mut self.particles)?;
         r.upload(flat4(&cells.com_mass), &mut self.com_mass)?;
@@ -163,18 +169,7 @@ impl Buffers {
         r.upload(&cells.first, &mut self.first)?;
         r.upload(&cells.count, &mut self.count)?;
         r.upload(&cells.nchild, &mut self.nchild)?;
-        Ok(TreeArrays {
-            particles: self.particles.ptr(),
-            com_mass: self.com_mass.ptr(),
-            s_eff: self.s_eff.ptr(),
-            boxes: self.boxes.ptr(),
-            subtree: self.subtree.ptr(),
-            first: self.first.ptr(),
-            count: self.count.ptr(),
-            nchild: self.nchild.ptr(),
-            quad: self.quad.ptr(),
-            trace: self.trace.ptr(),
-        })
+        Ok(self.tree_arrays())
     }
 
     /// Copies the targets and their groups to the device (growing buffers as needed).
@@ -184,17 +179,10 @@ impl Buffers {
         targets: &[[f32; 4]],
         groups: &[Group],
     ) -> Result<()> {
-        self.reserve(r, 0, 0, targets.len(), groups.len())?;
+        grow(r, &mut self.targets, 4 * targets.len())?;
+        grow(r, &mut self.groups, 2 * groups.len())?;
         r.upload(bytemuck::cast_slice(targets), &mut self.targets)?;
         r.upload(bytemuck::cast_slice(groups), &mut self.groups)
-    }
-
-    /// Grows the array of groups to `ng` groups and the walk's results to `nt` targets (for
-    /// targets and groups written on the device).
-    pub fn reserve_groups(&mut self, r: &Runner, nt: usize, ng: usize) -> Result<()> {
-        grow(r, &mut self.groups, 2 * ng)?;
-        grow(r, &mut self.out, 4 * nt)?;
-        grow(r, &mut self.counts, 2 * nt)
     }
 
     /// Grows the arrays the results of `n` targets are put in input order into.
@@ -203,17 +191,11 @@ impl Buffers {
         grow(r, &mut self.counts_input, 2 * n)
     }
 
-    /// Copies the input index of every target to the device; returns its address.
-    pub fn upload_order(&mut self, r: &Runner, order: &[u32]) -> Result<u64> {
-        grow(r, &mut self.order, order.len())?;
-        r.upload(order, &mut self.order)?;
-        Ok(self.order.ptr())
-    }
-
     /// Copies `n` sources (x, y, z, m) for direct summation to the device.
     pub fn upload_sources(&mut self, r: &Runner, pos_mass: &[[f32; 4]]) -> Result<()> {
         let n = pos_mass.len();
-        self.reserve(r, n, 0, n, 0)?;
+        self.reserve(r, n, 0)?;
+        self.reserve_results(r, n)?;
         r.upload(bytemuck::cast_slice(pos_mass), &mut self.particles)
     }
 
@@ -233,13 +215,25 @@ impl Buffers {
         Ok(WalkOutput { acc_pot, p2p, m2p })
     }
 
-    /// The results of `n` targets put in input order (`unsort_results`), converted as they come
-    /// down, with no host copy of them: accelerations (length/time²) and potentials
+    /// The results of `n` targets, in input order (`unsort_results`) when `input_order`, else
+    /// in walk order, converted as they come down, with no host copy of them: accelerations (length/time²) and potentials
     /// (energy/mass) in float64 with the gravitational constant `g` applied
     /// ([`WalkOutput::scaled`]), particle–particle counts without the target itself
     /// ([`WalkOutput::others`]) and particle–cell counts.
     /// The results go into `into` where its vectors hold `n` entries, else into new ones.
-    pub fn download_forces(&self, r: &Runner, n: usize, g: f64, into: Forces) -> Result<Forces> {
+    pub fn download_forces(
+        &self,
+        r: &Runner,
+        n: usize,
+        g: f64,
+        input_order: bool,
+        into: Forces,
+    ) -> Result<Forces> {
+        let (out, counts_on_device) = if input_order {
+            (&self.out_input, &self.counts_input)
+        } else {
+            (&self.out, &self.counts)
+        };
         let (mut acc, mut pot, mut p2p, mut m2p) =
             if into.0.len() == n && into.1.len() == n && into.2.len() == n && into.3.len() == n {
                 into
@@ -259,7 +253,7 @@ impl Buffers {
                 Pieces::new(&mut acc, per_piece),
                 Pieces::new(&mut pot, per_piece),
             );
-            r.download_with(&self.out_input, 4 * n, &|first, piece| {
+            r.download_with(out, 4 * n, &|first, piece| {
                 let (mut acc, mut pot) = (acc.share(first / 4), pot.share(first / 4));
                 let results = bytemuck::cast_slice::<f32, [f32; 4]>(piece);
                 for ((a, p), f) in acc.iter_mut().zip(pot.iter_mut()).zip(results) {
@@ -274,7 +268,7 @@ impl Buffers {
                 Pieces::new(&mut p2p, per_piece),
                 Pieces::new(&mut m2p, per_piece),
             );
-            r.download_with(&self.counts_input, 2 * n, &|first, piece| {
+            r.download_with(counts_on_device, 2 * n, &|first, piece| {
                 let (mut p2p, mut m2p) = (p2p.share(first / 2), m2p.share(first / 2));
                 let counts = bytemuck::cast_slice::<u32, [u32; 2]>(piece);
                 for ((p, m), c) in p2p.iter_mut().zip(m2p.iter_mut()).zip(counts) {

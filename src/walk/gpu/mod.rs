@@ -1,23 +1,408 @@
-//! The GPU: one CUDA context per rank, the kernels of `cuda/` compiled by NVRTC at start-up for
-//! the device found (the walk with fast math, the tree build with IEEE arithmetic), device
-//! buffers kept across force evaluations.
-//!
-//! Nothing CUDA is needed to build hinoki: cudarc loads `libcuda` and `libnvrtc` at run time.
-//! [`Gpu::open`] first checks that both libraries can be loaded (cudarc would panic otherwise)
-//! and turns every failure into a one-line [`Error`](crate::Error) that says what is missing.
-//! Every launch sequence goes through [`launch::KernelRunner`], which a GPU implements
-//! ([`cuda_runner`]) and so does the CPU kernel emulator (`emulator`, where a C++ compiler was
-//! found at build time), so that the GPU code is tested without a GPU.
+//! The walk on the GPU (`cuda/walk_list.cu`, `cuda/walk.cu`): the walk program compiled for a
+//! (V, G) layout, its device buffers (kept across evaluations, grown and never shrunk), the
+//! launches of the walk over a tree that lies on the device (built there, a forest of LETs
+//! unpacked there, or a host tree copied up), the results moved to the particles' order, and
+//! their conversion on the way down.
 
 mod buffers;
-pub mod build;
-pub mod cuda_runner;
-mod device;
-#[cfg(hinoki_emulator)]
-pub mod emulator;
-pub mod launch;
 mod layout;
-pub mod runner;
 
-pub use device::{local_rank, Gpu, EMULATOR_VARIABLE};
 pub use layout::{GpuLayout, VgChoice, WalkKernel};
+
+use super::cpu::{Forces, WalkOutput, WalkParams};
+use super::groups::Group;
+use super::groups_gpu::DeviceGroups;
+use super::mac::Mac;
+use crate::diag::PhaseTimes;
+use crate::error::{Error, Result};
+use crate::gpu::launch::{Arg, DeviceArray, KernelRunner};
+use crate::gpu::runner::Runner;
+use crate::gpu::GpuContext;
+use crate::tree::build_gpu::TreeArrays;
+use crate::tree::{Tree, MAX_LEVEL};
+use buffers::Buffers;
+use std::time::Instant;
+
+/// Threads per block of the walk kernels (their `__launch_bounds__`).
+const BLOCK: u32 = 128;
+
+/// Stack entries per tree level of the list kernel: its batched depth-first stack holds at most
+/// 8 children of 32 popped cells per level (cuda/walk_list.cu).
+const LIST_STACK_PER_LEVEL: usize = 8 * 32;
+
+/// Stack entries per warp of the list kernel: every level below a root, plus one batch.
+const LIST_STACK: usize = LIST_STACK_PER_LEVEL * (MAX_LEVEL as usize + 1) + 32;
+
+/// The GPU walk: its program, layout and buffers.
+pub struct GpuWalk {
+    /// The walk program compiled for `layout`.
+    program: Runner,
+    kernel: WalkKernel,
+    layout: GpuLayout,
+    /// Blocks of the list kernel resident on the whole device at once (its persistent grid).
+    list_blocks: u32,
+    buffers: Buffers,
+    /// Result vectors handed back ([`GpuWalk::recycle`]) for [`GpuWalk::download_forces`].
+    spare: Forces,
+}
+
+impl GpuWalk {
+    /// The walk with `kernel` in `layout` on the device of `ctx`.
+    pub fn new(ctx: &GpuContext, kernel: WalkKernel, layout: GpuLayout) -> Result<Self> {
+        layout.validate_for(kernel)?;
+        let program = ctx.walk_program(layout.v, layout.g)?;
+        Ok(Self {
+            list_blocks: program.resident_blocks("walk_list", BLOCK)?,
+            buffers: Buffers::new(&program)?,
+            program,
+            kernel,
+            layout,
+            spare: Forces::default(),
+        })
+    }
+
+    /// Recompiles the kernels for another (V, G) layout.
+    pub fn set_layout(&mut self, ctx: &GpuContext, layout: GpuLayout) -> Result<()> {
+        layout.validate_for(self.kernel)?;
+        if layout != self.layout {
+            self.program = ctx.walk_program(layout.v, layout.g)?;
+            self.layout = layout;
+        }
+        Ok(())
+    }
+
+    /// The walk kernel in use.
+    pub fn kernel(&self) -> WalkKernel {
+        self.kernel
+    }
+
+    /// The (V, G) layout the kernel was compiled for.
+    pub fn layout(&self) -> GpuLayout {
+        self.layout
+    }
+
+    /// Device bytes held by the walk's buffers.
+    pub fn device_bytes(&self) -> usize {
+        self.buffers.bytes()
+    }
+
+    /// Launches walk-program kernel `name`.
+    fn launch(&self, name: &str, grid: u32, block: u32, args: &[Arg]) -> Result<()> {
+        // SAFETY: every call passes the arguments of the kernel's declaration in cuda/, with
+        // buffers sized by `Buffers`' reserve functions for the targets and cells it covers.
+        unsafe { self.program.launch(name, grid, block, args) }
+    }
+
+    /// Copies a host tree to the device (the walk's tree buffers); returns where it is.
+    pub fn upload_tree(&mut self, tree: &Tree) -> Result<TreeArrays> {
+        self.buffers.upload_tree(&self.program, tree)
+    }
+
+    /// Room in the walk's tree buffers for a tree of `cells` cells and `particles` particles
+    /// that kernels of the stage program write there (a forest of LETs); returns where it is.
+    pub fn reserve_tree(&mut self, cells: usize, particles: usize) -> Result<TreeArrays> {
+        self.buffers.reserve_tree(&self.program, cells, particles)
+    }
+
+    /// Copies host targets (x, y, z, |a_old|) and their groups to the device; returns where
+    /// they are.
+    pub fn upload_targets(
+        &mut self,
+        targets: &[[f32; 4]],
+        groups: &[Group],
+    ) -> Result<(u64, DeviceGroups)> {
+        if groups.iter().any(|g| g[1] as usize > self.layout.group()) {
+            return Err(Error::input(format!(
+                "a target group is larger than V*G = {}",
+                self.layout.group()
+            )));
+        }
+        self.buffers
+            .upload_targets(&self.program, targets, groups)?;
+        Ok((
+            self.buffers.targets.ptr(),
+            DeviceGroups {
+                at: self.buffers.groups.ptr(),
+                count: groups.len(),
+            },
+        ))
+    }
+
+    /// Grows the result arrays to `n` targets.
+    pub fn reserve_results(&mut self, n: usize) -> Result<()> {
+        self.buffers.reserve_results(&self.program, n)
+    }
+
+    /// Sets the results of the first `n` targets to zero (those of groups a walk leaves out).
+    pub fn clear_results(&mut self, n: usize) -> Result<()> {
+        self.reserve_results(n)?;
+        let b = &self.buffers;
+        self.launch(
+            "clear_results",
+            (n as u32).div_ceil(256).clamp(1, 1 << 16),
+            256,
+            &[
+                Arg::I32(n as i32),
+                Arg::Ptr(b.out.ptr()),
+                Arg::Ptr(b.counts.ptr()),
+            ],
+        )
+    }
+
+    /// Zeroes the results of the `n` particles not flagged in `active` (device address, one
+    /// byte per particle), in the particles' order after [`GpuWalk::unsort`] when
+    /// `input_order`, else in walk order (which is then the particles' own).
+    pub fn mask_inactive(&mut self, active: u64, n: usize, input_order: bool) -> Result<()> {
+        let b = &self.buffers;
+        let (out, counts) = if input_order {
+            (b.out_input.ptr(), b.counts_input.ptr())
+        } else {
+            (b.out.ptr(), b.counts.ptr())
+        };
+        self.launch(
+            "mask_inactive",
+            (n as u32).div_ceil(256).clamp(1, 1 << 16),
+            256,
+            &[
+                Arg::I32(n as i32),
+                Arg::Ptr(active),
+                Arg::Ptr(out),
+                Arg::Ptr(counts),
+            ],
+        )
+    }
+
+    /// Device addresses of the results in walk order: (acceleration and potential, 4 floats;
+    /// interaction counts p2p and m2p, 2 u32) per target.
+    pub fn results(&self) -> (u64, u64) {
+        (self.buffers.out.ptr(), self.buffers.counts.ptr())
+    }
+
+    /// Device address of the interaction counts (p2p, m2p) per particle in the particle
+    /// arrays' order, after [`GpuWalk::unsort`] (the cost of each particle).
+    pub fn counts_in_input_order(&self) -> u64 {
+        self.buffers.counts_input.ptr()
+    }
+
+    /// Forces on `targets` (device address, `nt` targets of x, y, z, |a_old|) from the tree at
+    /// `t` (`nc` cells), one group of G threads per group of `groups` (at most V·G targets
+    /// each), into the results in walk order, written there, or added to what is there when
+    /// `accumulate`. Times `walk`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn walk(
+        &mut self,
+        t: TreeArrays,
+        nc: usize,
+        targets: u64,
+        nt: usize,
+        groups: DeviceGroups,
+        p: &WalkParams,
+        accumulate: bool,
+        times: &mut PhaseTimes,
+    ) -> Result<()> {
+        self.reserve_results(nt)?;
+        let t0 = Instant::now();
+        let list = self.kernel == WalkKernel::List;
+        let ngroups = groups.count;
+        let blocks = if list {
+            // Persistent warps, each with its stack, taking groups until none is left.
+            let blocks = self.list_blocks.min((ngroups as u32).div_ceil(BLOCK / 32));
+            self.buffers.prepare_list(
+                &self.program,
+                blocks as usize * (BLOCK / 32) as usize * LIST_STACK,
+                nc,
+            )?;
+            self.launch(
+                "link_children",
+                (nc as u32).div_ceil(BLOCK).max(1),
+                BLOCK,
+                &[
+                    Arg::Ptr(t.subtree),
+                    Arg::Ptr(t.nchild),
+                    Arg::I32(nc as i32),
+                    Arg::Ptr(self.buffers.children.ptr()),
+                ],
+            )?;
+            blocks
+        } else {
+            (ngroups as u32 * self.layout.g).div_ceil(BLOCK)
+        };
+        let b = &self.buffers;
+        let ptr = |a: &dyn DeviceArray| Arg::Ptr(a.ptr());
+        let mut args = vec![
+            Arg::Ptr(t.particles),
+            Arg::Ptr(t.com_mass),
+            Arg::Ptr(t.s_eff),
+            Arg::Ptr(t.boxes),
+            Arg::Ptr(t.subtree),
+            Arg::Ptr(t.first),
+            Arg::Ptr(t.count),
+            Arg::Ptr(t.nchild),
+            Arg::Ptr(t.quad),
+            Arg::Ptr(t.trace),
+            Arg::I32(nc as i32),
+        ];
+        if list {
+            args.push(ptr(&b.children));
+        }
+        args.extend([
+            Arg::Ptr(targets),
+            Arg::I32(nt as i32),
+            Arg::Ptr(groups.at),
+            Arg::I32(ngroups as i32),
+            Arg::F32(p.eps2),
+            Arg::I32(p.quadrupole as i32),
+            Arg::I32((p.criterion.mac == Mac::Acceleration) as i32),
+            Arg::F32(p.criterion.alpha),
+            Arg::F32(p.criterion.g),
+            ptr(&b.out),
+            ptr(&b.counts),
+            Arg::I32(accumulate as i32),
+        ]);
+        if list {
+            args.extend([ptr(&b.control), ptr(&b.stacks), Arg::I32(LIST_STACK as i32)]);
+        }
+        if ngroups > 0 {
+            let name = if list { "walk_list" } else { "walk_vg" };
+            self.launch(name, blocks.max(1), BLOCK, &args)?;
+        }
+        self.program.synchronize()?;
+        times.add("walk", t0.elapsed().as_secs_f64());
+        if list && ngroups > 0 && self.buffers.list_overflowed(&self.program)? {
+            return Err(Error::device(format!(
+                "the list kernel's stack overflowed: a tree deeper than {} levels",
+                MAX_LEVEL as usize + 1
+            )));
+        }
+        Ok(())
+    }
+
+    /// Moves the results of the `n` targets to the particles' order (`order`: device address
+    /// of each target's particle index, a permutation of `0..n`). Times `download`.
+    pub fn unsort(&mut self, order: u64, n: usize, times: &mut PhaseTimes) -> Result<()> {
+        let t0 = Instant::now();
+        self.buffers.reserve_input_order(&self.program, n)?;
+        let b = &self.buffers;
+        self.launch(
+            "unsort_results",
+            (n as u32).div_ceil(256).clamp(1, 1 << 16),
+            256,
+            &[
+                Arg::Ptr(b.out.ptr()),
+                Arg::Ptr(b.counts.ptr()),
+                Arg::Ptr(order),
+                Arg::I32(n as i32),
+                Arg::Ptr(b.out_input.ptr()),
+                Arg::Ptr(b.counts_input.ptr()),
+            ],
+        )?;
+        times.add("download", t0.elapsed().as_secs_f64());
+        Ok(())
+    }
+
+    /// The raw results of `n` targets (G = 1, counts with the target itself), in the particles'
+    /// order after [`GpuWalk::unsort`] when `input_order`, else in walk order.
+    pub fn download(&self, n: usize, input_order: bool) -> Result<WalkOutput> {
+        self.buffers.download(&self.program, n, input_order)
+    }
+
+    /// The results of `n` targets, converted while they come down with no host copy of them:
+    /// accelerations (length/time²) and potentials (energy/mass) in float64 with the
+    /// gravitational constant `g` applied, particle–particle counts without the target itself
+    /// and particle–cell counts; in the particles' order after [`GpuWalk::unsort`] when
+    /// `input_order`, else in walk order. They are written into the vectors last handed back
+    /// with [`GpuWalk::recycle`] where those have the right length (memory the host has
+    /// already touched), else into new ones. Times `download`.
+    pub fn download_forces(
+        &mut self,
+        n: usize,
+        g: f64,
+        input_order: bool,
+        times: &mut PhaseTimes,
+    ) -> Result<Forces> {
+        let t0 = Instant::now();
+        let spare = std::mem::take(&mut self.spare);
+        let forces = self
+            .buffers
+            .download_forces(&self.program, n, g, input_order, spare)?;
+        times.add("download", t0.elapsed().as_secs_f64());
+        Ok(forces)
+    }
+
+    /// Hands result vectors that are no longer needed back, for the next
+    /// [`GpuWalk::download_forces`] to fill instead of allocating (and faulting in) new ones.
+    pub fn recycle(&mut self, forces: Forces) {
+        self.spare = forces;
+    }
+
+    /// Forces on `targets` (x, y, z, |a_old|, walk order) from a host `tree`, by the groups
+    /// `groups` (at most V·G targets each): everything copied up, walked, and the raw results
+    /// (G = 1) copied down in walk order. It equals
+    /// [`grouped_walk`](crate::walk::cpu::grouped_walk) on the same groups up to float32
+    /// rounding. Times `upload`, `walk` and `download`.
+    pub fn walk_host(
+        &mut self,
+        tree: &Tree,
+        targets: &[[f32; 4]],
+        groups: &[Group],
+        p: &WalkParams,
+        times: &mut PhaseTimes,
+    ) -> Result<WalkOutput> {
+        let t0 = Instant::now();
+        let t = self.upload_tree(tree)?;
+        let (at, groups) = self.upload_targets(targets, groups)?;
+        times.add("upload", t0.elapsed().as_secs_f64());
+        self.walk(
+            t,
+            tree.cells.len(),
+            at,
+            targets.len(),
+            groups,
+            p,
+            false,
+            times,
+        )?;
+        let t0 = Instant::now();
+        let out = self.download(targets.len(), false)?;
+        times.add("download", t0.elapsed().as_secs_f64());
+        Ok(out)
+    }
+
+    /// Forces on every particle of `pos_mass` (x, y, z, m) from all the others by direct
+    /// summation in float32 on the GPU (`cuda/direct.cu`), G = 1. Times `upload`, `walk` and
+    /// `download`.
+    pub fn direct(
+        &mut self,
+        pos_mass: &[[f32; 4]],
+        eps2: f32,
+        times: &mut PhaseTimes,
+    ) -> Result<Vec<[f32; 4]>> {
+        const BLOCK: u32 = 256; // DIRECT_BLOCK * DIRECT_I targets per block (cuda/direct.cu)
+        const PER_BLOCK: u32 = 2 * BLOCK;
+        let n = pos_mass.len();
+        let t0 = Instant::now();
+        self.buffers.upload_sources(&self.program, pos_mass)?;
+        times.add("upload", t0.elapsed().as_secs_f64());
+        let t0 = Instant::now();
+        let b = &self.buffers;
+        self.launch(
+            "direct",
+            (n as u32).div_ceil(PER_BLOCK).max(1),
+            BLOCK,
+            &[
+                Arg::Ptr(b.particles.ptr()),
+                Arg::I32(n as i32),
+                Arg::F32(eps2),
+                Arg::Ptr(b.out.ptr()),
+            ],
+        )?;
+        self.program.synchronize()?;
+        times.add("walk", t0.elapsed().as_secs_f64());
+        let t0 = Instant::now();
+        let mut out = vec![[0f32; 4]; n];
+        self.program
+            .download(&b.out, bytemuck::cast_slice_mut(&mut out))?;
+        times.add("download", t0.elapsed().as_secs_f64());
+        Ok(out)
+    }
+}

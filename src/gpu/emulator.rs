@@ -693,11 +693,13 @@ mod tests {
         for (v, g) in layouts() {
             let emu = Emulator::for_layout(v, g);
             for (name, arity) in [
-                ("walk_vg", 22),
-                ("walk_list", 26),
+                ("walk_vg", 23),
+                ("walk_list", 27),
                 ("link_children", 4),
                 ("direct", 4),
                 ("unsort_results", 6),
+                ("clear_results", 3),
+                ("mask_inactive", 4),
             ] {
                 let m = message(&emu, name);
                 assert!(

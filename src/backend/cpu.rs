@@ -1,0 +1,429 @@
+//! The stages on the CPU (rayon): the host tree of [`crate::tree`], tree-cell groups, the LET
+//! export walk of [`crate::lets`], the grouped (or single-particle) walk of [`crate::walk::cpu`]
+//! and float64 direct summation.
+
+use super::{Backend, Source, TargetSpec};
+use crate::comm::Comm;
+use crate::diag::PhaseTimes;
+use crate::domain::{sample_keys, Migration, Sample};
+use crate::error::Result;
+use crate::forces::{TreeTopology, WalkKind};
+use crate::lets::{self, Region};
+use crate::particles::Particles;
+use crate::sfc::{GridBox, Order};
+use crate::tree::{Cells, FlatTree, Tree, TreeParams};
+use crate::walk::cpu::{grouped_walk, single_walk, Forces, WalkOutput, WalkParams};
+use crate::walk::direct::direct_forces;
+use crate::walk::gpu::GpuLayout;
+use crate::walk::groups::{chunk_groups, tree_groups, Group};
+use crate::walk::mac::Criterion;
+use glam::DVec3;
+use rayon::prelude::*;
+
+/// This rank's stages on the CPU cores, and what they keep between evaluations.
+pub struct CpuBackend {
+    /// Which walk runs through the local tree.
+    walk: WalkKind,
+    /// The softening (length units) the single-particle walk's node arrays hold.
+    eps: f64,
+    p: Particles,
+    payload: bool,
+    /// Domain keys of the last [`Backend::sample`].
+    keys: Vec<u64>,
+    /// Interactions of every particle in the last evaluation.
+    cost: Option<Vec<f64>>,
+    tree: Option<Tree>,
+    /// The boxes of the last rebuild, which a refit starts from.
+    built: Vec<[f32; 4]>,
+    /// The single-particle walk's node arrays of the local tree.
+    flat: Option<FlatTree>,
+    /// For each walk slot, its particle (the tree's order, or the identity).
+    walk_order: Vec<u32>,
+    /// The targets, in walk order (packed to the active groups' with block steps), and their
+    /// groups.
+    targets: Vec<[f32; 4]>,
+    groups: Vec<Group>,
+    /// Block steps: for each walk slot, its packed target (`u32::MAX`: not walked).
+    packed: Option<Vec<u32>>,
+    forest: Option<Tree>,
+    /// The walks' results for the targets.
+    out: WalkOutput,
+}
+
+impl CpuBackend {
+    /// The CPU stages with the local tree walked by `walk`, softening `eps` (length units).
+    pub fn new(walk: WalkKind, eps: f64) -> Self {
+        Self {
+            walk,
+            eps,
+            p: Particles::default(),
+            payload: false,
+            keys: Vec::new(),
+            cost: None,
+            tree: None,
+            built: Vec::new(),
+            flat: None,
+            walk_order: Vec::new(),
+            targets: Vec::new(),
+            groups: Vec::new(),
+            packed: None,
+            forest: None,
+            out: WalkOutput::default(),
+        }
+    }
+
+    /// Forgets the tree and the results of the particles there were.
+    fn forget(&mut self) {
+        self.tree = None;
+        self.flat = None;
+        self.cost = None;
+    }
+}
+
+impl Backend for CpuBackend {
+    fn device(&self) -> String {
+        format!("cpu ({} threads)", rayon::current_num_threads())
+    }
+
+    fn device_bytes(&self) -> usize {
+        0
+    }
+
+    fn layout(&self) -> Option<GpuLayout> {
+        None
+    }
+
+    fn bus_bytes(&self) -> (u64, u64) {
+        (0, 0)
+    }
+
+    fn load(&mut self, p: &Particles, payload: bool) -> Result<()> {
+        self.p.pos.clone_from(&p.pos);
+        self.p.mass.clone_from(&p.mass);
+        if payload {
+            self.p.vel.clone_from(&p.vel);
+            self.p.id.clone_from(&p.id);
+        } else {
+            self.p.vel = vec![DVec3::ZERO; p.len()];
+            self.p.id = vec![0; p.len()];
+        }
+        self.payload = payload;
+        self.forget();
+        Ok(())
+    }
+
+    fn update(&mut self, p: &Particles) -> Result<()> {
+        self.p.pos.clone_from(&p.pos);
+        self.p.mass.clone_from(&p.mass);
+        self.cost = None;
+        Ok(())
+    }
+
+    fn particles(&mut self) -> Result<Particles> {
+        Ok(self.p.clone())
+    }
+
+    fn bounds(&mut self) -> Result<(DVec3, DVec3)> {
+        Ok(crate::sfc::bounding_box(&self.p.pos))
+    }
+
+    fn sample(&mut self, grid: &GridBox, by_cost: bool, count: usize) -> Result<Vec<Sample>> {
+        self.keys = crate::sfc::keys(Order::Hilbert, grid, &self.p.pos);
+        let weights = self.cost.as_deref().filter(|_| by_cost);
+        Ok(sample_keys(&self.keys, weights, count))
+    }
+
+    fn migrate(&mut self, comm: &dyn Comm, splitters: &[u64]) -> Result<usize> {
+        let dest: Vec<usize> = self
+            .keys
+            .par_iter()
+            .map(|&k| crate::domain::owner(splitters, k))
+            .collect();
+        let plan = Migration::new(&dest, comm.size(), comm.rank());
+        plan.move_particles(comm, &mut self.p)?;
+        self.forget();
+        Ok(dest.len() - plan.kept())
+    }
+
+    fn build_tree(&mut self, p: &TreeParams, times: &mut PhaseTimes) -> Result<()> {
+        self.forest = None;
+        if self.p.is_empty() {
+            self.tree = None;
+            return Ok(());
+        }
+        let t = Tree::build(&self.p.pos, &self.p.mass, p, times);
+        self.built.clone_from(&t.cells.boxes);
+        self.flat = (self.walk == WalkKind::Single)
+            .then(|| times.time("thread", || FlatTree::from_tree(&t, self.eps as f32)));
+        self.tree = Some(t);
+        Ok(())
+    }
+
+    fn refit_tree(&mut self, p: &TreeParams, times: &mut PhaseTimes) -> Result<()> {
+        self.forest = None;
+        let Some(t) = self.tree.as_mut() else {
+            return Ok(());
+        };
+        let (pos, mass, built) = (&self.p.pos, &self.p.mass, &self.built);
+        times.time("refit", || t.refit(pos, mass, built, p));
+        if self.walk == WalkKind::Single {
+            self.flat = Some(times.time("thread", || FlatTree::from_tree(t, self.eps as f32)));
+        }
+        Ok(())
+    }
+
+    fn topology(&mut self) -> Result<Option<TreeTopology>> {
+        Ok(self.tree.as_ref().map(|t| TreeTopology {
+            grid: t.grid,
+            index: t.index.clone(),
+            first: t.cells.first.clone(),
+            count: t.cells.count.clone(),
+            level: t.cells.level.clone(),
+            nchild: t.cells.nchild.clone(),
+            subtree: t.cells.subtree.clone(),
+            boxes: self.built.clone(),
+        }))
+    }
+
+    fn restore_topology(&mut self, t: &TreeTopology) -> Result<()> {
+        self.built.clone_from(&t.boxes);
+        self.tree = Some(Tree {
+            grid: t.grid,
+            particles: Vec::new(),
+            index: t.index.clone(),
+            cells: Cells {
+                first: t.first.clone(),
+                count: t.count.clone(),
+                level: t.level.clone(),
+                nchild: t.nchild.clone(),
+                subtree: t.subtree.clone(),
+                ..Cells::default()
+            },
+        });
+        Ok(())
+    }
+
+    fn targets(&mut self, spec: &TargetSpec, times: &mut PhaseTimes) -> Result<usize> {
+        let n = self.p.len();
+        let amag = |i: u32| spec.amag.map_or(0.0, |a| a[i as usize]);
+        let curve = matches!(spec.order, Order::Hilbert | Order::Morton);
+        // Targets in walk order: the tree's float32 particles when the walk follows the tree,
+        // read in sequence, else the particles in their own order.
+        let (targets, groups): (Vec<[f32; 4]>, _) = times.time("targets", || match &self.tree {
+            Some(t) if curve => {
+                self.walk_order.clone_from(&t.index);
+                let targets = t
+                    .particles
+                    .par_iter()
+                    .zip(&t.index)
+                    .map(|(x, &i)| [x[0], x[1], x[2], amag(i)])
+                    .collect();
+                (targets, tree_groups(t, spec.group))
+            }
+            _ => {
+                self.walk_order = (0..n as u32).collect();
+                let targets = self
+                    .p
+                    .pos
+                    .par_iter()
+                    .enumerate()
+                    .map(|(i, x)| [x.x as f32, x.y as f32, x.z as f32, amag(i as u32)])
+                    .collect();
+                (targets, chunk_groups(n, spec.group))
+            }
+        });
+        (self.targets, self.groups, self.packed) = match spec.active {
+            None => (targets, groups, None),
+            Some(active) => {
+                let (g, t, k) = active_groups(&groups, &targets, &self.walk_order, active);
+                (t, g, Some(k))
+            }
+        };
+        Ok(self.targets.len())
+    }
+
+    fn bootstrap_amag(&mut self, g: f32) -> Result<()> {
+        for (t, a) in self.targets.iter_mut().zip(&self.out.acc_pot) {
+            t[3] = g * (a[0] * a[0] + a[1] * a[1] + a[2] * a[2]).sqrt();
+        }
+        Ok(())
+    }
+
+    fn region(&mut self, pieces: usize) -> Result<Region> {
+        let amin = self
+            .targets
+            .iter()
+            .map(|t| t[3])
+            .fold(f32::INFINITY, f32::min);
+        Ok(self
+            .tree
+            .as_ref()
+            .map_or_else(Region::default, |t| Region::of_tree(t, amin, pieces)))
+    }
+
+    fn export_lets(
+        &mut self,
+        regions: &[Region],
+        me: usize,
+        crit: &Criterion,
+        times: &mut PhaseTimes,
+    ) -> Result<(Vec<f32>, Vec<usize>)> {
+        let tree = self.tree.as_ref();
+        Ok(times.time("let", || {
+            let bufs: Vec<Vec<f32>> = regions
+                .par_iter()
+                .enumerate()
+                .map(|(r, region)| match tree {
+                    Some(t) if r != me => lets::export(t, crit, region),
+                    _ => Vec::new(),
+                })
+                .collect();
+            let counts = bufs.iter().map(Vec::len).collect();
+            (bufs.concat(), counts)
+        }))
+    }
+
+    fn load_forest(
+        &mut self,
+        data: &[f32],
+        counts: &[usize],
+        times: &mut PhaseTimes,
+    ) -> Result<(usize, usize)> {
+        let forest = times.time("let", || lets::wire::unpack_forest(data, counts))?;
+        let sizes = (forest.cells.len(), forest.particles.len());
+        self.forest = Some(forest);
+        Ok(sizes)
+    }
+
+    fn walk(&mut self, source: Source, p: &WalkParams, times: &mut PhaseTimes) -> Result<()> {
+        let (targets, groups) = (&self.targets, &self.groups);
+        match source {
+            Source::Local => {
+                self.out = match (&self.tree, &self.flat) {
+                    (Some(t), Some(f)) => times.time("walk", || single_walk(t, f, targets, p)),
+                    (Some(t), None) => times.time("walk", || grouped_walk(t, targets, groups, p)),
+                    (None, _) => WalkOutput::default(),
+                };
+            }
+            Source::Forest => {
+                let Some(forest) = self.forest.as_ref().filter(|f| !f.cells.is_empty()) else {
+                    return Ok(());
+                };
+                let far = times.time("walk", || grouped_walk(forest, targets, groups, p));
+                let out = &mut self.out;
+                for (k, (a, b)) in out.acc_pot.iter_mut().zip(&far.acc_pot).enumerate() {
+                    for d in 0..4 {
+                        a[d] += b[d];
+                    }
+                    out.p2p[k] += far.p2p[k];
+                    out.m2p[k] += far.m2p[k];
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn forces(&mut self, g: f64, times: &mut PhaseTimes) -> Result<Forces> {
+        let out = std::mem::take(&mut self.out);
+        let (walk_order, packed) = (&self.walk_order, &self.packed);
+        let forces: Forces = times.time("unsort", || {
+            // For each particle, its slot in the results (u32::MAX: not walked).
+            let mut slot = inverse_permutation(walk_order);
+            if let Some(packed) = packed {
+                slot.par_iter_mut().for_each(|k| *k = packed[*k as usize]);
+            }
+            let none = [0.0f32; 4];
+            let count = |v: &[u32], k: u32| v.get(k as usize).copied().unwrap_or(0);
+            // One pass, one random read per particle for all four results. The walks count
+            // the target itself, which sits in the local tree.
+            let ((acc, pot), (p2p, m2p)): ((Vec<_>, Vec<_>), (Vec<_>, Vec<_>)) = slot
+                .par_iter()
+                .map(|&k| {
+                    let f = out.acc_pot.get(k as usize).unwrap_or(&none);
+                    let p2p = WalkOutput::others(count(&out.p2p, k));
+                    (WalkOutput::scaled(f, g), (p2p, count(&out.m2p, k)))
+                })
+                .unzip();
+            (acc, pot, p2p, m2p)
+        });
+        self.cost = Some(
+            forces
+                .2
+                .par_iter()
+                .zip(&forces.3)
+                .map(|(&a, &b)| (a + b) as f64)
+                .collect(),
+        );
+        Ok(forces)
+    }
+
+    fn recycle(&mut self, _f: Forces) {}
+
+    fn direct(
+        &mut self,
+        pos: &[DVec3],
+        mass: &[f64],
+        mine: std::ops::Range<usize>,
+        active: Option<&[bool]>,
+        eps: f64,
+        times: &mut PhaseTimes,
+    ) -> Result<(Vec<DVec3>, Vec<f64>)> {
+        let start = mine.start;
+        let targets: Vec<usize> = mine
+            .clone()
+            .filter(|&i| active.is_none_or(|a| a[i - start]))
+            .collect();
+        let (acc, pot) = times.time("walk", || direct_forces(pos, mass, eps, &targets));
+        let mut all = (vec![DVec3::ZERO; mine.len()], vec![0.0; mine.len()]);
+        for (k, &i) in targets.iter().enumerate() {
+            (all.0[i - start], all.1[i - start]) = (acc[k], pot[k]);
+        }
+        Ok(all)
+    }
+}
+
+/// The groups holding at least one active particle (`active` in particle order, `walk_order`
+/// mapping walk slots to particles), renumbered over their targets packed in order, and for
+/// every walk slot its packed index (`u32::MAX` for inactive particles, whose results are
+/// zero). A walked group keeps all its targets, so its walk, and every force in it, is the
+/// full evaluation's.
+fn active_groups(
+    groups: &[Group],
+    targets: &[[f32; 4]],
+    walk_order: &[u32],
+    active: &[bool],
+) -> (Vec<Group>, Vec<[f32; 4]>, Vec<u32>) {
+    let mut packed = vec![u32::MAX; targets.len()];
+    let mut kept = Vec::new();
+    let mut packed_targets = Vec::new();
+    for &[s, k] in groups {
+        let range = s as usize..(s + k) as usize;
+        if walk_order[range.clone()]
+            .iter()
+            .any(|&i| active[i as usize])
+        {
+            kept.push([packed_targets.len() as u32, k]);
+            for j in range {
+                if active[walk_order[j] as usize] {
+                    packed[j] = packed_targets.len() as u32;
+                }
+                packed_targets.push(targets[j]);
+            }
+        }
+    }
+    (kept, packed_targets, packed)
+}
+
+/// The inverse of the permutation `p` (`q[p[k]] = k`), scattered in parallel. Relaxed atomic
+/// stores compile to plain stores; they only make the disjoint parallel writes safe Rust.
+fn inverse_permutation(p: &[u32]) -> Vec<u32> {
+    use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
+    let q: Vec<AtomicU32> = (0..p.len())
+        .into_par_iter()
+        .map(|_| AtomicU32::new(0))
+        .collect();
+    p.par_iter()
+        .enumerate()
+        .for_each(|(k, &i)| q[i as usize].store(k as u32, Relaxed));
+    q.into_par_iter().map(AtomicU32::into_inner).collect()
+}

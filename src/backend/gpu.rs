@@ -1,0 +1,450 @@
+//! The stages on the GPU: the particles live on the device ([`DeviceParticles`]), and so do
+//! the domain keys ([`DomainArrays`]), the tree ([`TreeBuilder`]), the groups and targets
+//! ([`GroupFormer`]), the LETs ([`LetArrays`]) and the walk's results ([`GpuWalk`]). What
+//! crosses the bus is what a caller asks for and what MPI sends.
+
+use super::{Backend, Source, TargetSpec};
+use crate::comm::Comm;
+use crate::diag::PhaseTimes;
+use crate::domain::gpu::DomainArrays;
+use crate::domain::{looked_at, shares, Sample};
+use crate::error::{Error, Result};
+use crate::forces::{TreeBuild, TreeTopology};
+use crate::gpu::launch::Arg;
+use crate::gpu::runner::Runner;
+use crate::gpu::stages::{blocks, int, Stages};
+use crate::gpu::{local_rank, GpuContext};
+use crate::lets::export_gpu::LetArrays;
+use crate::lets::Region;
+use crate::particles::Particles;
+use crate::particles_gpu::DeviceParticles;
+use crate::sfc::{GridBox, Order};
+use crate::tree::build_gpu::{DeviceTree, TreeArrays, TreeBuilder};
+use crate::tree::{Tree, TreeParams};
+use crate::walk::cpu::{Forces, WalkParams};
+use crate::walk::gpu::{GpuLayout, GpuWalk, WalkKernel};
+use crate::walk::groups_gpu::{DeviceGroups, GroupFormer};
+use crate::walk::mac::Criterion;
+use glam::DVec3;
+use std::time::Instant;
+
+/// The walk's targets and groups of this evaluation.
+#[derive(Clone, Copy, Debug)]
+struct Targets {
+    /// Device address of the targets (x, y, z, |a_old|), walk order.
+    at: u64,
+    /// Targets (every particle).
+    n: usize,
+    /// The groups that walk.
+    groups: DeviceGroups,
+    /// Device address of each walk slot's particle (the tree's order); `None`: the walk
+    /// order is the particles' own.
+    order: Option<u64>,
+    /// Whether only some groups walk (block steps).
+    partial: bool,
+}
+
+/// This rank's stages on its GPU, and what they keep there between evaluations.
+pub struct GpuBackend {
+    ctx: GpuContext,
+    stages: Stages<Runner>,
+    walk: GpuWalk,
+    builder: TreeBuilder<Runner>,
+    groups: GroupFormer<Runner>,
+    lets: LetArrays<Runner>,
+    domain: DomainArrays<Runner>,
+    particles: DeviceParticles<Runner>,
+    /// Where trees are built.
+    tree_build: TreeBuild,
+    /// `--vg auto` still has to time the layouts.
+    tune: bool,
+    targets: Option<Targets>,
+    /// The forest of received LETs and its cells.
+    forest: Option<(TreeArrays, usize)>,
+    /// Device address of the last evaluation's interaction counts (p2p, m2p) per particle,
+    /// in the particles' order, while they are those of the particles there.
+    cost: Option<u64>,
+}
+
+impl GpuBackend {
+    /// This rank's GPU (or the emulator, see [`crate::gpu::EMULATOR_VARIABLE`]) with the walk
+    /// `kernel` in `layout`, timing the `--vg auto` candidates on the first evaluation when
+    /// `tune`, trees built where `tree_build` says. Fails with the reason when no GPU can be
+    /// used.
+    pub fn open(
+        kernel: WalkKernel,
+        layout: GpuLayout,
+        tune: bool,
+        tree_build: TreeBuild,
+    ) -> Result<Self> {
+        layout.validate_for(kernel)?;
+        let ctx = GpuContext::open(local_rank())?;
+        let walk = GpuWalk::new(&ctx, kernel, layout)?;
+        let stages = Stages::new(ctx.stage_program()?);
+        Ok(Self {
+            builder: TreeBuilder::new(&stages)?,
+            groups: GroupFormer::new(&stages)?,
+            lets: LetArrays::new(&stages)?,
+            domain: DomainArrays::new(&stages)?,
+            particles: DeviceParticles::new(&stages)?,
+            stages,
+            walk,
+            ctx,
+            tree_build,
+            tune,
+            targets: None,
+            forest: None,
+            cost: None,
+        })
+    }
+
+    /// The tree, which every stage after the build needs.
+    fn tree(&self) -> Result<DeviceTree> {
+        self.builder
+            .tree()
+            .ok_or_else(|| Error::device("no tree on the GPU for these particles"))
+    }
+
+    /// The walk's groups of `size` targets for `tree` (its curve's chunks, or fixed chunks of
+    /// the particles' own order).
+    fn form_groups(&mut self, tree: &DeviceTree, curve: bool, size: usize) -> Result<DeviceGroups> {
+        if curve {
+            self.groups.curve_groups(&self.stages, tree, size)
+        } else {
+            self.groups.chunk_groups(&self.stages, tree.particles, size)
+        }
+    }
+
+    /// `--vg auto`: times one walk of the local tree for every layout of
+    /// [`GpuLayout::candidates`], keeps the fastest compiled, with its groups.
+    fn tune(&mut self, t: &mut Targets, p: &WalkParams) -> Result<()> {
+        let tree = self.tree()?;
+        let curve = t.order.is_some();
+        let mut best: Option<(f64, GpuLayout)> = None;
+        for &layout in GpuLayout::candidates(self.walk.kernel()) {
+            self.walk.set_layout(&self.ctx, layout)?;
+            let groups = self.form_groups(&tree, curve, layout.group())?;
+            let mut times = PhaseTimes::default();
+            self.walk.walk(
+                tree.arrays,
+                tree.cells,
+                t.at,
+                t.n,
+                groups,
+                p,
+                false,
+                &mut times,
+            )?;
+            let secs = times.get("walk");
+            tracing::info!("vg auto: V,G = {layout} walks in {:.2} ms", secs * 1e3);
+            if best.is_none_or(|b| secs < b.0) {
+                best = Some((secs, layout));
+            }
+        }
+        if let Some((secs, layout)) = best {
+            tracing::info!("vg auto: using V,G = {layout} ({:.2} ms)", secs * 1e3);
+            self.walk.set_layout(&self.ctx, layout)?;
+            t.groups = self.form_groups(&tree, curve, layout.group())?;
+        }
+        Ok(())
+    }
+}
+
+impl Backend for GpuBackend {
+    fn device(&self) -> String {
+        self.ctx.name.clone()
+    }
+
+    fn device_bytes(&self) -> usize {
+        self.walk.device_bytes()
+            + self.builder.device_bytes()
+            + self.groups.device_bytes()
+            + self.lets.device_bytes()
+            + self.domain.device_bytes()
+            + self.particles.device_bytes()
+    }
+
+    fn layout(&self) -> Option<GpuLayout> {
+        Some(self.walk.layout())
+    }
+
+    fn bus_bytes(&self) -> (u64, u64) {
+        self.ctx.bus_bytes()
+    }
+
+    fn load(&mut self, p: &Particles, payload: bool) -> Result<()> {
+        self.particles.load(&self.stages, p, payload)?;
+        self.builder.forget();
+        self.cost = None;
+        Ok(())
+    }
+
+    fn update(&mut self, p: &Particles) -> Result<()> {
+        self.particles.update(&self.stages, p)?;
+        self.cost = None;
+        Ok(())
+    }
+
+    fn particles(&mut self) -> Result<Particles> {
+        self.particles.download(&self.stages)
+    }
+
+    fn bounds(&mut self) -> Result<(DVec3, DVec3)> {
+        self.particles.bounds(&self.stages)
+    }
+
+    fn sample(&mut self, grid: &GridBox, by_cost: bool, count: usize) -> Result<Vec<Sample>> {
+        let n = self.particles.n;
+        let m = if count == 0 { 0 } else { looked_at(n, count) };
+        let cost = self.cost.filter(|_| by_cost);
+        let (keys, weights) = self
+            .domain
+            .sample(&self.stages, &self.particles, grid, cost, m)?;
+        Ok(shares(keys.into_iter().zip(weights).collect(), n, count))
+    }
+
+    fn migrate(&mut self, comm: &dyn Comm, splitters: &[u64]) -> Result<usize> {
+        if !self.particles.payload {
+            return Err(Error::device(
+                "a migration of particles loaded without their velocities and ids",
+            ));
+        }
+        let left = self
+            .domain
+            .migrate(&self.stages, comm, &mut self.particles, splitters)?;
+        self.builder.forget();
+        self.cost = None;
+        Ok(left)
+    }
+
+    fn build_tree(&mut self, p: &TreeParams, times: &mut PhaseTimes) -> Result<()> {
+        self.forest = None;
+        self.targets = None;
+        if self.particles.n == 0 {
+            self.builder.forget();
+            return Ok(());
+        }
+        match self.tree_build {
+            TreeBuild::Gpu => {
+                let bounds = times.time("sort", || self.particles.bounds(&self.stages))?;
+                let src = self.particles.positions();
+                self.builder.build(&self.stages, src, bounds, p, times)?;
+            }
+            TreeBuild::Host => {
+                let q = self.particles.download(&self.stages)?;
+                let tree = Tree::build(&q.pos, &q.mass, p, times);
+                times.time("upload", || self.builder.upload(&self.stages, &tree))?;
+            }
+        }
+        Ok(())
+    }
+
+    fn refit_tree(&mut self, p: &TreeParams, times: &mut PhaseTimes) -> Result<()> {
+        self.forest = None;
+        self.targets = None;
+        if self.particles.n == 0 {
+            return Ok(());
+        }
+        let src = self.particles.positions();
+        self.builder.refit(&self.stages, src, p, times)?;
+        Ok(())
+    }
+
+    fn topology(&mut self) -> Result<Option<TreeTopology>> {
+        self.builder.topology(&self.stages)
+    }
+
+    fn restore_topology(&mut self, t: &TreeTopology) -> Result<()> {
+        self.builder.restore(&self.stages, t)
+    }
+
+    fn targets(&mut self, spec: &TargetSpec, times: &mut PhaseTimes) -> Result<usize> {
+        let n = self.particles.n;
+        if n == 0 {
+            self.targets = None;
+            return Ok(0);
+        }
+        let t0 = Instant::now();
+        let tree = self.tree()?;
+        let curve = matches!(spec.order, Order::Hilbert | Order::Morton);
+        let size = self.walk.layout().group();
+        let (at, order) = if curve {
+            let at = self.groups.tree_targets(&self.stages, &tree, spec.amag)?;
+            (at, Some(tree.order))
+        } else {
+            let pos = self.particles.positions().pos;
+            self.groups
+                .input_targets(&self.stages, n, pos, spec.amag, tree.spare)?;
+            (tree.spare, None)
+        };
+        let all = self.form_groups(&tree, curve, size)?;
+        let (groups, walked) = match spec.active {
+            Some(active) => {
+                self.walk.clear_results(n)?;
+                self.groups
+                    .active_groups(&self.stages, all, order, active)?
+            }
+            None => (all, n),
+        };
+        self.stages.synchronize()?;
+        times.add("targets", t0.elapsed().as_secs_f64());
+        self.targets = Some(Targets {
+            at,
+            n,
+            groups,
+            order,
+            partial: spec.active.is_some(),
+        });
+        Ok(walked)
+    }
+
+    fn bootstrap_amag(&mut self, g: f32) -> Result<()> {
+        let Some(t) = self.targets else {
+            return Ok(());
+        };
+        let (out, _) = self.walk.results();
+        // SAFETY: the results and the targets hold t.n entries.
+        unsafe {
+            self.stages.launch(
+                "bootstrap_amag",
+                blocks(t.n),
+                &[int(t.n)?, Arg::Ptr(out), Arg::F32(g), Arg::Ptr(t.at)],
+            )
+        }
+    }
+
+    fn region(&mut self, pieces: usize) -> Result<Region> {
+        match self.targets {
+            Some(t) => {
+                let tree = self.tree()?;
+                self.lets.region(&self.stages, &tree, t.at, t.n, pieces)
+            }
+            None => Ok(Region::default()),
+        }
+    }
+
+    fn export_lets(
+        &mut self,
+        regions: &[Region],
+        me: usize,
+        crit: &Criterion,
+        times: &mut PhaseTimes,
+    ) -> Result<(Vec<f32>, Vec<usize>)> {
+        let Some(tree) = self.builder.tree() else {
+            return Ok((Vec::new(), vec![0; regions.len()]));
+        };
+        times.time("let", || {
+            self.lets.export(&self.stages, &tree, regions, me, crit)
+        })
+    }
+
+    fn load_forest(
+        &mut self,
+        data: &[f32],
+        counts: &[usize],
+        times: &mut PhaseTimes,
+    ) -> Result<(usize, usize)> {
+        let (lets, walk, stages) = (&mut self.lets, &mut self.walk, &self.stages);
+        let (forest, cells, particles) = times.time("let", || {
+            lets.unpack(stages, data, counts, |c, p| walk.reserve_tree(c, p))
+        })?;
+        self.forest = (cells > 0).then_some((forest, cells));
+        Ok((cells, particles))
+    }
+
+    fn walk(&mut self, source: Source, p: &WalkParams, times: &mut PhaseTimes) -> Result<()> {
+        let Some(mut t) = self.targets else {
+            return Ok(());
+        };
+        match source {
+            Source::Local => {
+                if std::mem::take(&mut self.tune) {
+                    if t.partial {
+                        // Tuned on a later full evaluation.
+                        self.tune = true;
+                    } else {
+                        times.time("tune", || self.tune(&mut t, p))?;
+                        self.targets = Some(t);
+                    }
+                }
+                let tree = self.tree()?;
+                self.walk.walk(
+                    tree.arrays,
+                    tree.cells,
+                    t.at,
+                    t.n,
+                    t.groups,
+                    p,
+                    false,
+                    times,
+                )
+            }
+            Source::Forest => match self.forest {
+                Some((forest, cells)) => self
+                    .walk
+                    .walk(forest, cells, t.at, t.n, t.groups, p, true, times),
+                None => Ok(()),
+            },
+        }
+    }
+
+    fn forces(&mut self, g: f64, times: &mut PhaseTimes) -> Result<Forces> {
+        let n = self.particles.n;
+        let Some(t) = self.targets else {
+            return Ok(Forces::default());
+        };
+        if let Some(order) = t.order {
+            self.walk.unsort(order, n, times)?;
+        }
+        if t.partial {
+            let active = self.groups.active_flags();
+            self.walk.mask_inactive(active, n, t.order.is_some())?;
+        }
+        let f = self.walk.download_forces(n, g, t.order.is_some(), times)?;
+        // The counts in the particles' order are the next decomposition's cost.
+        self.cost = Some(match t.order {
+            Some(_) => self.walk.counts_in_input_order(),
+            None => self.walk.results().1,
+        });
+        Ok(f)
+    }
+
+    fn recycle(&mut self, f: Forces) {
+        self.walk.recycle(f);
+    }
+
+    fn direct(
+        &mut self,
+        pos: &[DVec3],
+        mass: &[f64],
+        mine: std::ops::Range<usize>,
+        active: Option<&[bool]>,
+        eps: f64,
+        times: &mut PhaseTimes,
+    ) -> Result<(Vec<DVec3>, Vec<f64>)> {
+        if mine != (0..pos.len()) {
+            return Err(Error::input(
+                "--method direct on the GPU runs on one rank only \
+                 (use --backend cpu for a multi-rank direct sum)",
+            ));
+        }
+        let src: Vec<[f32; 4]> = pos
+            .iter()
+            .zip(mass)
+            .map(|(x, &m)| [x.x as f32, x.y as f32, x.z as f32, m as f32])
+            .collect();
+        let out = self.walk.direct(&src, (eps * eps) as f32, times)?;
+        // The GPU sums for every particle; only the active ones are reported.
+        Ok(out
+            .iter()
+            .enumerate()
+            .map(|(i, f)| match active {
+                Some(a) if !a[i] => (DVec3::ZERO, 0.0),
+                _ => (
+                    DVec3::new(f[0] as f64, f[1] as f64, f[2] as f64),
+                    f[3] as f64,
+                ),
+            })
+            .unzip())
+    }
+}

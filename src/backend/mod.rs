@@ -1,0 +1,167 @@
+//! The seam between the pipeline and the hardware: every stage of a force evaluation (particles
+//! in and out, domain keys and migration, tree build and refit, groups and targets, LET region,
+//! export and forest, walk, results) behind one trait, implemented on the CPU with rayon
+//! ([`cpu::CpuBackend`]) and on the GPU with the kernels of `cuda/` ([`gpu::GpuBackend`]).
+//!
+//! A backend holds this rank's particles and everything computed from them (tree, groups,
+//! targets, forest, results) where it computes them: on the GPU nothing comes down but what a
+//! caller asks for (the particles, the results, and the few words MPI sends). The
+//! orchestration above it (`forces`, `domain::decompose`) is written once, for one rank or
+//! many; it decides what runs when, what goes to MPI and what is timed.
+
+pub mod cpu;
+pub mod gpu;
+
+use crate::comm::Comm;
+use crate::diag::PhaseTimes;
+use crate::domain::Sample;
+use crate::error::Result;
+use crate::forces::TreeTopology;
+use crate::lets::Region;
+use crate::particles::Particles;
+use crate::sfc::{GridBox, Order};
+use crate::tree::TreeParams;
+use crate::walk::cpu::{Forces, WalkParams};
+use crate::walk::gpu::GpuLayout;
+use crate::walk::mac::Criterion;
+use glam::DVec3;
+
+/// Which tree a walk runs through.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Source {
+    /// This rank's own tree.
+    Local,
+    /// The forest of LETs received from the other ranks (its results are added to the
+    /// local tree's).
+    Forest,
+}
+
+/// What the walk's targets and groups are made of.
+#[derive(Clone, Copy, Debug)]
+pub struct TargetSpec<'a> {
+    /// The walk order: the tree's curve order, or the particles' own order for
+    /// [`Order::None`].
+    pub order: Order,
+    /// Targets per group of the CPU's grouped walk (the GPU groups V·G of its layout).
+    pub group: usize,
+    /// The previous acceleration magnitude |a| of every particle (acceleration units), for the
+    /// acceleration criterion.
+    pub amag: Option<&'a [f32]>,
+    /// Block steps: the particles whose forces are wanted (one flag per particle); only the
+    /// groups holding one walk, and the others' results are zero.
+    pub active: Option<&'a [bool]>,
+}
+
+/// One rank's force-evaluation stages on one kind of hardware. Particle-indexed arguments and
+/// results are in the order of the backend's particles: as loaded, then as the last
+/// [`Backend::migrate`] left them.
+pub trait Backend {
+    /// What computes the forces, e.g. "cpu (16 threads)" or the GPU's name.
+    fn device(&self) -> String;
+
+    /// Device bytes held (0 on the CPU).
+    fn device_bytes(&self) -> usize;
+
+    /// The GPU walk's (V, G) layout in use (`None` on the CPU).
+    fn layout(&self) -> Option<GpuLayout>;
+
+    /// Bytes copied between host and device so far: (up, down); zero on the CPU.
+    fn bus_bytes(&self) -> (u64, u64);
+
+    /// Takes `p` as this rank's particles: positions and masses, and with `payload` also the
+    /// velocities and ids (what a migration moves and [`Backend::particles`] gives back).
+    /// Forgets the tree.
+    fn load(&mut self, p: &Particles, payload: bool) -> Result<()>;
+
+    /// New positions and masses `p` of the particles loaded (the same particles in the same
+    /// order, moved): the tree is kept, for a refit.
+    fn update(&mut self, p: &Particles) -> Result<()>;
+
+    /// This rank's particles now (velocities and ids zero unless loaded with the payload).
+    fn particles(&mut self) -> Result<Particles>;
+
+    /// The particles' bounding box (lowest, highest corner; length units), inverted
+    /// (+inf, -inf) without particles.
+    fn bounds(&mut self) -> Result<(DVec3, DVec3)>;
+
+    /// The particles' Peano–Hilbert keys in `grid` (kept for [`Backend::migrate`]) summarised
+    /// as `count` weighted samples ([`crate::domain::sample_keys`]), weighted by each
+    /// particle's interactions in the last evaluation when `by_cost` and there was one.
+    fn sample(&mut self, grid: &GridBox, by_cost: bool, count: usize) -> Result<Vec<Sample>>;
+
+    /// Sends every particle (with its payload) to the rank owning its key under `splitters`;
+    /// afterwards this rank holds the particles it kept, in order, then those that arrived, by
+    /// source rank. Collective. Returns the particles that left. Forgets the tree.
+    fn migrate(&mut self, comm: &dyn Comm, splitters: &[u64]) -> Result<usize>;
+
+    /// Builds the tree of the particles. Times `sort`, `build`, `moments`.
+    fn build_tree(&mut self, p: &TreeParams, times: &mut PhaseTimes) -> Result<()>;
+
+    /// Refits the last tree to the particles' current positions (the same particles, in the
+    /// same order, as at its build). Times `refit`.
+    fn refit_tree(&mut self, p: &TreeParams, times: &mut PhaseTimes) -> Result<()>;
+
+    /// What a refit needs of the last tree, for a checkpoint (`None` without a tree).
+    fn topology(&mut self) -> Result<Option<TreeTopology>>;
+
+    /// Takes `t`, a checked topology of the particles loaded, as the last tree.
+    fn restore_topology(&mut self, t: &TreeTopology) -> Result<()>;
+
+    /// Forms the walk's targets and groups. Returns the number of targets that will walk.
+    /// Times `targets`.
+    fn targets(&mut self, spec: &TargetSpec, times: &mut PhaseTimes) -> Result<usize>;
+
+    /// The acceleration criterion's first evaluation: each target's previous |a| becomes `g`
+    /// times the |a| (G = 1) of the last walk's result for it.
+    fn bootstrap_amag(&mut self, g: f32) -> Result<()>;
+
+    /// The region of this rank's particles ([`Region::of_tree`]) cut into `pieces` boxes,
+    /// with the smallest previous |a| of the targets.
+    fn region(&mut self, pieces: usize) -> Result<Region>;
+
+    /// The LETs of the local tree for every rank's region (none for rank `me`), concatenated
+    /// in rank order in the wire format, and the words of each. Times `let`.
+    fn export_lets(
+        &mut self,
+        regions: &[Region],
+        me: usize,
+        crit: &Criterion,
+        times: &mut PhaseTimes,
+    ) -> Result<(Vec<f32>, Vec<usize>)>;
+
+    /// Takes the LETs received from every rank (`data`, `counts` words from each) as the
+    /// forest, checked. Returns its cells and particles. Times `let` (and `upload`).
+    fn load_forest(
+        &mut self,
+        data: &[f32],
+        counts: &[usize],
+        times: &mut PhaseTimes,
+    ) -> Result<(usize, usize)>;
+
+    /// Walks `source` for the targets with `p`: the local tree's results are written, the
+    /// forest's added to them. Times `walk`.
+    fn walk(&mut self, source: Source, p: &WalkParams, times: &mut PhaseTimes) -> Result<()>;
+
+    /// The results of the walks, in the particles' order: accelerations and potentials with
+    /// the gravitational constant `g` applied, p2p counts without the particle itself, m2p
+    /// counts. Times `download` (and `unsort`).
+    fn forces(&mut self, g: f64, times: &mut PhaseTimes) -> Result<Forces>;
+
+    /// Hands back result vectors that are no longer needed, for the next
+    /// [`Backend::forces`] to fill.
+    fn recycle(&mut self, f: Forces);
+
+    /// Direct summation for the particles `mine` of all of `pos`, `mass` (float64 on the CPU,
+    /// float32 on the GPU), G = 1, softening length `eps`: accelerations and potentials of
+    /// `mine`, zero for those not flagged in `active` (when given). Times `walk` (and
+    /// `upload`, `download`).
+    fn direct(
+        &mut self,
+        pos: &[DVec3],
+        mass: &[f64],
+        mine: std::ops::Range<usize>,
+        active: Option<&[bool]>,
+        eps: f64,
+        times: &mut PhaseTimes,
+    ) -> Result<(Vec<DVec3>, Vec<f64>)>;
+}

@@ -1,0 +1,254 @@
+//! The domain decomposition of particles that live on the device (`cuda/domain.cu`): their keys
+//! computed there, a strided sample of keys and costs brought down for the splitters, each
+//! particle's owner found there, the staying particles compacted there into fresh arrays, and
+//! only the leaving ones packed, brought down and sent; the arrivals go up and are appended.
+//! The same keys, samples and owners as the host's [`super::plan`], and the same particles in
+//! the same order on every rank afterwards.
+
+use super::migrate::Migration;
+use crate::comm::Comm;
+use crate::error::Result;
+use crate::gpu::launch::{grow, Arg, DeviceArray, KernelRunner};
+use crate::gpu::stages::{blocks, int, ptr, Stages};
+use crate::particles_gpu::{DeviceParticles, ParticleArrays};
+use crate::sfc::{GridBox, GRID};
+
+/// Doubles per particle record of a migration (RECORD_WORDS in cuda/particles.cu).
+pub const RECORD_WORDS: usize = 8;
+
+/// The device arrays of the decomposition, kept across decompositions.
+pub struct DomainArrays<R: KernelRunner> {
+    keys: R::Array<u64>,
+    sample_keys: R::Array<u64>,
+    sample_weights: R::Array<f64>,
+    splitters: R::Array<u64>,
+    dest: R::Array<u32>,
+    /// Per particle and one more: 1 when it leaves, then the exclusive scan.
+    leave: R::Array<u32>,
+    leaving: R::Array<u32>,
+    leaving_dest: R::Array<u32>,
+    /// The leaving particles in send order, their packed records, and the arrivals'.
+    order: R::Array<u32>,
+    records: R::Array<f64>,
+    /// The arrays the staying particles are compacted into, swapped with the particles'.
+    kept: ParticleArrays<R>,
+}
+
+impl<R: KernelRunner> DomainArrays<R> {
+    /// Empty arrays on the stage program's device.
+    pub fn new(s: &Stages<R>) -> Result<Self> {
+        let r = s.runner();
+        Ok(Self {
+            keys: r.alloc(1)?,
+            sample_keys: r.alloc(1)?,
+            sample_weights: r.alloc(1)?,
+            splitters: r.alloc(1)?,
+            dest: r.alloc(1)?,
+            leave: r.alloc(1)?,
+            leaving: r.alloc(1)?,
+            leaving_dest: r.alloc(1)?,
+            order: r.alloc(1)?,
+            records: r.alloc(1)?,
+            kept: ParticleArrays::new(r)?,
+        })
+    }
+
+    /// Bytes held on the device.
+    pub fn device_bytes(&self) -> usize {
+        8 * (self.keys.len()
+            + self.sample_keys.len()
+            + self.sample_weights.len()
+            + self.splitters.len()
+            + self.records.len())
+            + 4 * (self.dest.len()
+                + self.leave.len()
+                + self.leaving.len()
+                + self.leaving_dest.len()
+                + self.order.len())
+            + self.kept.bytes()
+    }
+
+    /// The Peano–Hilbert keys of `p` in `grid`, kept for the owners, and `m` of them, evenly
+    /// strided, each with its weight: the particle's interactions in the last evaluation from
+    /// the (p2p, m2p) counts at device address `cost` (per particle, in `p`'s order), or 1
+    /// without. See [`super::sample_keys`].
+    pub fn sample(
+        &mut self,
+        s: &Stages<R>,
+        p: &DeviceParticles<R>,
+        grid: &GridBox,
+        cost: Option<u64>,
+        m: usize,
+    ) -> Result<(Vec<u64>, Vec<f64>)> {
+        let r = s.runner();
+        let n = p.n;
+        grow(r, &mut self.keys, n)?;
+        grow(r, &mut self.sample_keys, m)?;
+        grow(r, &mut self.sample_weights, m)?;
+        let o = grid.origin;
+        // SAFETY: keys holds n keys, the samples m entries; the counts (when given) n pairs.
+        unsafe {
+            s.launch(
+                "domain_keys",
+                blocks(n),
+                &[
+                    ptr(&p.arrays.pos),
+                    int(n)?,
+                    Arg::F64(o.x),
+                    Arg::F64(o.y),
+                    Arg::F64(o.z),
+                    Arg::F64(GRID as f64 / grid.side),
+                    ptr(&self.keys),
+                ],
+            )?;
+            if m > 0 {
+                s.launch(
+                    "domain_samples",
+                    blocks(m),
+                    &[
+                        ptr(&self.keys),
+                        Arg::Ptr(cost.unwrap_or(0)),
+                        Arg::I32(cost.is_some() as i32),
+                        int(n)?,
+                        int(m)?,
+                        ptr(&self.sample_keys),
+                        ptr(&self.sample_weights),
+                    ],
+                )?;
+            }
+        }
+        Ok((
+            s.fetch(&self.sample_keys, m)?,
+            s.fetch(&self.sample_weights, m)?,
+        ))
+    }
+
+    /// Moves the particles `p` (with their velocities and ids) to the owners of their keys
+    /// (those of the last [`DomainArrays::sample`]) under `splitters`: the staying ones
+    /// compacted in order, then the arrivals appended by source rank, as
+    /// [`Migration::move_particles`] leaves them. Collective. Returns the particles that left.
+    pub fn migrate(
+        &mut self,
+        s: &Stages<R>,
+        comm: &dyn Comm,
+        p: &mut DeviceParticles<R>,
+        splitters: &[u64],
+    ) -> Result<usize> {
+        let r = s.runner();
+        let n = p.n;
+        grow(r, &mut self.splitters, splitters.len())?;
+        r.upload(splitters, &mut self.splitters)?;
+        grow(r, &mut self.dest, n)?;
+        grow(r, &mut self.leave, n + 1)?;
+        // SAFETY: dest holds n entries, leave n + 1.
+        unsafe {
+            s.launch(
+                "domain_owners",
+                blocks(n + 1),
+                &[
+                    ptr(&self.keys),
+                    int(n)?,
+                    ptr(&self.splitters),
+                    int(splitters.len())?,
+                    int(comm.rank())?,
+                    ptr(&self.dest),
+                    ptr(&self.leave),
+                ],
+            )?;
+        }
+        let leaving = s.scan_total(self.leave.ptr(), n)?;
+        let kept = n - leaving;
+        grow(r, &mut self.leaving, leaving)?;
+        grow(r, &mut self.leaving_dest, leaving)?;
+        // SAFETY: the leaving lists hold `leaving` entries, the scan's total.
+        unsafe {
+            s.launch(
+                "domain_leaving",
+                blocks(n),
+                &[
+                    int(n)?,
+                    ptr(&self.dest),
+                    ptr(&self.leave),
+                    ptr(&self.leaving),
+                    ptr(&self.leaving_dest),
+                ],
+            )?;
+        }
+        // The send order (grouped by destination, each group in order) is made on the host
+        // from the few leaving particles, as the host's migration makes it.
+        let index = s.fetch(&self.leaving, leaving)?;
+        let dest = s.fetch(&self.leaving_dest, leaving)?;
+        let plan = Migration::from_leaving(index, &dest, comm.size(), n);
+        grow(r, &mut self.order, leaving)?;
+        r.upload(&plan.order, &mut self.order)?;
+        grow(r, &mut self.records, RECORD_WORDS * leaving)?;
+        let a = &p.arrays;
+        // SAFETY: order lists `leaving` particles of the arrays; records holds as many.
+        unsafe {
+            s.launch(
+                "pack_particles",
+                blocks(leaving),
+                &[
+                    ptr(&self.order),
+                    int(leaving)?,
+                    ptr(&a.pos),
+                    ptr(&a.vel),
+                    ptr(&a.mass),
+                    ptr(&a.id),
+                    ptr(&self.records),
+                ],
+            )?;
+        }
+        let send = s.fetch(&self.records, RECORD_WORDS * leaving)?;
+        let counts: Vec<usize> = plan.counts.iter().map(|c| RECORD_WORDS * c).collect();
+        let got = comm.alltoallv_f64(&send, &counts)?.data;
+        let arrived = got.len() / RECORD_WORDS;
+        let total = kept + arrived;
+        self.kept.reserve(r, total, true)?;
+        let k = &self.kept;
+        // SAFETY: the kept arrays hold `total` particles, of which the staying ones take the
+        // first `kept`.
+        unsafe {
+            s.launch(
+                "domain_keep",
+                blocks(n),
+                &[
+                    int(n)?,
+                    ptr(&self.leave),
+                    ptr(&a.pos),
+                    ptr(&a.vel),
+                    ptr(&a.mass),
+                    ptr(&a.id),
+                    ptr(&k.pos),
+                    ptr(&k.vel),
+                    ptr(&k.mass),
+                    ptr(&k.id),
+                ],
+            )?;
+        }
+        if arrived > 0 {
+            grow(r, &mut self.records, got.len())?;
+            r.upload(&got, &mut self.records)?;
+            let k = &self.kept;
+            // SAFETY: the kept arrays hold `total` particles; records `arrived` records.
+            unsafe {
+                s.launch(
+                    "unpack_particles",
+                    blocks(arrived),
+                    &[
+                        ptr(&self.records),
+                        int(arrived)?,
+                        int(kept)?,
+                        ptr(&k.pos),
+                        ptr(&k.vel),
+                        ptr(&k.mass),
+                        ptr(&k.id),
+                    ],
+                )?;
+            }
+        }
+        std::mem::swap(&mut p.arrays, &mut self.kept);
+        p.n = total;
+        Ok(leaving)
+    }
+}

@@ -1,0 +1,119 @@
+//! The tree pipeline of one force evaluation, written once over the [`Backend`] seam for one
+//! rank or many: the tree (built or refitted), the walk's targets and groups, with several
+//! ranks the LETs (region, export, exchange in a communication thread while the local tree is
+//! walked, the received forest walked after it), and the results in the particles' order.
+
+use super::ForceParams;
+use crate::backend::{Backend, Source, TargetSpec};
+use crate::comm::Comm;
+use crate::diag::PhaseTimes;
+use crate::error::{Error, Result};
+use crate::lets::{gather_regions, LetStats};
+use crate::tree::TreeParams;
+use crate::walk::cpu::{Forces, WalkParams};
+use crate::walk::mac::{Criterion, Mac};
+use glam::DVec3;
+use rayon::prelude::*;
+use std::time::Instant;
+
+/// Forces on this rank's particles (those `backend` holds) from the particles of every rank of
+/// `comm`, by the tree walk: the tree rebuilt when `rebuild`, else refitted; `old_acc` (the
+/// previous accelerations, particle order) feeds the acceleration criterion, whose first
+/// evaluation without them walks first with the modified criterion; with `active`, only the
+/// groups holding an active particle walk. Returns the results in the particles' order, the
+/// LET traffic of this rank and the number of targets walked. Collective.
+pub(super) fn tree_forces(
+    backend: &mut dyn Backend,
+    comm: &dyn Comm,
+    params: &ForceParams,
+    rebuild: bool,
+    old_acc: Option<&[DVec3]>,
+    active: Option<&[bool]>,
+    times: &mut PhaseTimes,
+) -> Result<(Forces, LetStats, usize)> {
+    let tp = TreeParams {
+        order: params.order,
+        ncrit: params.ncrit.resolve(backend.layout().is_some()),
+        mac: params.mac,
+        theta: params.theta,
+    };
+    if rebuild {
+        backend.build_tree(&tp, times)?;
+    } else {
+        backend.refit_tree(&tp, times)?;
+    }
+    let amag: Option<Vec<f32>> = old_acc.map(|a| {
+        times.time("targets", || {
+            a.par_iter().map(|a| a.length() as f32).collect()
+        })
+    });
+    let spec = TargetSpec {
+        order: params.order,
+        group: params.group,
+        amag: amag.as_deref(),
+        active,
+    };
+    let walked = backend.targets(&spec, times)?;
+    let wp = params.walk_params();
+    let mut stats = LetStats::default();
+    if params.mac == Mac::Acceleration && old_acc.is_none() {
+        let boot = WalkParams {
+            criterion: Criterion {
+                mac: Mac::Modified,
+                ..wp.criterion
+            },
+            ..wp
+        };
+        walk_everything(backend, comm, &boot, params.let_boxes, times, &mut stats)?;
+        backend.bootstrap_amag(wp.criterion.g)?;
+    }
+    walk_everything(backend, comm, &wp, params.let_boxes, times, &mut stats)?;
+    let forces = backend.forces(params.g, times)?;
+    Ok((forces, stats, walked))
+}
+
+/// The walks of every particle of the job for the targets: the local tree and, with several
+/// ranks, the LETs of the others, exported against every rank's region (`let_boxes` boxes
+/// each), exchanged in a communication thread while this one walks the local tree (seed 001's
+/// proposed overlap), then walked as one forest. Adds the traffic to `stats`. Collective.
+fn walk_everything(
+    backend: &mut dyn Backend,
+    comm: &dyn Comm,
+    wp: &WalkParams,
+    let_boxes: usize,
+    times: &mut PhaseTimes,
+    stats: &mut LetStats,
+) -> Result<()> {
+    if comm.size() == 1 {
+        return backend.walk(Source::Local, wp, times);
+    }
+    let mine = times.time("let", || backend.region(let_boxes))?;
+    let regions = times.time("exchange", || gather_regions(comm, &mine))?;
+    let (send, counts) = backend.export_lets(&regions, comm.rank(), &wp.criterion, times)?;
+    // Only the communication thread calls MPI while the local tree is walked.
+    let (local, remote) = std::thread::scope(|s| {
+        let exchange = s.spawn(|| {
+            let t0 = Instant::now();
+            let got = comm.alltoallv_f32(&send, &counts);
+            (got, t0.elapsed().as_secs_f64())
+        });
+        let local = backend.walk(Source::Local, wp, times);
+        // What the overlap did not hide: the wait for the LETs after the local walk.
+        (local, times.time("let_wait", || exchange.join()))
+    });
+    local?;
+    let (got, secs) = remote.map_err(|_| Error::comm("the LET exchange thread panicked"))?;
+    times.add("exchange", secs);
+    let got = got?;
+    let (cells, particles) = backend.load_forest(&got.data, &got.counts, times)?;
+    stats.bytes_sent += 4 * send.len() as u64;
+    stats.bytes_received += 4 * got.data.len() as u64;
+    stats.cells_received += cells as u64;
+    stats.particles_received += particles as u64;
+    if cells > 0 {
+        let mut t = PhaseTimes::default();
+        backend.walk(Source::Forest, wp, &mut t)?;
+        times.add("walk_let", t.get("walk"));
+    }
+    Ok(())
+}

@@ -1,0 +1,191 @@
+//! Opening this rank's GPU (or the CPU kernel emulator in its place) and compiling the kernels
+//! of `cuda/` for it: the walk program (fast math, one per (V, G) layout) and the stage program
+//! (IEEE arithmetic: keys, sort, tree, groups, domains, LETs, particle arrays).
+
+use super::cuda_runner::{CudaDevice, CudaRunner};
+#[cfg(hinoki_emulator)]
+use super::emulator::Emulator;
+use super::runner::{BusBytes, Device, Runner};
+use crate::error::{Error, Result};
+use cudarc::driver::CudaContext;
+use std::sync::Arc;
+
+/// Environment variable that makes [`GpuContext::open`] open the CPU kernel emulator instead of
+/// a GPU (for tests of the GPU code on machines without one; builds with the emulator only).
+pub const EMULATOR_VARIABLE: &str = "HINOKI_GPU_EMULATOR";
+
+/// The node-local rank (which GPU to take): from OpenMPI, Slurm, MPICH or PMIx, else 0.
+pub fn local_rank() -> usize {
+    [
+        "OMPI_COMM_WORLD_LOCAL_RANK",
+        "SLURM_LOCALID",
+        "MPI_LOCALRANKID",
+        "PMIX_LOCAL_RANK",
+    ]
+    .iter()
+    .find_map(|v| std::env::var(v).ok()?.parse().ok())
+    .unwrap_or(0)
+}
+
+/// Where the kernels run.
+enum Host {
+    /// A GPU, with its compute capability, e.g. "sm_90".
+    Cuda {
+        device: Arc<CudaDevice>,
+        arch: &'static str,
+    },
+    /// The CPU kernel emulator.
+    #[cfg(hinoki_emulator)]
+    Emulated,
+}
+
+/// The sources of the walk program: `cuda/gravity.cuh`, then `cuda/walk.cu`, `cuda/walk_list.cu`,
+/// `cuda/direct.cu` without their includes of it, and `cuda/unsort.cu` (NVRTC is given one
+/// self-contained program).
+fn walk_source() -> String {
+    [
+        include_str!("../../cuda/gravity.cuh"),
+        &without_include(include_str!("../../cuda/walk.cu")),
+        &without_include(include_str!("../../cuda/walk_list.cu")),
+        &without_include(include_str!("../../cuda/direct.cu")),
+        include_str!("../../cuda/unsort.cu"),
+    ]
+    .join("\n")
+}
+
+/// The sources of the stage program, in the order the emulator includes them
+/// (`cuda/emulate/kernels.cpp`).
+fn stage_source() -> String {
+    [
+        include_str!("../../cuda/gravity.cuh"),
+        include_str!("../../cuda/build.cu"),
+        include_str!("../../cuda/groups.cu"),
+        include_str!("../../cuda/particles.cu"),
+        include_str!("../../cuda/domain.cu"),
+        &without_include(include_str!("../../cuda/lets.cu")),
+    ]
+    .join("\n")
+}
+
+/// `source` without its `#include "gravity.cuh"` (the program holds that header once, first).
+fn without_include(source: &str) -> String {
+    source.replace("#include \"gravity.cuh\"", "")
+}
+
+fn driver_err(what: &str) -> impl Fn(cudarc::driver::DriverError) -> Error + '_ {
+    move |e| Error::device(format!("CUDA {what} failed: {e}"))
+}
+
+/// This rank's GPU, or the emulator: compiles programs for it and counts the bytes its copies
+/// move over the bus.
+pub struct GpuContext {
+    host: Host,
+    bus: Arc<BusBytes>,
+    /// Human-readable device description, e.g. "NVIDIA H100 80GB HBM3 (GPU 0, sm_90)".
+    pub name: String,
+}
+
+impl GpuContext {
+    /// Opens GPU `local_rank mod device_count` (after `CUDA_VISIBLE_DEVICES`). With
+    /// [`EMULATOR_VARIABLE`] set, opens the CPU kernel emulator instead. Fails with the reason
+    /// when neither can be had (no libcuda, no NVRTC, no GPU).
+    pub fn open(local_rank: usize) -> Result<Self> {
+        if std::env::var_os(EMULATOR_VARIABLE).is_some() {
+            return Self::emulated();
+        }
+        // SAFETY: only tries to load the shared libraries.
+        if !unsafe { cudarc::driver::sys::is_culib_present() } {
+            return Err(Error::device(
+                "no CUDA driver (libcuda) found on this machine",
+            ));
+        }
+        // SAFETY: as above.
+        if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+            return Err(Error::device(
+                "CUDA driver found but no NVRTC library (libnvrtc) to compile the kernels",
+            ));
+        }
+        let count = CudaContext::device_count().map_err(driver_err("device query"))?;
+        if count < 1 {
+            return Err(Error::device("the CUDA driver reports no GPU"));
+        }
+        let ordinal = local_rank % count as usize;
+        let ctx = CudaContext::new(ordinal).map_err(driver_err("context creation"))?;
+        let (major, minor) = ctx
+            .compute_capability()
+            .map_err(driver_err("capability query"))?;
+        let arch: &'static str = Box::leak(format!("sm_{major}{minor}").into_boxed_str());
+        let device_name = ctx.name().map_err(driver_err("name query"))?;
+        Ok(Self {
+            host: Host::Cuda {
+                device: CudaDevice::new(ctx.default_stream()),
+                arch,
+            },
+            bus: Arc::default(),
+            name: format!("{device_name} (GPU {ordinal}, {arch})"),
+        })
+    }
+
+    /// The CPU kernel emulator in place of a GPU: the same kernels and launch sequences, run on
+    /// this CPU (slowly), for tests.
+    #[cfg(hinoki_emulator)]
+    pub fn emulated() -> Result<Self> {
+        Ok(Self {
+            host: Host::Emulated,
+            bus: Arc::default(),
+            name: "CPU kernel emulator".into(),
+        })
+    }
+
+    /// Without the emulator (no C++ compiler at build time) there is nothing to open.
+    #[cfg(not(hinoki_emulator))]
+    pub fn emulated() -> Result<Self> {
+        Err(Error::device(format!(
+            "{EMULATOR_VARIABLE} is set but this hinoki was built without the CPU kernel emulator (no C++ compiler at build time)"
+        )))
+    }
+
+    /// Bytes copied over the bus so far by every program of this context: (up, down).
+    pub fn bus_bytes(&self) -> (u64, u64) {
+        self.bus.get()
+    }
+
+    /// The walk program (`cuda/gravity.cuh`, `walk.cu`, `walk_list.cu`, `direct.cu`,
+    /// `unsort.cu`) compiled for V targets per thread and G threads per group, with fast math:
+    /// rsqrtf, flush-to-zero and approximate division (the walk's error budget is set by the
+    /// multipole expansion, orders of magnitude above this).
+    pub fn walk_program(&self, v: u32, g: u32) -> Result<Runner> {
+        let device = match &self.host {
+            Host::Cuda { device, arch } => Device::Cuda(CudaRunner::compile(
+                device,
+                arch,
+                "hinoki.cu",
+                &walk_source(),
+                true,
+                vec![format!("-DHINOKI_V={v}"), format!("-DHINOKI_G={g}")],
+            )?),
+            #[cfg(hinoki_emulator)]
+            Host::Emulated => Device::Emulated(Emulator::for_layout(v, g)),
+        };
+        Ok(Runner::new(device, self.bus.clone()))
+    }
+
+    /// The stage program (`cuda/build.cu`, `groups.cu`, `particles.cu`, `domain.cu`,
+    /// `lets.cu`, with `gravity.cuh` first), with IEEE arithmetic: its results equal the host's
+    /// bit for bit.
+    pub fn stage_program(&self) -> Result<Runner> {
+        let device = match &self.host {
+            Host::Cuda { device, arch } => Device::Cuda(CudaRunner::compile(
+                device,
+                arch,
+                "stages.cu",
+                &stage_source(),
+                false,
+                Vec::new(),
+            )?),
+            #[cfg(hinoki_emulator)]
+            Host::Emulated => Device::Emulated(Emulator::new()),
+        };
+        Ok(Runner::new(device, self.bus.clone()))
+    }
+}

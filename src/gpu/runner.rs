@@ -1,0 +1,180 @@
+//! The device a program runs on: a real GPU, or (for tests without one) the CPU kernel
+//! emulator, behind one [`KernelRunner`], counting the bytes every copy moves over the bus.
+
+use super::cuda_runner::{CudaArray, CudaRunner};
+#[cfg(hinoki_emulator)]
+use super::emulator::{EmuArray, Emulator};
+use super::launch::{Arg, DeviceArray, Element, KernelRunner};
+use crate::error::Result;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+
+/// Bytes copied between host and device, up and down, by every program of one context.
+#[derive(Debug, Default)]
+pub struct BusBytes {
+    up: AtomicU64,
+    down: AtomicU64,
+}
+
+impl BusBytes {
+    /// Bytes copied so far: (host to device, device to host).
+    pub fn get(&self) -> (u64, u64) {
+        (self.up.load(Relaxed), self.down.load(Relaxed))
+    }
+
+    fn add_up<T>(&self, elements: usize) {
+        self.up
+            .fetch_add((elements * std::mem::size_of::<T>()) as u64, Relaxed);
+    }
+
+    fn add_down<T>(&self, elements: usize) {
+        self.down
+            .fetch_add((elements * std::mem::size_of::<T>()) as u64, Relaxed);
+    }
+}
+
+/// Where a program's kernels run.
+pub enum Device {
+    /// A GPU, through cudarc.
+    Cuda(CudaRunner),
+    /// The CPU kernel emulator (`cuda/emulate/`).
+    #[cfg(hinoki_emulator)]
+    Emulated(Emulator),
+}
+
+/// A compiled program on a GPU or on the emulator, with the bus counter of its context.
+pub struct Runner {
+    device: Device,
+    bus: Arc<BusBytes>,
+}
+
+impl Runner {
+    /// The program on `device`, counting its copies into `bus`.
+    pub fn new(device: Device, bus: Arc<BusBytes>) -> Self {
+        Self { device, bus }
+    }
+}
+
+/// A device array of a [`Runner`].
+pub enum RunnerArray<T> {
+    /// On a GPU.
+    Cuda(CudaArray<T>),
+    /// In the emulator's (host) memory.
+    #[cfg(hinoki_emulator)]
+    Emulated(EmuArray<T>),
+}
+
+impl<T> DeviceArray for RunnerArray<T> {
+    fn ptr(&self) -> u64 {
+        match self {
+            Self::Cuda(a) => a.ptr(),
+            #[cfg(hinoki_emulator)]
+            Self::Emulated(a) => a.ptr(),
+        }
+    }
+    fn len(&self) -> usize {
+        match self {
+            Self::Cuda(a) => a.len(),
+            #[cfg(hinoki_emulator)]
+            Self::Emulated(a) => a.len(),
+        }
+    }
+}
+
+#[cfg(hinoki_emulator)]
+fn foreign() -> crate::error::Error {
+    crate::error::Error::device("a device array used with another device")
+}
+
+impl KernelRunner for Runner {
+    type Array<T: Element> = RunnerArray<T>;
+
+    fn alloc<T: Element>(&self, n: usize) -> Result<RunnerArray<T>> {
+        match &self.device {
+            Device::Cuda(r) => r.alloc(n).map(RunnerArray::Cuda),
+            #[cfg(hinoki_emulator)]
+            Device::Emulated(r) => r.alloc(n).map(RunnerArray::Emulated),
+        }
+    }
+
+    fn upload<T: Element>(&self, src: &[T], dst: &mut RunnerArray<T>) -> Result<()> {
+        self.bus.add_up::<T>(src.len());
+        match (&self.device, dst) {
+            (Device::Cuda(r), RunnerArray::Cuda(a)) => r.upload(src, a),
+            #[cfg(hinoki_emulator)]
+            (Device::Emulated(r), RunnerArray::Emulated(a)) => r.upload(src, a),
+            #[cfg(hinoki_emulator)]
+            _ => Err(foreign()),
+        }
+    }
+
+    fn download<T: Element>(&self, src: &RunnerArray<T>, dst: &mut [T]) -> Result<()> {
+        self.bus.add_down::<T>(dst.len());
+        match (&self.device, src) {
+            (Device::Cuda(r), RunnerArray::Cuda(a)) => r.download(a, dst),
+            #[cfg(hinoki_emulator)]
+            (Device::Emulated(r), RunnerArray::Emulated(a)) => r.download(a, dst),
+            #[cfg(hinoki_emulator)]
+            _ => Err(foreign()),
+        }
+    }
+
+    fn upload_with<T: Element>(
+        &self,
+        len: usize,
+        fill: &(dyn Fn(usize, &mut [T]) + Sync),
+        dst: &mut RunnerArray<T>,
+    ) -> Result<()> {
+        self.bus.add_up::<T>(len);
+        match (&self.device, dst) {
+            (Device::Cuda(r), RunnerArray::Cuda(a)) => r.upload_with(len, fill, a),
+            #[cfg(hinoki_emulator)]
+            (Device::Emulated(r), RunnerArray::Emulated(a)) => r.upload_with(len, fill, a),
+            #[cfg(hinoki_emulator)]
+            _ => Err(foreign()),
+        }
+    }
+
+    fn download_with<T: Element>(
+        &self,
+        src: &RunnerArray<T>,
+        len: usize,
+        take: &(dyn Fn(usize, &[T]) + Sync),
+    ) -> Result<()> {
+        self.bus.add_down::<T>(len);
+        match (&self.device, src) {
+            (Device::Cuda(r), RunnerArray::Cuda(a)) => r.download_with(a, len, take),
+            #[cfg(hinoki_emulator)]
+            (Device::Emulated(r), RunnerArray::Emulated(a)) => r.download_with(a, len, take),
+            #[cfg(hinoki_emulator)]
+            _ => Err(foreign()),
+        }
+    }
+
+    unsafe fn launch(&self, name: &str, grid: u32, block: u32, args: &[Arg]) -> Result<()> {
+        // SAFETY: passed on with the caller's guarantee.
+        unsafe {
+            match &self.device {
+                Device::Cuda(r) => r.launch(name, grid, block, args),
+                #[cfg(hinoki_emulator)]
+                Device::Emulated(r) => r.launch(name, grid, block, args),
+            }
+        }
+    }
+
+    fn synchronize(&self) -> Result<()> {
+        match &self.device {
+            Device::Cuda(r) => r.synchronize(),
+            #[cfg(hinoki_emulator)]
+            Device::Emulated(r) => r.synchronize(),
+        }
+    }
+
+    fn resident_blocks(&self, name: &str, block: u32) -> Result<u32> {
+        match &self.device {
+            Device::Cuda(r) => r.resident_blocks(name, block),
+            #[cfg(hinoki_emulator)]
+            Device::Emulated(r) => r.resident_blocks(name, block),
+        }
+    }
+}

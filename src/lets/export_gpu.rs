@@ -1,0 +1,409 @@
+//! LETs on the device (`cuda/lets.cu`): the region of this rank's particles from the tree built
+//! there, the LET of that tree for every other rank packed there into one buffer that comes
+//! down once, and the received forest, gone up once, unpacked there into the walk's arrays. The
+//! same region, the same LET words and the same forest as the host's [`Region::of_tree`],
+//! [`export`](super::export) and [`unpack_forest`](super::wire::unpack_forest) (tested on the
+//! emulator), so the walk sees the same trees on either backend.
+
+use super::export::padded;
+use super::region::{Region, TargetBox};
+use super::wire::{check_root, header, malformed, CELL_WORDS, HEADER_WORDS, PARTICLE_WORDS};
+use crate::error::Result;
+use crate::gpu::launch::{grow, Arg, DeviceArray, KernelRunner};
+use crate::gpu::stages::{blocks, int, ptr, Stages};
+use crate::tree::build_gpu::{DeviceTree, TreeArrays};
+use crate::walk::mac::{Criterion, Mac};
+
+/// Blocks of the per-block reductions (their partial results come down).
+const REDUCE_BLOCKS: usize = 256;
+
+/// The device arrays of the LET stages, grown as needed and kept across evaluations.
+pub struct LetArrays<R: KernelRunner> {
+    /// Per cell and one more: region flags, then their scan.
+    slot: R::Array<u32>,
+    /// The region's cells, and their boxes (6 floats each).
+    list: R::Array<u32>,
+    boxes: R::Array<f32>,
+    /// Per-block partial minima of the targets' previous |a|.
+    partial: R::Array<f32>,
+    /// Per destination: its first box (after its bound), its number of boxes, its amin; the
+    /// boxes (padded, 6 floats each).
+    box_start: R::Array<u32>,
+    box_count: R::Array<u32>,
+    amin: R::Array<f32>,
+    dest_boxes: R::Array<f32>,
+    /// Per destination and cell: its fate; then per destination and cell (and one more each)
+    /// whether it is sent and its particles, then their scans.
+    fate: R::Array<u8>,
+    sent: R::Array<u32>,
+    particles: R::Array<u32>,
+    /// Both scans at each destination's first cell.
+    edges: R::Array<u32>,
+    /// Per destination: where its buffer starts (words) and its cells.
+    at: R::Array<u32>,
+    ncell: R::Array<u32>,
+    /// The packed LETs, and the received ones.
+    out: R::Array<f32>,
+    received: R::Array<f32>,
+    /// The first malformed cell and particle of a received LET.
+    bad: R::Array<u32>,
+}
+
+impl<R: KernelRunner> LetArrays<R> {
+    /// Empty arrays on the stage program's device.
+    pub fn new(s: &Stages<R>) -> Result<Self> {
+        let r = s.runner();
+        Ok(Self {
+            slot: r.alloc(1)?,
+            list: r.alloc(1)?,
+            boxes: r.alloc(1)?,
+            partial: r.alloc(REDUCE_BLOCKS)?,
+            box_start: r.alloc(1)?,
+            box_count: r.alloc(1)?,
+            amin: r.alloc(1)?,
+            dest_boxes: r.alloc(1)?,
+            fate: r.alloc(1)?,
+            sent: r.alloc(1)?,
+            particles: r.alloc(1)?,
+            edges: r.alloc(1)?,
+            at: r.alloc(1)?,
+            ncell: r.alloc(1)?,
+            out: r.alloc(1)?,
+            received: r.alloc(1)?,
+            bad: r.alloc(2)?,
+        })
+    }
+
+    /// Bytes held on the device.
+    pub fn device_bytes(&self) -> usize {
+        4 * (self.slot.len()
+            + self.list.len()
+            + self.boxes.len()
+            + self.partial.len()
+            + self.box_start.len()
+            + self.box_count.len()
+            + self.amin.len()
+            + self.dest_boxes.len()
+            + self.sent.len()
+            + self.particles.len()
+            + self.edges.len()
+            + self.at.len()
+            + self.ncell.len()
+            + self.out.len()
+            + self.received.len()
+            + self.bad.len())
+            + self.fate.len()
+    }
+
+    /// The region of the particles of `tree` ([`Region::of_tree`]: the tight boxes of its
+    /// cells cut at `n / pieces` particles), with the smallest previous |a| of the `nt` targets
+    /// at device address `targets` (x, y, z, |a_old| each).
+    pub fn region(
+        &mut self,
+        s: &Stages<R>,
+        tree: &DeviceTree,
+        targets: u64,
+        nt: usize,
+        pieces: usize,
+    ) -> Result<Region> {
+        let r = s.runner();
+        let nc = tree.cells;
+        let t = &tree.arrays;
+        let cut = (tree.particles / pieces.max(1)).max(1) as u32;
+        grow(r, &mut self.slot, nc + 1)?;
+        // SAFETY: slot holds a flag per cell and one more.
+        unsafe {
+            s.launch(
+                "region_cells",
+                blocks(nc + 1),
+                &[
+                    int(nc)?,
+                    Arg::Ptr(t.count),
+                    Arg::Ptr(t.nchild),
+                    Arg::Ptr(t.parent),
+                    Arg::U32(cut),
+                    ptr(&self.slot),
+                ],
+            )?;
+        }
+        let nb = s.scan_total(self.slot.ptr(), nc)?;
+        grow(r, &mut self.list, nb)?;
+        grow(r, &mut self.boxes, 6 * nb)?;
+        // SAFETY: list and boxes hold `nb` entries, the number of flagged cells.
+        unsafe {
+            s.launch(
+                "region_list",
+                blocks(nc),
+                &[int(nc)?, ptr(&self.slot), ptr(&self.list)],
+            )?;
+            if nb > 0 {
+                s.launch(
+                    "region_boxes",
+                    nb as u32,
+                    &[
+                        ptr(&self.list),
+                        Arg::Ptr(t.first),
+                        Arg::Ptr(t.count),
+                        Arg::Ptr(t.particles),
+                        ptr(&self.boxes),
+                    ],
+                )?;
+            }
+            s.launch(
+                "targets_amin",
+                REDUCE_BLOCKS as u32,
+                &[Arg::Ptr(targets), int(nt)?, ptr(&self.partial)],
+            )?;
+        }
+        let words: Vec<f32> = s.fetch(&self.boxes, 6 * nb)?;
+        let boxes: Vec<TargetBox> = words
+            .chunks_exact(6)
+            .map(|b| ([b[0], b[1], b[2]], [b[3], b[4], b[5]]))
+            .collect();
+        let amin = s
+            .fetch(&self.partial, REDUCE_BLOCKS)?
+            .into_iter()
+            .fold(f32::INFINITY, f32::min);
+        Ok(Region::from_boxes(amin, boxes))
+    }
+
+    /// The LET of `tree` for every rank's region in `regions` (none for rank `me`), in the wire
+    /// format, concatenated in rank order, and the words of each: what
+    /// [`export`](super::export) gives rank by rank on the host tree, word for word.
+    pub fn export(
+        &mut self,
+        s: &Stages<R>,
+        tree: &DeviceTree,
+        regions: &[Region],
+        me: usize,
+        crit: &Criterion,
+    ) -> Result<(Vec<f32>, Vec<usize>)> {
+        let r = s.runner();
+        let (nc, nd) = (tree.cells, regions.len());
+        let t = &tree.arrays;
+        // The destinations' boxes, padded as the host's export pads them: each bound, then its
+        // boxes.
+        let (mut start, mut count, mut amin, mut words) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        for (d, region) in regions.iter().enumerate() {
+            let nb = if d == me { 0 } else { region.boxes.len() };
+            if nb > 0 {
+                words.extend(flat(&padded(&region.bound)));
+                start.push((words.len() / 6) as u32);
+                for b in &region.boxes {
+                    words.extend(flat(&padded(b)));
+                }
+            } else {
+                start.push(0);
+            }
+            count.push(nb as u32);
+            amin.push(region.amin);
+        }
+        for (a, v) in [(&mut self.box_start, &start), (&mut self.box_count, &count)] {
+            grow(r, a, nd)?;
+            r.upload(v, a)?;
+        }
+        grow(r, &mut self.amin, nd)?;
+        r.upload(&amin, &mut self.amin)?;
+        grow(r, &mut self.dest_boxes, words.len())?;
+        r.upload(&words, &mut self.dest_boxes)?;
+        let entries = nd * (nc + 1);
+        grow(r, &mut self.fate, nd * nc)?;
+        grow(r, &mut self.sent, entries + 1)?;
+        grow(r, &mut self.particles, entries + 1)?;
+        let pairs = nd * nc;
+        // SAFETY: fate holds a cell per destination, sent and particles a cell and one more per
+        // destination and one more; the boxes are those of `start` and `count`.
+        unsafe {
+            s.launch(
+                "let_fates",
+                blocks(pairs),
+                &[
+                    int(nc)?,
+                    int(nd)?,
+                    Arg::Ptr(t.boxes),
+                    Arg::Ptr(t.com_mass),
+                    Arg::Ptr(t.s_eff),
+                    Arg::Ptr(t.nchild),
+                    ptr(&self.box_start),
+                    ptr(&self.box_count),
+                    ptr(&self.amin),
+                    ptr(&self.dest_boxes),
+                    Arg::I32((crit.mac == Mac::Acceleration) as i32),
+                    Arg::F32(crit.alpha),
+                    Arg::F32(crit.g),
+                    ptr(&self.fate),
+                ],
+            )?;
+            s.launch(
+                "let_sent",
+                blocks(entries + 1),
+                &[
+                    int(nc)?,
+                    int(nd)?,
+                    Arg::Ptr(t.parent),
+                    Arg::Ptr(t.count),
+                    ptr(&self.fate),
+                    ptr(&self.sent),
+                    ptr(&self.particles),
+                ],
+            )?;
+        }
+        s.scan_total(self.sent.ptr(), entries)?;
+        s.scan_total(self.particles.ptr(), entries)?;
+        // Each destination's cells and particles: differences of the scans at its boundaries.
+        grow(r, &mut self.edges, 2 * (nd + 1))?;
+        // SAFETY: edges holds two entries per destination and one more.
+        unsafe {
+            s.launch(
+                "let_edges",
+                blocks(nd + 1),
+                &[
+                    int(nc)?,
+                    int(nd)?,
+                    ptr(&self.sent),
+                    ptr(&self.particles),
+                    ptr(&self.edges),
+                ],
+            )?;
+        }
+        let edges = s.fetch(&self.edges, 2 * (nd + 1))?;
+        let edge = |k: usize, d: usize| edges[2 * d + k] as usize;
+        let mut at = Vec::with_capacity(nd);
+        let mut ncell = Vec::with_capacity(nd);
+        let mut lens = Vec::with_capacity(nd);
+        let mut total = 0usize;
+        for d in 0..nd {
+            let cells = edge(0, d + 1) - edge(0, d);
+            let particles = edge(1, d + 1) - edge(1, d);
+            let len = if cells > 0 {
+                HEADER_WORDS + cells * CELL_WORDS + particles * PARTICLE_WORDS
+            } else {
+                0
+            };
+            at.push(
+                u32::try_from(total)
+                    .map_err(|_| crate::Error::device("the LETs of one rank exceed 2^32 words"))?,
+            );
+            ncell.push(cells as u32);
+            lens.push(len);
+            total += len;
+        }
+        for (a, v) in [(&mut self.at, &at), (&mut self.ncell, &ncell)] {
+            grow(r, a, nd)?;
+            r.upload(v, a)?;
+        }
+        grow(r, &mut self.out, total)?;
+        // SAFETY: out holds every destination's buffer at its `at`, sized from the scans.
+        unsafe {
+            s.launch(
+                "let_pack",
+                blocks(entries),
+                &[
+                    int(nc)?,
+                    int(nd)?,
+                    Arg::Ptr(t.boxes),
+                    Arg::Ptr(t.com_mass),
+                    Arg::Ptr(t.quad),
+                    Arg::Ptr(t.trace),
+                    Arg::Ptr(t.s_eff),
+                    Arg::Ptr(t.first),
+                    Arg::Ptr(t.count),
+                    Arg::Ptr(t.subtree),
+                    Arg::Ptr(t.nchild),
+                    Arg::Ptr(t.level),
+                    Arg::Ptr(t.particles),
+                    ptr(&self.fate),
+                    ptr(&self.sent),
+                    ptr(&self.particles),
+                    ptr(&self.at),
+                    ptr(&self.ncell),
+                    ptr(&self.out),
+                ],
+            )?;
+        }
+        Ok((s.fetch(&self.out, total)?, lens))
+    }
+
+    /// Unpacks the LETs received from every rank (`data`, `counts` words from each, in the
+    /// wire format) into a forest on the device, in the walk's tree arrays that `place` gives
+    /// for its cells and particles, checking each buffer as
+    /// [`unpack_forest`](super::wire::unpack_forest) does (the same error for the same
+    /// defect). Returns where the forest is, its cells and its particles.
+    pub fn unpack(
+        &mut self,
+        s: &Stages<R>,
+        data: &[f32],
+        counts: &[usize],
+        place: impl FnOnce(usize, usize) -> Result<TreeArrays>,
+    ) -> Result<(TreeArrays, usize, usize)> {
+        let r = s.runner();
+        // The headers are read on the host: (source, first word, cells, particles).
+        let mut pieces = Vec::new();
+        let mut at = 0usize;
+        for (src, &len) in counts.iter().enumerate() {
+            let buf = &data[at..at + len];
+            if len > 0 {
+                let (nc, np) = header(src, buf)?;
+                pieces.push((src, at, nc, np));
+            }
+            at += len;
+        }
+        let cells: usize = pieces.iter().map(|p| p.2).sum();
+        let particles: usize = pieces.iter().map(|p| p.3).sum();
+        let forest = place(cells, particles)?;
+        grow(r, &mut self.received, data.len())?;
+        r.upload(data, &mut self.received)?;
+        let (mut cell0, mut part0) = (0usize, 0usize);
+        for &(src, at, nc, np) in &pieces {
+            r.upload(&[u32::MAX, u32::MAX], &mut self.bad)?;
+            // SAFETY: the forest holds `cells` cells and `particles` particles, of which this
+            // LET's go at cell0 and part0; its words lie in `received` from `at` (checked
+            // against its header).
+            unsafe {
+                s.launch(
+                    "let_unpack",
+                    blocks(nc + np),
+                    &[
+                        ptr(&self.received),
+                        Arg::U32((at + HEADER_WORDS) as u32),
+                        int(nc)?,
+                        int(np)?,
+                        int(cell0)?,
+                        int(part0)?,
+                        Arg::Ptr(forest.boxes),
+                        Arg::Ptr(forest.com_mass),
+                        Arg::Ptr(forest.quad),
+                        Arg::Ptr(forest.trace),
+                        Arg::Ptr(forest.s_eff),
+                        Arg::Ptr(forest.first),
+                        Arg::Ptr(forest.count),
+                        Arg::Ptr(forest.subtree),
+                        Arg::Ptr(forest.nchild),
+                        Arg::Ptr(forest.particles),
+                        ptr(&self.bad),
+                    ],
+                )?;
+            }
+            let bad = s.fetch(&self.bad, 2)?;
+            if bad[0] != u32::MAX {
+                return Err(malformed(src, &format!("cell {} is malformed", bad[0])));
+            }
+            check_root(src, &data[at..], nc)?;
+            if bad[1] != u32::MAX {
+                return Err(malformed(src, "a particle is not finite"));
+            }
+            cell0 += nc;
+            part0 += np;
+        }
+        Ok((forest, cells, particles))
+    }
+}
+
+/// A box as 6 floats: centre, then half-extents.
+fn flat((c, h): &TargetBox) -> [f32; 6] {
+    [c[0], c[1], c[2], h[0], h[1], h[2]]
+}
+
+#[cfg(all(test, hinoki_emulator))]
+mod tests;

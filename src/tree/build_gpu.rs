@@ -1,0 +1,861 @@
+//! The tree built on the device (`cuda/build.cu`) from the particles that live there: keys, a
+//! stable radix sort, the topology level by level, the preorder and the upward pass; and the
+//! refit of the last tree to moved particles, on the device too.
+//!
+//! The launch sequence is written once, over [`KernelRunner`], so that it runs on a GPU or on
+//! the CPU kernel emulator; both give the tree [`Tree::build`] gives on the same float32
+//! particles, bit for bit, and the refit [`Tree::refit`] gives (tested on the emulator in CI and
+//! on the GPU in `tests/gpu.rs`).
+
+use crate::diag::PhaseTimes;
+use crate::error::Result;
+use crate::forces::TreeTopology;
+use crate::gpu::launch::{with_headroom, Arg, DeviceArray, KernelRunner};
+use crate::gpu::stages::{blocks, int, ptr, Stages};
+use crate::sfc::{GridBox, Order, GRID};
+use crate::tree::{Cells, Tree, TreeParams, MAX_LEVEL};
+use crate::walk::mac::Mac;
+use bfs::bfs_layout;
+use glam::DVec3;
+
+/// Keys per block of a radix pass (RADIX_TILE in cuda/build.cu).
+const TILE: usize = 2048;
+/// Float64 words of one cell's moments (MOMENT_WORDS).
+const MOMENT_WORDS: usize = 11;
+
+/// Device addresses of a tree's arrays, as the walk and LET kernels read them: sorted particles
+/// (x, y, z, m), and per cell in preorder its centre of mass and mass, S_eff, box (centre, half
+/// side), subtree size, first particle, particle count, number of children, quadrupole (6
+/// floats), trace and level.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TreeArrays {
+    /// Sorted particles, 4 floats each.
+    pub particles: u64,
+    /// Per cell: centre of mass and mass, 4 floats.
+    pub com_mass: u64,
+    /// Per cell: S_eff (float).
+    pub s_eff: u64,
+    /// Per cell: box centre and half side, 4 floats.
+    pub boxes: u64,
+    /// Per cell: cells in its subtree (u32).
+    pub subtree: u64,
+    /// Per cell: first particle (u32).
+    pub first: u64,
+    /// Per cell: particle count (u32).
+    pub count: u64,
+    /// Per cell: children (u8).
+    pub nchild: u64,
+    /// Per cell: traceless quadrupole, 6 floats.
+    pub quad: u64,
+    /// Per cell: trace (float).
+    pub trace: u64,
+    /// Per cell: tree level (u8).
+    pub level: u64,
+    /// Per cell: its parent (u32; `u32::MAX` for the root).
+    pub parent: u64,
+}
+
+/// Where the particles a tree is built from lie on the device: `n` positions (3 doubles each,
+/// length units) and masses (doubles, mass units).
+#[derive(Clone, Copy, Debug)]
+pub struct Positions {
+    /// Device address of the positions.
+    pub pos: u64,
+    /// Device address of the masses.
+    pub mass: u64,
+    /// Particles.
+    pub n: usize,
+}
+
+/// A tree held on the device by its [`TreeBuilder`] until the next build or refit.
+#[derive(Clone, Copy, Debug)]
+pub struct DeviceTree {
+    /// Its particles.
+    pub particles: usize,
+    /// Its cells.
+    pub cells: usize,
+    /// The cube its keys were computed in.
+    pub grid: GridBox,
+    /// Its arrays.
+    pub arrays: TreeArrays,
+    /// Device address of the tree's order: for each sorted particle, its index in the
+    /// particle arrays (u32).
+    pub order: u64,
+    /// Device address of room for 4 floats per particle that the tree no longer needs once
+    /// built (the build's unsorted float32 particles): the walk's targets go there.
+    pub spare: u64,
+}
+
+/// The device arrays over particles (grown with N).
+struct ParticleArrays<R: KernelRunner> {
+    capacity: usize,
+    pos_mass: R::Array<f32>,
+    sorted: R::Array<f32>,
+    keys: [R::Array<u64>; 2],
+    index: [R::Array<u32>; 2],
+    tile_counts: R::Array<u32>,
+}
+
+/// The device arrays over cells (grown with the tree), breadth-first and in preorder.
+struct CellArrays<R: KernelRunner> {
+    capacity: usize,
+    bfs_first: R::Array<u32>,
+    bfs_count: R::Array<u32>,
+    bfs_level: R::Array<u8>,
+    bfs_child: R::Array<u32>,
+    bfs_nchild: R::Array<u8>,
+    bfs_subtree: R::Array<u32>,
+    preorder: R::Array<u32>,
+    moments: R::Array<f64>,
+    /// Per level's octants (the build), or per cell's particle bounds (a refit, 6 floats).
+    oct_start: R::Array<u32>,
+    oct_count: R::Array<u32>,
+    oct_slot: R::Array<u32>,
+    first: R::Array<u32>,
+    count: R::Array<u32>,
+    level: R::Array<u8>,
+    nchild: R::Array<u8>,
+    subtree: R::Array<u32>,
+    boxes: R::Array<f32>,
+    com_mass: R::Array<f32>,
+    quad: R::Array<f32>,
+    trace: R::Array<f32>,
+    s_eff: R::Array<f32>,
+    /// The boxes of the last rebuild, which a refit starts from.
+    built: R::Array<f32>,
+    parent: R::Array<u32>,
+}
+
+/// Builds and refits trees with the kernels of `cuda/build.cu` on one device, keeping its
+/// arrays across builds.
+pub struct TreeBuilder<R: KernelRunner> {
+    particles: Option<ParticleArrays<R>>,
+    cells: Option<CellArrays<R>>,
+    /// Digit counts of the eight radix passes, and the size of the next tree level.
+    digit_counts: R::Array<u32>,
+    next_total: R::Array<u32>,
+    /// The last tree, and where each of its levels starts in the breadth-first arrays (then
+    /// their number of cells): what a refit needs.
+    last: Option<(DeviceTree, Vec<usize>)>,
+}
+
+impl<R: KernelRunner> TreeBuilder<R> {
+    /// A builder launching on the stage program `s`.
+    pub fn new(s: &Stages<R>) -> Result<Self> {
+        let r = s.runner();
+        Ok(Self {
+            digit_counts: r.alloc(8 * 256)?,
+            next_total: r.alloc(1)?,
+            particles: None,
+            cells: None,
+            last: None,
+        })
+    }
+
+    /// The last tree built or refitted, while it is valid (it is until the next build).
+    pub fn tree(&self) -> Option<DeviceTree> {
+        self.last.as_ref().map(|l| l.0)
+    }
+
+    /// Forgets the last tree (its particles are gone): the next refit is an error.
+    pub fn forget(&mut self) {
+        self.last = None;
+    }
+
+    /// The device bytes the builder holds.
+    pub fn device_bytes(&self) -> usize {
+        let p = self.particles.as_ref().map_or(0, |a| {
+            4 * (a.pos_mass.len() + a.sorted.len() + a.tile_counts.len())
+                + 8 * (a.keys[0].len() + a.keys[1].len())
+                + 4 * (a.index[0].len() + a.index[1].len())
+        });
+        let c = self.cells.as_ref().map_or(0, |c| {
+            4 * (c.bfs_first.len()
+                + c.bfs_count.len()
+                + c.bfs_child.len()
+                + c.bfs_subtree.len()
+                + c.preorder.len()
+                + c.oct_start.len()
+                + c.oct_count.len()
+                + c.oct_slot.len()
+                + c.first.len()
+                + c.count.len()
+                + c.subtree.len()
+                + c.trace.len()
+                + c.s_eff.len()
+                + c.parent.len()
+                + c.boxes.len()
+                + c.com_mass.len()
+                + c.built.len()
+                + c.quad.len())
+                + 8 * c.moments.len()
+                + c.bfs_level.len()
+                + c.bfs_nchild.len()
+                + c.level.len()
+                + c.nchild.len()
+        });
+        p + c
+    }
+
+    /// The tree over the `src.n` particles on the device (positions rounded to float32 first),
+    /// whose float64 bounding box is `bounds`, built there and kept there. Times `sort` (the
+    /// rounding, keys, sort and gather), `build` (topology, preorder) and `moments`. `src.n`
+    /// must be at least 1 and the positions finite.
+    pub fn build(
+        &mut self,
+        s: &Stages<R>,
+        src: Positions,
+        bounds: (DVec3, DVec3),
+        p: &TreeParams,
+        times: &mut PhaseTimes,
+    ) -> Result<DeviceTree> {
+        self.last = None;
+        let n = src.n;
+        // Rounding to float32 is monotone, so the rounded bounds are the bounds of the rounded
+        // positions, which the keys are computed from (as Tree::build takes them).
+        let grid = GridBox::around(bounds.0.as_vec3().as_dvec3(), bounds.1.as_vec3().as_dvec3());
+        times.time("sort", || self.sort(s, src, &grid, p.order))?;
+        let levels = times.time("build", || self.cell_levels(s, n, p.ncrit))?;
+        times.time("moments", || self.moments(s, &levels, &grid, p))?;
+        let tree = self.device_tree(n, levels[levels.len() - 1], grid);
+        self.last = Some((tree, levels));
+        Ok(tree)
+    }
+
+    /// The last tree refitted to the particles at `src` (the same particles, in the same
+    /// order, as at its build, moved): gathered in the tree's order again, moments and boxes
+    /// recomputed (see [`Tree::refit`], which it equals bit for bit). Times `refit`.
+    pub fn refit(
+        &mut self,
+        s: &Stages<R>,
+        src: Positions,
+        p: &TreeParams,
+        times: &mut PhaseTimes,
+    ) -> Result<DeviceTree> {
+        let (tree, levels) = self
+            .last
+            .as_ref()
+            .filter(|l| l.0.particles == src.n)
+            .ok_or_else(|| crate::Error::device("a refit without the tree of these particles"))?;
+        let (tree, levels) = (*tree, levels.clone());
+        times.time("refit", || -> Result<()> {
+            let a = self.particles.as_ref().expect("built");
+            let c = self.cells.as_ref().expect("built");
+            // SAFETY (every launch below): the arrays were sized for this tree by its build
+            // (or restore), the particle arrays for `src.n` particles.
+            unsafe {
+                s.launch(
+                    "refit_particles",
+                    blocks(src.n),
+                    &[
+                        Arg::Ptr(src.pos),
+                        Arg::Ptr(src.mass),
+                        ptr(&a.index[0]),
+                        int(src.n)?,
+                        ptr(&a.sorted),
+                    ],
+                )?;
+                let common = [
+                    ptr(&a.sorted),
+                    ptr(&c.bfs_first),
+                    ptr(&c.bfs_count),
+                    ptr(&c.bfs_child),
+                    ptr(&c.bfs_nchild),
+                ];
+                self.per_level(
+                    s,
+                    "cell_moments",
+                    &levels,
+                    true,
+                    &[&common[..], &[ptr(&c.moments)]].concat(),
+                )?;
+                // The octant lists are free between builds: 6 floats of bounds per cell.
+                self.per_level(
+                    s,
+                    "cell_bounds",
+                    &levels,
+                    true,
+                    &[&common[..], &[ptr(&c.oct_start)]].concat(),
+                )?;
+                s.launch(
+                    "refit_cells",
+                    blocks(tree.cells),
+                    &[
+                        int(tree.cells)?,
+                        ptr(&c.preorder),
+                        ptr(&c.moments),
+                        ptr(&c.oct_start),
+                        ptr(&c.built),
+                        Arg::I32((p.mac != Mac::BarnesHut) as i32),
+                        Arg::F32(p.theta),
+                        ptr(&c.boxes),
+                        ptr(&c.com_mass),
+                        ptr(&c.quad),
+                        ptr(&c.trace),
+                        ptr(&c.s_eff),
+                    ],
+                )?;
+            }
+            s.synchronize()
+        })?;
+        Ok(tree)
+    }
+
+    /// The view of the arrays of a tree of `n` particles and `cells` cells in `grid`.
+    fn device_tree(&self, n: usize, cells: usize, grid: GridBox) -> DeviceTree {
+        let (a, c) = (
+            self.particles.as_ref().expect("built"),
+            self.cells.as_ref().expect("built"),
+        );
+        DeviceTree {
+            particles: n,
+            cells,
+            grid,
+            arrays: TreeArrays {
+                particles: a.sorted.ptr(),
+                com_mass: c.com_mass.ptr(),
+                s_eff: c.s_eff.ptr(),
+                boxes: c.boxes.ptr(),
+                subtree: c.subtree.ptr(),
+                first: c.first.ptr(),
+                count: c.count.ptr(),
+                nchild: c.nchild.ptr(),
+                quad: c.quad.ptr(),
+                trace: c.trace.ptr(),
+                level: c.level.ptr(),
+                parent: c.parent.ptr(),
+            },
+            order: a.index[0].ptr(),
+            spare: a.pos_mass.ptr(),
+        }
+    }
+
+    /// Grows the particle arrays to hold `n` particles.
+    fn reserve_particles(&mut self, s: &Stages<R>, n: usize) -> Result<()> {
+        if self.particles.as_ref().is_some_and(|a| a.capacity >= n) {
+            return Ok(());
+        }
+        self.particles = None; // free before allocating the larger ones
+        let r = s.runner();
+        let arrays = |cap: usize| -> Result<ParticleArrays<R>> {
+            Ok(ParticleArrays {
+                capacity: cap,
+                pos_mass: r.alloc(4 * cap)?,
+                sorted: r.alloc(4 * cap)?,
+                keys: [r.alloc(cap)?, r.alloc(cap)?],
+                index: [r.alloc(cap)?, r.alloc(cap)?],
+                tile_counts: r.alloc(256 * cap.div_ceil(TILE))?,
+            })
+        };
+        self.particles = Some(with_headroom(n + 1, arrays)?);
+        Ok(())
+    }
+
+    /// Grows the cell arrays to hold `cells` cells (and a level of up to `cells` cells).
+    fn reserve_cells(&mut self, s: &Stages<R>, cells: usize) -> Result<()> {
+        if self.cells.as_ref().is_some_and(|a| a.capacity >= cells) {
+            return Ok(());
+        }
+        self.cells = None;
+        let r = s.runner();
+        let arrays = |cap: usize| -> Result<CellArrays<R>> {
+            Ok(CellArrays {
+                capacity: cap,
+                bfs_first: r.alloc(cap)?,
+                bfs_count: r.alloc(cap)?,
+                bfs_level: r.alloc(cap)?,
+                bfs_child: r.alloc(cap)?,
+                bfs_nchild: r.alloc(cap)?,
+                bfs_subtree: r.alloc(cap)?,
+                preorder: r.alloc(cap)?,
+                moments: r.alloc(MOMENT_WORDS * cap)?,
+                oct_start: r.alloc(8 * cap)?,
+                oct_count: r.alloc(8 * cap)?,
+                oct_slot: r.alloc(8 * cap)?,
+                first: r.alloc(cap)?,
+                count: r.alloc(cap)?,
+                level: r.alloc(cap)?,
+                nchild: r.alloc(cap)?,
+                subtree: r.alloc(cap)?,
+                boxes: r.alloc(4 * cap)?,
+                com_mass: r.alloc(4 * cap)?,
+                quad: r.alloc(6 * cap)?,
+                trace: r.alloc(cap)?,
+                s_eff: r.alloc(cap)?,
+                built: r.alloc(4 * cap)?,
+                parent: r.alloc(cap)?,
+            })
+        };
+        self.cells = Some(with_headroom(cells + 1, arrays)?);
+        Ok(())
+    }
+
+    /// Rounds the particles at `src` to float32, computes their keys in the cube `grid` on the
+    /// curve `order`, sorts (key, index) pairs and gathers the particles in key order. The
+    /// sorted keys and order end in `keys[0]`, `index[0]`, the particles in `sorted`.
+    fn sort(&mut self, s: &Stages<R>, src: Positions, grid: &GridBox, order: Order) -> Result<()> {
+        let n = src.n;
+        self.reserve_particles(s, n)?;
+        s.runner()
+            .upload(&[0u32; 8 * 256], &mut self.digit_counts)?;
+        let a = self.particles.as_ref().expect("reserved");
+        let o = grid.origin;
+        // SAFETY (every launch below): the particle arrays hold at least n particles, the
+        // tile counts 256 per tile, the digit counts 8 * 256.
+        unsafe {
+            s.launch(
+                "to_float32",
+                blocks(n),
+                &[
+                    Arg::Ptr(src.pos),
+                    Arg::Ptr(src.mass),
+                    int(n)?,
+                    ptr(&a.pos_mass),
+                ],
+            )?;
+            s.launch(
+                "tree_keys",
+                blocks(n),
+                &[
+                    ptr(&a.pos_mass),
+                    int(n)?,
+                    Arg::F64(o.x),
+                    Arg::F64(o.y),
+                    Arg::F64(o.z),
+                    Arg::F64(GRID as f64 / grid.side),
+                    Arg::I32((order == Order::Hilbert) as i32),
+                    ptr(&a.keys[0]),
+                    ptr(&a.index[0]),
+                ],
+            )?;
+            s.launch(
+                "radix_digit_counts",
+                blocks(n).min(1024),
+                &[ptr(&a.keys[0]), int(n)?, ptr(&self.digit_counts)],
+            )?;
+        }
+        let counts = s.fetch(&self.digit_counts, 8 * 256)?;
+        let tiles = n.div_ceil(TILE);
+        let (keys, index, tile_counts) = (
+            [a.keys[0].ptr(), a.keys[1].ptr()],
+            [a.index[0].ptr(), a.index[1].ptr()],
+            a.tile_counts.ptr(),
+        );
+        let mut from = 0;
+        for digit in 0..8 {
+            // A pass whose digit is the same for every key moves nothing.
+            if counts[256 * digit..256 * (digit + 1)].contains(&(n as u32)) {
+                continue;
+            }
+            let shift = Arg::I32(8 * digit as i32);
+            // SAFETY: as above.
+            unsafe {
+                s.launch(
+                    "radix_tile_counts",
+                    tiles as u32,
+                    &[
+                        Arg::Ptr(keys[from]),
+                        int(n)?,
+                        shift,
+                        int(tiles)?,
+                        Arg::Ptr(tile_counts),
+                    ],
+                )?;
+            }
+            s.scan(tile_counts, 256 * tiles)?;
+            // SAFETY: as above.
+            unsafe {
+                s.launch(
+                    "radix_scatter",
+                    tiles as u32,
+                    &[
+                        Arg::Ptr(keys[from]),
+                        Arg::Ptr(index[from]),
+                        int(n)?,
+                        shift,
+                        int(tiles)?,
+                        Arg::Ptr(tile_counts),
+                        Arg::Ptr(keys[1 - from]),
+                        Arg::Ptr(index[1 - from]),
+                    ],
+                )?;
+            }
+            from = 1 - from;
+        }
+        let a = self.particles.as_mut().expect("reserved");
+        if from == 1 {
+            a.keys.swap(0, 1);
+            a.index.swap(0, 1);
+        }
+        let a = self.particles.as_ref().expect("reserved");
+        // SAFETY: as above.
+        unsafe {
+            s.launch(
+                "gather_particles",
+                blocks(n),
+                &[ptr(&a.pos_mass), ptr(&a.index[0]), int(n)?, ptr(&a.sorted)],
+            )
+        }
+    }
+
+    /// The topology over the `n` sorted keys, leaves of at most `ncrit` particles: cells level
+    /// by level in breadth-first order, then their subtree sizes and preorder positions.
+    /// Returns the start of every level's cells and, last, the number of cells.
+    fn cell_levels(&mut self, s: &Stages<R>, n: usize, ncrit: usize) -> Result<Vec<usize>> {
+        // Enough for every tree of usual leaves; a deeper one grows the arrays and starts over.
+        let mut guess = n.div_ceil(ncrit.max(1)) + 64;
+        loop {
+            self.reserve_cells(s, guess)?;
+            match self.levels(s, n, ncrit)? {
+                Ok(levels) => {
+                    self.order_cells(s, &levels)?;
+                    return Ok(levels);
+                }
+                Err(need) => guess = need.max(2 * guess),
+            }
+        }
+    }
+
+    /// The breadth-first cells, level by level; `Err(cells needed so far)` when they do not
+    /// fit.
+    fn levels(
+        &mut self,
+        s: &Stages<R>,
+        n: usize,
+        ncrit: usize,
+    ) -> Result<std::result::Result<Vec<usize>, usize>> {
+        let c = self.cells.as_ref().expect("reserved");
+        let a = self.particles.as_ref().expect("sorted");
+        let cap = c.capacity;
+        // SAFETY (every launch below): the cell arrays hold `cap` cells, the octant arrays 8
+        // per cell; split_emit writes no cell beyond `cap`.
+        unsafe {
+            s.launch(
+                "tree_root",
+                1,
+                &[
+                    int(n)?,
+                    ptr(&c.bfs_first),
+                    ptr(&c.bfs_count),
+                    ptr(&c.bfs_level),
+                ],
+            )?;
+        }
+        let mut levels = vec![0, 1];
+        for level in 0..=MAX_LEVEL as usize {
+            let (lo, hi) = (levels[level], levels[level + 1]);
+            let m = 8 * (hi - lo);
+            // SAFETY: as above.
+            unsafe {
+                s.launch(
+                    "split_octants",
+                    blocks(m),
+                    &[
+                        ptr(&a.keys[0]),
+                        ptr(&c.bfs_first),
+                        ptr(&c.bfs_count),
+                        int(lo)?,
+                        int(hi)?,
+                        int(level)?,
+                        int(ncrit)?,
+                        ptr(&c.oct_start),
+                        ptr(&c.oct_count),
+                        ptr(&c.oct_slot),
+                    ],
+                )?;
+            }
+            s.scan(c.oct_slot.ptr(), m)?;
+            // SAFETY: as above.
+            unsafe {
+                s.launch(
+                    "split_emit",
+                    blocks(m),
+                    &[
+                        ptr(&c.oct_start),
+                        ptr(&c.oct_count),
+                        ptr(&c.oct_slot),
+                        int(lo)?,
+                        int(hi)?,
+                        int(level)?,
+                        int(hi)?,
+                        int(cap)?,
+                        ptr(&c.bfs_first),
+                        ptr(&c.bfs_count),
+                        ptr(&c.bfs_level),
+                        ptr(&c.bfs_child),
+                        ptr(&c.bfs_nchild),
+                        ptr(&self.next_total),
+                    ],
+                )?;
+            }
+            let next = s.fetch(&self.next_total, 1)?[0] as usize;
+            if next == 0 {
+                return Ok(Ok(levels));
+            }
+            // The next level's octant lists need 8 entries per cell, within the capacity too.
+            if hi + next > cap || next > cap {
+                return Ok(Err(hi + next));
+            }
+            levels.push(hi + next);
+        }
+        unreachable!("cells at MAX_LEVEL never split")
+    }
+
+    /// Launches `name` once per tree level (`levels`: where each level's cells start, then
+    /// their number), deepest level first when `upward`, with the level's cells `lo, hi` as the
+    /// first two arguments and `rest` after them.
+    ///
+    /// # Safety
+    /// As [`Stages::launch`], for every level's cells.
+    unsafe fn per_level(
+        &self,
+        s: &Stages<R>,
+        name: &str,
+        levels: &[usize],
+        upward: bool,
+        rest: &[Arg],
+    ) -> Result<()> {
+        let depth = levels.len() - 1;
+        let mut order: Vec<usize> = (0..depth).collect();
+        if upward {
+            order.reverse();
+        }
+        for l in order {
+            let (lo, hi) = (levels[l], levels[l + 1]);
+            let args = [&[int(lo)?, int(hi)?][..], rest].concat();
+            // SAFETY: passed on with the caller's guarantee.
+            unsafe { s.launch(name, blocks(hi - lo), &args) }?;
+        }
+        Ok(())
+    }
+
+    /// Subtree sizes (deepest level first) and preorder positions (root first).
+    fn order_cells(&mut self, s: &Stages<R>, levels: &[usize]) -> Result<()> {
+        let c = self.cells.as_mut().expect("reserved");
+        s.runner().upload(&[0u32], &mut c.preorder)?;
+        let (child, nchild, subtree, preorder) = (
+            ptr(&c.bfs_child),
+            ptr(&c.bfs_nchild),
+            ptr(&c.bfs_subtree),
+            ptr(&c.preorder),
+        );
+        // SAFETY: the breadth-first arrays hold every level's cells.
+        unsafe {
+            self.per_level(s, "subtree_sizes", levels, true, &[child, nchild, subtree])?;
+            self.per_level(
+                s,
+                "preorder_children",
+                levels,
+                false,
+                &[child, nchild, subtree, preorder],
+            )
+        }
+    }
+
+    /// The upward pass (deepest level first), then every cell stored at its preorder position
+    /// with its box and S_eff.
+    fn moments(
+        &mut self,
+        s: &Stages<R>,
+        levels: &[usize],
+        grid: &GridBox,
+        p: &TreeParams,
+    ) -> Result<()> {
+        let c = self.cells.as_ref().expect("reserved");
+        let a = self.particles.as_ref().expect("sorted");
+        let depth = levels.len() - 1;
+        let ncells = levels[depth];
+        let o = grid.origin;
+        // SAFETY: the cell arrays hold every cell, the particle arrays every particle.
+        unsafe {
+            self.per_level(
+                s,
+                "cell_moments",
+                levels,
+                true,
+                &[
+                    ptr(&a.sorted),
+                    ptr(&c.bfs_first),
+                    ptr(&c.bfs_count),
+                    ptr(&c.bfs_child),
+                    ptr(&c.bfs_nchild),
+                    ptr(&c.moments),
+                ],
+            )?;
+            s.launch(
+                "store_cells",
+                blocks(ncells),
+                &[
+                    int(ncells)?,
+                    ptr(&c.preorder),
+                    ptr(&c.bfs_first),
+                    ptr(&c.bfs_count),
+                    ptr(&c.bfs_level),
+                    ptr(&c.bfs_nchild),
+                    ptr(&c.bfs_subtree),
+                    ptr(&c.moments),
+                    ptr(&a.sorted),
+                    Arg::F64(o.x),
+                    Arg::F64(o.y),
+                    Arg::F64(o.z),
+                    Arg::F64(grid.side),
+                    Arg::I32((p.mac != Mac::BarnesHut) as i32),
+                    Arg::F32(p.theta),
+                    ptr(&c.first),
+                    ptr(&c.count),
+                    ptr(&c.level),
+                    ptr(&c.nchild),
+                    ptr(&c.subtree),
+                    ptr(&c.boxes),
+                    ptr(&c.com_mass),
+                    ptr(&c.quad),
+                    ptr(&c.trace),
+                    ptr(&c.s_eff),
+                    ptr(&c.built),
+                ],
+            )
+        }?;
+        self.parents(s, ncells)
+    }
+
+    /// Every cell's parent, from the preorder arrays.
+    fn parents(&self, s: &Stages<R>, ncells: usize) -> Result<()> {
+        let c = self.cells.as_ref().expect("built");
+        // SAFETY: the cell arrays hold `ncells` cells in preorder.
+        unsafe {
+            s.launch(
+                "cell_parents",
+                blocks(ncells),
+                &[
+                    int(ncells)?,
+                    ptr(&c.nchild),
+                    ptr(&c.subtree),
+                    ptr(&c.parent),
+                ],
+            )
+        }
+    }
+
+    /// The last tree copied down: its particles, their indices in the particle arrays and its
+    /// cells. `None` without a tree.
+    pub fn download(&self, s: &Stages<R>) -> Result<Option<Tree>> {
+        let Some(tree) = self.tree() else {
+            return Ok(None);
+        };
+        let (n, ncells) = (tree.particles, tree.cells);
+        let a = self.particles.as_ref().expect("built");
+        let c = self.cells.as_ref().expect("built");
+        let cells = Cells {
+            first: s.fetch(&c.first, ncells)?,
+            count: s.fetch(&c.count, ncells)?,
+            level: s.fetch(&c.level, ncells)?,
+            nchild: s.fetch(&c.nchild, ncells)?,
+            subtree: s.fetch(&c.subtree, ncells)?,
+            boxes: s.fetch_as(&c.boxes, ncells)?,
+            com_mass: s.fetch_as(&c.com_mass, ncells)?,
+            quad: s.fetch_as(&c.quad, ncells)?,
+            trace: s.fetch(&c.trace, ncells)?,
+            s_eff: s.fetch(&c.s_eff, ncells)?,
+        };
+        Ok(Some(Tree {
+            grid: tree.grid,
+            particles: s.fetch_as(&a.sorted, n)?,
+            index: s.fetch(&a.index[0], n)?,
+            cells,
+        }))
+    }
+
+    /// The first `n` records (4 floats) of the tree's spare room, copied down (for tests of
+    /// what other stages write there).
+    #[cfg(test)]
+    pub(crate) fn fetch_spare(&self, s: &Stages<R>, n: usize) -> Result<Vec<[f32; 4]>> {
+        s.fetch_as(&self.particles.as_ref().expect("built").pos_mass, n)
+    }
+
+    /// What a refit needs of the last tree, copied down (for a checkpoint): its order, cells
+    /// and the boxes of its rebuild. `None` without a tree.
+    pub fn topology(&self, s: &Stages<R>) -> Result<Option<TreeTopology>> {
+        let Some(tree) = self.tree() else {
+            return Ok(None);
+        };
+        let (n, ncells) = (tree.particles, tree.cells);
+        let a = self.particles.as_ref().expect("built");
+        let c = self.cells.as_ref().expect("built");
+        Ok(Some(TreeTopology {
+            grid: tree.grid,
+            index: s.fetch(&a.index[0], n)?,
+            first: s.fetch(&c.first, ncells)?,
+            count: s.fetch(&c.count, ncells)?,
+            level: s.fetch(&c.level, ncells)?,
+            nchild: s.fetch(&c.nchild, ncells)?,
+            subtree: s.fetch(&c.subtree, ncells)?,
+            boxes: s.fetch_as(&c.built, ncells)?,
+        }))
+    }
+
+    /// Takes `t` (a checked topology, see [`TreeTopology::check`]) as the last tree, so that
+    /// the next [`TreeBuilder::refit`] refits it: its breadth-first arrays are laid out on the
+    /// host and copied up with its preorder arrays, order and rebuild boxes.
+    pub fn restore(&mut self, s: &Stages<R>, t: &TreeTopology) -> Result<()> {
+        self.last = None;
+        let (n, ncells) = (t.index.len(), t.first.len());
+        self.reserve_particles(s, n)?;
+        self.reserve_cells(s, ncells)?;
+        let bfs = bfs_layout(t);
+        let r = s.runner();
+        let a = self.particles.as_mut().expect("reserved");
+        r.upload(&t.index, &mut a.index[0])?;
+        let c = self.cells.as_mut().expect("reserved");
+        r.upload(&bfs.first, &mut c.bfs_first)?;
+        r.upload(&bfs.count, &mut c.bfs_count)?;
+        r.upload(&bfs.level, &mut c.bfs_level)?;
+        r.upload(&bfs.child, &mut c.bfs_child)?;
+        r.upload(&bfs.nchild, &mut c.bfs_nchild)?;
+        r.upload(&bfs.preorder, &mut c.preorder)?;
+        r.upload(&t.first, &mut c.first)?;
+        r.upload(&t.count, &mut c.count)?;
+        r.upload(&t.level, &mut c.level)?;
+        r.upload(&t.nchild, &mut c.nchild)?;
+        r.upload(&t.subtree, &mut c.subtree)?;
+        r.upload(bytemuck::cast_slice(&t.boxes), &mut c.built)?;
+        self.parents(s, ncells)?;
+        let tree = self.device_tree(n, ncells, t.grid);
+        self.last = Some((tree, bfs.levels));
+        Ok(())
+    }
+
+    /// Takes `tree`, built on the host ([`Tree::build`]), as the last tree: copied up with its
+    /// particles, order and cells, its boxes as the rebuild's, so that the stages after the
+    /// build (and refits) run on it as on a tree built here.
+    pub fn upload(&mut self, s: &Stages<R>, tree: &Tree) -> Result<DeviceTree> {
+        let cells = &tree.cells;
+        self.restore(
+            s,
+            &TreeTopology {
+                grid: tree.grid,
+                index: tree.index.clone(),
+                first: cells.first.clone(),
+                count: cells.count.clone(),
+                level: cells.level.clone(),
+                nchild: cells.nchild.clone(),
+                subtree: cells.subtree.clone(),
+                boxes: cells.boxes.clone(),
+            },
+        )?;
+        let r = s.runner();
+        let flat4 = bytemuck::cast_slice::<[f32; 4], f32>;
+        let a = self.particles.as_mut().expect("restored");
+        r.upload(flat4(&tree.particles), &mut a.sorted)?;
+        let c = self.cells.as_mut().expect("restored");
+        r.upload(flat4(&cells.boxes), &mut c.boxes)?;
+        r.upload(flat4(&cells.com_mass), &mut c.com_mass)?;
+        r.upload(bytemuck::cast_slice(&cells.quad), &mut c.quad)?;
+        r.upload(&cells.trace, &mut c.trace)?;
+        r.upload(&cells.s_eff, &mut c.s_eff)?;
+        Ok(self.tree().expect("restored"))
+    }
+}
+
+mod bfs;
+#[cfg(all(test, hinoki_emulator))]
+pub(crate) mod tests;

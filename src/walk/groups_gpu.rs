@@ -1,0 +1,399 @@
+//! The walk's target groups and targets formed on the device (`cuda/groups.cu`) from the tree
+//! built there, so that the tree never comes down: the groups of
+//! [`curve_groups`](super::groups::curve_groups) (and on the way those of
+//! [`tree_groups`](super::groups::tree_groups)), the same ones in the same order, or fixed
+//! chunks without a curve order; the targets of the tree forces; and for block steps the
+//! groups that hold an active particle.
+
+use super::groups::wide_chunk_limit;
+use crate::error::Result;
+use crate::gpu::launch::{grow, Arg, DeviceArray, KernelRunner};
+use crate::gpu::stages::{blocks, int, ptr, Stages};
+use crate::tree::build_gpu::DeviceTree;
+use crate::tree::MAX_LEVEL;
+
+/// Tree levels (the entries of the per-level width counts).
+const LEVELS: usize = MAX_LEVEL as usize + 1;
+
+/// Forms target groups and targets on the device, keeping its arrays across evaluations.
+pub struct GroupFormer<R: KernelRunner> {
+    /// Per cell (and one more): groups starting at it, then their exclusive scan.
+    starts: R::Array<u32>,
+    /// Per cell: the targets of the packed group starting at it.
+    run: R::Array<u32>,
+    /// Per level: targets of the groups opened by cells of that level, and their half side.
+    weight: R::Array<u32>,
+    half: R::Array<f32>,
+    /// The previous |a| of every particle, in the particle arrays' order (acceleration units).
+    amag: R::Array<f32>,
+    /// Block steps: one flag per particle, nonzero for the active ones.
+    active: R::Array<u8>,
+    /// The tree-cell groups, (first target, targets) pairs.
+    cell_groups: R::Array<u32>,
+    /// Per chunk of the curve groups: its extent (length units), then the groups it becomes
+    /// and their exclusive scan.
+    extents: R::Array<f32>,
+    pieces: R::Array<u32>,
+    /// The walk's groups, (first target, targets) pairs, the groups holding an active
+    /// particle, and their targets.
+    groups: R::Array<u32>,
+    kept: R::Array<u32>,
+    walked: R::Array<u32>,
+}
+
+/// Where the walk's groups are on the device, and how many.
+#[derive(Clone, Copy, Debug)]
+pub struct DeviceGroups {
+    /// Device address of the (first target, targets) pairs.
+    pub at: u64,
+    /// Number of groups.
+    pub count: usize,
+}
+
+impl<R: KernelRunner> GroupFormer<R> {
+    /// Empty arrays on the stage program's device.
+    pub fn new(s: &Stages<R>) -> Result<Self> {
+        let r = s.runner();
+        Ok(Self {
+            starts: r.alloc(1)?,
+            run: r.alloc(1)?,
+            weight: r.alloc(LEVELS)?,
+            half: r.alloc(LEVELS)?,
+            amag: r.alloc(1)?,
+            active: r.alloc(1)?,
+            cell_groups: r.alloc(1)?,
+            extents: r.alloc(1)?,
+            pieces: r.alloc(1)?,
+            groups: r.alloc(1)?,
+            kept: r.alloc(1)?,
+            walked: r.alloc(1)?,
+        })
+    }
+
+    /// Bytes held on the device.
+    pub fn device_bytes(&self) -> usize {
+        4 * (self.starts.len()
+            + self.run.len()
+            + self.weight.len()
+            + self.half.len()
+            + self.amag.len()
+            + self.cell_groups.len()
+            + self.extents.len()
+            + self.pieces.len()
+            + self.groups.len()
+            + self.kept.len()
+            + self.walked.len())
+            + self.active.len()
+    }
+
+    /// Marks the groups of at most `max` targets in `tree` whose cells are no wider than
+    /// `widest` (length units): how many start at each cell, and their runs.
+    fn group_starts(
+        &self,
+        s: &Stages<R>,
+        tree: &DeviceTree,
+        max: usize,
+        widest: f32,
+    ) -> Result<()> {
+        let t = &tree.arrays;
+        // SAFETY: starts and run hold a cell more than the tree.
+        unsafe {
+            s.launch(
+                "group_starts",
+                blocks(tree.cells + 1),
+                &[
+                    int(tree.cells)?,
+                    Arg::Ptr(t.count),
+                    Arg::Ptr(t.nchild),
+                    Arg::Ptr(t.subtree),
+                    Arg::Ptr(t.boxes),
+                    Arg::Ptr(t.parent),
+                    Arg::U32(max as u32),
+                    Arg::F32(widest),
+                    ptr(&self.starts),
+                    ptr(&self.run),
+                ],
+            )
+        }
+    }
+
+    /// Forms the groups of [`tree_groups`](super::groups::tree_groups)`(tree, max)` for `tree`
+    /// in the `cell_groups` array; returns how many there are.
+    fn cell_groups(&mut self, s: &Stages<R>, tree: &DeviceTree, max: usize) -> Result<usize> {
+        let r = s.runner();
+        grow(r, &mut self.starts, tree.cells + 1)?;
+        grow(r, &mut self.run, tree.cells + 1)?;
+        r.upload(&[0u32; LEVELS], &mut self.weight)?;
+        // First the groups without a width limit, to find the particle-weighted median width
+        // of their cells; cells wider than four times that are then split.
+        self.group_starts(s, tree, max, f32::INFINITY)?;
+        let t = &tree.arrays;
+        // SAFETY: the per-level arrays hold every level; starts and run every cell.
+        unsafe {
+            s.launch(
+                "group_levels",
+                blocks(tree.cells),
+                &[
+                    int(tree.cells)?,
+                    ptr(&self.starts),
+                    ptr(&self.run),
+                    Arg::Ptr(t.level),
+                    Arg::Ptr(t.boxes),
+                    ptr(&self.weight),
+                    ptr(&self.half),
+                ],
+            )?;
+        }
+        let weight = s.fetch(&self.weight, LEVELS)?;
+        let half = s.fetch(&self.half, LEVELS)?;
+        let median = median_width(&weight, &half, tree.particles);
+        self.group_starts(s, tree, max, 4.0 * median)?;
+        let count = s.scan_total(self.starts.ptr(), tree.cells)?;
+        grow(r, &mut self.cell_groups, 2 * count)?;
+        // SAFETY: cell_groups holds `count` pairs, the scan's total.
+        unsafe {
+            s.launch(
+                "emit_groups",
+                blocks(tree.cells),
+                &[
+                    int(tree.cells)?,
+                    ptr(&self.starts),
+                    Arg::Ptr(t.first),
+                    Arg::Ptr(t.count),
+                    ptr(&self.run),
+                    Arg::U32(max as u32),
+                    ptr(&self.cell_groups),
+                ],
+            )?;
+        }
+        Ok(count)
+    }
+
+    /// The groups of [`curve_groups`](super::groups::curve_groups)`(tree, max)` for `tree`
+    /// (targets in the tree's order).
+    pub fn curve_groups(
+        &mut self,
+        s: &Stages<R>,
+        tree: &DeviceTree,
+        max: usize,
+    ) -> Result<DeviceGroups> {
+        let max = max.max(1);
+        let ncg = self.cell_groups(s, tree, max)?;
+        let n = tree.particles;
+        let chunks = n.div_ceil(max);
+        let r = s.runner();
+        grow(r, &mut self.extents, chunks)?;
+        grow(r, &mut self.pieces, chunks + 1)?;
+        let chunk = Arg::U32(max as u32);
+        // SAFETY: extents holds one entry per chunk.
+        unsafe {
+            s.launch(
+                "chunk_extents",
+                blocks(chunks),
+                &[
+                    int(n)?,
+                    Arg::Ptr(tree.arrays.particles),
+                    chunk,
+                    int(chunks)?,
+                    ptr(&self.extents),
+                ],
+            )?;
+        }
+        let limit = Arg::F32(wide_chunk_limit(&mut s.fetch(&self.extents, chunks)?));
+        let common = [
+            int(n)?,
+            chunk,
+            int(chunks)?,
+            ptr(&self.extents),
+            limit,
+            ptr(&self.cell_groups),
+            int(ncg)?,
+        ];
+        let with = |rest: Arg| [&common[..], &[rest]].concat();
+        // SAFETY: pieces holds a chunk more than the chunks.
+        unsafe { s.launch("chunk_pieces", blocks(chunks + 1), &with(ptr(&self.pieces))) }?;
+        let count = s.scan_total(self.pieces.ptr(), chunks)?;
+        grow(r, &mut self.groups, 2 * count)?;
+        let args = [with(ptr(&self.pieces)), vec![ptr(&self.groups)]].concat();
+        // SAFETY: groups holds `count` pairs, the scan's total.
+        unsafe { s.launch("emit_pieces", blocks(chunks), &args) }?;
+        Ok(DeviceGroups {
+            at: self.groups.ptr(),
+            count,
+        })
+    }
+
+    /// Fixed chunks of `max` consecutive targets of `n` (no curve order).
+    pub fn chunk_groups(&mut self, s: &Stages<R>, n: usize, max: usize) -> Result<DeviceGroups> {
+        let max = max.max(1);
+        let count = n.div_ceil(max);
+        grow(s.runner(), &mut self.groups, 2 * count)?;
+        // SAFETY: groups holds `count` pairs.
+        unsafe {
+            s.launch(
+                "chunk_groups",
+                blocks(count),
+                &[
+                    int(n)?,
+                    Arg::U32(max as u32),
+                    int(count)?,
+                    ptr(&self.groups),
+                ],
+            )
+        }?;
+        Ok(DeviceGroups {
+            at: self.groups.ptr(),
+            count,
+        })
+    }
+
+    /// The groups of `all` that hold a particle flagged in `active` (one per particle, in the
+    /// particle arrays' order), in order, and the number of their targets; target t is
+    /// particle `order[t]` (device address), or particle t without an order. A kept group keeps
+    /// all its targets.
+    pub fn active_groups(
+        &mut self,
+        s: &Stages<R>,
+        all: DeviceGroups,
+        order: Option<u64>,
+        active: &[bool],
+    ) -> Result<(DeviceGroups, usize)> {
+        let r = s.runner();
+        grow(r, &mut self.active, active.len())?;
+        r.upload(bytemuck::cast_slice(active), &mut self.active)?;
+        grow(r, &mut self.pieces, all.count + 1)?;
+        // SAFETY: pieces holds a flag per group and one more; the order and the flags cover
+        // every target of the groups.
+        unsafe {
+            s.launch(
+                "active_groups",
+                blocks(all.count + 1),
+                &[
+                    int(all.count)?,
+                    Arg::Ptr(all.at),
+                    Arg::Ptr(order.unwrap_or(0)),
+                    Arg::I32(order.is_some() as i32),
+                    ptr(&self.active),
+                    ptr(&self.pieces),
+                ],
+            )?;
+        }
+        let count = s.scan_total(self.pieces.ptr(), all.count)?;
+        grow(r, &mut self.kept, 2 * count)?;
+        r.upload(&[0u32], &mut self.walked)?;
+        // SAFETY: kept holds `count` pairs, the scan's total.
+        unsafe {
+            s.launch(
+                "keep_groups",
+                blocks(all.count),
+                &[
+                    int(all.count)?,
+                    Arg::Ptr(all.at),
+                    ptr(&self.pieces),
+                    ptr(&self.kept),
+                    ptr(&self.walked),
+                ],
+            )?;
+        }
+        let walked = s.fetch(&self.walked, 1)?[0] as usize;
+        Ok((
+            DeviceGroups {
+                at: self.kept.ptr(),
+                count,
+            },
+            walked,
+        ))
+    }
+
+    /// Device address of the active flags of the last [`GroupFormer::active_groups`] (one
+    /// byte per particle).
+    pub fn active_flags(&self) -> u64 {
+        self.active.ptr()
+    }
+
+    /// Uploads the previous |a| of every particle (particle arrays' order), if any; returns
+    /// whether there are some.
+    fn upload_amag(&mut self, s: &Stages<R>, amag: Option<&[f32]>) -> Result<bool> {
+        if let Some(amag) = amag {
+            grow(s.runner(), &mut self.amag, amag.len())?;
+            s.runner().upload(amag, &mut self.amag)?;
+        }
+        Ok(amag.is_some())
+    }
+
+    /// The walk's targets for `tree` (4 floats per particle, in the tree's order): each
+    /// particle's position and its previous |a| from `amag` (particle arrays' order), zero
+    /// without. They are written into the tree's spare room and stay there until the next
+    /// build; returns their device address.
+    pub fn tree_targets(
+        &mut self,
+        s: &Stages<R>,
+        tree: &DeviceTree,
+        amag: Option<&[f32]>,
+    ) -> Result<u64> {
+        let has = self.upload_amag(s, amag)?;
+        // SAFETY: the spare room holds 4 floats per particle; amag one per particle.
+        unsafe {
+            s.launch(
+                "gather_targets",
+                blocks(tree.particles),
+                &[
+                    int(tree.particles)?,
+                    Arg::Ptr(tree.arrays.particles),
+                    Arg::Ptr(tree.order),
+                    ptr(&self.amag),
+                    Arg::I32(has as i32),
+                    Arg::Ptr(tree.spare),
+                ],
+            )?;
+        }
+        Ok(tree.spare)
+    }
+
+    /// The walk's targets in the particle arrays' own order (no curve order): the `n`
+    /// positions at device address `pos` (3 doubles each) rounded to float32, with the previous
+    /// |a| from `amag`, written at device address `into` (4 floats per particle).
+    pub fn input_targets(
+        &mut self,
+        s: &Stages<R>,
+        n: usize,
+        pos: u64,
+        amag: Option<&[f32]>,
+        into: u64,
+    ) -> Result<()> {
+        let has = self.upload_amag(s, amag)?;
+        // SAFETY: `into` holds 4 floats per particle, `pos` 3 doubles; amag one per particle.
+        unsafe {
+            s.launch(
+                "input_targets",
+                blocks(n),
+                &[
+                    int(n)?,
+                    Arg::Ptr(pos),
+                    ptr(&self.amag),
+                    Arg::I32(has as i32),
+                    Arg::Ptr(into),
+                ],
+            )
+        }
+    }
+}
+
+/// The width (side, length units) of the cells that open the groups, at the particle-weighted
+/// median over the groups: `weight[l]` targets in groups opened at level `l`, whose cells have
+/// half side `half[l]`, `n` targets in all. Cells are narrower at deeper levels, so the widths
+/// in increasing order are the levels from the deepest up.
+fn median_width(weight: &[u32], half: &[f32], n: usize) -> f32 {
+    let half_n = n as u64 / 2;
+    let mut seen = 0;
+    for l in (0..weight.len()).rev().filter(|&l| weight[l] > 0) {
+        seen += weight[l] as u64;
+        if seen >= half_n {
+            return 2.0 * half[l];
+        }
+    }
+    f32::INFINITY
+}
+
+#[cfg(all(test, hinoki_emulator))]
+mod tests;
