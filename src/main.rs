@@ -354,6 +354,7 @@ fn dispatch(cli: Cli, comm: &dyn Comm) -> Result<()> {
             .build_global()
             .map_err(|e| Error::input(format!("cannot start {t} threads: {e}")))?;
     }
+    hinoki::comm::affinity::warn_if_starved(comm, cli.threads);
     match cli.command {
         Command::Run(a) => run(a, comm),
         Command::Ics(a) => {
