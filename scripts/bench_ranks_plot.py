@@ -11,12 +11,11 @@ LET walk, and any other phase. Right panel: the LET construction and exchange, w
 communication thread during the local walk and so are not stacked.
 """
 import argparse
-import csv
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from scaling_plot import fail, need_matplotlib, save_figure  # noqa: E402
+from scaling_plot import need_matplotlib, read_csv, save_figure  # noqa: E402
 
 # (label, phases, colour) stacked bottom to top; "other" takes every phase not named here.
 STACK = [("wait", ["wait"], "tab:gray"),
@@ -29,20 +28,6 @@ STACK = [("wait", ["wait"], "tab:gray"),
          ("walk (LET)", ["walk_let"], "tab:purple")]
 OVERLAPPED = [("LET construction", "let", "tab:red"), ("LET exchange", "exchange", "tab:brown")]
 NOT_PHASES = {"total", "tree", "comm", "walks"} | {p for _, p, _ in OVERLAPPED}
-
-
-def read_rows(path):
-    try:
-        with open(path, newline="") as f:
-            rows = list(csv.DictReader(f))
-    except OSError as e:
-        fail(f"cannot read {path}: {e.strerror}")
-    if not rows:
-        fail(f"{path} has no rows")
-    for col in ("set", "binding", "np", "total_s"):
-        if col not in rows[0]:
-            fail(f"{path} has no column '{col}': not a scripts/bench_ranks.sh CSV")
-    return rows
 
 
 def seconds(row, phase):
@@ -106,7 +91,7 @@ def main():
     ap.add_argument("csv", help="CSV of scripts/bench_ranks.sh")
     ap.add_argument("--out-dir", required=True, help="directory for SET.png")
     a = ap.parse_args()
-    rows = read_rows(a.csv)
+    rows = read_csv(a.csv, ("set", "binding", "np", "n", "total_s"), "scripts/bench_ranks.sh")
     plt = need_matplotlib()
     for name in dict.fromkeys(r["set"] for r in rows):
         plot_set(plt, [r for r in rows if r["set"] == name], name, os.path.join(a.out_dir, f"{name}.png"))

@@ -158,8 +158,9 @@ impl<'de> Deserialize<'de> for GravityConfig {
     /// so that both report an unknown key or a bad value at its line and column.
     fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
         let mut rebuild = None;
-        let force = ForceParams::deserialize(WithRebuild {
-            table: d,
+        let force = ForceParams::deserialize(RebuildAside {
+            inner: d,
+            fields: &[],
             rebuild: &mut rebuild,
         })?;
         Ok(Self {
@@ -172,14 +173,18 @@ impl<'de> Deserialize<'de> for GravityConfig {
 /// The `[gravity]` table's extra key, beside those of [`ForceParams`].
 const REBUILD: &str = "rebuild";
 
-/// A deserializer of the `[gravity]` table that hands [`ForceParams`] every key but
-/// [`REBUILD`], whose value it keeps in `rebuild`.
-struct WithRebuild<'a, D> {
-    table: D,
+/// The `[gravity]` table handed to [`ForceParams`]' deserializer without the key [`REBUILD`],
+/// whose value goes to `rebuild`: `inner` is the table's deserializer, then the visitor of
+/// [`ForceParams`] (whose keys, `fields`, it names), then the table's entries. A key that is
+/// neither [`REBUILD`] nor one of `fields` is an error raised while the key is read, so that
+/// it carries the key's position.
+struct RebuildAside<'a, T> {
+    inner: T,
+    fields: &'static [&'static str],
     rebuild: &'a mut Option<Rebuild>,
 }
 
-impl<'de, D: Deserializer<'de>> Deserializer<'de> for WithRebuild<'_, D> {
+impl<'de, D: Deserializer<'de>> Deserializer<'de> for RebuildAside<'_, D> {
     type Error = D::Error;
 
     fn deserialize_struct<V: Visitor<'de>>(
@@ -188,12 +193,12 @@ impl<'de, D: Deserializer<'de>> Deserializer<'de> for WithRebuild<'_, D> {
         fields: &'static [&'static str],
         visitor: V,
     ) -> std::result::Result<V::Value, D::Error> {
-        let table = WithRebuildVisitor {
-            visitor,
+        let visitor = RebuildAside {
+            inner: visitor,
             fields,
             rebuild: self.rebuild,
         };
-        self.table.deserialize_struct(name, fields, table)
+        self.inner.deserialize_struct(name, fields, visitor)
     }
 
     /// [`ForceParams`]' derive asks for a struct; anything else is no `[gravity]` table and
@@ -202,7 +207,7 @@ impl<'de, D: Deserializer<'de>> Deserializer<'de> for WithRebuild<'_, D> {
         self,
         visitor: V,
     ) -> std::result::Result<V::Value, D::Error> {
-        self.table.deserialize_any(visitor)
+        self.inner.deserialize_any(visitor)
     }
 
     serde::forward_to_deserialize_any! {
@@ -212,15 +217,7 @@ impl<'de, D: Deserializer<'de>> Deserializer<'de> for WithRebuild<'_, D> {
     }
 }
 
-/// [`WithRebuild`]'s visitor: passes the table's entries to `visitor` (that of
-/// [`ForceParams`], whose keys are `fields`) through [`WithRebuildEntries`].
-struct WithRebuildVisitor<'a, V> {
-    visitor: V,
-    fields: &'static [&'static str],
-    rebuild: &'a mut Option<Rebuild>,
-}
-
-impl<'de, V: Visitor<'de>> Visitor<'de> for WithRebuildVisitor<'_, V> {
+impl<'de, V: Visitor<'de>> Visitor<'de> for RebuildAside<'_, V> {
     type Value = V::Value;
 
     fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -228,34 +225,26 @@ impl<'de, V: Visitor<'de>> Visitor<'de> for WithRebuildVisitor<'_, V> {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, map: A) -> std::result::Result<V::Value, A::Error> {
-        self.visitor.visit_map(WithRebuildEntries {
-            map,
+        self.inner.visit_map(RebuildAside {
+            inner: map,
             fields: self.fields,
             rebuild: self.rebuild,
         })
     }
 }
 
-/// The table's entries without [`REBUILD`]; a key that is neither that nor one of `fields` is
-/// an error raised while the key is read, so that it carries the key's position.
-struct WithRebuildEntries<'a, A> {
-    map: A,
-    fields: &'static [&'static str],
-    rebuild: &'a mut Option<Rebuild>,
-}
-
-impl<'de, A: MapAccess<'de>> MapAccess<'de> for WithRebuildEntries<'_, A> {
+impl<'de, A: MapAccess<'de>> MapAccess<'de> for RebuildAside<'_, A> {
     type Error = A::Error;
 
     fn next_key_seed<K: DeserializeSeed<'de>>(
         &mut self,
         seed: K,
     ) -> std::result::Result<Option<K::Value>, A::Error> {
-        while let Some(key) = self.map.next_key_seed(KnownKey(self.fields))? {
+        while let Some(key) = self.inner.next_key_seed(KnownKey(self.fields))? {
             if key != REBUILD {
                 return seed.deserialize(key.into_deserializer()).map(Some);
             }
-            *self.rebuild = Some(self.map.next_value()?);
+            *self.rebuild = Some(self.inner.next_value()?);
         }
         Ok(None)
     }
@@ -264,7 +253,7 @@ impl<'de, A: MapAccess<'de>> MapAccess<'de> for WithRebuildEntries<'_, A> {
         &mut self,
         seed: S,
     ) -> std::result::Result<S::Value, A::Error> {
-        self.map.next_value_seed(seed)
+        self.inner.next_value_seed(seed)
     }
 }
 
