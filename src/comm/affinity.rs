@@ -56,7 +56,8 @@ impl Binding {
 
 /// Under a launcher, prints on this rank one warning (through `tracing`) when its affinity
 /// mask gives it fewer CPUs than its share of the node and than `threads` (`--threads`, else
-/// `RAYON_NUM_THREADS`); silent without a launcher or where the CPUs cannot be read.
+/// `RAYON_NUM_THREADS`); silent without a launcher or where the CPUs cannot be read. The ranks
+/// on this node are the launcher's count, else all ranks of `comm`.
 pub fn warn_if_starved(comm: &dyn Comm, threads: Option<usize>) {
     if super::launcher_world_size().is_none() {
         return;
@@ -71,7 +72,8 @@ pub fn warn_if_starved(comm: &dyn Comm, threads: Option<usize>) {
     let binding = Binding {
         allowed,
         node,
-        local_ranks: local_ranks(env).unwrap_or(1),
+        // Unknown: as if every rank ran here, the smallest share (no warning it cannot back).
+        local_ranks: local_ranks(env).unwrap_or(comm.size()),
         threads_per_core: threads_per_core(),
         threads: threads.or_else(|| positive(env("RAYON_NUM_THREADS"))),
     };
