@@ -32,7 +32,14 @@ efficiency versus Np). Every option can also be set by the environment variable 
                                                           SCALING_THETA []
   --backend B            cpu, gpu or auto                 SCALING_BACKEND [auto]
   --threads T            CPU threads per rank; default: SLURM_CPUS_PER_TASK under srun, else
-                         cores / Np (at least 1)          SCALING_THREADS []
+                         cores / Np (at least 1); none with --binding default
+                                                          SCALING_THREADS []
+  --binding B            where the ranks' threads run: none (mpirun --bind-to none), cores
+                         (mpirun --use-hwthread-cpus --map-by ppr:Np:node:pe=C, C = cores / Np:
+                         each rank pinned to its share of one node), default (no binding option
+                         and no --threads: the launcher's own placement, e.g. Open MPI's one core
+                         per rank for Np <= 2; srun without --cpus-per-task)
+                                                          SCALING_BINDING [none]
   --cores C              cores of the machine, for the default threads and the slot check
                                                           SCALING_CORES [nproc]
   --extra "ARGS"         more hinoki forces arguments, e.g. "--check 2000 --balance count"
@@ -54,8 +61,8 @@ efficiency versus Np). Every option can also be set by the environment variable 
   --no-plot              write the CSV but no PNG         SCALING_NO_PLOT=1
   -h, --help             this text
 
-mpirun is started with --bind-to none (hinoki's rayon threads are not pinned) and with
---allow-run-as-root when run as root; srun with --ntasks, --cpus-per-task and
+mpirun is started with the --binding options (by default --bind-to none: hinoki's rayon threads
+are not pinned) and with --allow-run-as-root when run as root; srun with --ntasks, --cpus-per-task and
 --kill-on-bad-exit=1 (and --nodes = ceil(Np / SLURM_NTASKS_PER_NODE) when the allocation
 sets tasks per node). A rank count the machine or allocation cannot hold is an error.
 Example: scripts/scaling.sh --mode weak --n-per-rank 16777216 --np 1,2,4 --backend gpu --out weak-h200
@@ -74,6 +81,7 @@ REPEAT=${SCALING_REPEAT:-3}
 THETA=${SCALING_THETA:-}
 BACKEND=${SCALING_BACKEND:-auto}
 THREADS=${SCALING_THREADS:-}
+BINDING=${SCALING_BINDING:-none}
 CORES=${SCALING_CORES:-}
 EXTRA=${SCALING_EXTRA:-}
 LAUNCHER=${SCALING_LAUNCHER:-}
@@ -100,6 +108,7 @@ while [ $# -gt 0 ]; do
   --theta) need_value "$@"; THETA=$2; shift 2 ;;
   --backend) need_value "$@"; BACKEND=$2; shift 2 ;;
   --threads) need_value "$@"; THREADS=$2; shift 2 ;;
+  --binding) need_value "$@"; BINDING=$2; shift 2 ;;
   --cores) need_value "$@"; CORES=$2; shift 2 ;;
   --extra) need_value "$@"; EXTRA=$2; shift 2 ;;
   --launcher) need_value "$@"; LAUNCHER=$2; shift 2 ;;
@@ -138,6 +147,7 @@ is_count "$TIMEOUT" || die "--timeout must be a positive number of seconds (got 
 [ -z "$THREADS" ] || is_count "$THREADS" || die "--threads must be a positive integer (got '$THREADS')"
 [ -n "$CORES" ] || CORES=$(nproc)
 is_count "$CORES" || die "--cores must be a positive integer (got '$CORES')"
+case $BINDING in none | cores | default) ;; *) die "--binding must be none, cores or default (got '$BINDING')" ;; esac
 case $OVERSUBSCRIBE in 0 | 1) ;; *) die "SCALING_OVERSUBSCRIBE must be 0 or 1 (got '$OVERSUBSCRIBE')" ;; esac
 case $NO_PLOT in 0 | 1) ;; *) die "SCALING_NO_PLOT must be 0 or 1 (got '$NO_PLOT')" ;; esac
 if [ -z "$LAUNCHER" ]; then
@@ -166,13 +176,16 @@ for np in "${NPS[@]}"; do
     if [ -n "${SLURM_NTASKS:-}" ] && [ "$np" -gt "$SLURM_NTASKS" ]; then
       die "Np=$np exceeds this allocation's $SLURM_NTASKS tasks (SLURM_NTASKS); ask sbatch for more or drop it from --np"
     fi
+  elif [ "$BINDING" = cores ] && has_hostfile; then
+    die "--binding cores places all ranks on one node (ppr:Np:node); with a hostfile use --binding none"
   elif [ "$OVERSUBSCRIBE" = 0 ] && ! has_hostfile && [ "$np" -gt "$CORES" ]; then
     die "Np=$np needs $np slots but this machine has $CORES cores; pass --oversubscribe (times then meaningless), a --launcher-args hostfile, or a smaller --np"
   fi
 done
 
-threads_for() { # np -> CPU threads per rank
+threads_for() { # np -> CPU threads per rank (empty: hinoki's default, for --binding default)
   if [ -n "$THREADS" ]; then echo "$THREADS"
+  elif [ "$BINDING" = default ]; then echo ""
   elif [ "$LAUNCHER" = srun ] && [ -n "${SLURM_CPUS_PER_TASK:-}" ]; then echo "$SLURM_CPUS_PER_TASK"
   else local t=$((CORES / $1)); echo $((t > 0 ? t : 1)); fi
 }
@@ -180,7 +193,12 @@ threads_for() { # np -> CPU threads per rank
 launcher_cmd() { # np threads -> the launcher part of the command line, in LCMD
   LCMD=()
   if [ "$LAUNCHER" = mpirun ]; then
-    LCMD=(mpirun -np "$1" --bind-to none)
+    LCMD=(mpirun -np "$1")
+    local pe=$((CORES / $1))
+    case $BINDING in
+    none) LCMD+=(--bind-to none) ;;
+    cores) LCMD+=(--use-hwthread-cpus --map-by "ppr:$1:node:pe=$((pe > 0 ? pe : 1))") ;;
+    esac
     [ "$(id -u)" != 0 ] || LCMD+=(--allow-run-as-root)
     [ "$OVERSUBSCRIBE" = 0 ] || LCMD+=(--oversubscribe)
     local v
@@ -188,7 +206,9 @@ launcher_cmd() { # np threads -> the launcher part of the command line, in LCMD
       [ -z "${!v+x}" ] || LCMD+=(-x "$v")
     done
   else
-    LCMD=(srun --ntasks="$1" --cpus-per-task="$2" --kill-on-bad-exit=1)
+    LCMD=(srun --ntasks="$1")
+    [ -z "$2" ] || LCMD+=(--cpus-per-task="$2")
+    LCMD+=(--kill-on-bad-exit=1)
     # Pack the ranks on as few nodes as the allocation's tasks per node allow.
     local per_node=${SLURM_NTASKS_PER_NODE:-}
     per_node=${per_node%%[!0-9]*}
@@ -205,15 +225,16 @@ for np in "${NPS[@]}"; do
   if [ "$MODE" = strong ]; then n=$N; else n=$((N_PER_RANK * np)); fi
   threads=$(threads_for "$np")
   launcher_cmd "$np" "$threads"
-  cmd=("${LCMD[@]}" "$BIN" forces --ics "$MODEL" --n "$n" --repeat "$REPEAT" --backend "$BACKEND"
-    --threads "$threads" --json)
+  cmd=("${LCMD[@]}" "$BIN" forces --ics "$MODEL" --n "$n" --repeat "$REPEAT" --backend "$BACKEND")
+  [ -z "$threads" ] || cmd+=(--threads "$threads")
+  cmd+=(--json)
   [ -z "$THETA" ] || cmd+=(--theta "$THETA")
   cmd+=("${XARGS[@]}")
   json="$OUT/${MODE}_np${np}.json"
   log="$OUT/${MODE}_np${np}.log"
   printf '%q ' "${cmd[@]}" >>"$COMMANDS"
   echo >>"$COMMANDS"
-  echo "$ME: $MODE Np=$np N=$n threads/rank=$threads" >&2
+  echo "$ME: $MODE Np=$np N=$n binding=$BINDING threads/rank=${threads:-default}" >&2
   status=0
   timeout --kill-after=30 "$TIMEOUT" "${cmd[@]}" >"$json.tmp" 2>"$log" || status=$?
   [ "$status" = 0 ] || rm -f "$json.tmp"

@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """Collects `hinoki forces --json` reports of a scaling study into one CSV, one row per Np.
 
-Usage: scripts/scaling_csv.py --mode strong|weak [--model NAME] -o OUT.csv REPORT.json...
+Usage: scripts/scaling_csv.py --mode strong|weak [--model NAME] [--label NAME=VALUE]... [--append]
+                              -o OUT.csv REPORT.json...
 
 Columns (times in seconds, the slowest rank's, of the last evaluation of each run):
+  NAME of every --label, with its VALUE (e.g. set=cube binding=default: which series a row is of)
   mode, model (as given: the reports do not name it), np, n, n_per_rank, backend, device, threads, theta
   PHASE_s for every phase any report holds (domain, sort, build, moments, let, exchange, upload,
     walk, walk_let, download, unsort, total, ...); a phase a run did not have (no LETs on one
@@ -17,7 +19,10 @@ Columns (times in seconds, the slowest rank's, of the last evaluation of each ru
   let_bytes_sent_mean/_max, let_bytes_received_mean/_max (bytes per rank)
   interactions (whole job), interactions_per_second (job interactions / slowest walk time)
   error_p50, error_p99 (relative acceleration error, with --check; else empty)
-The CSV is written atomically (temporary file, then rename).
+  every other number whose name holds "bytes", named by its path (memory_device_bytes,
+    domain_bytes_moved_max, ...: device memory and the traffic over the bus where a report has them)
+With --append the rows are added to those OUT.csv already holds (the columns of both; a column one
+of them lacks is empty). The CSV is written atomically (temporary file, then rename).
 """
 import argparse
 import csv
@@ -63,14 +68,28 @@ def dig(report, *keys):
     return report
 
 
-def row_of(report, mode, model, phases):
+def byte_counts(report, path=()):
+    """(column, value) of every number whose key path holds "bytes", outside `lets` (the
+    let_bytes_* columns): device memory, particles moved, bytes over the bus."""
+    for key, value in report.items():
+        here = path + (key,)
+        if isinstance(value, dict) and here != ("lets",):
+            yield from byte_counts(value, here)
+        elif isinstance(value, (int, float)) and not isinstance(value, bool) and any(
+                "bytes" in k for k in here):
+            yield "_".join(here), value
+
+
+def row_of(report, mode, model, phases, labels):
     np_ = report.get("ranks", 1)
     n = report["n"]
     times = report["time"]
-    row = {"mode": mode, "model": model, "np": np_, "n": n,
-           "n_per_rank": n // np_ if n % np_ == 0 else n / np_,
-           "backend": report.get("backend", ""), "device": report.get("device", ""),
-           "threads": report.get("threads", ""), "theta": round(report["theta"], 6) if "theta" in report else ""}
+    row = dict(labels)
+    row.update({"mode": mode, "model": model, "np": np_, "n": n,
+                "n_per_rank": n // np_ if n % np_ == 0 else n / np_,
+                "backend": report.get("backend", ""), "device": report.get("device", ""),
+                "threads": report.get("threads", ""),
+                "theta": round(report["theta"], 6) if "theta" in report else ""})
     for ph in phases:
         row[f"{ph}_s"] = times.get(ph, 0.0)
     for col, parts in GROUPS.items():
@@ -88,6 +107,7 @@ def row_of(report, mode, model, phases):
     for p in ("p50", "p99"):
         v = dig(report, "error", p)
         row[f"error_{p}"] = "" if v is None else v
+    row.update(byte_counts(report))
     return row
 
 
@@ -109,9 +129,19 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--mode", choices=["strong", "weak"], required=True)
     ap.add_argument("--model", default="", help="the particle model, for the CSV's model column")
+    ap.add_argument("--label", action="append", default=[], metavar="NAME=VALUE",
+                    help="a column NAME holding VALUE in every row (repeatable)")
+    ap.add_argument("--append", action="store_true",
+                    help="add the rows to those the CSV already holds")
     ap.add_argument("-o", "--output", required=True, help="CSV to write")
     ap.add_argument("reports", nargs="+", help="hinoki forces --json reports")
     a = ap.parse_args()
+    labels = []
+    for label in a.label:
+        name, eq, value = label.partition("=")
+        if not (name and eq):
+            fail(f"--label takes NAME=VALUE (got '{label}')")
+        labels.append((name, value))
     reports = [load(p) for p in a.reports]
     seen = {}
     for path, r in zip(a.reports, reports):
@@ -121,13 +151,20 @@ def main():
         seen[np_] = path
     phases = [p for p in PHASES if any(p in r["time"] for r in reports)]
     phases += sorted({p for r in reports for p in r["time"]} - set(phases))
-    rows = sorted((row_of(r, a.mode, a.model, phases) for r in reports), key=lambda r: r["np"])
+    rows = sorted((row_of(r, a.mode, a.model, phases, labels) for r in reports),
+                  key=lambda r: r["np"])
     add_efficiency(rows, a.mode)
-    columns = list(rows[0].keys())
+    if a.append and os.path.exists(a.output):
+        try:
+            with open(a.output, newline="") as f:
+                rows = list(csv.DictReader(f)) + rows
+        except OSError as e:
+            fail(f"cannot read {a.output}: {e.strerror}")
+    columns = list(dict.fromkeys(c for r in rows for c in r))
     tmp = a.output + ".tmp"
     try:
         with open(tmp, "w", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=columns)
+            writer = csv.DictWriter(f, fieldnames=columns, restval="")
             writer.writeheader()
             writer.writerows(rows)
         os.replace(tmp, a.output)

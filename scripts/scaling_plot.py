@@ -47,7 +47,8 @@ def need_matplotlib():
     return plt
 
 
-def read_rows(path):
+def read_csv(path, columns, maker):
+    """The rows of the CSV at `path`; fails unless it has rows and `columns` (a CSV of `maker`)."""
     try:
         with open(path, newline="") as f:
             rows = list(csv.DictReader(f))
@@ -55,9 +56,15 @@ def read_rows(path):
         fail(f"cannot read {path}: {e.strerror}")
     if not rows:
         fail(f"{path} has no rows")
-    for col in ("mode", "np", "n", "efficiency", "efficiency_walk") + tuple(c for c, _, _ in CURVES):
+    for col in columns:
         if col not in rows[0]:
-            fail(f"{path} has no column '{col}': not a scripts/scaling_csv.py CSV")
+            fail(f"{path} has no column '{col}': not a {maker} CSV")
+    return rows
+
+
+def read_rows(path):
+    columns = ("mode", "np", "n", "efficiency", "efficiency_walk") + tuple(c for c, _, _ in CURVES)
+    rows = read_csv(path, columns, "scripts/scaling_csv.py")
     rows.sort(key=lambda r: int(r["np"]))
     return rows
 

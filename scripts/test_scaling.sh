@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # End-to-end test of the scaling-study tools on this machine (CPU backend, small N, mpirun
-# --oversubscribe; ~15 s on 2 cores): strong and weak series Np = 1, 2 give the CSV rows and the
+# --oversubscribe; ~25 s on 2 cores): strong and weak series Np = 1, 2 give the CSV rows and the
 # PNGs; bad rank counts, a failing hinoki, bad options and a missing matplotlib end with one line
 # and a non-zero exit; the srun launcher line (through a stand-in srun); the Slurm templates'
-# USR1 forwarding (through a stand-in scancel); the virtual-ranks plot; `bash -n` of slurm/.
+# USR1 forwarding (through a stand-in scancel); the virtual-ranks plot; `bash -n` of slurm/;
+# scripts/bench_ranks.sh (both sets, Open MPI's default binding and the recommended one).
 # Usage: scripts/test_scaling.sh [HINOKI_BINARY]   (run by scripts/test.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -60,6 +61,36 @@ scripts/scaling.sh --mode weak --n-per-rank 10000 "${COMMON[@]}" --out "$T/w" 2>
 check_csv "$T/w/weak.csv" weak "1:10000:10000 2:20000:10000"
 is_png "$T/w/weak.png"
 
+echo "-- bench_ranks.sh: cube and nfw, N = 3000, Np = 1, 2, default and cores binding"
+scripts/bench_ranks.sh --bin "$BIN" --np 1,2 --n-cube 3000 --n-nfw 3000 --repeat 2 --backend cpu \
+  --check 200 --oversubscribe --out "$T/br" 2>"$T/err" || fail "bench_ranks.sh: $(cat "$T/err")"
+"$PY" - "$T/br/bench_ranks.csv" "$(nproc)" <<'EOF' || fail "$T/br/bench_ranks.csv is not as expected"
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+cores = int(sys.argv[2])
+got = [(r["set"], r["model"], r["binding"], r["np"]) for r in rows]
+want = [(s, m, b, np) for s, m in (("cube", "uniform-cube"), ("nfw", "nfw"))
+        for b in ("default", "cores") for np in ("1", "2")]
+assert got == want, got
+for r in rows:
+    assert float(r["total_s"]) > 0 and float(r["walk_s"]) > 0, r["total_s"]
+    assert 0 < float(r["error_p99"]) < 1e-2, r["error_p99"]
+    assert r["theta"] == ("0.58" if r["set"] == "cube" else "0.45"), r["theta"]
+    if r["binding"] == "cores":  # pinned to its share: cores / Np threads
+        assert int(r["threads"]) == max(1, cores // int(r["np"])), (r["np"], r["threads"])
+EOF
+is_png "$T/br/cube.png"
+is_png "$T/br/nfw.png"
+! grep -q "may use" "$T"/br/runs/*-cores/*.log || fail "a rank of the recommended binding warned"
+if [ "$(nproc)" -ge 2 ] && grep -q '"threads":1,' "$T/br/runs/cube-default/strong_np1.json"; then
+  # Open MPI bound the one rank to one CPU of several: it says so.
+  grep -q "WARN rank 0 of 1 may use 1 of" "$T/br/runs/cube-default/strong_np1.log" ||
+    fail "no launch warning: $(cat "$T/br/runs/cube-default/strong_np1.log")"
+fi
+! scripts/bench_ranks.sh --bin "$BIN" --sets cube,plummer --out "$T/e" 2>"$T/err" || fail "--sets plummer accepted"
+[ "$(grep -c . "$T/err")" = 1 ] && grep -q "^bench_ranks.sh: error: --sets must be" "$T/err" ||
+  fail "bench_ranks.sh --sets plummer: $(cat "$T/err")"
+
 echo "-- errors: one line, non-zero exit"
 ! scripts/scaling.sh --bin "$BIN" --np 1,100000 --out "$T/e" 2>"$T/err" || fail "Np beyond the cores ran"
 one_error_line "$T/err" "Np=100000 needs 100000 slots"
@@ -67,6 +98,8 @@ one_error_line "$T/err" "Np=100000 needs 100000 slots"
 one_error_line "$T/err" "comma-separated list"
 ! scripts/scaling.sh --bin "$BIN" --mode weak --n 5 --out "$T/e" 2>"$T/err" || fail "weak with --n accepted"
 one_error_line "$T/err" "takes --n-per-rank"
+! scripts/scaling.sh --bin "$BIN" --binding socket --out "$T/e" 2>"$T/err" || fail "--binding socket accepted"
+one_error_line "$T/err" "--binding must be none, cores or default"
 ! scripts/scaling.sh --bin "$BIN" --n 1000 --np 1 --backend cpu --extra "--theta -1" --out "$T/e" \
   2>"$T/err" || fail "a failing hinoki run passed"
 tail -n1 "$T/err" | grep -q "^scaling.sh: error: strong Np=1 failed (exit [0-9]*): error: theta must be" ||

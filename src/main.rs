@@ -7,14 +7,11 @@ use glam::DVec3;
 use hinoki::comm::{Comm, SingleProcess};
 use hinoki::diag::report::{check_against_direct, forces_json, forces_table};
 use hinoki::domain::{self, Balance};
-use hinoki::forces::{Backend, ForceEngine, ForceParams, LeafSize, Method, TreeBuild, WalkKind};
+use hinoki::forces::{ForceEngine, ForceParams};
 use hinoki::ics::{generate, Model};
 use hinoki::io::{read_snapshot, write_snapshot_file, RunConfig};
 use hinoki::render::{plot_diagnostics, render, Axis, RenderOptions};
-use hinoki::sfc::Order;
 use hinoki::simulation;
-use hinoki::walk::gpu::{VgChoice, WalkKernel};
-use hinoki::walk::mac::Mac;
 use hinoki::{Error, Particles, Result};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -76,7 +73,7 @@ struct VirtualRanksArgs {
     )]
     ranks: Vec<usize>,
     #[command(flatten)]
-    gravity: GravityArgs,
+    gravity: ForceParams,
 }
 
 #[derive(Args)]
@@ -180,7 +177,7 @@ struct ForcesArgs {
     #[arg(long)]
     input: Option<PathBuf>,
     #[command(flatten)]
-    gravity: GravityArgs,
+    gravity: ForceParams,
     /// Compare K randomly chosen particles (all when K >= N) with float64 direct summation.
     #[arg(long, value_name = "K")]
     check: Option<usize>,
@@ -194,90 +191,6 @@ struct ForcesArgs {
     /// (warm GPU and buffers; with --balance cost each one rebalances on the last one's cost).
     #[arg(long, default_value_t = 1)]
     repeat: usize,
-}
-
-/// Force-evaluation options shared by the subcommands that compute forces.
-#[derive(Args)]
-struct GravityArgs {
-    /// Opening angle θ.
-    #[arg(long, allow_negative_numbers = true, default_value_t = ForceParams::default().theta)]
-    theta: f32,
-    /// Opening criterion: bh (l/d < θ), modified (l/θ + s < d), accel (GADGET relative).
-    #[arg(long, default_value_t = ForceParams::default().mac)]
-    mac: Mac,
-    /// Tolerance α of the acceleration criterion.
-    #[arg(long, allow_negative_numbers = true, default_value_t = ForceParams::default().alpha)]
-    alpha: f32,
-    /// Multipole order: 1 (monopole) or 2 (quadrupole).
-    #[arg(long, default_value_t = ForceParams::default().multipole)]
-    multipole: u8,
-    /// Largest number of particles in a leaf (N_crit), or auto: 8 when the CPU walks, 16 when
-    /// the GPU does.
-    #[arg(long, default_value_t = ForceParams::default().ncrit)]
-    ncrit: LeafSize,
-    /// Particles per group in the grouped walk.
-    #[arg(long, default_value_t = ForceParams::default().group)]
-    group: usize,
-    /// Particle ordering: hilbert, morton, none.
-    #[arg(long, default_value_t = ForceParams::default().order)]
-    order: Order,
-    /// Plummer softening length ε.
-    #[arg(long, allow_negative_numbers = true, default_value_t = ForceParams::default().eps)]
-    eps: f64,
-    /// Gravitational constant.
-    #[arg(long = "G", allow_negative_numbers = true, default_value_t = ForceParams::default().g)]
-    g: f64,
-    /// Force method: tree or direct (exact float64 summation).
-    #[arg(long, default_value_t = ForceParams::default().method)]
-    method: Method,
-    /// CPU tree walk: grouped or single (one next/more walk per particle).
-    #[arg(long, default_value_t = ForceParams::default().walk)]
-    walk: WalkKind,
-    /// Where the walk runs: cpu, gpu, auto.
-    #[arg(long, default_value_t = ForceParams::default().backend)]
-    backend: Backend,
-    /// GPU kernel shape "V,G" (V targets per thread, G threads, a power of two ≤ 32, per group),
-    /// or "auto" to time a few shapes on the first force evaluation and keep the fastest.
-    #[arg(long, default_value_t = ForceParams::default().vg)]
-    vg: VgChoice,
-    /// GPU walk kernel: vg (seed 001's (V,G) walk) or list (interaction lists per warp, G = 32).
-    #[arg(long, default_value_t = ForceParams::default().kernel)]
-    kernel: WalkKernel,
-    /// Where the tree is built when the GPU walks: gpu, or host (the CPU cores, always when the
-    /// CPU walks).
-    #[arg(long, default_value_t = ForceParams::default().tree_build)]
-    tree_build: TreeBuild,
-    /// Multi-rank load balance: count (equal particles) or cost (equal interactions of the
-    /// last evaluation).
-    #[arg(long, default_value_t = ForceParams::default().balance)]
-    balance: Balance,
-    /// Multi-rank: boxes per rank describing its particles to the other ranks' LET builders.
-    #[arg(long, default_value_t = ForceParams::default().let_boxes)]
-    let_boxes: usize,
-}
-
-impl GravityArgs {
-    fn params(&self) -> ForceParams {
-        ForceParams {
-            theta: self.theta,
-            mac: self.mac,
-            alpha: self.alpha,
-            multipole: self.multipole,
-            ncrit: self.ncrit,
-            group: self.group,
-            order: self.order,
-            eps: self.eps,
-            g: self.g,
-            method: self.method,
-            walk: self.walk,
-            backend: self.backend,
-            vg: self.vg,
-            kernel: self.kernel,
-            tree_build: self.tree_build,
-            balance: self.balance,
-            let_boxes: self.let_boxes,
-        }
-    }
 }
 
 fn main() -> ExitCode {
@@ -354,6 +267,7 @@ fn dispatch(cli: Cli, comm: &dyn Comm) -> Result<()> {
             .build_global()
             .map_err(|e| Error::input(format!("cannot start {t} threads: {e}")))?;
     }
+    hinoki::comm::affinity::warn_if_starved(comm, cli.threads);
     match cli.command {
         Command::Run(a) => run(a, comm),
         Command::Ics(a) => {
@@ -404,7 +318,7 @@ fn load_particles(
 }
 
 fn forces(a: ForcesArgs, comm: &dyn Comm) -> Result<()> {
-    let params = a.gravity.params();
+    let params = a.gravity;
     params.validate()?;
     if a.check == Some(0) {
         return Err(Error::input("--check needs at least 1 particle"));
@@ -489,7 +403,7 @@ fn forces(a: ForcesArgs, comm: &dyn Comm) -> Result<()> {
 }
 
 fn virtual_ranks(a: VirtualRanksArgs) -> Result<()> {
-    let params = a.gravity.params();
+    let params = a.gravity;
     params.validate()?;
     let p = load_particles(&SingleProcess, a.ics, a.n, a.seed, a.input.as_ref())?;
     p.validate()?;

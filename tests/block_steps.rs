@@ -7,7 +7,7 @@ mod common;
 use common::TempDir;
 use hinoki::comm::SingleProcess;
 use hinoki::comm::SingleProcess as One;
-use hinoki::forces::Backend;
+use hinoki::forces::{Backend, ForceParams};
 use hinoki::ics::Model;
 use hinoki::integrate::Stepping;
 use hinoki::io::config::{GravityConfig, IcsConfig, OutputConfig, RunConfig, TimeConfig};
@@ -24,8 +24,11 @@ fn config(n: usize, time: TimeConfig, dir: &Path) -> RunConfig {
             seed: 3,
         },
         gravity: GravityConfig {
-            backend: Backend::Cpu,
-            eps: 0.05,
+            force: ForceParams {
+                backend: Backend::Cpu,
+                eps: 0.05,
+                ..ForceParams::default()
+            },
             ..GravityConfig::default()
         },
         time,

@@ -5,7 +5,8 @@
 //! its refitted forces meet the accuracy bound; restarted runs end bit for bit as uninterrupted
 //! ones; a rank that fails ends the whole job with its reason, never a hang; the GPU path (trees
 //! built on the device, LET forests walked there, results unsorted there) on the CPU kernel
-//! emulator meets the same bound. Skipped, with the reason printed, where `mpirun` is missing or
+//! emulator meets the same bound; a rank that mpirun binds below its share of the node's CPUs
+//! warns once, naming the fix, and a launch that gives each rank its share is quiet. Skipped, with the reason printed, where `mpirun` is missing or
 //! hinoki was built without MPI.
 
 mod common;
@@ -18,8 +19,8 @@ fn mpirun(np: usize, args: &[&str]) -> Option<Output> {
 }
 
 /// `mpirun` with one application context per entry of `nps`/`apps` (MPMD: `-np 1 A : -np 1 B`),
-/// every rank with the environment variables `env` (`-x NAME=VALUE`).
-fn launch(nps: &[&str], apps: &[&[&str]], env: &[&str]) -> Option<Output> {
+/// after the mpirun options `options` (e.g. `-x NAME=VALUE`, `--bind-to none`).
+fn launch(nps: &[&str], apps: &[&[&str]], options: &[&str]) -> Option<Output> {
     if cfg!(not(feature = "mpi")) {
         eprintln!("skipping MPI test: hinoki built without the mpi feature");
         return None;
@@ -39,10 +40,8 @@ fn launch(nps: &[&str], apps: &[&[&str]], env: &[&str]) -> Option<Output> {
     let mut cmd = Command::new("timeout");
     cmd.arg("120")
         .arg("mpirun")
-        .args(["--allow-run-as-root", "--oversubscribe"]);
-    for variable in env {
-        cmd.args(["-x", variable]);
-    }
+        .args(["--allow-run-as-root", "--oversubscribe"])
+        .args(options);
     for (k, (np, args)) in nps.iter().zip(apps).enumerate() {
         if k > 0 {
             cmd.arg(":");
@@ -390,7 +389,7 @@ fn several_ranks_on_the_gpu_path_meet_the_one_rank_accuracy() {
     };
     let one = report(&one);
     let bound = one["error"]["p99"].as_f64().unwrap();
-    let emulated = launch(&["2"], &[&args], &["HINOKI_GPU_EMULATOR=1"]).unwrap();
+    let emulated = launch(&["2"], &[&args], &["-x", "HINOKI_GPU_EMULATOR=1"]).unwrap();
     if !emulated.status.success()
         && String::from_utf8_lossy(&emulated.stderr).contains("without the CPU kernel emulator")
     {
@@ -409,6 +408,52 @@ fn several_ranks_on_the_gpu_path_meet_the_one_rank_accuracy() {
     let p99 = r["error"]["p99"].as_f64().unwrap();
     assert!(p99 <= 1.5 * bound, "emulated GPU np 2: {p99} vs {bound}");
     assert!(r["lets"]["bytes_received"]["min"].as_f64().unwrap() > 0.0);
+}
+
+/// Open MPI binds each of at most two ranks to one core: every rank that gets fewer CPUs than
+/// its share of the node (node CPUs / ranks) warns on one line naming the fix; --threads 1 and
+/// --bind-to none are quiet. On 2 cores: -np 1 warns (1 of 2 CPUs), -np 2 does not (1 each).
+#[test]
+fn a_rank_bound_below_its_share_of_the_node_warns_once() {
+    use hinoki::comm::affinity::{node_cpus, threads_per_core};
+    let (node, core) = (node_cpus().unwrap(), threads_per_core());
+    let forces = ["forces", "--n", "2000", "--backend", "cpu"];
+    let warnings = |np: &str, app: &[&str], options: &[&str]| -> Option<Vec<String>> {
+        let quiet = ["-x", "HINOKI_LOG=warn", "-x", "RAYON_NUM_THREADS="];
+        let out = launch(&[np], &[app], &[&quiet[..], options].concat())?;
+        let err = String::from_utf8_lossy(&out.stderr).to_string();
+        assert!(out.status.success(), "{err}");
+        Some(err.lines().map(str::to_string).collect())
+    };
+    let Some(one) = warnings("1", &forces, &[]) else {
+        return;
+    };
+    // -np 1 is bound to one core: it warns wherever the node has more than one core.
+    if node > core {
+        let want = format!("rank 0 of 1 may use {core} of {node} CPUs (its share is {node}): launch with mpirun --map-by ppr:1:node:pe={}, or mpirun --bind-to none with hinoki --threads {node}, or srun --cpus-per-task={node}", node / core);
+        assert_eq!(one.len(), 1, "{one:?}");
+        assert!(
+            one[0].contains("WARN") && one[0].ends_with(&want),
+            "{one:?}"
+        );
+    } else {
+        assert!(one.is_empty(), "{one:?}");
+    }
+    let threads = [&["--threads", "1"][..], &forces].concat();
+    assert_eq!(warnings("1", &threads, &[]).unwrap(), Vec::<String>::new());
+    let unbound = warnings("1", &forces, &["--bind-to", "none"]).unwrap();
+    assert_eq!(unbound, Vec::<String>::new());
+    // -np 2, one core each: both ranks warn where half the node is more than a core.
+    let two = warnings("2", &forces, &[]).unwrap();
+    if node / 2 > core {
+        assert_eq!(two.len(), 2, "{two:?}");
+        for rank in 0..2 {
+            let want = format!("rank {rank} of 2 may use {core} of {node} CPUs");
+            assert!(two.iter().any(|l| l.contains(&want)), "{two:?}");
+        }
+    } else {
+        assert!(two.is_empty(), "{two:?}");
+    }
 }
 
 #[test]
@@ -430,7 +475,7 @@ fn the_gpu_backend_gives_the_cpu_backends_domains_and_lets_on_one_to_four_ranks(
         };
         let cpu = report(&cpu);
         let n = np.to_string();
-        let gpu = launch(&[&n], &[&args("gpu")], &["HINOKI_GPU_EMULATOR=1"]).unwrap();
+        let gpu = launch(&[&n], &[&args("gpu")], &["-x", "HINOKI_GPU_EMULATOR=1"]).unwrap();
         if !gpu.status.success()
             && String::from_utf8_lossy(&gpu.stderr).contains("without the CPU kernel emulator")
         {

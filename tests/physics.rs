@@ -36,7 +36,10 @@ fn config(ics: IcsConfig, gravity: GravityConfig, dt: f64, t_end: f64, dir: &Pat
     RunConfig {
         ics,
         gravity: GravityConfig {
-            backend: Backend::Cpu,
+            force: ForceParams {
+                backend: Backend::Cpu,
+                ..gravity.force
+            },
             ..gravity
         },
         time: TimeConfig {
@@ -126,9 +129,11 @@ fn plummer_ten_crossing_times(rebuild: Rebuild) {
     let cfg = config(
         IcsConfig::File(ics),
         GravityConfig {
-            eps: EPS,
+            force: ForceParams {
+                eps: EPS,
+                ..ForceParams::default()
+            },
             rebuild,
-            ..GravityConfig::default()
         },
         DT,
         T_END,
@@ -187,8 +192,11 @@ fn direct_summation_conserves_momentum_to_rounding() {
     let cfg = config(
         IcsConfig::File(ics),
         GravityConfig {
-            method: Method::Direct,
-            eps: 0.02,
+            force: ForceParams {
+                method: Method::Direct,
+                eps: 0.02,
+                ..ForceParams::default()
+            },
             ..GravityConfig::default()
         },
         1.0 / 128.0,

@@ -10,7 +10,7 @@ use common::TempDir;
 use hinoki::comm::SingleProcess;
 use hinoki::comm::SingleProcess as One;
 use hinoki::error::ErrorKind;
-use hinoki::forces::{Backend, Rebuild};
+use hinoki::forces::{Backend, ForceParams, Rebuild};
 use hinoki::ics::Model;
 use hinoki::integrate::Stepping;
 use hinoki::io::checkpoint::checkpoint_path;
@@ -29,11 +29,13 @@ fn config(stepping: Stepping, mac: Mac, rebuild: Rebuild, dir: &Path) -> RunConf
             seed: 8,
         },
         gravity: GravityConfig {
-            backend: Backend::Cpu,
-            eps: 0.05,
-            mac,
+            force: ForceParams {
+                backend: Backend::Cpu,
+                eps: 0.05,
+                mac,
+                ..ForceParams::default()
+            },
             rebuild,
-            ..GravityConfig::default()
         },
         time: TimeConfig {
             stepping,

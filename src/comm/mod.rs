@@ -5,6 +5,7 @@
 //! `mpirun`, `mpiexec` or `srun` started the process, [`SingleProcess`] otherwise, so a plain
 //! `hinoki` run never loads the MPI runtime and every stage is testable without `mpirun`.
 
+pub mod affinity;
 #[cfg(feature = "mpi")]
 mod mpi;
 mod single;

@@ -92,45 +92,82 @@ named_enum!(TreeBuild, "tree build", TreeBuild::Host => "host", TreeBuild::Gpu =
 named_enum!(WalkKind, "walk", WalkKind::Grouped => "grouped", WalkKind::Single => "single");
 named_enum!(Order, "ordering", Order::Hilbert => "hilbert", Order::Morton => "morton", Order::None => "none");
 
-/// Everything that decides how one force evaluation is done.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+/// Everything that decides how one force evaluation is done: the one definition of the
+/// force options of the command line (`--NAME`, `--G` for `g`, `-` for `_`, with these
+/// comments as help) and of a run configuration's `[gravity]` table (key `NAME`, `G` for `g`;
+/// `crate::io::config` adds `rebuild`), defaults from [`ForceParams::default`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, clap::Args)]
+#[serde(default, deny_unknown_fields)]
 pub struct ForceParams {
     /// Opening angle θ of the geometric criteria (dimensionless, > 0).
+    #[arg(long, allow_negative_numbers = true, default_value_t = ForceParams::default().theta)]
     pub theta: f32,
-    /// Opening criterion.
+    /// Opening criterion: bh (l/d < θ), modified (l/θ + s < d), accel (GADGET's relative
+    /// criterion, G M l²/d⁴ < α |a_old|).
+    #[arg(long, default_value_t = ForceParams::default().mac)]
+    #[serde(deserialize_with = "by_name")]
     pub mac: Mac,
     /// Tolerance α of the acceleration criterion (dimensionless, > 0).
+    #[arg(long, allow_negative_numbers = true, default_value_t = ForceParams::default().alpha)]
     pub alpha: f32,
-    /// Multipole order of cell expansions: 1 = monopole, 2 = quadrupole.
+    /// Multipole order of the cells: 1 (monopole) or 2 (quadrupole).
+    #[arg(long, default_value_t = ForceParams::default().multipole)]
     pub multipole: u8,
-    /// Largest number of particles in a tree leaf (N_crit), or `auto` for the backend's best.
+    /// Largest number of particles in a tree leaf (N_crit, 1 ..= 65536), or auto: 8 when the
+    /// CPU walks, 16 when the GPU does.
+    #[arg(long, default_value_t = ForceParams::default().ncrit)]
     pub ncrit: LeafSize,
-    /// Number of consecutive particles that share one walk in the grouped walk.
+    /// Particles per group in the CPU's grouped walk (1 ..= 65536; the GPU's groups are V·G
+    /// targets, see vg).
+    #[arg(long, default_value_t = ForceParams::default().group)]
     pub group: usize,
-    /// Particle ordering (space-filling curve) used for the tree and the walk order.
+    /// Particle ordering (space-filling curve) of the tree and the walk: hilbert, morton, none.
+    #[arg(long, default_value_t = ForceParams::default().order)]
+    #[serde(deserialize_with = "by_name")]
     pub order: Order,
     /// Plummer softening length ε (length units, ≥ 0).
+    #[arg(long, allow_negative_numbers = true, default_value_t = ForceParams::default().eps)]
     pub eps: f64,
-    /// Gravitational constant (1 in N-body units).
+    /// Gravitational constant (> 0; 1 in N-body units).
+    #[arg(long = "G", allow_negative_numbers = true, default_value_t = ForceParams::default().g)]
+    #[serde(rename = "G")]
     pub g: f64,
-    /// Tree walk or direct summation.
+    /// Force method: tree, or direct (exact summation: float64 on the CPU, float32 on the GPU
+    /// with backend gpu).
+    #[arg(long, default_value_t = ForceParams::default().method)]
+    #[serde(deserialize_with = "by_name")]
     pub method: Method,
-    /// Which CPU walk.
+    /// CPU tree walk: grouped, or single (one next/more walk per particle).
+    #[arg(long, default_value_t = ForceParams::default().walk)]
+    #[serde(deserialize_with = "by_name")]
     pub walk: WalkKind,
-    /// Where the walk runs.
+    /// Where the walk runs: cpu, gpu, auto (the GPU when one is usable).
+    #[arg(long, default_value_t = ForceParams::default().backend)]
+    #[serde(deserialize_with = "by_name")]
     pub backend: Backend,
-    /// Shape of the GPU walk kernel: V targets per thread, G threads per group (the GPU's group
-    /// of consecutive targets is V·G; `group` applies to the CPU walk only).
+    /// GPU kernel shape "V,G" (V targets per thread, G threads, a power of two ≤ 32, per group
+    /// of V·G consecutive targets), or "auto" to time a few shapes on the first force
+    /// evaluation and keep the fastest.
+    #[arg(long, default_value_t = ForceParams::default().vg)]
+    #[serde(deserialize_with = "by_name")]
     pub vg: VgChoice,
-    /// Which GPU walk kernel: seed 001's (V,G) walk or the interaction-list walk.
+    /// GPU walk kernel: vg (seed 001's (V,G) walk) or list (interaction lists per warp, G = 32).
+    #[arg(long, default_value_t = ForceParams::default().kernel)]
+    #[serde(deserialize_with = "by_name")]
     pub kernel: WalkKernel,
-    /// Where the tree is built when the GPU walks.
+    /// Where the tree is built when the GPU walks: gpu, or host (the CPU cores, always when the
+    /// CPU walks).
+    #[arg(long, default_value_t = ForceParams::default().tree_build)]
+    #[serde(deserialize_with = "by_name")]
     pub tree_build: TreeBuild,
-    /// Multi-rank runs: what the domain decomposition balances (particle counts or the
-    /// interactions of the last evaluation).
+    /// Multi-rank load balance: count (equal particles) or cost (equal interactions of the
+    /// last evaluation).
+    #[arg(long, default_value_t = ForceParams::default().balance)]
+    #[serde(deserialize_with = "by_name")]
     pub balance: Balance,
-    /// Multi-rank runs: boxes per rank describing where its particles are when the other
-    /// ranks build its LETs (1: the bounding box of seed 001; more: tighter, smaller LETs).
+    /// Multi-rank: boxes per rank describing its particles to the other ranks' LET builders
+    /// (1 ..= 4096; 1: the bounding box of seed 001; more: tighter, smaller LETs).
+    #[arg(long, default_value_t = ForceParams::default().let_boxes)]
     pub let_boxes: usize,
 }
 
@@ -224,6 +261,18 @@ impl ForceParams {
     }
 }
 
+/// Deserializes a string through `T`'s [`FromStr`], whose error lists the accepted names (the
+/// command line's parser, so that configurations and options share names and messages).
+pub(crate) fn by_name<'de, D, T>(d: D) -> std::result::Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: FromStr,
+    T::Err: fmt::Display,
+{
+    let name = String::deserialize(d)?;
+    name.parse().map_err(serde::de::Error::custom)
+}
+
 /// Deserializes a value written either as an integer or as a string (e.g. `ncrit = 16` or
 /// `ncrit = "auto"`) through its [`FromStr`], the integer by its decimal form, so that the
 /// configuration file and the command line share one parser and its error messages.
@@ -254,4 +303,105 @@ where
         }
     }
     d.deserialize_any(V(expecting, std::marker::PhantomData))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::walk::gpu::GpuLayout;
+    use clap::Parser;
+
+    /// A command line holding only the force options.
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        params: ForceParams,
+    }
+
+    fn parse(args: &[&str]) -> std::result::Result<ForceParams, clap::Error> {
+        Cli::try_parse_from(std::iter::once("hinoki").chain(args.iter().copied())).map(|c| c.params)
+    }
+
+    #[test]
+    fn the_command_line_has_the_defaults_and_every_flag() {
+        assert_eq!(parse(&[]).unwrap(), ForceParams::default());
+        let p = parse(&[
+            "--theta",
+            "0.5",
+            "--mac",
+            "accel",
+            "--alpha",
+            "0.002",
+            "--multipole",
+            "1",
+            "--ncrit",
+            "16",
+            "--group",
+            "32",
+            "--order",
+            "morton",
+            "--eps",
+            "0.02",
+            "--G",
+            "2",
+            "--method",
+            "direct",
+            "--walk",
+            "single",
+            "--backend",
+            "cpu",
+            "--vg",
+            "4,16",
+            "--kernel",
+            "vg",
+            "--tree-build",
+            "host",
+            "--balance",
+            "count",
+            "--let-boxes",
+            "8",
+        ])
+        .unwrap();
+        let want = ForceParams {
+            theta: 0.5,
+            mac: Mac::Acceleration,
+            alpha: 0.002,
+            multipole: 1,
+            ncrit: LeafSize::Fixed(16),
+            group: 32,
+            order: Order::Morton,
+            eps: 0.02,
+            g: 2.0,
+            method: Method::Direct,
+            walk: WalkKind::Single,
+            backend: Backend::Cpu,
+            vg: VgChoice::Fixed(GpuLayout { v: 4, g: 16 }),
+            kernel: WalkKernel::Vg,
+            tree_build: TreeBuild::Host,
+            balance: Balance::Count,
+            let_boxes: 8,
+        };
+        assert_eq!(p, want);
+        // Negative numbers reach validate(), which names them.
+        let e = parse(&["--theta", "-1"]).unwrap().validate().unwrap_err();
+        assert!(e.message.starts_with("theta must be"), "{}", e.message);
+        let e = parse(&["--mac", "barnes"]).expect_err("an unknown name");
+        assert!(e.to_string().contains("bh, modified, accel"), "{e}");
+    }
+
+    #[test]
+    fn the_help_is_the_field_documentation() {
+        use clap::CommandFactory;
+        let cmd = Cli::command();
+        let help = |long: &str| {
+            let arg = cmd.get_arguments().find(|a| a.get_long() == Some(long));
+            arg.and_then(|a| a.get_help()).map(|h| h.to_string())
+        };
+        assert_eq!(
+            help("eps").as_deref(),
+            Some("Plummer softening length ε (length units, ≥ 0)")
+        );
+        assert!(help("G").unwrap().starts_with("Gravitational constant"));
+        assert!(help("tree-build").unwrap().contains("gpu, or host"));
+    }
 }

@@ -44,14 +44,12 @@
 //! Parsing checks only types and names: call [`RunConfig::validate`] (after any command-line
 //! overrides) before a run starts.
 
-use crate::domain::Balance;
 use crate::error::{Error, Result};
-use crate::forces::{Backend, ForceParams, LeafSize, Method, Rebuild, TreeBuild, WalkKind};
+use crate::forces::params::by_name;
+use crate::forces::{ForceParams, Rebuild};
 use crate::ics::Model;
 use crate::integrate::{Stepping, Timeline};
-use crate::sfc::Order;
-use crate::walk::gpu::{VgChoice, WalkKernel};
-use crate::walk::mac::Mac;
+use serde::de::{DeserializeSeed, IntoDeserializer, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 use std::fmt::Display;
 use std::path::{Path, PathBuf};
@@ -142,90 +140,154 @@ impl TryFrom<IcsTable> for IcsConfig {
     }
 }
 
-/// The `[gravity]` table: the fields of [`ForceParams`] under their configuration names, with
-/// the defaults of [`ForceParams::default`]. Enumerations are given by their command-line names.
-#[derive(Clone, Debug, PartialEq, Deserialize)]
-#[serde(default, deny_unknown_fields)]
+/// The `[gravity]` table: the force parameters (every key of [`ForceParams`], under its
+/// name, with its default; enumerations by their command-line names) and the tree-rebuild
+/// interval of a run.
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct GravityConfig {
-    /// Opening angle θ (`theta`, dimensionless, > 0).
-    pub theta: f32,
-    /// Opening criterion (`mac`: `"bh"`, `"modified"` or `"accel"`).
-    #[serde(deserialize_with = "by_name")]
-    pub mac: Mac,
-    /// Tolerance α of the acceleration criterion (`alpha`, dimensionless, > 0).
-    pub alpha: f32,
-    /// Multipole order (`multipole`: 1 = monopole, 2 = quadrupole).
-    pub multipole: u8,
-    /// Most particles in a tree leaf (`ncrit`, 1 ..= 65536, or `"auto"`: 8 when the CPU
-    /// walks, 16 when the GPU does).
-    pub ncrit: LeafSize,
-    /// Particles that share one walk in the grouped walk (`group`, 1 ..= 65536).
-    pub group: usize,
-    /// Particle ordering (`order`: `"hilbert"`, `"morton"` or `"none"`).
-    #[serde(deserialize_with = "by_name")]
-    pub order: Order,
-    /// Plummer softening length ε (`eps`, length units, ≥ 0).
-    pub eps: f64,
-    /// Gravitational constant (`G`, > 0; 1 in N-body units).
-    #[serde(rename = "G")]
-    pub g: f64,
-    /// Tree walk or direct summation (`method`: `"tree"` or `"direct"`).
-    #[serde(deserialize_with = "by_name")]
-    pub method: Method,
-    /// Which CPU walk (`walk`: `"grouped"` or `"single"`).
-    #[serde(deserialize_with = "by_name")]
-    pub walk: WalkKind,
-    /// Where the walk runs (`backend`: `"cpu"`, `"gpu"` or `"auto"`).
-    #[serde(deserialize_with = "by_name")]
-    pub backend: Backend,
-    /// Shape of the GPU walk kernel (`vg`: `"V,G"`, V targets per thread, G threads per group,
-    /// or `"auto"`: the fastest of a few, timed on the first force evaluation).
-    #[serde(deserialize_with = "by_name")]
-    pub vg: VgChoice,
-    /// Which GPU walk kernel (`kernel`: `"vg"`, seed 001's walk, or `"list"`, interaction
-    /// lists evaluated from shared memory).
-    #[serde(deserialize_with = "by_name")]
-    pub kernel: WalkKernel,
-    /// Where the tree is built when the GPU walks (`tree_build`: `"gpu"`, the default, or
-    /// `"host"`; always the host when the CPU walks).
-    #[serde(deserialize_with = "by_name")]
-    pub tree_build: TreeBuild,
-    /// Multi-rank load balance (`balance`: `"count"` or `"cost"`, the interactions of the
-    /// last evaluation).
-    #[serde(deserialize_with = "by_name")]
-    pub balance: Balance,
-    /// Boxes per rank describing its particles to the others' LET construction
-    /// (`let_boxes`, 1 ..= 4096).
-    pub let_boxes: usize,
+    /// How each force evaluation is done (every key but `rebuild`).
+    pub force: ForceParams,
     /// Tree-rebuild interval (`rebuild`: an integer N ≥ 1, rebuild on every N-th force
     /// evaluation and refit the tree between; or `"auto"`, rebuild when the walk has slowed
     /// by more than a rebuild costs; default 1). See [`crate::forces::rebuild`].
     pub rebuild: Rebuild,
 }
 
-impl Default for GravityConfig {
-    fn default() -> Self {
-        let f = ForceParams::default();
-        Self {
-            theta: f.theta,
-            mac: f.mac,
-            alpha: f.alpha,
-            multipole: f.multipole,
-            ncrit: f.ncrit,
-            group: f.group,
-            order: f.order,
-            eps: f.eps,
-            g: f.g,
-            method: f.method,
-            walk: f.walk,
-            backend: f.backend,
-            vg: f.vg,
-            kernel: f.kernel,
-            tree_build: f.tree_build,
-            balance: f.balance,
-            let_boxes: f.let_boxes,
-            rebuild: Rebuild::default(),
+impl<'de> Deserialize<'de> for GravityConfig {
+    /// [`ForceParams`]' own deserializer over the table with the key `rebuild` taken aside,
+    /// so that both report an unknown key or a bad value at its line and column.
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        let mut rebuild = None;
+        let force = ForceParams::deserialize(RebuildAside {
+            inner: d,
+            fields: &[],
+            rebuild: &mut rebuild,
+        })?;
+        Ok(Self {
+            force,
+            rebuild: rebuild.unwrap_or_default(),
+        })
+    }
+}
+
+/// The `[gravity]` table's extra key, beside those of [`ForceParams`].
+const REBUILD: &str = "rebuild";
+
+/// The `[gravity]` table handed to [`ForceParams`]' deserializer without the key [`REBUILD`],
+/// whose value goes to `rebuild`: `inner` is the table's deserializer, then the visitor of
+/// [`ForceParams`] (whose keys, `fields`, it names), then the table's entries. A key that is
+/// neither [`REBUILD`] nor one of `fields` is an error raised while the key is read, so that
+/// it carries the key's position.
+struct RebuildAside<'a, T> {
+    inner: T,
+    fields: &'static [&'static str],
+    rebuild: &'a mut Option<Rebuild>,
+}
+
+impl<'de, D: Deserializer<'de>> Deserializer<'de> for RebuildAside<'_, D> {
+    type Error = D::Error;
+
+    fn deserialize_struct<V: Visitor<'de>>(
+        self,
+        name: &'static str,
+        fields: &'static [&'static str],
+        visitor: V,
+    ) -> std::result::Result<V::Value, D::Error> {
+        let visitor = RebuildAside {
+            inner: visitor,
+            fields,
+            rebuild: self.rebuild,
+        };
+        self.inner.deserialize_struct(name, fields, visitor)
+    }
+
+    /// [`ForceParams`]' derive asks for a struct; anything else is no `[gravity]` table and
+    /// goes through as it is.
+    fn deserialize_any<V: Visitor<'de>>(
+        self,
+        visitor: V,
+    ) -> std::result::Result<V::Value, D::Error> {
+        self.inner.deserialize_any(visitor)
+    }
+
+    serde::forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf
+        option unit unit_struct newtype_struct seq tuple tuple_struct map enum identifier
+        ignored_any
+    }
+}
+
+impl<'de, V: Visitor<'de>> Visitor<'de> for RebuildAside<'_, V> {
+    type Value = V::Value;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a [gravity] table")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> std::result::Result<V::Value, A::Error> {
+        self.inner.visit_map(RebuildAside {
+            inner: map,
+            fields: self.fields,
+            rebuild: self.rebuild,
+        })
+    }
+}
+
+impl<'de, A: MapAccess<'de>> MapAccess<'de> for RebuildAside<'_, A> {
+    type Error = A::Error;
+
+    fn next_key_seed<K: DeserializeSeed<'de>>(
+        &mut self,
+        seed: K,
+    ) -> std::result::Result<Option<K::Value>, A::Error> {
+        while let Some(key) = self.inner.next_key_seed(KnownKey(self.fields))? {
+            if key != REBUILD {
+                return seed.deserialize(key.into_deserializer()).map(Some);
+            }
+            *self.rebuild = Some(self.inner.next_value()?);
         }
+        Ok(None)
+    }
+
+    fn next_value_seed<S: DeserializeSeed<'de>>(
+        &mut self,
+        seed: S,
+    ) -> std::result::Result<S::Value, A::Error> {
+        self.inner.next_value_seed(seed)
+    }
+}
+
+/// Reads a key of the `[gravity]` table: [`REBUILD`] or one of the given names.
+#[derive(Clone, Copy)]
+struct KnownKey(&'static [&'static str]);
+
+impl<'de> DeserializeSeed<'de> for KnownKey {
+    type Value = &'static str;
+
+    fn deserialize<D: Deserializer<'de>>(
+        self,
+        d: D,
+    ) -> std::result::Result<&'static str, D::Error> {
+        d.deserialize_identifier(self)
+    }
+}
+
+impl Visitor<'_> for KnownKey {
+    type Value = &'static str;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a key of the [gravity] table")
+    }
+
+    fn visit_str<E: serde::de::Error>(self, key: &str) -> std::result::Result<&'static str, E> {
+        let known = self.0.iter().copied().chain([REBUILD]);
+        known.clone().find(|k| *k == key).ok_or_else(|| {
+            let names: Vec<String> = known.map(|k| format!("`{k}`")).collect();
+            E::custom(format!(
+                "unknown field `{key}`, expected one of {}",
+                names.join(", ")
+            ))
+        })
     }
 }
 
@@ -336,30 +398,6 @@ impl RunConfig {
         })
     }
 
-    /// The `[gravity]` table as the parameters of a force evaluation.
-    pub fn force_params(&self) -> ForceParams {
-        let g = &self.gravity;
-        ForceParams {
-            theta: g.theta,
-            mac: g.mac,
-            alpha: g.alpha,
-            multipole: g.multipole,
-            ncrit: g.ncrit,
-            group: g.group,
-            order: g.order,
-            eps: g.eps,
-            g: g.g,
-            method: g.method,
-            walk: g.walk,
-            backend: g.backend,
-            vg: g.vg,
-            kernel: g.kernel,
-            tree_build: g.tree_build,
-            balance: g.balance,
-            let_boxes: g.let_boxes,
-        }
-    }
-
     /// Checks every value before a run starts; the error names the table and key, the rule and
     /// the offending value, e.g. `[time] dt must be finite and > 0 (got -1)`.
     pub fn validate(&self) -> Result<()> {
@@ -371,7 +409,8 @@ impl RunConfig {
                 )));
             }
         }
-        self.force_params()
+        self.gravity
+            .force
             .validate()
             .map_err(|e| Error::input(format!("[gravity] {e}")))?;
         let TimeConfig {
@@ -412,10 +451,10 @@ impl RunConfig {
                 "[time] eta must be finite and > 0 (got {eta})"
             )));
         }
-        if stepping == Stepping::Block && self.gravity.eps <= 0.0 {
+        if stepping == Stepping::Block && self.gravity.force.eps <= 0.0 {
             return Err(Error::input(format!(
                 "[time] stepping = \"block\" needs a softening [gravity] eps > 0 (got {}): the step criterion is eta * sqrt(eps / |a|)",
-                self.gravity.eps
+                self.gravity.force.eps
             )));
         }
         if self.output.dir.as_os_str().is_empty() {
@@ -437,17 +476,6 @@ impl RunConfig {
     }
 }
 
-/// Deserializes a string through `T`'s `FromStr`, whose error lists the accepted names.
-fn by_name<'de, D, T>(d: D) -> std::result::Result<T, D::Error>
-where
-    D: Deserializer<'de>,
-    T: FromStr,
-    T::Err: Display,
-{
-    let name = String::deserialize(d)?;
-    name.parse().map_err(serde::de::Error::custom)
-}
-
 /// [`by_name`] for an optional key.
 fn some_by_name<'de, D, T>(d: D) -> std::result::Result<Option<T>, D::Error>
 where
@@ -461,9 +489,14 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::domain::Balance;
     use crate::error::ErrorKind;
+    use crate::forces::{Backend, LeafSize, Method, TreeBuild, WalkKind};
     use crate::io::testdir::TestDir;
+    use crate::sfc::Order;
     use crate::walk::gpu::GpuLayout;
+    use crate::walk::gpu::{VgChoice, WalkKernel};
+    use crate::walk::mac::Mac;
 
     fn parse(s: &str) -> Result<RunConfig> {
         RunConfig::from_toml_str(s, "run.toml")
@@ -495,8 +528,8 @@ mod tests {
                 seed: 1
             }
         );
-        assert_eq!(c.force_params(), ForceParams::default());
-        assert_eq!(c.force_params().eps, 0.01);
+        assert_eq!(c.gravity.force, ForceParams::default());
+        assert_eq!(c.gravity.force.eps, 0.01);
         assert_eq!((c.time.dt_max, c.time.t_end), (0.03125, 6.0));
         assert_eq!(c.output.dir, PathBuf::from("hinoki-out"));
         assert_eq!(c.output.energy_every, 10);
@@ -554,7 +587,7 @@ mod tests {
             }
         );
         assert_eq!(
-            c.force_params(),
+            c.gravity.force,
             ForceParams {
                 theta: 0.5,
                 mac: Mac::Acceleration,
@@ -610,7 +643,18 @@ mod tests {
         let msg = parse_err("[gravity]\ntheta = 0.5\nthta = 0.7\n");
         assert!(msg.starts_with("run.toml:3:1:"), "{msg}");
         assert!(msg.contains("unknown field `thta`"), "{msg}");
-        assert!(msg.contains("`theta`"), "{msg}");
+        assert!(
+            msg.contains("`theta`") && msg.contains("`rebuild`"),
+            "{msg}"
+        );
+        // After `rebuild`, which the [gravity] table takes aside, keys are still placed.
+        let msg = parse_err("[gravity]\nrebuild = 2\nthta = 0.7\n");
+        assert!(
+            msg.starts_with("run.toml:3:1: unknown field `thta`"),
+            "{msg}"
+        );
+        let msg = parse_err("gravity = 3");
+        assert!(msg.contains("expected a [gravity] table"), "{msg}");
         for (s, key) in [
             ("[gravty]\ntheta = 0.5", "`gravty`"),
             ("[ics]\nmodle = \"nfw\"", "`modle`"),
@@ -640,7 +684,7 @@ mod tests {
             assert!(msg.contains(expect), "{msg}");
         }
         let c = parse("[gravity]\nmac = \"bh\"").unwrap();
-        assert_eq!(c.gravity.mac, Mac::BarnesHut);
+        assert_eq!(c.gravity.force.mac, Mac::BarnesHut);
     }
 
     #[test]
@@ -710,6 +754,10 @@ mod tests {
         assert_eq!(parse("").unwrap().gravity.rebuild, Rebuild::default());
         let c = parse("[gravity]\nrebuild = \"auto\"").unwrap();
         assert_eq!(c.gravity.rebuild, Rebuild::Auto);
+        // Between other keys, which still reach the force parameters.
+        let c = parse("[gravity]\ntheta = 0.5\nrebuild = 3\neps = 0.2").unwrap();
+        assert_eq!(c.gravity.rebuild.to_string(), "3");
+        assert_eq!((c.gravity.force.theta, c.gravity.force.eps), (0.5, 0.2));
         c.validate().unwrap();
         for bad in ["0", "-3", "\"sometimes\"", "2.5", "true", "\"\""] {
             let msg = parse_err(&format!("[gravity]\nrebuild = {bad}"));
@@ -720,9 +768,9 @@ mod tests {
 
     #[test]
     fn ncrit_is_a_number_or_auto() {
-        assert_eq!(parse("").unwrap().gravity.ncrit, LeafSize::Auto);
+        assert_eq!(parse("").unwrap().gravity.force.ncrit, LeafSize::Auto);
         let c = parse("[gravity]\nncrit = 16").unwrap();
-        assert_eq!(c.gravity.ncrit, LeafSize::Fixed(16));
+        assert_eq!(c.gravity.force.ncrit, LeafSize::Fixed(16));
         for bad in ["0", "-3", "70000", "\"many\"", "2.5", "true"] {
             let msg = parse_err(&format!("[gravity]\nncrit = {bad}"));
             assert!(msg.starts_with("run.toml:2:"), "{bad}: {msg}");

@@ -100,7 +100,7 @@ pub fn run_with(
     cfg.validate()?;
     let wall = Instant::now();
     std::fs::create_dir_all(out).map_err(|e| Error::io(out, format!("cannot create: {e}")))?;
-    let mut engine = ForceEngine::new(cfg.force_params())?.with_rebuild(cfg.gravity.rebuild);
+    let mut engine = ForceEngine::new(cfg.gravity.force.clone())?.with_rebuild(cfg.gravity.rebuild);
     let hash = config_hash(cfg);
     let (mut run, mut sequence) = match &opts.restart {
         None => (Run::start(cfg, out, comm, &mut engine, wall)?, 0),
@@ -268,8 +268,8 @@ impl<'a> Run<'a> {
             cfg.time.stepping,
             timeline.dt_top,
             cfg.time.t_end,
-            cfg.gravity.theta,
-            cfg.gravity.eps,
+            cfg.gravity.force.theta,
+            cfg.gravity.force.eps,
             engine.rebuild(),
             engine.device(),
             out.display()
@@ -281,7 +281,7 @@ impl<'a> Run<'a> {
         let all = vec![true; p.len()];
         if cfg.time.stepping == Stepping::Block {
             phases.time("timestep", || {
-                integ.assign_bins(&timeline, cfg.time.eta, cfg.gravity.eps, &all, 0)
+                integ.assign_bins(&timeline, cfg.time.eta, cfg.gravity.force.eps, &all, 0)
             });
         }
         let start = global_conserved(&p, &integ.pot, comm);
@@ -372,7 +372,8 @@ impl<'a> Run<'a> {
             // imbalance of the last step) is timed apart from the decomposition itself.
             phases.time("wait", || comm.barrier());
             phases.time("domain", || -> Result<()> {
-                let weights = (cfg.gravity.balance == Balance::Cost).then_some(&s.integ.cost[..]);
+                let weights =
+                    (cfg.gravity.force.balance == Balance::Cost).then_some(&s.integ.cost[..]);
                 let plan = domain::plan(comm, &s.p.pos, weights)?;
                 plan.move_particles(comm, &mut s.p)?;
                 s.integ.migrate(&plan, comm)
@@ -418,7 +419,7 @@ impl<'a> Run<'a> {
             if cfg.time.stepping == Stepping::Block {
                 phases.time("timestep", || {
                     s.integ
-                        .assign_bins(tl, cfg.time.eta, cfg.gravity.eps, &active, next)
+                        .assign_bins(tl, cfg.time.eta, cfg.gravity.force.eps, &active, next)
                 });
             }
             phases.time("kick", || s.integ.half_kick(&mut s.p, tl, &active));
