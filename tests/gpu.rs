@@ -518,7 +518,8 @@ fn gpu_tree_build_and_refit_equal_the_hosts() {
         d.load(&s, &p, false).unwrap();
         let host = Tree::build(&p.pos, &p.mass, &tp, &mut PhaseTimes::default());
         for _ in 0..2 {
-            let bounds = d.bounds(&s).unwrap();
+            let (lo, hi) = d.bounds(&s).unwrap();
+            let bounds = &hinoki::sfc::GridBox::around_float32(lo, hi);
             builder
                 .build(&s, d.positions(), bounds, &tp, &mut PhaseTimes::default())
                 .unwrap();

@@ -145,13 +145,13 @@ impl Backend for CpuBackend {
         Ok(dest.len() - plan.kept())
     }
 
-    fn build_tree(&mut self, p: &TreeParams, times: &mut PhaseTimes) -> Result<()> {
+    fn build_tree(&mut self, grid: &GridBox, p: &TreeParams, times: &mut PhaseTimes) -> Result<()> {
         self.forest = None;
         if self.p.is_empty() {
             self.tree = None;
             return Ok(());
         }
-        let t = Tree::build(&self.p.pos, &self.p.mass, p, times);
+        let t = Tree::build_in(grid, &self.p.pos, &self.p.mass, p, times);
         self.built.clone_from(&t.cells.boxes);
         self.flat = (self.walk == WalkKind::Single)
             .then(|| times.time("thread", || FlatTree::from_tree(&t, self.eps as f32)));

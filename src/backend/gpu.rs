@@ -217,7 +217,7 @@ impl Backend for GpuBackend {
         Ok(left)
     }
 
-    fn build_tree(&mut self, p: &TreeParams, times: &mut PhaseTimes) -> Result<()> {
+    fn build_tree(&mut self, grid: &GridBox, p: &TreeParams, times: &mut PhaseTimes) -> Result<()> {
         self.forest = None;
         self.targets = None;
         if self.particles.n == 0 {
@@ -226,13 +226,12 @@ impl Backend for GpuBackend {
         }
         match self.tree_build {
             TreeBuild::Gpu => {
-                let bounds = times.time("sort", || self.particles.bounds(&self.stages))?;
                 let src = self.particles.positions();
-                self.builder.build(&self.stages, src, bounds, p, times)?;
+                self.builder.build(&self.stages, src, grid, p, times)?;
             }
             TreeBuild::Host => {
                 let q = self.particles.download(&self.stages)?;
-                let tree = Tree::build(&q.pos, &q.mass, p, times);
+                let tree = Tree::build_in(grid, &q.pos, &q.mass, p, times);
                 times.time("upload", || self.builder.upload(&self.stages, &tree))?;
             }
         }

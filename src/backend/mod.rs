@@ -94,8 +94,9 @@ pub trait Backend {
     /// source rank. Collective. Returns the particles that left. Forgets the tree.
     fn migrate(&mut self, comm: &dyn Comm, splitters: &[u64]) -> Result<usize>;
 
-    /// Builds the tree of the particles. Times `sort`, `build`, `moments`.
-    fn build_tree(&mut self, p: &TreeParams, times: &mut PhaseTimes) -> Result<()>;
+    /// Builds the tree of the particles on the keys of the cube `grid` (which holds them,
+    /// rounded to float32). Times `sort`, `build`, `moments`.
+    fn build_tree(&mut self, grid: &GridBox, p: &TreeParams, times: &mut PhaseTimes) -> Result<()>;
 
     /// Refits the last tree to the particles' current positions (the same particles, in the
     /// same order, as at its build). Times `refit`.

@@ -6,12 +6,10 @@ use super::timers::PhaseTimes;
 use crate::comm::Comm;
 use crate::domain::gather_all;
 use crate::error::Result;
+use crate::forces::rebuild::mix;
 use crate::forces::{ForceParams, ForceResult};
 use crate::particles::Particles;
 use crate::walk::direct::direct_forces;
-use rand::seq::index::sample;
-use rand::SeedableRng;
-use rand_xoshiro::Xoshiro256PlusPlus;
 use serde_json::{json, Value};
 use std::time::Instant;
 
@@ -29,8 +27,9 @@ pub struct Check {
 }
 
 /// Compares `result` (forces on this rank's particles `p`) with float64 direct summation over
-/// every particle of the job on `k` particles drawn at random with `seed` (all when `k ≥ N`),
-/// using the softening and G of `params`. Collective: every rank gets the job's statistics.
+/// every particle of the job on about `k` particles chosen by a hash of their id and `seed`
+/// (all when `k ≥ N`): the same particles whatever the rank count. Uses the softening and G of
+/// `params`. Collective: every rank gets the job's statistics.
 pub fn check_against_direct(
     comm: &dyn Comm,
     p: &Particles,
@@ -42,15 +41,14 @@ pub fn check_against_direct(
     let t0 = Instant::now();
     let (pos, mass, mine) = gather_all(comm, p)?;
     let n = pos.len();
-    // The same global sample on every rank; each checks the sampled particles it owns.
-    let global: Vec<usize> = if k >= n {
-        (0..n).collect()
-    } else {
-        let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
-        sample(&mut rng, n, k).into_vec()
-    };
-    let mut idx: Vec<usize> = global.into_iter().filter(|i| mine.contains(i)).collect();
-    idx.sort_unstable();
+    // The sample is chosen by particle id (a hash of the id and the seed under k/n), so that
+    // the same particles are checked whatever the rank count and order: about k of them.
+    let pick =
+        |id: u64| ((mix(id ^ mix(seed)) >> 11) as f64 * 2f64.powi(-53) * n as f64) < k as f64;
+    let idx: Vec<usize> = (0..p.len())
+        .filter(|&i| k >= n || pick(p.id[i]))
+        .map(|i| mine.start + i)
+        .collect();
     let (acc_ref, pot_ref) = direct_forces(&pos, &mass, params.eps, &idx);
     let acc_ref: Vec<_> = acc_ref.into_iter().map(|a| a * params.g).collect();
     let pot_ref: Vec<_> = pot_ref.into_iter().map(|v| v * params.g).collect();

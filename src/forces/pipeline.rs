@@ -9,6 +9,7 @@ use crate::comm::Comm;
 use crate::diag::PhaseTimes;
 use crate::error::{Error, Result};
 use crate::lets::{gather_regions, LetStats};
+use crate::sfc::GridBox;
 use crate::tree::TreeParams;
 use crate::walk::cpu::{Forces, WalkParams};
 use crate::walk::mac::{Criterion, Mac};
@@ -37,10 +38,19 @@ pub(super) fn tree_forces(
         mac: params.mac,
         theta: params.theta,
     };
+    // The cube's bounds are the keys' (timed with them when the tree is rebuilt).
+    let t0 = Instant::now();
+    let (rebuild, grid) = agree(backend, comm, rebuild)?;
     if rebuild {
-        backend.build_tree(&tp, times)?;
-    } else {
-        backend.refit_tree(&tp, times)?;
+        times.add("sort", t0.elapsed().as_secs_f64());
+    }
+    match grid {
+        Some(grid) if rebuild => backend.build_tree(&grid, &tp, times)?,
+        // Nobody holds a particle: there is no tree to build.
+        None if rebuild => {
+            backend.build_tree(&GridBox::around(DVec3::ZERO, DVec3::ZERO), &tp, times)?
+        }
+        _ => backend.refit_tree(&tp, times)?,
     }
     let amag: Option<Vec<f32>> = old_acc.map(|a| {
         times.time("targets", || {
@@ -70,6 +80,29 @@ pub(super) fn tree_forces(
     walk_everything(backend, comm, &wp, params.let_boxes, times, &mut stats)?;
     let forces = backend.forces(params.g, times)?;
     Ok((forces, stats, walked))
+}
+
+/// Whether this evaluation rebuilds its trees (on every rank when any must: a rank whose
+/// particles are not those of its tree has to, and the rebuilds share one cube), and the cube
+/// the keys are computed in: around every rank's particles, rounded to float32 as the trees'
+/// particles are, so that every rank's cells are cells of one global octree (`None` when no
+/// rank holds a particle). Collective on several ranks.
+fn agree(
+    backend: &mut dyn Backend,
+    comm: &dyn Comm,
+    rebuild: bool,
+) -> Result<(bool, Option<GridBox>)> {
+    if comm.size() == 1 && !rebuild {
+        return Ok((false, None));
+    }
+    let (lo, hi) = backend.bounds()?;
+    let mut v = [rebuild as u8 as f64, -lo.x, -lo.y, -lo.z, hi.x, hi.y, hi.z];
+    if comm.size() > 1 {
+        comm.allreduce_max_f64(&mut v);
+    }
+    let (lo, hi) = (-DVec3::new(v[1], v[2], v[3]), DVec3::new(v[4], v[5], v[6]));
+    let grid = (lo.x <= hi.x).then(|| GridBox::around_float32(lo, hi));
+    Ok((v[0] > 0.0, grid))
 }
 
 /// The walks of every particle of the job for the targets: the local tree and, with several

@@ -232,14 +232,16 @@ pub struct RefitState {
     pub topology: Option<TreeTopology>,
 }
 
+/// The SplitMix64 finalizer: a well-mixed 64-bit hash of `z`.
+pub(crate) fn mix(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58476d1ce4e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d049bb133111eb);
+    z ^ (z >> 31)
+}
+
 /// A hash of the particle ids in their order: a refit needs the particles, in the order, of
 /// the rebuild.
 pub(super) fn fingerprint(id: &[u64]) -> u64 {
-    let mix = |mut z: u64| {
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58476d1ce4e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d049bb133111eb);
-        z ^ (z >> 31)
-    };
     let sum = id
         .par_iter()
         .enumerate()

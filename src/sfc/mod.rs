@@ -49,6 +49,12 @@ impl GridBox {
         }
     }
 
+    /// The cube around the bounding box `[lo, hi]` rounded to float32 (rounding is monotone:
+    /// it bounds the points rounded to float32), as the trees take it.
+    pub fn around_float32(lo: DVec3, hi: DVec3) -> Self {
+        Self::around(lo.as_vec3().as_dvec3(), hi.as_vec3().as_dvec3())
+    }
+
     /// The cube around a set of (finite) points.
     pub fn of_points(pos: &[DVec3]) -> Self {
         let (lo, hi) = bounding_box(pos);

@@ -16,7 +16,6 @@ use crate::sfc::{GridBox, Order, GRID};
 use crate::tree::{Cells, Tree, TreeParams, MAX_LEVEL};
 use crate::walk::mac::Mac;
 use bfs::bfs_layout;
-use glam::DVec3;
 
 /// Keys per block of a radix pass (RADIX_TILE in cuda/build.cu).
 const TILE: usize = 2048;
@@ -197,23 +196,21 @@ impl<R: KernelRunner> TreeBuilder<R> {
         p + c
     }
 
-    /// The tree over the `src.n` particles on the device (positions rounded to float32 first),
-    /// whose float64 bounding box is `bounds`, built there and kept there. Times `sort` (the
-    /// rounding, keys, sort and gather), `build` (topology, preorder) and `moments`. `src.n`
-    /// must be at least 1 and the positions finite.
+    /// The tree over the `src.n` particles on the device (positions rounded to float32 first)
+    /// on the keys of the cube `grid`, which holds them, built there and kept there: the tree
+    /// [`Tree::build_in`] builds. Times `sort` (the rounding, keys, sort and gather), `build`
+    /// (topology, preorder) and `moments`. `src.n` must be at least 1 and the positions finite.
     pub fn build(
         &mut self,
         s: &Stages<R>,
         src: Positions,
-        bounds: (DVec3, DVec3),
+        grid: &GridBox,
         p: &TreeParams,
         times: &mut PhaseTimes,
     ) -> Result<DeviceTree> {
         self.last = None;
         let n = src.n;
-        // Rounding to float32 is monotone, so the rounded bounds are the bounds of the rounded
-        // positions, which the keys are computed from (as Tree::build takes them).
-        let grid = GridBox::around(bounds.0.as_vec3().as_dvec3(), bounds.1.as_vec3().as_dvec3());
+        let grid = *grid;
         times.time("sort", || self.sort(s, src, &grid, p.order))?;
         let levels = times.time("build", || self.cell_levels(s, n, p.ncrit))?;
         times.time("moments", || self.moments(s, &levels, &grid, p))?;

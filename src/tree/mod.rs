@@ -101,16 +101,29 @@ pub struct TreeParams {
 }
 
 impl Tree {
-    /// Builds the tree over particles at `pos` (length units) with masses `mass`, rounded to
-    /// float32 first (keys, cube and moments all from the rounded values, as the GPU builds
-    /// it: both give the same tree for the same particles), timing the phases `sort` (bounding
-    /// box, keys, sort, gather), `build` (topology) and `moments`. `pos` must be non-empty and
-    /// finite.
+    /// Builds the tree over particles at `pos` (length units) with masses `mass` in the cube
+    /// around them: [`Tree::build_in`] that cube.
     pub fn build(pos: &[DVec3], mass: &[f64], p: &TreeParams, times: &mut PhaseTimes) -> Self {
+        let (lo, hi) = crate::sfc::bounding_box(pos);
+        Self::build_in(&GridBox::around_float32(lo, hi), pos, mass, p, times)
+    }
+
+    /// Builds the tree over particles at `pos` (length units) with masses `mass`, rounded to
+    /// float32 first, on the keys of the cube `grid`, which must hold them (every rank of a job
+    /// builds in the cube around all ranks' particles, so that their trees' cells are cells of
+    /// one global octree). Keys, cells and moments come from the rounded values, as the GPU
+    /// builds it: both give the same tree for the same particles. Times the phases `sort`
+    /// (keys, sort, gather), `build` (topology) and `moments`. `pos` must be non-empty and
+    /// finite.
+    pub fn build_in(
+        grid: &GridBox,
+        pos: &[DVec3],
+        mass: &[f64],
+        p: &TreeParams,
+        times: &mut PhaseTimes,
+    ) -> Self {
+        let grid = *grid;
         let (grid, index, particles) = times.time("sort", || {
-            // Rounding to float32 is monotone: the rounded bounds bound the rounded positions.
-            let (lo, hi) = crate::sfc::bounding_box(pos);
-            let grid = GridBox::around(lo.as_vec3().as_dvec3(), hi.as_vec3().as_dvec3());
             let k = keys_by(p.order, &grid, pos.len(), |i| pos[i].as_vec3().as_dvec3());
             let mut pairs: Vec<(u64, u32)> = k
                 .into_par_iter()

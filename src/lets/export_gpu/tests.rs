@@ -58,7 +58,8 @@ fn emulated_lets_equal_the_hosts_word_for_word() {
         let b = Tree::build(&pb, &mb, &tp(mac), &mut PhaseTimes::default());
         // Rank 1 holds b on the device, with previous accelerations for its region's amin.
         let d = on_device(&s, &pb, &mb);
-        let bounds = d.bounds(&s).unwrap();
+        let (lo, hi) = d.bounds(&s).unwrap();
+        let bounds = &crate::sfc::GridBox::around_float32(lo, hi);
         let tree = builder
             .build(
                 &s,

@@ -92,7 +92,8 @@ fn build(
     d: &DeviceParticles<Runner>,
     p: &TreeParams,
 ) -> Tree {
-    let bounds = d.bounds(s).unwrap();
+    let (lo, hi) = d.bounds(s).unwrap();
+    let bounds = &crate::sfc::GridBox::around_float32(lo, hi);
     b.build(s, d.positions(), bounds, p, &mut PhaseTimes::default())
         .unwrap();
     b.download(s).unwrap().unwrap()

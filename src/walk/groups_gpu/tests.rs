@@ -44,7 +44,8 @@ fn emulated_device_groups_and_targets_equal_the_hosts() {
         let what = format!("set {set}, {order:?}, ncrit {ncrit}, groups of {max}");
         let host = Tree::build(pos, mass, &p, &mut PhaseTimes::default());
         let d = on_device(&s, pos, mass);
-        let bounds = d.bounds(&s).unwrap();
+        let (lo, hi) = d.bounds(&s).unwrap();
+        let bounds = &crate::sfc::GridBox::around_float32(lo, hi);
         let tree = builder
             .build(&s, d.positions(), bounds, &p, &mut PhaseTimes::default())
             .unwrap();
