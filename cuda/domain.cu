@@ -20,18 +20,21 @@ extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
 }
 
 // Sample j < m of the n particles: particle j n / m's key and weight (src/domain/splitters.rs
-// `sample_keys`): its cost in the last force evaluation, (p2p - 1) + m2p (the target itself
-// taken off), when use_cost, else 1.
+// `sample_keys`): by `use_cost` 1 its cost in the last force evaluation from its interaction
+// counts, (p2p - 1) + m2p (the target itself taken off), by 2 its cost from `values`, else 1.
 extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
-    domain_samples(const u64 *__restrict__ keys, const uint2 *__restrict__ counts, int use_cost,
-                   int n, int m, u64 *__restrict__ sample_keys, double *__restrict__ weights)
+    domain_samples(const u64 *__restrict__ keys, const uint2 *__restrict__ counts,
+                   const double *__restrict__ values, int use_cost, int n, int m,
+                   u64 *__restrict__ sample_keys, double *__restrict__ weights)
 {
     for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < m; j += gridDim.x * blockDim.x) {
         const long long i = (long long)((u64)j * (u64)n / (u64)m);
         sample_keys[j] = keys[i];
-        if (use_cost) {
+        if (use_cost == 1) {
             const uint2 c = counts[i];
             weights[j] = (double)((c.x > 0u ? c.x - 1u : 0u) + c.y);
+        } else if (use_cost == 2) {
+            weights[j] = values[i];
         } else {
             weights[j] = 1.0;
         }
@@ -76,13 +79,18 @@ extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
     }
 }
 
-// Each staying particle i copied to slot i - before[i] of the fresh arrays, in order.
+// Each staying particle i copied to slot i - before[i] of the fresh arrays, in order (with its
+// integrator state when with_state).
 extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
-    domain_keep(int n, const unsigned *__restrict__ before, const double *__restrict__ pos,
-                const double *__restrict__ vel, const double *__restrict__ mass,
-                const u64 *__restrict__ id, double *__restrict__ kept_pos,
-                double *__restrict__ kept_vel, double *__restrict__ kept_mass,
-                u64 *__restrict__ kept_id)
+    domain_keep(int n, const unsigned *__restrict__ before, int with_state,
+                const double *__restrict__ pos, const double *__restrict__ vel,
+                const double *__restrict__ mass, const u64 *__restrict__ id,
+                const unsigned char *__restrict__ bin, const double *__restrict__ acc,
+                const double *__restrict__ pot, const double *__restrict__ cost,
+                double *__restrict__ kept_pos, double *__restrict__ kept_vel,
+                double *__restrict__ kept_mass, u64 *__restrict__ kept_id,
+                unsigned char *__restrict__ kept_bin, double *__restrict__ kept_acc,
+                double *__restrict__ kept_pot, double *__restrict__ kept_cost)
 {
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
         const unsigned b = before[i];
@@ -94,5 +102,11 @@ extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
         }
         kept_mass[k] = mass[i];
         kept_id[k] = id[i];
+        if (with_state) {
+            kept_bin[k] = bin[i];
+            for (int d = 0; d < 3; d++) kept_acc[3 * k + d] = acc[3ll * i + d];
+            kept_pot[k] = pot[i];
+            kept_cost[k] = cost[i];
+        }
     }
 }

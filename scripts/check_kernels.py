@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Compiles the CUDA kernels of cuda/ with NVRTC, as hinoki does at start-up, for every
 (V, G) layout hinoki accepts and two GPU generations, and the stage program (cuda/build.cu,
-groups.cu, particles.cu, domain.cu, lets.cu: IEEE arithmetic), so that a kernel that does not
+groups.cu, particles.cu, domain.cu, lets.cu, integrate.cu: IEEE arithmetic), so that a kernel that does not
 compile is found without a GPU.
 
 Usage: scripts/check_kernels.py
@@ -94,7 +94,7 @@ def main():
     # The stage program (src/gpu/context.rs, stage_source): gravity.cuh, then the stages'
     # kernels, no fast math, no FMA contraction.
     parts = [open(os.path.join(ROOT, "cuda", "gravity.cuh")).read()]
-    for name in ["build.cu", "groups.cu", "particles.cu", "domain.cu", "lets.cu"]:
+    for name in ["build.cu", "groups.cu", "particles.cu", "domain.cu", "lets.cu", "integrate.cu"]:
         parts.append(open(os.path.join(ROOT, "cuda", name)).read().replace(INCLUDE, ""))
     stages = "\n".join(parts).encode()
     for arch in ["compute_80", "compute_90"]:

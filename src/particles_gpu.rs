@@ -2,11 +2,13 @@
 //! velocities (three doubles each), masses and ids, the device twin of [`Particles`]. The
 //! positions and masses are what every evaluation reads; the velocities and ids travel with
 //! the particles when a domain decomposition moves them between ranks (`domain::gpu`), and come
-//! down with them for output.
+//! down with them for output; in a run the integrator's state (bins, last forces) lives here
+//! too and travels with them.
 
 use crate::error::Result;
 use crate::gpu::launch::{grow, DeviceArray, KernelRunner};
 use crate::gpu::stages::{int, ptr, Stages};
+use crate::integrate::IntegratorState;
 use crate::particles::Particles;
 use crate::tree::build_gpu::Positions;
 use glam::DVec3;
@@ -24,6 +26,23 @@ pub struct ParticleArrays<R: KernelRunner> {
     pub mass: R::Array<f64>,
     /// Ids.
     pub id: R::Array<u64>,
+    /// In a run, the integrator's state ([`IntegratorState`]): time-step bins.
+    pub bin: R::Array<u8>,
+    /// Accelerations of the last evaluation, 3 doubles each, G applied (length / time²).
+    pub acc: R::Array<f64>,
+    /// Potentials of the last evaluation, G applied (energy per mass).
+    pub pot: R::Array<f64>,
+    /// Interactions of the last evaluation (its cost).
+    pub cost: R::Array<f64>,
+}
+
+/// What a set of particle arrays holds besides positions and masses.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Held {
+    /// Velocities and ids (what a migration moves and output needs).
+    pub payload: bool,
+    /// The integrator's state.
+    pub state: bool,
 }
 
 impl<R: KernelRunner> ParticleArrays<R> {
@@ -34,23 +53,40 @@ impl<R: KernelRunner> ParticleArrays<R> {
             vel: r.alloc(1)?,
             mass: r.alloc(1)?,
             id: r.alloc(1)?,
+            bin: r.alloc(1)?,
+            acc: r.alloc(1)?,
+            pot: r.alloc(1)?,
+            cost: r.alloc(1)?,
         })
     }
 
-    /// Grows the arrays to `n` particles (the velocities and ids only with `payload`).
-    pub fn reserve(&mut self, r: &R, n: usize, payload: bool) -> Result<()> {
+    /// Grows the arrays to `n` particles: positions and masses, and what `held` says.
+    pub fn reserve(&mut self, r: &R, n: usize, held: Held) -> Result<()> {
         grow(r, &mut self.pos, 3 * n)?;
         grow(r, &mut self.mass, n)?;
-        if payload {
+        if held.payload {
             grow(r, &mut self.vel, 3 * n)?;
             grow(r, &mut self.id, n)?;
+        }
+        if held.state {
+            grow(r, &mut self.bin, n)?;
+            grow(r, &mut self.acc, 3 * n)?;
+            grow(r, &mut self.pot, n)?;
+            grow(r, &mut self.cost, n)?;
         }
         Ok(())
     }
 
     /// Bytes held on the device.
     pub fn bytes(&self) -> usize {
-        8 * (self.pos.len() + self.vel.len() + self.mass.len() + self.id.len())
+        8 * (self.pos.len()
+            + self.vel.len()
+            + self.mass.len()
+            + self.id.len()
+            + self.acc.len()
+            + self.pot.len()
+            + self.cost.len())
+            + self.bin.len()
     }
 }
 
@@ -60,8 +96,8 @@ pub struct DeviceParticles<R: KernelRunner> {
     pub arrays: ParticleArrays<R>,
     /// How many there are.
     pub n: usize,
-    /// Whether the velocities and ids are there too (loaded with [`DeviceParticles::load`]).
-    pub payload: bool,
+    /// What is there besides positions and masses.
+    pub held: Held,
     /// Per-block partial bounds.
     partial: R::Array<f64>,
 }
@@ -72,7 +108,7 @@ impl<R: KernelRunner> DeviceParticles<R> {
         Ok(Self {
             arrays: ParticleArrays::new(s.runner())?,
             n: 0,
-            payload: false,
+            held: Held::default(),
             partial: s.runner().alloc(6 * BOUNDS_BLOCKS)?,
         })
     }
@@ -82,10 +118,15 @@ impl<R: KernelRunner> DeviceParticles<R> {
         self.arrays.bytes() + 8 * self.partial.len()
     }
 
-    /// Copies `p` up: positions and masses, and with `payload` velocities and ids too.
+    /// Copies `p` up: positions and masses, and with `payload` velocities and ids too. Drops
+    /// the integrator's state.
     pub fn load(&mut self, s: &Stages<R>, p: &Particles, payload: bool) -> Result<()> {
         let r = s.runner();
-        self.arrays.reserve(r, p.len(), payload)?;
+        let held = Held {
+            payload,
+            state: false,
+        };
+        self.arrays.reserve(r, p.len(), held)?;
         let a = &mut self.arrays;
         r.upload(bytemuck::cast_slice(&p.pos), &mut a.pos)?;
         r.upload(&p.mass, &mut a.mass)?;
@@ -94,8 +135,41 @@ impl<R: KernelRunner> DeviceParticles<R> {
             r.upload(&p.id, &mut a.id)?;
         }
         self.n = p.len();
-        self.payload = payload;
+        self.held = held;
         Ok(())
+    }
+
+    /// Copies the integrator's state `st` of the particles loaded up.
+    pub fn load_state(&mut self, s: &Stages<R>, st: &IntegratorState) -> Result<()> {
+        if st.len() != self.n {
+            return Err(crate::Error::device(format!(
+                "an integrator state of {} particles for {} on the GPU",
+                st.len(),
+                self.n
+            )));
+        }
+        let r = s.runner();
+        self.held.state = true;
+        self.arrays.reserve(r, self.n, self.held)?;
+        let a = &mut self.arrays;
+        r.upload(&st.bin, &mut a.bin)?;
+        r.upload(bytemuck::cast_slice(&st.acc), &mut a.acc)?;
+        r.upload(&st.pot, &mut a.pot)?;
+        r.upload(&st.cost, &mut a.cost)
+    }
+
+    /// The integrator's state copied down (`None` where none was loaded).
+    pub fn state(&self, s: &Stages<R>) -> Result<Option<IntegratorState>> {
+        if !self.held.state {
+            return Ok(None);
+        }
+        let (n, a) = (self.n, &self.arrays);
+        Ok(Some(IntegratorState {
+            bin: s.fetch(&a.bin, n)?,
+            acc: s.fetch_as(&a.acc, n)?,
+            pot: s.fetch(&a.pot, n)?,
+            cost: s.fetch(&a.cost, n)?,
+        }))
     }
 
     /// Copies new positions and masses of the particles loaded up (the same particles, moved).
@@ -122,7 +196,7 @@ impl<R: KernelRunner> DeviceParticles<R> {
             vel: vec![DVec3::ZERO; n],
             id: vec![0; n],
         };
-        if self.payload {
+        if self.held.payload {
             p.vel = s.fetch_as(&a.vel, n)?;
             p.id = s.fetch(&a.id, n)?;
         }

@@ -430,24 +430,6 @@ fn gpu_forces_are_converted_on_the_way_down_as_on_the_host() {
         acc.iter().all(|a| a.length() > 0.0),
         "every target has a force"
     );
-    // Into recycled vectors: garbage of the right length is overwritten, the wrong length is
-    // replaced; the same bits either way.
-    for len in [n, n / 2] {
-        g.recycle((
-            vec![DVec3::splat(7.0); len],
-            vec![7.0; len],
-            vec![7; len],
-            vec![7; len],
-        ));
-        let again = g.download_forces(n, big_g, false, &mut t).unwrap();
-        assert_eq!(bits(&again.0), bits(&host_acc), "recycled accelerations");
-        assert_eq!(
-            pot_bits(&again.1),
-            pot_bits(&host_pot),
-            "recycled potentials"
-        );
-        assert_eq!((&again.2, &again.3), (&host_p2p, &m2p), "recycled counts");
-    }
 }
 
 #[test]
@@ -663,4 +645,153 @@ fn gpu_active_forces_equal_the_full_evaluation_bit_for_bit() {
             }
         }
     }
+}
+
+#[test]
+fn gpu_steps_follow_the_cpu_trajectory_in_block_and_shared_steps() {
+    use hinoki::integrate::Stepping;
+    use hinoki::io::config::{GravityConfig, IcsConfig, OutputConfig, RunConfig, TimeConfig};
+    use hinoki::io::read_snapshot;
+    use hinoki::simulation;
+    if context().is_none() {
+        return;
+    }
+    // A short run on each backend: the time step on the device (kicks, drifts, bins, the
+    // forces kept there) follows the host's trajectory to the float32 rounding of the forces,
+    // with the same steps and force evaluations.
+    let dir = std::env::temp_dir().join(format!("hinoki-gpu-steps-{}", std::process::id()));
+    for (stepping, dt_max) in [
+        (Stepping::Block, 1.0 / 16.0),
+        (Stepping::Shared, 1.0 / 64.0),
+    ] {
+        let run = |backend: Backend| {
+            let out = dir.join(format!("{stepping}-{}", backend.name()));
+            let cfg = RunConfig {
+                ics: IcsConfig::Generate {
+                    model: Model::Plummer,
+                    n: size(20_000).min(4000),
+                    seed: 5,
+                },
+                gravity: GravityConfig {
+                    force: ForceParams {
+                        backend,
+                        eps: 0.05,
+                        ncrit: hinoki::forces::LeafSize::Fixed(16),
+                        ..ForceParams::default()
+                    },
+                    ..GravityConfig::default()
+                },
+                time: TimeConfig {
+                    stepping,
+                    dt_max,
+                    t_end: 0.25,
+                    eta: 0.05,
+                    ..TimeConfig::default()
+                },
+                output: OutputConfig {
+                    dir: out.clone(),
+                    energy_every: 1,
+                    pictures: false,
+                    ..OutputConfig::default()
+                },
+            };
+            let s = simulation::run(&cfg, &out, &SingleProcess).unwrap();
+            let p = read_snapshot(&SingleProcess, &s.final_state).unwrap().0;
+            (s, p)
+        };
+        let (cs, cp) = run(Backend::Cpu);
+        let (gs, gp) = run(Backend::Gpu);
+        assert_eq!(
+            (gs.steps, gs.force_evaluations),
+            (cs.steps, cs.force_evaluations),
+            "{stepping}"
+        );
+        assert!(cs.steps > 4, "{stepping}: {} steps", cs.steps);
+        let mut d: Vec<f64> = gp
+            .pos
+            .iter()
+            .zip(&cp.pos)
+            .map(|(a, b)| (*a - *b).length())
+            .collect();
+        d.sort_by(f64::total_cmp);
+        assert!(
+            d[d.len() * 99 / 100] < 1e-5,
+            "{stepping}: p99 {}",
+            d[d.len() * 99 / 100]
+        );
+        assert_eq!(gp.id, cp.id, "{stepping}: particle order");
+        // The energies differ by the two walks' potential errors (tree-cell groups on the
+        // CPU, chunks of the curve on the GPU), far below what the steps lose.
+        let (ge, ce) = (gs.energy_error, cs.energy_error);
+        assert!(ge < 1e-4 && ce < 1e-4, "{stepping}: |dE/E| {ge} vs {ce}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn gpu_runs_restart_bit_for_bit_between_rebuilds() {
+    use hinoki::forces::Rebuild;
+    use hinoki::integrate::Stepping;
+    use hinoki::io::config::{GravityConfig, IcsConfig, OutputConfig, RunConfig, TimeConfig};
+    use hinoki::io::read_snapshot;
+    use hinoki::simulation::{run_with, RunOptions};
+    if context().is_none() {
+        return;
+    }
+    // Block steps, the acceleration criterion reading the kept accelerations, a tree rebuilt
+    // every 3 evaluations and refitted on the device between: stopped after 5 steps (between
+    // two rebuilds, so the checkpoint holds the device tree's topology) and restarted, the run
+    // ends bit for bit where the uninterrupted one does.
+    let dir = std::env::temp_dir().join(format!("hinoki-gpu-restart-{}", std::process::id()));
+    let cfg = |out: &std::path::Path| RunConfig {
+        ics: IcsConfig::Generate {
+            model: Model::Plummer,
+            n: 2000,
+            seed: 8,
+        },
+        gravity: GravityConfig {
+            force: ForceParams {
+                backend: Backend::Gpu,
+                eps: 0.05,
+                mac: Mac::Acceleration,
+                ..ForceParams::default()
+            },
+            rebuild: Rebuild::Every(std::num::NonZeroU64::new(3).unwrap()),
+        },
+        time: TimeConfig {
+            stepping: Stepping::Block,
+            dt_max: 1.0 / 16.0,
+            dt_min: 1.0 / 256.0,
+            eta: 0.05,
+            t_end: 0.5,
+        },
+        output: OutputConfig {
+            dir: out.to_path_buf(),
+            energy_every: 2,
+            pictures: false,
+            ..OutputConfig::default()
+        },
+    };
+    let (whole, parts) = (dir.join("whole"), dir.join("parts"));
+    let go = |out: &std::path::Path, restart: bool, stop_after: Option<u64>| {
+        let opts = RunOptions {
+            restart: restart.then(|| out.to_path_buf()),
+            stop_after,
+        };
+        run_with(&cfg(out), out, &SingleProcess, &opts).unwrap()
+    };
+    let a = go(&whole, false, None);
+    let stopped = go(&parts, false, Some(5));
+    assert!(stopped.stopped.is_some());
+    let b = go(&parts, true, None);
+    assert_eq!(
+        (a.steps, a.force_evaluations),
+        (b.steps, b.force_evaluations)
+    );
+    let (pa, pb) = (
+        read_snapshot(&SingleProcess, &a.final_state).unwrap().0,
+        read_snapshot(&SingleProcess, &b.final_state).unwrap().0,
+    );
+    assert!(pa == pb, "the restarted run ends elsewhere");
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -22,6 +22,7 @@
 #include "../particles.cu"
 #include "../domain.cu"
 #include "../lets.cu"
+#include "../integrate.cu"
 
 #ifndef HINOKI_WALK_LAYOUTS
 #error "build.rs compiles kernels.cpp with -DHINOKI_WALK_LAYOUTS=..."
@@ -106,6 +107,15 @@ std::span<const std::span<const Kernel>> kernel_tables()
         HINOKI_EMULATE(let_edges),
         HINOKI_EMULATE(let_pack),
         HINOKI_EMULATE(let_unpack),
+        // integrate.cu (the time step, src/integrate/state_gpu.rs)
+        HINOKI_EMULATE(synchronised_flags),
+        HINOKI_EMULATE(half_kick),
+        HINOKI_EMULATE(drift),
+        HINOKI_EMULATE(keep_forces),
+        HINOKI_EMULATE(acc_magnitudes),
+        HINOKI_EMULATE(assign_bins),
+        HINOKI_EMULATE(bin_summary),
+        HINOKI_EMULATE(conserved_sums),
     };
 #define HINOKI_LAYOUT(v, g) walk_kernels_##v##_##g(),
     static const std::span<const Kernel> tables[] = {own, HINOKI_WALK_LAYOUTS};

@@ -2,12 +2,14 @@
 //! export walk of [`crate::lets`], the grouped (or single-particle) walk of [`crate::walk::cpu`]
 //! and float64 direct summation.
 
-use super::{Backend, Source, TargetSpec};
+use super::{Active, Backend, PreviousAcc, Source, TargetSpec};
 use crate::comm::Comm;
+use crate::diag::conservation::Conserved;
 use crate::diag::PhaseTimes;
 use crate::domain::{sample_keys, Migration, Sample};
 use crate::error::Result;
 use crate::forces::{TreeTopology, WalkKind};
+use crate::integrate::{drift, BinSummary, IntegratorState, Timeline};
 use crate::lets::{self, Region};
 use crate::particles::Particles;
 use crate::sfc::{GridBox, Order};
@@ -43,8 +45,11 @@ pub struct CpuBackend {
     /// groups.
     targets: Vec<[f32; 4]>,
     groups: Vec<Group>,
-    /// Block steps: for each walk slot, its packed target (`u32::MAX`: not walked).
-    packed: Option<Vec<u32>>,
+    /// Block steps: for each walk slot, its packed target (`u32::MAX`: not walked), and the
+    /// active particles' flags.
+    packed: Option<(Vec<u32>, Vec<bool>)>,
+    /// In a run, the integrator's state of the particles.
+    state: Option<IntegratorState>,
     forest: Option<Tree>,
     /// The walks' results for the targets.
     out: WalkOutput,
@@ -67,6 +72,7 @@ impl CpuBackend {
             targets: Vec::new(),
             groups: Vec::new(),
             packed: None,
+            state: None,
             forest: None,
             out: WalkOutput::default(),
         }
@@ -108,6 +114,7 @@ impl Backend for CpuBackend {
             self.p.id = vec![0; p.len()];
         }
         self.payload = payload;
+        self.state = None;
         self.forget();
         Ok(())
     }
@@ -117,6 +124,10 @@ impl Backend for CpuBackend {
         self.p.mass.clone_from(&p.mass);
         self.cost = None;
         Ok(())
+    }
+
+    fn particle_count(&self) -> usize {
+        self.p.len()
     }
 
     fn particles(&mut self) -> Result<Particles> {
@@ -129,7 +140,9 @@ impl Backend for CpuBackend {
 
     fn sample(&mut self, grid: &GridBox, by_cost: bool, count: usize) -> Result<Vec<Sample>> {
         self.keys = crate::sfc::keys(Order::Hilbert, grid, &self.p.pos);
-        let weights = self.cost.as_deref().filter(|_| by_cost);
+        // In a run the state's costs (every particle's last evaluation), else the last one's.
+        let cost = self.state.as_ref().map(|s| &s.cost).or(self.cost.as_ref());
+        let weights = cost.map(Vec::as_slice).filter(|_| by_cost);
         Ok(sample_keys(&self.keys, weights, count))
     }
 
@@ -141,6 +154,9 @@ impl Backend for CpuBackend {
             .collect();
         let plan = Migration::new(&dest, comm.size(), comm.rank());
         plan.move_particles(comm, &mut self.p)?;
+        if let Some(state) = self.state.as_mut() {
+            state.migrate(&plan, comm)?;
+        }
         self.forget();
         Ok(dest.len() - plan.kept())
     }
@@ -205,7 +221,17 @@ impl Backend for CpuBackend {
 
     fn targets(&mut self, spec: &TargetSpec, times: &mut PhaseTimes) -> Result<usize> {
         let n = self.p.len();
-        let amag = |i: u32| spec.amag.map_or(0.0, |a| a[i as usize]);
+        let kept: Vec<f32>;
+        let amag: Option<&[f32]> = match spec.amag {
+            PreviousAcc::None => None,
+            PreviousAcc::Given(a) => Some(a),
+            PreviousAcc::Kept => {
+                let state = self.state.as_ref().ok_or_else(no_state)?;
+                kept = state.acc.par_iter().map(|a| a.length() as f32).collect();
+                Some(&kept)
+            }
+        };
+        let amag = |i: u32| amag.map_or(0.0, |a| a[i as usize]);
         let curve = matches!(spec.order, Order::Hilbert | Order::Morton);
         // Targets in walk order: the tree's float32 particles when the walk follows the tree,
         // read in sequence, else the particles in their own order.
@@ -232,11 +258,21 @@ impl Backend for CpuBackend {
                 (targets, chunk_groups(n, spec.group))
             }
         });
-        (self.targets, self.groups, self.packed) = match spec.active {
+        let active: Option<Vec<bool>> = match spec.active {
+            Active::All => None,
+            Active::Given(a) => Some(a.to_vec()),
+            Active::Due { timeline, tick } => Some(
+                self.state
+                    .as_ref()
+                    .ok_or_else(no_state)?
+                    .active_at(&timeline, tick),
+            ),
+        };
+        (self.targets, self.groups, self.packed) = match active {
             None => (targets, groups, None),
             Some(active) => {
-                let (g, t, k) = active_groups(&groups, &targets, &self.walk_order, active);
-                (t, g, Some(k))
+                let (g, t, k) = active_groups(&groups, &targets, &self.walk_order, &active);
+                (t, g, Some((k, active)))
             }
         };
         Ok(self.targets.len())
@@ -329,7 +365,7 @@ impl Backend for CpuBackend {
         let forces: Forces = times.time("unsort", || {
             // For each particle, its slot in the results (u32::MAX: not walked).
             let mut slot = inverse_permutation(walk_order);
-            if let Some(packed) = packed {
+            if let Some((packed, _)) = packed {
                 slot.par_iter_mut().for_each(|k| *k = packed[*k as usize]);
             }
             let none = [0.0f32; 4];
@@ -357,7 +393,57 @@ impl Backend for CpuBackend {
         Ok(forces)
     }
 
-    fn recycle(&mut self, _f: Forces) {}
+    fn load_state(&mut self, s: &IntegratorState) -> Result<()> {
+        self.state = Some(s.clone());
+        Ok(())
+    }
+
+    fn state(&mut self) -> Result<Option<IntegratorState>> {
+        Ok(self.state.clone())
+    }
+
+    fn keep_forces(&mut self, g: f64, times: &mut PhaseTimes) -> Result<()> {
+        let active = self.packed.as_ref().map(|(_, a)| a.clone());
+        let f = self.forces(g, times)?;
+        let state = self.state.as_mut().ok_or_else(no_state)?;
+        let all = vec![true; f.0.len()];
+        let result = crate::forces::ForceResult {
+            acc: f.0,
+            pot: f.1,
+            p2p: f.2,
+            m2p: f.3,
+            ..Default::default()
+        };
+        state.take_forces(result, active.as_deref().unwrap_or(&all));
+        Ok(())
+    }
+
+    fn half_kick(&mut self, tl: &Timeline, tick: u64) -> Result<()> {
+        let state = self.state.as_ref().ok_or_else(no_state)?;
+        state.half_kick(&mut self.p, tl, &state.active_at(tl, tick));
+        Ok(())
+    }
+
+    fn drift(&mut self, dt: f64) -> Result<()> {
+        drift(&mut self.p, dt);
+        Ok(())
+    }
+
+    fn assign_bins(&mut self, tl: &Timeline, eta: f64, eps: f64, tick: u64) -> Result<()> {
+        let state = self.state.as_mut().ok_or_else(no_state)?;
+        let active = state.active_at(tl, tick);
+        state.assign_bins(tl, eta, eps, &active, tick);
+        Ok(())
+    }
+
+    fn bins(&mut self, tl: &Timeline, tick: u64) -> Result<BinSummary> {
+        Ok(self.state.as_ref().ok_or_else(no_state)?.bins(tl, tick))
+    }
+
+    fn conserved(&mut self) -> Result<[f64; 8]> {
+        let state = self.state.as_ref().ok_or_else(no_state)?;
+        Ok(Conserved::of(&self.p, &state.pot).sums())
+    }
 
     fn direct(
         &mut self,
@@ -380,6 +466,11 @@ impl Backend for CpuBackend {
         }
         Ok(all)
     }
+}
+
+/// The error of a step without an integrator state (a bug of the caller).
+fn no_state() -> crate::Error {
+    crate::Error::input("a time step without an integrator state")
 }
 
 /// The groups holding at least one active particle (`active` in particle order, `walk_order`

@@ -3,17 +3,19 @@
 //! ([`GroupFormer`]), the LETs ([`LetArrays`]) and the walk's results ([`GpuWalk`]). What
 //! crosses the bus is what a caller asks for and what MPI sends.
 
-use super::{Backend, Source, TargetSpec};
+use super::{Active, Backend, PreviousAcc, Source, TargetSpec};
 use crate::comm::Comm;
 use crate::diag::PhaseTimes;
-use crate::domain::gpu::DomainArrays;
+use crate::domain::gpu::{DomainArrays, Weights};
 use crate::domain::{looked_at, shares, Sample};
 use crate::error::{Error, Result};
 use crate::forces::{TreeBuild, TreeTopology};
-use crate::gpu::launch::Arg;
+use crate::gpu::launch::{Arg, DeviceArray};
 use crate::gpu::runner::Runner;
 use crate::gpu::stages::{blocks, int, Stages};
 use crate::gpu::{local_rank, GpuContext};
+use crate::integrate::state_gpu::StepArrays;
+use crate::integrate::{BinSummary, IntegratorState, Timeline};
 use crate::lets::export_gpu::LetArrays;
 use crate::lets::Region;
 use crate::particles::Particles;
@@ -40,8 +42,8 @@ struct Targets {
     /// Device address of each walk slot's particle (the tree's order); `None`: the walk
     /// order is the particles' own.
     order: Option<u64>,
-    /// Whether only some groups walk (block steps).
-    partial: bool,
+    /// Block steps: device address of the active particles' flags (only their groups walk).
+    partial: Option<u64>,
 }
 
 /// This rank's stages on its GPU, and what they keep there between evaluations.
@@ -54,6 +56,7 @@ pub struct GpuBackend {
     lets: LetArrays<Runner>,
     domain: DomainArrays<Runner>,
     particles: DeviceParticles<Runner>,
+    steps: StepArrays<Runner>,
     /// Where trees are built.
     tree_build: TreeBuild,
     /// `--vg auto` still has to time the layouts.
@@ -62,7 +65,8 @@ pub struct GpuBackend {
     /// The forest of received LETs and its cells.
     forest: Option<(TreeArrays, usize)>,
     /// Device address of the last evaluation's interaction counts (p2p, m2p) per particle,
-    /// in the particles' order, while they are those of the particles there.
+    /// in the particles' order, while they are those of the particles there (without an
+    /// integrator state, whose costs are used where there is one).
     cost: Option<u64>,
 }
 
@@ -87,6 +91,7 @@ impl GpuBackend {
             lets: LetArrays::new(&stages)?,
             domain: DomainArrays::new(&stages)?,
             particles: DeviceParticles::new(&stages)?,
+            steps: StepArrays::new(&stages)?,
             stages,
             walk,
             ctx,
@@ -96,6 +101,14 @@ impl GpuBackend {
             forest: None,
             cost: None,
         })
+    }
+
+    /// An error unless the particles have an integrator state (a run's).
+    fn state_held(&self) -> Result<()> {
+        match self.particles.held.state {
+            true => Ok(()),
+            false => Err(Error::device("a time step without an integrator state")),
+        }
     }
 
     /// The tree, which every stage after the build needs.
@@ -162,6 +175,7 @@ impl Backend for GpuBackend {
             + self.lets.device_bytes()
             + self.domain.device_bytes()
             + self.particles.device_bytes()
+            + self.steps.device_bytes()
     }
 
     fn layout(&self) -> Option<GpuLayout> {
@@ -185,6 +199,10 @@ impl Backend for GpuBackend {
         Ok(())
     }
 
+    fn particle_count(&self) -> usize {
+        self.particles.n
+    }
+
     fn particles(&mut self) -> Result<Particles> {
         self.particles.download(&self.stages)
     }
@@ -196,15 +214,20 @@ impl Backend for GpuBackend {
     fn sample(&mut self, grid: &GridBox, by_cost: bool, count: usize) -> Result<Vec<Sample>> {
         let n = self.particles.n;
         let m = if count == 0 { 0 } else { looked_at(n, count) };
-        let cost = self.cost.filter(|_| by_cost);
-        let (keys, weights) = self
-            .domain
-            .sample(&self.stages, &self.particles, grid, cost, m)?;
+        let weights = match (by_cost, self.particles.held.state, self.cost) {
+            (false, ..) => Weights::Count,
+            (true, true, _) => Weights::Costs(self.particles.arrays.cost.ptr()),
+            (true, false, Some(counts)) => Weights::Counts(counts),
+            (true, false, None) => Weights::Count,
+        };
+        let (keys, weights) =
+            self.domain
+                .sample(&self.stages, &self.particles, grid, weights, m)?;
         Ok(shares(keys.into_iter().zip(weights).collect(), n, count))
     }
 
     fn migrate(&mut self, comm: &dyn Comm, splitters: &[u64]) -> Result<usize> {
-        if !self.particles.payload {
+        if !self.particles.held.payload {
             return Err(Error::device(
                 "a migration of particles loaded without their velocities and ids",
             ));
@@ -267,17 +290,39 @@ impl Backend for GpuBackend {
         let tree = self.tree()?;
         let curve = matches!(spec.order, Order::Hilbert | Order::Morton);
         let size = self.walk.layout().group();
+        let amag = match spec.amag {
+            PreviousAcc::None => None,
+            PreviousAcc::Given(a) => Some(self.groups.upload_amag(&self.stages, a)?),
+            PreviousAcc::Kept => {
+                let at = self.groups.amag_room(&self.stages, n)?;
+                self.state_held()?;
+                self.steps
+                    .acc_magnitudes(&self.stages, &self.particles, at)?;
+                Some(at)
+            }
+        };
         let (at, order) = if curve {
-            let at = self.groups.tree_targets(&self.stages, &tree, spec.amag)?;
+            let at = self.groups.tree_targets(&self.stages, &tree, amag)?;
             (at, Some(tree.order))
         } else {
             let pos = self.particles.positions().pos;
             self.groups
-                .input_targets(&self.stages, n, pos, spec.amag, tree.spare)?;
+                .input_targets(&self.stages, n, pos, amag, tree.spare)?;
             (tree.spare, None)
         };
         let all = self.form_groups(&tree, curve, size)?;
-        let (groups, walked) = match spec.active {
+        let active = match spec.active {
+            Active::All => None,
+            Active::Given(a) => Some(self.groups.upload_active(&self.stages, a)?),
+            Active::Due { timeline, tick } => {
+                self.state_held()?;
+                Some(
+                    self.steps
+                        .synchronised(&self.stages, &self.particles, &timeline, tick)?,
+                )
+            }
+        };
+        let (groups, walked) = match active {
             Some(active) => {
                 self.walk.clear_results(n)?;
                 self.groups
@@ -292,7 +337,7 @@ impl Backend for GpuBackend {
             n,
             groups,
             order,
-            partial: spec.active.is_some(),
+            partial: active,
         });
         Ok(walked)
     }
@@ -358,7 +403,7 @@ impl Backend for GpuBackend {
         match source {
             Source::Local => {
                 if std::mem::take(&mut self.tune) {
-                    if t.partial {
+                    if t.partial.is_some() {
                         // Tuned on a later full evaluation.
                         self.tune = true;
                     } else {
@@ -395,21 +440,70 @@ impl Backend for GpuBackend {
         if let Some(order) = t.order {
             self.walk.unsort(order, n, times)?;
         }
-        if t.partial {
-            let active = self.groups.active_flags();
+        if let Some(active) = t.partial {
             self.walk.mask_inactive(active, n, t.order.is_some())?;
         }
         let f = self.walk.download_forces(n, g, t.order.is_some(), times)?;
         // The counts in the particles' order are the next decomposition's cost.
         self.cost = Some(match t.order {
-            Some(_) => self.walk.counts_in_input_order(),
+            Some(_) => self.walk.results_in_input_order().1,
             None => self.walk.results().1,
         });
         Ok(f)
     }
 
-    fn recycle(&mut self, f: Forces) {
-        self.walk.recycle(f);
+    fn load_state(&mut self, s: &IntegratorState) -> Result<()> {
+        self.particles.load_state(&self.stages, s)
+    }
+
+    fn state(&mut self) -> Result<Option<IntegratorState>> {
+        self.particles.state(&self.stages)
+    }
+
+    fn keep_forces(&mut self, g: f64, times: &mut PhaseTimes) -> Result<()> {
+        self.state_held()?;
+        let n = self.particles.n;
+        let Some(t) = self.targets else {
+            return Ok(());
+        };
+        let results = match t.order {
+            Some(order) => {
+                self.walk.unsort(order, n, times)?;
+                self.walk.results_in_input_order()
+            }
+            None => self.walk.results(),
+        };
+        let t0 = Instant::now();
+        self.steps
+            .keep_forces(&self.stages, &mut self.particles, results, g, t.partial)?;
+        times.add("download", t0.elapsed().as_secs_f64());
+        Ok(())
+    }
+
+    fn half_kick(&mut self, tl: &Timeline, tick: u64) -> Result<()> {
+        self.state_held()?;
+        self.steps
+            .half_kick(&self.stages, &mut self.particles, tl, tick)
+    }
+
+    fn drift(&mut self, dt: f64) -> Result<()> {
+        self.steps.drift(&self.stages, &mut self.particles, dt)
+    }
+
+    fn assign_bins(&mut self, tl: &Timeline, eta: f64, eps: f64, tick: u64) -> Result<()> {
+        self.state_held()?;
+        self.steps
+            .assign_bins(&self.stages, &mut self.particles, tl, eta, eps, tick)
+    }
+
+    fn bins(&mut self, tl: &Timeline, tick: u64) -> Result<BinSummary> {
+        self.state_held()?;
+        self.steps.bins(&self.stages, &self.particles, tl, tick)
+    }
+
+    fn conserved(&mut self) -> Result<[f64; 8]> {
+        self.state_held()?;
+        self.steps.conserved(&self.stages, &self.particles)
     }
 
     fn direct(

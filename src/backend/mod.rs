@@ -17,6 +17,7 @@ use crate::diag::PhaseTimes;
 use crate::domain::Sample;
 use crate::error::Result;
 use crate::forces::TreeTopology;
+use crate::integrate::{BinSummary, IntegratorState, Timeline};
 use crate::lets::Region;
 use crate::particles::Particles;
 use crate::sfc::{GridBox, Order};
@@ -36,6 +37,34 @@ pub enum Source {
     Forest,
 }
 
+/// The previous accelerations the acceleration criterion reads.
+#[derive(Clone, Copy, Debug)]
+pub enum PreviousAcc<'a> {
+    /// None (the criterion's first evaluation walks with the modified criterion first).
+    None,
+    /// Each particle's |a| (acceleration units).
+    Given(&'a [f32]),
+    /// Those of the integrator's state the backend holds (a run).
+    Kept,
+}
+
+/// Which particles' forces an evaluation computes.
+#[derive(Clone, Copy, Debug)]
+pub enum Active<'a> {
+    /// Every particle's.
+    All,
+    /// Those flagged (one flag per particle).
+    Given(&'a [bool]),
+    /// Those of the integrator's state the backend holds whose step ends at `tick` of
+    /// `timeline` (a block step of a run).
+    Due {
+        /// The run's timeline.
+        timeline: Timeline,
+        /// The tick.
+        tick: u64,
+    },
+}
+
 /// What the walk's targets and groups are made of.
 #[derive(Clone, Copy, Debug)]
 pub struct TargetSpec<'a> {
@@ -44,12 +73,11 @@ pub struct TargetSpec<'a> {
     pub order: Order,
     /// Targets per group of the CPU's grouped walk (the GPU groups V·G of its layout).
     pub group: usize,
-    /// The previous acceleration magnitude |a| of every particle (acceleration units), for the
-    /// acceleration criterion.
-    pub amag: Option<&'a [f32]>,
-    /// Block steps: the particles whose forces are wanted (one flag per particle); only the
-    /// groups holding one walk, and the others' results are zero.
-    pub active: Option<&'a [bool]>,
+    /// The previous accelerations, for the acceleration criterion.
+    pub amag: PreviousAcc<'a>,
+    /// Block steps: only the groups holding an active particle walk, and the others' results
+    /// are zero.
+    pub active: Active<'a>,
 }
 
 /// One rank's force-evaluation stages on one kind of hardware. Particle-indexed arguments and
@@ -76,6 +104,9 @@ pub trait Backend {
     /// New positions and masses `p` of the particles loaded (the same particles in the same
     /// order, moved): the tree is kept, for a refit.
     fn update(&mut self, p: &Particles) -> Result<()>;
+
+    /// The number of particles held.
+    fn particle_count(&self) -> usize;
 
     /// This rank's particles now (velocities and ids zero unless loaded with the payload).
     fn particles(&mut self) -> Result<Particles>;
@@ -148,9 +179,33 @@ pub trait Backend {
     /// counts. Times `download` (and `unsort`).
     fn forces(&mut self, g: f64, times: &mut PhaseTimes) -> Result<Forces>;
 
-    /// Hands back result vectors that are no longer needed, for the next
-    /// [`Backend::forces`] to fill.
-    fn recycle(&mut self, f: Forces);
+    /// Takes `s` as the integrator's state of the particles loaded (a run: bins, last
+    /// accelerations and potentials, costs); it then travels with them in migrations.
+    fn load_state(&mut self, s: &IntegratorState) -> Result<()>;
+
+    /// The integrator's state (on the GPU: copied down); `None` where none was loaded.
+    fn state(&mut self) -> Result<Option<IntegratorState>>;
+
+    /// The last walks' results taken into the integrator's state, G = `g` applied: every
+    /// particle's, or the active ones' when only those walked. Times `download` (nothing comes
+    /// down on the GPU).
+    fn keep_forces(&mut self, g: f64, times: &mut PhaseTimes) -> Result<()>;
+
+    /// Half kick of the particles whose step ends at `tick` of `tl`.
+    fn half_kick(&mut self, tl: &Timeline, tick: u64) -> Result<()>;
+
+    /// Drift of every particle by `dt` (time units).
+    fn drift(&mut self, dt: f64) -> Result<()>;
+
+    /// New time-step bins for the particles whose step ends at `tick` (η, softening `eps`).
+    fn assign_bins(&mut self, tl: &Timeline, eta: f64, eps: f64, tick: u64) -> Result<()>;
+
+    /// The bins in use and the particles whose step ends at `tick`.
+    fn bins(&mut self, tl: &Timeline, tick: u64) -> Result<BinSummary>;
+
+    /// The sums of the conserved quantities of the particles with the state's potentials
+    /// ([`Conserved::sums`](crate::diag::conservation::Conserved::sums)).
+    fn conserved(&mut self) -> Result<[f64; 8]>;
 
     /// Direct summation for the particles `mine` of all of `pos`, `mass` (float64 on the CPU,
     /// float32 on the GPU), G = 1, softening length `eps`: accelerations and potentials of

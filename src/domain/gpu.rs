@@ -10,11 +10,31 @@ use crate::comm::Comm;
 use crate::error::Result;
 use crate::gpu::launch::{grow, Arg, DeviceArray, KernelRunner};
 use crate::gpu::stages::{blocks, int, ptr, Stages};
-use crate::particles_gpu::{DeviceParticles, ParticleArrays};
+use crate::particles_gpu::{DeviceParticles, Held, ParticleArrays};
 use crate::sfc::{GridBox, GRID};
 
-/// Doubles per particle record of a migration (RECORD_WORDS in cuda/particles.cu).
-pub const RECORD_WORDS: usize = 8;
+/// Doubles per particle record of a migration: position, velocity, mass, id; with the
+/// integrator's state also its bin, acceleration, potential and cost (STATE_RECORD_WORDS in
+/// cuda/particles.cu).
+fn record_words(held: Held) -> usize {
+    if held.state {
+        14
+    } else {
+        8
+    }
+}
+
+/// What a particle's weight in the decomposition is.
+#[derive(Clone, Copy, Debug)]
+pub enum Weights {
+    /// 1.
+    Count,
+    /// Its interactions in the last evaluation, from the (p2p, m2p) counts at this device
+    /// address (p2p with the particle itself).
+    Counts(u64),
+    /// Its cost, the double at this device address.
+    Costs(u64),
+}
 
 /// The device arrays of the decomposition, kept across decompositions.
 pub struct DomainArrays<R: KernelRunner> {
@@ -69,15 +89,14 @@ impl<R: KernelRunner> DomainArrays<R> {
     }
 
     /// The Peano–Hilbert keys of `p` in `grid`, kept for the owners, and `m` of them, evenly
-    /// strided, each with its weight: the particle's interactions in the last evaluation from
-    /// the (p2p, m2p) counts at device address `cost` (per particle, in `p`'s order), or 1
-    /// without. See [`super::sample_keys`].
+    /// strided, each with its weight (per particle, in `p`'s order). See
+    /// [`super::sample_keys`].
     pub fn sample(
         &mut self,
         s: &Stages<R>,
         p: &DeviceParticles<R>,
         grid: &GridBox,
-        cost: Option<u64>,
+        weights: Weights,
         m: usize,
     ) -> Result<(Vec<u64>, Vec<f64>)> {
         let r = s.runner();
@@ -107,8 +126,21 @@ impl<R: KernelRunner> DomainArrays<R> {
                     blocks(m),
                     &[
                         ptr(&self.keys),
-                        Arg::Ptr(cost.unwrap_or(0)),
-                        Arg::I32(cost.is_some() as i32),
+                        Arg::Ptr(if let Weights::Counts(c) = weights {
+                            c
+                        } else {
+                            0
+                        }),
+                        Arg::Ptr(if let Weights::Costs(c) = weights {
+                            c
+                        } else {
+                            0
+                        }),
+                        Arg::I32(match weights {
+                            Weights::Count => 0,
+                            Weights::Counts(_) => 1,
+                            Weights::Costs(_) => 2,
+                        }),
                         int(n)?,
                         int(m)?,
                         ptr(&self.sample_keys),
@@ -123,7 +155,8 @@ impl<R: KernelRunner> DomainArrays<R> {
         ))
     }
 
-    /// Moves the particles `p` (with their velocities and ids) to the owners of their keys
+    /// Moves the particles `p` (with their velocities and ids, and their integrator state
+    /// where they have one) to the owners of their keys
     /// (those of the last [`DomainArrays::sample`]) under `splitters`: the staying ones
     /// compacted in order, then the arrivals appended by source rank, as
     /// [`Migration::move_particles`] leaves them. Collective. Returns the particles that left.
@@ -179,9 +212,10 @@ impl<R: KernelRunner> DomainArrays<R> {
         let index = s.fetch(&self.leaving, leaving)?;
         let dest = s.fetch(&self.leaving_dest, leaving)?;
         let plan = Migration::from_leaving(index, &dest, comm.size(), n);
+        let words = record_words(p.held);
         grow(r, &mut self.order, leaving)?;
         r.upload(&plan.order, &mut self.order)?;
-        grow(r, &mut self.records, RECORD_WORDS * leaving)?;
+        grow(r, &mut self.records, words * leaving)?;
         let a = &p.arrays;
         // SAFETY: order lists `leaving` particles of the arrays; records holds as many.
         unsafe {
@@ -191,20 +225,25 @@ impl<R: KernelRunner> DomainArrays<R> {
                 &[
                     ptr(&self.order),
                     int(leaving)?,
+                    int(words)?,
                     ptr(&a.pos),
                     ptr(&a.vel),
                     ptr(&a.mass),
                     ptr(&a.id),
+                    ptr(&a.bin),
+                    ptr(&a.acc),
+                    ptr(&a.pot),
+                    ptr(&a.cost),
                     ptr(&self.records),
                 ],
             )?;
         }
-        let send = s.fetch(&self.records, RECORD_WORDS * leaving)?;
-        let counts: Vec<usize> = plan.counts.iter().map(|c| RECORD_WORDS * c).collect();
+        let send = s.fetch(&self.records, words * leaving)?;
+        let counts: Vec<usize> = plan.counts.iter().map(|c| words * c).collect();
         let got = comm.alltoallv_f64(&send, &counts)?.data;
-        let arrived = got.len() / RECORD_WORDS;
+        let arrived = got.len() / words;
         let total = kept + arrived;
-        self.kept.reserve(r, total, true)?;
+        self.kept.reserve(r, total, p.held)?;
         let k = &self.kept;
         // SAFETY: the kept arrays hold `total` particles, of which the staying ones take the
         // first `kept`.
@@ -215,14 +254,23 @@ impl<R: KernelRunner> DomainArrays<R> {
                 &[
                     int(n)?,
                     ptr(&self.leave),
+                    Arg::I32(p.held.state as i32),
                     ptr(&a.pos),
                     ptr(&a.vel),
                     ptr(&a.mass),
                     ptr(&a.id),
+                    ptr(&a.bin),
+                    ptr(&a.acc),
+                    ptr(&a.pot),
+                    ptr(&a.cost),
                     ptr(&k.pos),
                     ptr(&k.vel),
                     ptr(&k.mass),
                     ptr(&k.id),
+                    ptr(&k.bin),
+                    ptr(&k.acc),
+                    ptr(&k.pot),
+                    ptr(&k.cost),
                 ],
             )?;
         }
@@ -238,11 +286,16 @@ impl<R: KernelRunner> DomainArrays<R> {
                     &[
                         ptr(&self.records),
                         int(arrived)?,
+                        int(words)?,
                         int(kept)?,
                         ptr(&k.pos),
                         ptr(&k.vel),
                         ptr(&k.mass),
                         ptr(&k.id),
+                        ptr(&k.bin),
+                        ptr(&k.acc),
+                        ptr(&k.pot),
+                        ptr(&k.cost),
                     ],
                 )?;
             }

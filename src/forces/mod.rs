@@ -15,16 +15,19 @@ pub use rebuild::{Rebuild, RebuildClock, RefitState, TreeTopology};
 
 use crate::backend::cpu::CpuBackend;
 use crate::backend::gpu::GpuBackend;
-use crate::backend::Backend as Stages;
+use crate::backend::{Active, Backend as Stages, PreviousAcc};
 use crate::comm::Comm;
+use crate::diag::conservation::Conserved;
 use crate::diag::PhaseTimes;
 use crate::domain::Balance;
 use crate::error::Result;
+use crate::integrate::{BinSummary, IntegratorState, Timeline};
 use crate::lets::LetStats;
 use crate::particles::Particles;
 use crate::walk::cpu::Forces;
 use crate::walk::gpu::{GpuLayout, VgChoice};
 use glam::DVec3;
+use rayon::prelude::*;
 use rebuild::{fingerprint, Schedule};
 use std::time::Instant;
 
@@ -171,10 +174,11 @@ impl ForceEngine {
         })
     }
 
-    /// Continues from a saved [`RefitState`] of this rank, whose particles `p` are those the
-    /// state was saved with, in the same order (a restarted run).
+    /// Continues from a saved [`RefitState`] of this rank, whose particles `p` (handed over
+    /// whole, as [`ForceEngine::load`] does) are those the state was saved with, in the same
+    /// order (a restarted run).
     pub fn restore(&mut self, state: RefitState, p: &Particles) -> Result<()> {
-        self.backend.load(p, false)?;
+        self.backend.load(p, true)?;
         self.schedule.restore(state.clock);
         self.has_tree = false;
         if let Some(t) = &state.topology {
@@ -198,13 +202,6 @@ impl ForceEngine {
     /// What computes the forces, e.g. "cpu (2 threads)" or the GPU's name.
     pub fn device(&self) -> String {
         self.backend.device()
-    }
-
-    /// Hands back the vectors of a result that is no longer needed (its accelerations,
-    /// potentials and counts), for a later evaluation to fill instead of allocating new ones:
-    /// on the GPU, the forces come down into memory the host has already touched.
-    pub fn recycle(&mut self, r: ForceResult) {
-        self.backend.recycle((r.acc, r.pot, r.p2p, r.m2p));
     }
 
     /// LET traffic of this rank in the last evaluation (zero on one rank).
@@ -231,6 +228,11 @@ impl ForceEngine {
         self.has_tree = false;
         self.ids = None;
         Ok(())
+    }
+
+    /// The number of particles this rank's backend holds.
+    pub fn particle_count(&self) -> usize {
+        self.backend.particle_count()
     }
 
     /// This rank's particles now, as the last [`ForceEngine::decompose`] left them (on the
@@ -311,13 +313,104 @@ impl ForceEngine {
         old_acc: Option<&[DVec3]>,
         active: Option<&[bool]>,
     ) -> Result<ForceResult> {
+        // Only the acceleration criterion reads the previous accelerations.
+        let amag: Option<Vec<f32>> = old_acc
+            .filter(|_| self.params.mac == crate::walk::mac::Mac::Acceleration)
+            .map(|a| a.par_iter().map(|a| a.length() as f32).collect());
+        let amag = amag
+            .as_deref()
+            .map_or(PreviousAcc::None, PreviousAcc::Given);
+        let active = active.map_or(Active::All, Active::Given);
+        self.evaluation(comm, amag, active, false)
+    }
+
+    /// Takes `s` as the integrator's state of the particles the backend holds (a run: bins,
+    /// last accelerations and potentials, costs): it stays with them (on the GPU: on the
+    /// device) and travels with them in decompositions.
+    pub fn load_state(&mut self, s: &IntegratorState) -> Result<()> {
+        self.backend.load_state(s)
+    }
+
+    /// The particles and the integrator's state as they are now (on the GPU: copied down),
+    /// for output.
+    pub fn run_state(&mut self) -> Result<(Particles, IntegratorState)> {
+        let p = self.backend.particles()?;
+        let s = self
+            .backend
+            .state()?
+            .ok_or_else(|| crate::Error::input("no integrator state to bring back"))?;
+        Ok((p, s))
+    }
+
+    /// The forces of a step, kept in the integrator's state where the particles are: of every
+    /// particle (with the state's accelerations as the previous ones, unless `first`), or of
+    /// those whose step ends at `tick` of `tl` (block steps). Collective. The result holds the
+    /// times and traffic, no forces.
+    pub fn step_forces(
+        &mut self,
+        comm: &dyn Comm,
+        tl: &Timeline,
+        tick: u64,
+        every: bool,
+        first: bool,
+    ) -> Result<ForceResult> {
+        let amag = if first {
+            PreviousAcc::None
+        } else {
+            PreviousAcc::Kept
+        };
+        let active = match every {
+            true => Active::All,
+            false => Active::Due {
+                timeline: *tl,
+                tick,
+            },
+        };
+        self.evaluation(comm, amag, active, true)
+    }
+
+    /// Half kick of the particles whose step ends at `tick` of `tl`.
+    pub fn half_kick(&mut self, tl: &Timeline, tick: u64) -> Result<()> {
+        self.backend.half_kick(tl, tick)
+    }
+
+    /// Drift of every particle by `dt` (time units).
+    pub fn drift(&mut self, dt: f64) -> Result<()> {
+        self.backend.drift(dt)
+    }
+
+    /// New bins for the particles whose step ends at `tick` (η, softening `eps`).
+    pub fn assign_bins(&mut self, tl: &Timeline, eta: f64, eps: f64, tick: u64) -> Result<()> {
+        self.backend.assign_bins(tl, eta, eps, tick)
+    }
+
+    /// The bins in use on this rank and its particles whose step ends at `tick`.
+    pub fn bins(&mut self, tl: &Timeline, tick: u64) -> Result<BinSummary> {
+        self.backend.bins(tl, tick)
+    }
+
+    /// The conserved quantities of every rank's particles (collective).
+    pub fn conserved(&mut self, comm: &dyn Comm) -> Result<Conserved> {
+        let mut sums = self.backend.conserved()?;
+        comm.allreduce_sum_f64(&mut sums);
+        Ok(Conserved::from_sums(sums))
+    }
+
+    /// One evaluation: the tree walk or direct summation for `active`, with `amag` as the
+    /// previous accelerations; the forces come down in the result, or with `keep` go into the
+    /// integrator's state.
+    fn evaluation(
+        &mut self,
+        comm: &dyn Comm,
+        amag: PreviousAcc,
+        active: Active,
+        keep: bool,
+    ) -> Result<ForceResult> {
         let t0 = Instant::now();
         let bus0 = self.backend.bus_bytes();
         let device = self.device();
         let params = &self.params;
         let mut times = PhaseTimes::default();
-        // Only the acceleration criterion reads the previous accelerations.
-        let old_acc = old_acc.filter(|_| params.mac == crate::walk::mac::Mac::Acceleration);
         let mut result = match params.method {
             Method::Direct => {
                 let p = self.backend.particles()?;
@@ -325,16 +418,43 @@ impl ForceEngine {
                 let (pos, mass, mine) =
                     times.time("exchange", || crate::domain::gather_all(comm, &p))?;
                 let n = pos.len() as u32;
-                let (acc, pot) = self
-                    .backend
-                    .direct(&pos, &mass, mine, active, params.eps, &mut times)?;
-                let forces = (
-                    acc.into_iter().map(|a| a * params.g).collect(),
-                    pot.into_iter().map(|v| v * params.g).collect(),
-                    vec![n.saturating_sub(1); p.len()],
-                    vec![0; p.len()],
+                let mut state = match keep {
+                    true => self.backend.state()?,
+                    false => None,
+                };
+                let due: Option<Vec<bool>> = match active {
+                    Active::All => None,
+                    Active::Given(a) => Some(a.to_vec()),
+                    Active::Due { timeline, tick } => {
+                        state.as_ref().map(|s| s.active_at(&timeline, tick))
+                    }
+                };
+                let (acc, pot) = self.backend.direct(
+                    &pos,
+                    &mass,
+                    mine,
+                    due.as_deref(),
+                    params.eps,
+                    &mut times,
+                )?;
+                let r = ForceResult::of(
+                    (
+                        acc.into_iter().map(|a| a * params.g).collect(),
+                        pot.into_iter().map(|v| v * params.g).collect(),
+                        vec![n.saturating_sub(1); p.len()],
+                        vec![0; p.len()],
+                    ),
+                    times,
+                    device,
                 );
-                ForceResult::of(forces, times, device)
+                match state.as_mut() {
+                    Some(s) => {
+                        s.update_forces(&r, due.as_deref().unwrap_or(&vec![true; p.len()]));
+                        self.backend.load_state(s)?;
+                        ForceResult::of(Forces::default(), r.times, r.device)
+                    }
+                    None => r,
+                }
             }
             Method::Tree => {
                 // The schedule's decision is the same on every rank; a rank whose particles
@@ -346,14 +466,15 @@ impl ForceEngine {
                     comm,
                     params,
                     rebuild,
-                    old_acc,
+                    amag,
                     active,
+                    keep,
                     &mut times,
                 )?;
                 self.has_tree = true;
                 self.schedule.record(comm, due, &times, walked);
                 self.let_stats = stats;
-                ForceResult::of(forces, times, device)
+                ForceResult::of(forces.unwrap_or_default(), times, device)
             }
         };
         let bus = self.backend.bus_bytes();

@@ -4,7 +4,7 @@
 //! walked, the received forest walked after it), and the results in the particles' order.
 
 use super::ForceParams;
-use crate::backend::{Backend, Source, TargetSpec};
+use crate::backend::{Active, Backend, PreviousAcc, Source, TargetSpec};
 use crate::comm::Comm;
 use crate::diag::PhaseTimes;
 use crate::error::{Error, Result};
@@ -14,24 +14,26 @@ use crate::tree::TreeParams;
 use crate::walk::cpu::{Forces, WalkParams};
 use crate::walk::mac::{Criterion, Mac};
 use glam::DVec3;
-use rayon::prelude::*;
 use std::time::Instant;
 
 /// Forces on this rank's particles (those `backend` holds) from the particles of every rank of
-/// `comm`, by the tree walk: the tree rebuilt when `rebuild`, else refitted; `old_acc` (the
-/// previous accelerations, particle order) feeds the acceleration criterion, whose first
-/// evaluation without them walks first with the modified criterion; with `active`, only the
-/// groups holding an active particle walk. Returns the results in the particles' order, the
-/// LET traffic of this rank and the number of targets walked. Collective.
+/// `comm`, by the tree walk: the tree rebuilt when `rebuild`, else refitted; `amag` (the
+/// previous accelerations) feeds the acceleration criterion, whose first evaluation without
+/// them walks first with the modified criterion; with `active` other than all, only the groups
+/// holding an active particle walk. The results come down in the particles' order, or with
+/// `keep` go into the backend's integrator state (`None` is returned). Returns them, the LET
+/// traffic of this rank and the number of targets walked. Collective.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn tree_forces(
     backend: &mut dyn Backend,
     comm: &dyn Comm,
     params: &ForceParams,
     rebuild: bool,
-    old_acc: Option<&[DVec3]>,
-    active: Option<&[bool]>,
+    amag: PreviousAcc,
+    active: Active,
+    keep: bool,
     times: &mut PhaseTimes,
-) -> Result<(Forces, LetStats, usize)> {
+) -> Result<(Option<Forces>, LetStats, usize)> {
     let tp = TreeParams {
         order: params.order,
         ncrit: params.ncrit.resolve(backend.layout().is_some()),
@@ -52,21 +54,21 @@ pub(super) fn tree_forces(
         }
         _ => backend.refit_tree(&tp, times)?,
     }
-    let amag: Option<Vec<f32>> = old_acc.map(|a| {
-        times.time("targets", || {
-            a.par_iter().map(|a| a.length() as f32).collect()
-        })
-    });
+    // Only the acceleration criterion reads the previous accelerations.
+    let amag = match params.mac {
+        Mac::Acceleration => amag,
+        _ => PreviousAcc::None,
+    };
     let spec = TargetSpec {
         order: params.order,
         group: params.group,
-        amag: amag.as_deref(),
+        amag,
         active,
     };
     let walked = backend.targets(&spec, times)?;
     let wp = params.walk_params();
     let mut stats = LetStats::default();
-    if params.mac == Mac::Acceleration && old_acc.is_none() {
+    if params.mac == Mac::Acceleration && matches!(amag, PreviousAcc::None) {
         let boot = WalkParams {
             criterion: Criterion {
                 mac: Mac::Modified,
@@ -78,7 +80,13 @@ pub(super) fn tree_forces(
         backend.bootstrap_amag(wp.criterion.g)?;
     }
     walk_everything(backend, comm, &wp, params.let_boxes, times, &mut stats)?;
-    let forces = backend.forces(params.g, times)?;
+    let forces = match keep {
+        true => {
+            backend.keep_forces(params.g, times)?;
+            None
+        }
+        false => Some(backend.forces(params.g, times)?),
+    };
     Ok((forces, stats, walked))
 }
 

@@ -1,6 +1,6 @@
 //! Opening this rank's GPU (or the CPU kernel emulator in its place) and compiling the kernels
 //! of `cuda/` for it: the walk program (fast math, one per (V, G) layout) and the stage program
-//! (IEEE arithmetic: keys, sort, tree, groups, domains, LETs, particle arrays).
+//! (IEEE arithmetic: keys, sort, tree, groups, domains, LETs, particle arrays, time step).
 
 use super::cuda_runner::{CudaDevice, CudaRunner};
 #[cfg(hinoki_emulator)]
@@ -63,6 +63,7 @@ fn stage_source() -> String {
         include_str!("../../cuda/particles.cu"),
         include_str!("../../cuda/domain.cu"),
         &without_include(include_str!("../../cuda/lets.cu")),
+        include_str!("../../cuda/integrate.cu"),
     ]
     .join("\n")
 }
@@ -171,7 +172,7 @@ impl GpuContext {
     }
 
     /// The stage program (`cuda/build.cu`, `groups.cu`, `particles.cu`, `domain.cu`,
-    /// `lets.cu`, with `gravity.cuh` first), with IEEE arithmetic: its results equal the host's
+    /// `lets.cu`, `integrate.cu`, with `gravity.cuh` first), with IEEE arithmetic: its results equal the host's
     /// bit for bit.
     pub fn stage_program(&self) -> Result<Runner> {
         let device = match &self.host {

@@ -1,11 +1,13 @@
 //! Time integration: the kick–drift–kick leapfrog of seed 002 (Eq. 1–3), with a shared step or
 //! with block (power-of-two hierarchical) steps chosen per particle as in GADGET (seed 003):
-//! the integer [`timeline`], the per-particle [`state`] (bins, last forces) and its kicks.
+//! the integer [`timeline`], the per-particle [`state`] (bins, last forces) and its kicks, on the
+//! host or, with the particles on the GPU, there ([`state_gpu`]).
 
 pub mod leapfrog;
 pub mod state;
+pub mod state_gpu;
 pub mod timeline;
 
 pub use leapfrog::drift;
-pub use state::IntegratorState;
+pub use state::{BinSummary, IntegratorState};
 pub use timeline::{Stepping, Timeline};

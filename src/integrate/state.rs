@@ -9,6 +9,19 @@ use crate::particles::Particles;
 use glam::DVec3;
 use rayon::prelude::*;
 
+/// The bins in use and the particles due at a tick.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BinSummary {
+    /// The lowest bin (`u8::MAX` without particles).
+    pub lowest: u8,
+    /// The highest bin (0 without particles).
+    pub highest: u8,
+    /// Particles whose step ends at the tick.
+    pub due: usize,
+    /// Particles.
+    pub particles: usize,
+}
+
 /// What the integrator keeps per particle between steps, in the order of the [`Particles`]
 /// (plain vectors, so that a domain decomposition can move them with the particles).
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -105,7 +118,7 @@ impl IntegratorState {
 
     /// [`IntegratorState::update_forces`] for a result `f` of every particle (all `active`),
     /// without copying: its accelerations and potentials are swapped in. Returns `f`, which then
-    /// holds the replaced vectors, for [`ForceEngine::recycle`](crate::forces::ForceEngine::recycle).
+    /// holds the replaced vectors.
     /// With some particles inactive it copies, as `update_forces` does.
     pub fn take_forces(&mut self, mut f: ForceResult, active: &[bool]) -> ForceResult {
         let all = f.acc.len() == self.acc.len() && active.iter().all(|&a| a);
@@ -136,6 +149,22 @@ impl IntegratorState {
         self.bin
             .iter()
             .fold((u8::MAX, 0), |(lo, hi), &b| (lo.min(b), hi.max(b)))
+    }
+
+    /// The bins in use and the particles whose step ends at tick `ti` of `timeline`.
+    pub fn bins(&self, timeline: &Timeline, ti: u64) -> BinSummary {
+        let (lowest, highest) = self.bin_range();
+        let due = self
+            .bin
+            .par_iter()
+            .filter(|&&b| ti % timeline.ticks(b) == 0)
+            .count();
+        BinSummary {
+            lowest,
+            highest,
+            due,
+            particles: self.len(),
+        }
     }
 }
 

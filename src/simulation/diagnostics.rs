@@ -15,24 +15,13 @@
 //! step: the force pipeline's phases, `total` for the force evaluation, and the integrator's
 //! `kick`, `drift`, `timestep` and `diagnostics`).
 
-use crate::comm::Comm;
 use crate::diag::conservation::Conserved;
 use crate::diag::PhaseTimes;
 use crate::error::{Error, Result};
-use crate::particles::Particles;
 use glam::DVec3;
 use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
-
-/// The conserved quantities of the particles of all ranks: the local sums of
-/// [`Conserved::of`] reduced over `comm`. `pot` is the potential per local particle (energy per
-/// mass units, G included).
-pub fn global_conserved(p: &Particles, pot: &[f64], comm: &dyn Comm) -> Conserved {
-    let mut sums = Conserved::of(p, pot).sums();
-    comm.allreduce_sum_f64(&mut sums);
-    Conserved::from_sums(sums)
-}
 
 /// |E − E₀| / |E₀| (absolute error when E₀ = 0).
 pub fn relative_energy_error(start: &Conserved, now: &Conserved) -> f64 {
@@ -205,8 +194,8 @@ fn log_line(start: &Conserved, s: &StepReport) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::comm::SingleProcess;
     use crate::io::testdir::TestDir;
+    use crate::particles::Particles;
 
     fn pair() -> Particles {
         let mut p = Particles::default();
@@ -232,14 +221,6 @@ mod tests {
             wall_seconds: 0.0,
             conserved,
         }
-    }
-
-    #[test]
-    fn single_rank_global_sums_are_the_local_ones() {
-        let p = pair();
-        let c = global_conserved(&p, &[-1.0, -1.0], &SingleProcess);
-        assert_eq!(c, Conserved::of(&p, &[-1.0, -1.0]));
-        assert_eq!(c.total, -0.75);
     }
 
     #[test]

@@ -18,12 +18,12 @@ use crate::diag::PhaseTimes;
 use crate::domain::{self, Balance};
 use crate::error::{Error, Result};
 use crate::forces::ForceEngine;
-use crate::integrate::{drift, IntegratorState, Stepping, Timeline};
+use crate::integrate::{IntegratorState, Stepping, Timeline};
 use crate::io::checkpoint::{config_hash, find_checkpoint, write_checkpoint};
 use crate::io::config::IcsConfig;
 use crate::io::{read_snapshot, write_snapshot, RunConfig, SnapshotExtras};
 use crate::particles::Particles;
-use diagnostics::{global_conserved, Diagnostics, StepReport};
+use diagnostics::{Diagnostics, StepReport};
 use progress::Progress;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -113,6 +113,7 @@ pub fn run_with(
                 c.time
             );
             engine.restore(c.refit, &c.state.p)?;
+            engine.load_state(&c.state.integ)?;
             (Run::resume(cfg, out, comm, c.state, wall)?, c.sequence + 1)
         }
     };
@@ -156,6 +157,7 @@ pub fn run_with(
             let time = run.timeline.time(run.s.ti);
             let job = (comm.rank(), comm.size());
             let refit = engine.refit_state()?;
+            run.s.refresh(&mut engine)?;
             let path = write_checkpoint(&ckpt_dir, job, sequence, hash, time, &run.s, &refit)?;
             comm.barrier();
             sequence += 1;
@@ -170,6 +172,7 @@ pub fn run_with(
     drop(progress);
     let mut final_state = out.join("final");
     if stopped.is_none() {
+        run.s.refresh(&mut engine)?;
         let s = &run.s;
         let extras = SnapshotExtras {
             acc: Some(&s.integ.acc),
@@ -204,7 +207,10 @@ pub fn run_with(
     Ok(summary)
 }
 
-/// Everything that decides the future of a run: what a checkpoint must hold.
+/// Everything that decides the future of a run: what a checkpoint must hold. The particles
+/// and their integrator state live in the force engine (on the GPU: on the device) while the
+/// run advances; `p` and `integ` are their copies as of the last [`RunState::refresh`], made
+/// for output.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RunState {
     /// This rank's particles; velocities are half a step ahead of the positions (each
@@ -222,6 +228,14 @@ pub struct RunState {
     pub start: Conserved,
     /// The conserved quantities of the last diagnostics step.
     pub last: Conserved,
+}
+
+impl RunState {
+    /// Copies the particles and their integrator state from `engine`, where they live.
+    fn refresh(&mut self, engine: &mut ForceEngine) -> Result<()> {
+        (self.p, self.integ) = engine.run_state()?;
+        Ok(())
+    }
 }
 
 /// A run in progress: its state and what stays fixed while it advances.
@@ -243,8 +257,8 @@ struct Run<'a> {
 }
 
 impl<'a> Run<'a> {
-    /// The run at t = 0: initial particles, their forces and bins, diagnostics line 0, and the
-    /// opening half kick.
+    /// The run at t = 0: initial particles (handed to the engine, moved to their domains),
+    /// their forces and bins, diagnostics line 0, and the opening half kick.
     fn start(
         cfg: &'a RunConfig,
         out: &Path,
@@ -252,13 +266,13 @@ impl<'a> Run<'a> {
         engine: &mut ForceEngine,
         wall: Instant,
     ) -> Result<Self> {
-        let mut p = initial_particles(cfg, comm)?;
+        let p = initial_particles(cfg, comm)?;
         let n_global = global_count(p.len(), comm);
+        engine.load(&p)?;
+        drop(p);
         let mut phases = PhaseTimes::default();
         if comm.size() > 1 {
-            phases.time("domain", || -> Result<()> {
-                domain::plan(comm, &p.pos, None)?.move_particles(comm, &mut p)
-            })?;
+            phases.time("domain", || engine.decompose(comm, Balance::Count))?;
         }
         let timeline = cfg.time.timeline();
         tracing::info!(
@@ -274,22 +288,24 @@ impl<'a> Run<'a> {
             engine.device(),
             out.display()
         );
-        let f = engine.compute(comm, &p, None)?;
+        let n = engine.particle_count();
+        engine.load_state(&IntegratorState::new(
+            vec![glam::DVec3::ZERO; n],
+            vec![0.0; n],
+        ))?;
+        let f = engine.step_forces(comm, &timeline, 0, true, true)?;
         phases.merge(&f.times);
-        let mut integ = IntegratorState::new(f.acc.clone(), f.pot.clone());
-        integ.update_forces(&f, &vec![true; p.len()]);
-        let all = vec![true; p.len()];
         if cfg.time.stepping == Stepping::Block {
             phases.time("timestep", || {
-                integ.assign_bins(&timeline, cfg.time.eta, cfg.gravity.force.eps, &all, 0)
-            });
+                engine.assign_bins(&timeline, cfg.time.eta, cfg.gravity.force.eps, 0)
+            })?;
         }
-        let start = global_conserved(&p, &integ.pot, comm);
+        let start = engine.conserved(comm)?;
         let mut diag = match comm.rank() {
             0 => Diagnostics::create(&out.join("diagnostics.jsonl"), start)?,
             _ => Diagnostics::silent(start),
         };
-        let (lo, deepest) = global_bin_range(&integ, comm);
+        let (lo, deepest) = global_bin_range(engine, &timeline, 0, comm)?;
         diag.record(&StepReport {
             time: 0.0,
             step: 0,
@@ -301,9 +317,9 @@ impl<'a> Run<'a> {
             wall_seconds: wall.elapsed().as_secs_f64(),
             conserved: Some(start),
         })?;
-        let s0 = RunState {
-            p,
-            integ,
+        let mut s0 = RunState {
+            p: Particles::default(),
+            integ: IntegratorState::default(),
             ti: 0,
             step: 0,
             force_evaluations: n_global,
@@ -311,10 +327,12 @@ impl<'a> Run<'a> {
             last: start,
         };
         if cfg.output.snapshot_every > 0 {
-            phases.time("snapshot", || write_series(out, 0, &s0, 0.0, comm))?;
+            phases.time("snapshot", || {
+                s0.refresh(engine)?;
+                write_series(out, 0, &s0, 0.0, comm)
+            })?;
         }
-        let mut s0 = s0;
-        phases.time("kick", || s0.integ.half_kick(&mut s0.p, &timeline, &all));
+        phases.time("kick", || engine.half_kick(&timeline, 0))?;
         Ok(Self {
             out: out.to_path_buf(),
             cfg,
@@ -343,7 +361,10 @@ impl<'a> Run<'a> {
             _ => Diagnostics::silent(s.start),
         };
         let n_global = global_count(s.p.len(), comm);
-        let deepest = global_bin_range(&s.integ, comm).1;
+        let (lo, hi) = s.integ.bin_range();
+        let mut x = [hi as f64, -(lo as f64)];
+        comm.allreduce_max_f64(&mut x);
+        let deepest = x[0] as u8;
         Ok(Self {
             out: out.to_path_buf(),
             cfg,
@@ -360,71 +381,61 @@ impl<'a> Run<'a> {
 
     /// One step to the next synchronisation point of the deepest bin: drift everyone, new
     /// forces on the particles due, their closing half kick, diagnostics when every particle
-    /// is synchronised and a line is due, new bins and opening half kicks. Returns its times.
+    /// is synchronised and a line is due, new bins and opening half kicks. The particles and
+    /// their state stay in the engine; only reductions come back. Returns its times.
     fn step(&mut self, engine: &mut ForceEngine) -> Result<PhaseTimes> {
         let (tl, cfg, comm) = (&self.timeline, self.cfg, self.comm);
         let s = &mut self.s;
         let mut phases = PhaseTimes::default();
         if comm.size() > 1 && engine.rebuild_due() {
-            // Rebalance before a step that rebuilds the tree: particles and their integrator
-            // state move together. Between rebuilds they stay (a refit needs the same
-            // particles, in the same order). The wait for the slowest rank to arrive (load
+            // Rebalance before a step that rebuilds the tree: the particles and their
+            // integrator state move together. Between rebuilds they stay (a refit needs the
+            // same particles, in the same order). The wait for the slowest rank to arrive (load
             // imbalance of the last step) is timed apart from the decomposition itself.
             phases.time("wait", || comm.barrier());
-            phases.time("domain", || -> Result<()> {
-                let weights =
-                    (cfg.gravity.force.balance == Balance::Cost).then_some(&s.integ.cost[..]);
-                let plan = domain::plan(comm, &s.p.pos, weights)?;
-                plan.move_particles(comm, &mut s.p)?;
-                s.integ.migrate(&plan, comm)
+            phases.time("domain", || {
+                engine.decompose(comm, cfg.gravity.force.balance)
             })?;
         }
         let next = s.ti + tl.ticks(self.deepest);
-        phases.time("drift", || drift(&mut s.p, tl.span(next - s.ti)));
-        let active = phases.time("timestep", || s.integ.active_at(tl, next));
-        let local_active = active.iter().filter(|&&a| a).count();
-        let f = if local_active == s.p.len() {
-            engine.compute(comm, &s.p, Some(&s.integ.acc))?
-        } else {
-            engine.compute_active(comm, &s.p, Some(&s.integ.acc), &active)?
-        };
+        phases.time("drift", || engine.drift(tl.span(next - s.ti)))?;
+        let due = phases.time("timestep", || engine.bins(tl, next))?;
+        let f = engine.step_forces(comm, tl, next, due.due == due.particles, false)?;
         phases.merge(&f.times);
-        let spent = phases.time("kick", || {
-            let spent = s.integ.take_forces(f, &active);
-            s.integ.half_kick(&mut s.p, tl, &active);
-            spent
-        });
-        engine.recycle(spent);
-        let n_active = global_count(local_active, comm);
+        phases.time("kick", || engine.half_kick(tl, next))?;
+        let n_active = global_count(due.due, comm);
         s.force_evaluations += n_active;
         s.ti = next;
         s.step += 1;
         let top = tl.ticks(0);
-        let due =
+        let line_due =
             next % top == 0 && ((next / top) % cfg.output.energy_every == 0 || next == tl.ti_end);
-        let conserved = due.then(|| {
-            let c = phases.time("diagnostics", || global_conserved(&s.p, &s.integ.pot, comm));
-            s.last = c;
-            c
-        });
+        let conserved = match line_due {
+            true => {
+                let c = phases.time("diagnostics", || engine.conserved(comm))?;
+                s.last = c;
+                Some(c)
+            }
+            false => None,
+        };
         // Snapshots at top steps, where every particle has had its closing kick.
         let every = cfg.output.snapshot_every;
         if every > 0 && next % top == 0 && (next / top) % every == 0 {
             let number = (next / top / every) as usize;
             phases.time("snapshot", || {
+                s.refresh(engine)?;
                 write_series(&self.out, number, s, tl.time(next), comm)
             })?;
         }
         if next < tl.ti_end {
             if cfg.time.stepping == Stepping::Block {
                 phases.time("timestep", || {
-                    s.integ
-                        .assign_bins(tl, cfg.time.eta, cfg.gravity.force.eps, &active, next)
-                });
+                    engine.assign_bins(tl, cfg.time.eta, cfg.gravity.force.eps, next)
+                })?;
             }
-            phases.time("kick", || s.integ.half_kick(&mut s.p, tl, &active));
+            phases.time("kick", || engine.half_kick(tl, next))?;
         }
-        let (lo, hi) = phases.time("timestep", || global_bin_range(&s.integ, comm));
+        let (lo, hi) = phases.time("timestep", || global_bin_range(engine, tl, next, comm))?;
         self.deepest = hi;
         self.diag.record(&StepReport {
             time: tl.time(next),
@@ -466,12 +477,17 @@ fn draw_pictures(out: &Path, final_snapshot: &Path) -> Result<()> {
     Ok(())
 }
 
-/// The smallest and largest bin in use on any rank.
-fn global_bin_range(integ: &IntegratorState, comm: &dyn Comm) -> (u8, u8) {
-    let (lo, hi) = integ.bin_range();
-    let mut x = [hi as f64, -(lo as f64)];
+/// The smallest and largest bin in use on any rank (collective).
+fn global_bin_range(
+    engine: &mut ForceEngine,
+    tl: &Timeline,
+    tick: u64,
+    comm: &dyn Comm,
+) -> Result<(u8, u8)> {
+    let b = engine.bins(tl, tick)?;
+    let mut x = [b.highest as f64, -(b.lowest as f64)];
     comm.allreduce_max_f64(&mut x);
-    ((-x[1]) as u8, x[0] as u8)
+    Ok(((-x[1]) as u8, x[0] as u8))
 }
 
 /// The number of particles on all ranks.

@@ -247,20 +247,27 @@ impl<R: KernelRunner> GroupFormer<R> {
         })
     }
 
-    /// The groups of `all` that hold a particle flagged in `active` (one per particle, in the
-    /// particle arrays' order), in order, and the number of their targets; target t is
-    /// particle `order[t]` (device address), or particle t without an order. A kept group keeps
-    /// all its targets.
+    /// Copies one flag per particle up (the active particles of a block step); returns their
+    /// device address.
+    pub fn upload_active(&mut self, s: &Stages<R>, active: &[bool]) -> Result<u64> {
+        let r = s.runner();
+        grow(r, &mut self.active, active.len())?;
+        r.upload(bytemuck::cast_slice(active), &mut self.active)?;
+        Ok(self.active.ptr())
+    }
+
+    /// The groups of `all` that hold a particle flagged at device address `active` (one byte
+    /// per particle, in the particle arrays' order), in order, and the number of their targets;
+    /// target t is particle `order[t]` (device address), or particle t without an order. A kept
+    /// group keeps all its targets.
     pub fn active_groups(
         &mut self,
         s: &Stages<R>,
         all: DeviceGroups,
         order: Option<u64>,
-        active: &[bool],
+        active: u64,
     ) -> Result<(DeviceGroups, usize)> {
         let r = s.runner();
-        grow(r, &mut self.active, active.len())?;
-        r.upload(bytemuck::cast_slice(active), &mut self.active)?;
         grow(r, &mut self.pieces, all.count + 1)?;
         // SAFETY: pieces holds a flag per group and one more; the order and the flags cover
         // every target of the groups.
@@ -273,7 +280,7 @@ impl<R: KernelRunner> GroupFormer<R> {
                     Arg::Ptr(all.at),
                     Arg::Ptr(order.unwrap_or(0)),
                     Arg::I32(order.is_some() as i32),
-                    ptr(&self.active),
+                    Arg::Ptr(active),
                     ptr(&self.pieces),
                 ],
             )?;
@@ -305,33 +312,31 @@ impl<R: KernelRunner> GroupFormer<R> {
         ))
     }
 
-    /// Device address of the active flags of the last [`GroupFormer::active_groups`] (one
-    /// byte per particle).
-    pub fn active_flags(&self) -> u64 {
-        self.active.ptr()
+    /// Room for the previous |a| of `n` particles (the particle arrays' order, float32): its
+    /// device address, for a stage to fill.
+    pub fn amag_room(&mut self, s: &Stages<R>, n: usize) -> Result<u64> {
+        grow(s.runner(), &mut self.amag, n)?;
+        Ok(self.amag.ptr())
     }
 
-    /// Uploads the previous |a| of every particle (particle arrays' order), if any; returns
-    /// whether there are some.
-    fn upload_amag(&mut self, s: &Stages<R>, amag: Option<&[f32]>) -> Result<bool> {
-        if let Some(amag) = amag {
-            grow(s.runner(), &mut self.amag, amag.len())?;
-            s.runner().upload(amag, &mut self.amag)?;
-        }
-        Ok(amag.is_some())
+    /// Copies the previous |a| of every particle up (acceleration units, the particle arrays'
+    /// order); returns their device address.
+    pub fn upload_amag(&mut self, s: &Stages<R>, amag: &[f32]) -> Result<u64> {
+        grow(s.runner(), &mut self.amag, amag.len())?;
+        s.runner().upload(amag, &mut self.amag)?;
+        Ok(self.amag.ptr())
     }
 
     /// The walk's targets for `tree` (4 floats per particle, in the tree's order): each
-    /// particle's position and its previous |a| from `amag` (particle arrays' order), zero
-    /// without. They are written into the tree's spare room and stay there until the next
-    /// build; returns their device address.
+    /// particle's position and its previous |a| from the floats at device address `amag`
+    /// (particle arrays' order), zero without. They are written into the tree's spare room and
+    /// stay there until the next build; returns their device address.
     pub fn tree_targets(
         &mut self,
         s: &Stages<R>,
         tree: &DeviceTree,
-        amag: Option<&[f32]>,
+        amag: Option<u64>,
     ) -> Result<u64> {
-        let has = self.upload_amag(s, amag)?;
         // SAFETY: the spare room holds 4 floats per particle; amag one per particle.
         unsafe {
             s.launch(
@@ -341,8 +346,8 @@ impl<R: KernelRunner> GroupFormer<R> {
                     int(tree.particles)?,
                     Arg::Ptr(tree.arrays.particles),
                     Arg::Ptr(tree.order),
-                    ptr(&self.amag),
-                    Arg::I32(has as i32),
+                    Arg::Ptr(amag.unwrap_or(0)),
+                    Arg::I32(amag.is_some() as i32),
                     Arg::Ptr(tree.spare),
                 ],
             )?;
@@ -352,16 +357,16 @@ impl<R: KernelRunner> GroupFormer<R> {
 
     /// The walk's targets in the particle arrays' own order (no curve order): the `n`
     /// positions at device address `pos` (3 doubles each) rounded to float32, with the previous
-    /// |a| from `amag`, written at device address `into` (4 floats per particle).
+    /// |a| from the floats at device address `amag`, written at device address `into` (4
+    /// floats per particle).
     pub fn input_targets(
         &mut self,
         s: &Stages<R>,
         n: usize,
         pos: u64,
-        amag: Option<&[f32]>,
+        amag: Option<u64>,
         into: u64,
     ) -> Result<()> {
-        let has = self.upload_amag(s, amag)?;
         // SAFETY: `into` holds 4 floats per particle, `pos` 3 doubles; amag one per particle.
         unsafe {
             s.launch(
@@ -370,8 +375,8 @@ impl<R: KernelRunner> GroupFormer<R> {
                 &[
                     int(n)?,
                     Arg::Ptr(pos),
-                    ptr(&self.amag),
-                    Arg::I32(has as i32),
+                    Arg::Ptr(amag.unwrap_or(0)),
+                    Arg::I32(amag.is_some() as i32),
                     Arg::Ptr(into),
                 ],
             )

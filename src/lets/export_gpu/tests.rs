@@ -70,7 +70,8 @@ fn emulated_lets_equal_the_hosts_word_for_word() {
             )
             .unwrap();
         let amag: Vec<f32> = (0..pb.len()).map(|i| 0.5 + (i % 13) as f32).collect();
-        let at = former.tree_targets(&s, &tree, Some(&amag)).unwrap();
+        let on_device = former.upload_amag(&s, &amag).unwrap();
+        let at = former.tree_targets(&s, &tree, Some(on_device)).unwrap();
         let mine = lets.region(&s, &tree, at, pb.len(), pieces).unwrap();
         assert_eq!(mine, Region::of_tree(&b, 0.5, pieces), "{what}: region");
         let theirs = Region::of_tree(&a, 2.5, pieces);

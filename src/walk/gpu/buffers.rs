@@ -220,32 +220,25 @@ impl Buffers {
     /// (energy/mass) in float64 with the gravitational constant `g` applied
     /// ([`WalkOutput::scaled`]), particle–particle counts without the target itself
     /// ([`WalkOutput::others`]) and particle–cell counts.
-    /// The results go into `into` where its vectors hold `n` entries, else into new ones.
     pub fn download_forces(
         &self,
         r: &Runner,
         n: usize,
         g: f64,
         input_order: bool,
-        into: Forces,
     ) -> Result<Forces> {
         let (out, counts_on_device) = if input_order {
             (&self.out_input, &self.counts_input)
         } else {
             (&self.out, &self.counts)
         };
-        let (mut acc, mut pot, mut p2p, mut m2p) =
-            if into.0.len() == n && into.1.len() == n && into.2.len() == n && into.3.len() == n {
-                into
-            } else {
-                // Zeroed allocations: fresh pages, written once, by the threads that convert.
-                (
-                    bytemuck::allocation::cast_vec(vec![[0.0f64; 3]; n]),
-                    vec![0.0; n],
-                    vec![0u32; n],
-                    vec![0u32; n],
-                )
-            };
+        // Zeroed allocations: fresh pages, written once, by the threads that convert.
+        let (mut acc, mut pot, mut p2p, mut m2p): Forces = (
+            bytemuck::allocation::cast_vec(vec![[0.0f64; 3]; n]),
+            vec![0.0; n],
+            vec![0u32; n],
+            vec![0u32; n],
+        );
         {
             // Four floats per target: a piece of the copy holds a quarter as many targets.
             let per_piece = piece_len::<f32>() / 4;

@@ -42,8 +42,6 @@ pub struct GpuWalk {
     /// Blocks of the list kernel resident on the whole device at once (its persistent grid).
     list_blocks: u32,
     buffers: Buffers,
-    /// Result vectors handed back ([`GpuWalk::recycle`]) for [`GpuWalk::download_forces`].
-    spare: Forces,
 }
 
 impl GpuWalk {
@@ -57,7 +55,6 @@ impl GpuWalk {
             program,
             kernel,
             layout,
-            spare: Forces::default(),
         })
     }
 
@@ -178,10 +175,14 @@ impl GpuWalk {
         (self.buffers.out.ptr(), self.buffers.counts.ptr())
     }
 
-    /// Device address of the interaction counts (p2p, m2p) per particle in the particle
-    /// arrays' order, after [`GpuWalk::unsort`] (the cost of each particle).
-    pub fn counts_in_input_order(&self) -> u64 {
-        self.buffers.counts_input.ptr()
+    /// Device addresses of the results in the particles' order after [`GpuWalk::unsort`]:
+    /// (acceleration and potential, 4 floats; interaction counts p2p and m2p, 2 u32) per
+    /// particle.
+    pub fn results_in_input_order(&self) -> (u64, u64) {
+        (
+            self.buffers.out_input.ptr(),
+            self.buffers.counts_input.ptr(),
+        )
     }
 
     /// Forces on `targets` (device address, `nt` targets of x, y, z, |a_old|) from the tree at
@@ -310,9 +311,7 @@ impl GpuWalk {
     /// accelerations (length/time²) and potentials (energy/mass) in float64 with the
     /// gravitational constant `g` applied, particle–particle counts without the target itself
     /// and particle–cell counts; in the particles' order after [`GpuWalk::unsort`] when
-    /// `input_order`, else in walk order. They are written into the vectors last handed back
-    /// with [`GpuWalk::recycle`] where those have the right length (memory the host has
-    /// already touched), else into new ones. Times `download`.
+    /// `input_order`, else in walk order. Times `download`.
     pub fn download_forces(
         &mut self,
         n: usize,
@@ -321,18 +320,11 @@ impl GpuWalk {
         times: &mut PhaseTimes,
     ) -> Result<Forces> {
         let t0 = Instant::now();
-        let spare = std::mem::take(&mut self.spare);
         let forces = self
             .buffers
-            .download_forces(&self.program, n, g, input_order, spare)?;
+            .download_forces(&self.program, n, g, input_order)?;
         times.add("download", t0.elapsed().as_secs_f64());
         Ok(forces)
-    }
-
-    /// Hands result vectors that are no longer needed back, for the next
-    /// [`GpuWalk::download_forces`] to fill instead of allocating (and faulting in) new ones.
-    pub fn recycle(&mut self, forces: Forces) {
-        self.spare = forces;
     }
 
     /// Forces on `targets` (x, y, z, |a_old|, walk order) from a host `tree`, by the groups

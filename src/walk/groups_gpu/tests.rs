@@ -64,7 +64,8 @@ fn emulated_device_groups_and_targets_equal_the_hosts() {
 
         let amag: Vec<f32> = (0..pos.len()).map(|i| 1.0 + i as f32).collect();
         for with in [None, Some(&amag[..])] {
-            let at = former.tree_targets(&s, &tree, with).unwrap();
+            let on_device = with.map(|a| former.upload_amag(&s, a).unwrap());
+            let at = former.tree_targets(&s, &tree, on_device).unwrap();
             assert_eq!(at, tree.spare);
             let got = builder.fetch_spare(&s, pos.len()).unwrap();
             let want: Vec<[f32; 4]> = host
@@ -78,8 +79,9 @@ fn emulated_device_groups_and_targets_equal_the_hosts() {
         // Block steps: the groups holding one of every 97th particle, and their targets.
         let active: Vec<bool> = (0..pos.len()).map(|i| i % 97 == 5).collect();
         let all = former.curve_groups(&s, &tree, max).unwrap();
+        let flags = former.upload_active(&s, &active).unwrap();
         let (kept, walked) = former
-            .active_groups(&s, all, Some(tree.order), &active)
+            .active_groups(&s, all, Some(tree.order), flags)
             .unwrap();
         let want: Vec<[u32; 2]> = expected
             .iter()

@@ -1,0 +1,256 @@
+//! The time step on the device (`cuda/integrate.cu`): the kicks, drifts and bins of
+//! [`IntegratorState`](super::IntegratorState) on the particles and state that live there
+//! ([`DeviceParticles`]), the walk's results taken into that state without coming down, and
+//! the reductions a run reports (bins in use, particles due, conserved quantities). The same
+//! float64 operations as the host's, so from the same forces the same trajectory.
+
+use super::{BinSummary, Timeline};
+use crate::error::Result;
+use crate::gpu::launch::{grow, Arg, DeviceArray, KernelRunner};
+use crate::gpu::stages::{blocks, int, ptr, Stages};
+use crate::particles_gpu::DeviceParticles;
+
+/// Blocks of the per-block reductions (their partial results come down).
+const REDUCE_BLOCKS: usize = 256;
+/// Particles per block of the conserved sums (CONSERVED_CHUNK in cuda/integrate.cu).
+const CONSERVED_CHUNK: usize = 16384;
+
+/// The device arrays of the time step besides the particles' (flags and partial sums).
+pub struct StepArrays<R: KernelRunner> {
+    /// One flag per particle: synchronised at the tick last asked for.
+    flags: R::Array<u8>,
+    bins: R::Array<u32>,
+    sums: R::Array<f64>,
+}
+
+impl<R: KernelRunner> StepArrays<R> {
+    /// Empty arrays on the stage program's device.
+    pub fn new(s: &Stages<R>) -> Result<Self> {
+        let r = s.runner();
+        Ok(Self {
+            flags: r.alloc(1)?,
+            bins: r.alloc(3 * REDUCE_BLOCKS)?,
+            sums: r.alloc(1)?,
+        })
+    }
+
+    /// Bytes held on the device.
+    pub fn device_bytes(&self) -> usize {
+        self.flags.len() + 4 * self.bins.len() + 8 * self.sums.len()
+    }
+
+    /// Half kick of the particles of `p` that end their step at tick `tick` of `tl`.
+    pub fn half_kick(
+        &self,
+        s: &Stages<R>,
+        p: &mut DeviceParticles<R>,
+        tl: &Timeline,
+        tick: u64,
+    ) -> Result<()> {
+        let a = &p.arrays;
+        // SAFETY: the state's arrays hold p.n particles.
+        unsafe {
+            s.launch(
+                "half_kick",
+                blocks(p.n),
+                &[
+                    int(p.n)?,
+                    ptr(&a.bin),
+                    Arg::U64(tick),
+                    Arg::I32(tl.depth as i32),
+                    Arg::F64(tl.dt_top),
+                    ptr(&a.acc),
+                    ptr(&a.vel),
+                ],
+            )
+        }
+    }
+
+    /// Drift of every particle of `p` by `dt` (time units).
+    pub fn drift(&self, s: &Stages<R>, p: &mut DeviceParticles<R>, dt: f64) -> Result<()> {
+        let a = &p.arrays;
+        // SAFETY: the arrays hold p.n particles.
+        unsafe {
+            s.launch(
+                "drift",
+                blocks(p.n),
+                &[int(p.n)?, Arg::F64(dt), ptr(&a.vel), ptr(&a.pos)],
+            )
+        }
+    }
+
+    /// New bins for the particles that end their step at `tick` (η, ε as
+    /// [`IntegratorState::assign_bins`](super::IntegratorState::assign_bins) takes them).
+    pub fn assign_bins(
+        &self,
+        s: &Stages<R>,
+        p: &mut DeviceParticles<R>,
+        tl: &Timeline,
+        eta: f64,
+        eps: f64,
+        tick: u64,
+    ) -> Result<()> {
+        let a = &p.arrays;
+        // SAFETY: the state's arrays hold p.n particles.
+        unsafe {
+            s.launch(
+                "assign_bins",
+                blocks(p.n),
+                &[
+                    int(p.n)?,
+                    Arg::U64(tick),
+                    Arg::I32(tl.depth as i32),
+                    Arg::F64(tl.dt_top),
+                    Arg::F64(eta),
+                    Arg::F64(eps),
+                    ptr(&a.acc),
+                    ptr(&a.bin),
+                ],
+            )
+        }
+    }
+
+    /// Device address of one flag per particle of `p`, set where it ends its step at `tick`.
+    pub fn synchronised(
+        &mut self,
+        s: &Stages<R>,
+        p: &DeviceParticles<R>,
+        tl: &Timeline,
+        tick: u64,
+    ) -> Result<u64> {
+        grow(s.runner(), &mut self.flags, p.n)?;
+        // SAFETY: flags holds p.n entries, the bins p.n.
+        unsafe {
+            s.launch(
+                "synchronised_flags",
+                blocks(p.n),
+                &[
+                    int(p.n)?,
+                    ptr(&p.arrays.bin),
+                    Arg::U64(tick),
+                    Arg::I32(tl.depth as i32),
+                    ptr(&self.flags),
+                ],
+            )?;
+        }
+        Ok(self.flags.ptr())
+    }
+
+    /// The walk's results at device addresses `out` (acceleration and potential, G = 1) and
+    /// `counts` (p2p with the particle itself, m2p), in the particles' order, taken into the
+    /// state of `p` with the gravitational constant `g`: for every particle, or for those
+    /// flagged at device address `active`.
+    pub fn keep_forces(
+        &self,
+        s: &Stages<R>,
+        p: &mut DeviceParticles<R>,
+        (out, counts): (u64, u64),
+        g: f64,
+        active: Option<u64>,
+    ) -> Result<()> {
+        let a = &p.arrays;
+        // SAFETY: the results, the flags (when given) and the state hold p.n particles.
+        unsafe {
+            s.launch(
+                "keep_forces",
+                blocks(p.n),
+                &[
+                    int(p.n)?,
+                    Arg::Ptr(out),
+                    Arg::Ptr(counts),
+                    Arg::F64(g),
+                    Arg::Ptr(active.unwrap_or(0)),
+                    Arg::I32(active.is_some() as i32),
+                    ptr(&a.acc),
+                    ptr(&a.pot),
+                    ptr(&a.cost),
+                ],
+            )
+        }
+    }
+
+    /// Each particle's |a| of the state of `p` in float32, written at device address `into`:
+    /// the acceleration criterion's previous accelerations.
+    pub fn acc_magnitudes(&self, s: &Stages<R>, p: &DeviceParticles<R>, into: u64) -> Result<()> {
+        // SAFETY: `into` holds p.n floats, the state p.n accelerations.
+        unsafe {
+            s.launch(
+                "acc_magnitudes",
+                blocks(p.n),
+                &[int(p.n)?, ptr(&p.arrays.acc), Arg::Ptr(into)],
+            )
+        }
+    }
+
+    /// The bins of `p` in use and the particles due at `tick`.
+    pub fn bins(
+        &self,
+        s: &Stages<R>,
+        p: &DeviceParticles<R>,
+        tl: &Timeline,
+        tick: u64,
+    ) -> Result<BinSummary> {
+        // SAFETY: bins holds 3 words per block; the state p.n bins.
+        unsafe {
+            s.launch(
+                "bin_summary",
+                REDUCE_BLOCKS as u32,
+                &[
+                    int(p.n)?,
+                    ptr(&p.arrays.bin),
+                    Arg::U64(tick),
+                    Arg::I32(tl.depth as i32),
+                    ptr(&self.bins),
+                ],
+            )?;
+        }
+        let partial = s.fetch(&self.bins, 3 * REDUCE_BLOCKS)?;
+        Ok(partial.chunks_exact(3).fold(
+            BinSummary {
+                lowest: u8::MAX,
+                highest: 0,
+                due: 0,
+                particles: p.n,
+            },
+            |b, c| BinSummary {
+                lowest: b.lowest.min(c[0].min(255) as u8),
+                highest: b.highest.max(c[1] as u8),
+                due: b.due + c[2] as usize,
+                ..b
+            },
+        ))
+    }
+
+    /// The sums of the conserved quantities of `p` with its state's potentials
+    /// ([`Conserved::sums`](crate::diag::conservation::Conserved::sums)), in a fixed order.
+    pub fn conserved(&mut self, s: &Stages<R>, p: &DeviceParticles<R>) -> Result<[f64; 8]> {
+        let chunks = p.n.div_ceil(CONSERVED_CHUNK);
+        let mut total = [0.0; 8];
+        if chunks == 0 {
+            return Ok(total);
+        }
+        grow(s.runner(), &mut self.sums, 8 * chunks)?;
+        let a = &p.arrays;
+        // SAFETY: sums holds 8 doubles per chunk; the arrays p.n particles.
+        unsafe {
+            s.launch(
+                "conserved_sums",
+                chunks as u32,
+                &[
+                    int(p.n)?,
+                    ptr(&a.pos),
+                    ptr(&a.vel),
+                    ptr(&a.mass),
+                    ptr(&a.pot),
+                    ptr(&self.sums),
+                ],
+            )?;
+        }
+        for c in s.fetch(&self.sums, 8 * chunks)?.chunks_exact(8) {
+            for (t, x) in total.iter_mut().zip(c) {
+                *t += x;
+            }
+        }
+        Ok(total)
+    }
+}
