@@ -9,6 +9,7 @@ use hinoki::diag::report::{check_against_direct, forces_json, forces_table};
 use hinoki::domain::{self, Balance};
 use hinoki::forces::{Backend, ForceEngine, ForceParams, LeafSize, Method, TreeBuild, WalkKind};
 use hinoki::ics::{generate, Model};
+use hinoki::io::config::single_precision;
 use hinoki::io::{read_snapshot, write_snapshot_file, RunConfig};
 use hinoki::render::{plot_diagnostics, render, Axis, RenderOptions};
 use hinoki::sfc::Order;
@@ -131,6 +132,13 @@ fn parse_point(s: &str) -> std::result::Result<DVec3, String> {
     }
 }
 
+/// Parses a number for a float32 option, refusing values float32 cannot hold (see
+/// `single_precision`) instead of turning them into infinity or zero.
+fn parse_f32(s: &str) -> std::result::Result<f32, String> {
+    let x: f64 = s.trim().parse().map_err(|e| format!("{e}"))?;
+    single_precision(x).map_err(|e| e.message)
+}
+
 #[derive(Args)]
 struct RunArgs {
     /// The run configuration (TOML); omit it for the built-in default problem.
@@ -200,13 +208,15 @@ struct ForcesArgs {
 #[derive(Args)]
 struct GravityArgs {
     /// Opening angle θ.
-    #[arg(long, allow_negative_numbers = true, default_value_t = ForceParams::default().theta)]
+    #[arg(long, allow_negative_numbers = true, default_value_t = ForceParams::default().theta,
+          value_parser = parse_f32)]
     theta: f32,
     /// Opening criterion: bh (l/d < θ), modified (l/θ + s < d), accel (GADGET relative).
     #[arg(long, default_value_t = ForceParams::default().mac)]
     mac: Mac,
     /// Tolerance α of the acceleration criterion.
-    #[arg(long, allow_negative_numbers = true, default_value_t = ForceParams::default().alpha)]
+    #[arg(long, allow_negative_numbers = true, default_value_t = ForceParams::default().alpha,
+          value_parser = parse_f32)]
     alpha: f32,
     /// Multipole order: 1 (monopole) or 2 (quadrupole).
     #[arg(long, default_value_t = ForceParams::default().multipole)]

@@ -164,6 +164,16 @@ fn bad_options_are_one_line_errors() {
             &["theta", "-1"],
         ),
         case(
+            &["forces", "--n", "100", "--theta", "1e300"],
+            Status::Usage,
+            &["--theta", "1e300", "32-bit float"],
+        ),
+        case(
+            &["forces", "--n", "100", "--alpha", "1e-60"],
+            Status::Usage,
+            &["--alpha", "1e-60", "32-bit float"],
+        ),
+        case(
             &["forces", "--n", "100", "--eps=-1"],
             Status::Failure,
             &["eps", "-1"],
@@ -417,6 +427,7 @@ fn bad_configurations_are_one_line_errors() {
     let t_end = config("t-end.toml", "[ics]\nn = 100\n[time]\nt_end = 0\n");
     let n0 = config("n0.toml", "[ics]\nn = 0\n");
     let theta = config("theta.toml", "[ics]\nn = 100\n[gravity]\ntheta = 0\n");
+    let huge_theta = config("huge-theta.toml", "[gravity]\ntheta = 1e300\n");
     let every = config("every.toml", "[ics]\nn = 100\n[output]\nenergy_every = 0\n");
     let missing = dir.join("missing.toml");
     check_all(&[
@@ -427,6 +438,7 @@ fn bad_configurations_are_one_line_errors() {
         // Type errors name the position and the value (the key is on that line).
         run(&wrong_type, &[":2:6:", "fast"]),
         run(&unknown_name, &["barnes", "bh, modified, accel"]),
+        run(&huge_theta, &[":2:9:", "1e300", "32-bit float"]),
         run(&both_sources, &["file"]),
         run(&missing, &["cannot read"]),
     ]);
