@@ -332,15 +332,40 @@ fn main() -> ExitCode {
     };
     match dispatch(cli, &*comm) {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("error: {e}");
-            if comm.size() > 1 {
-                // End every rank instead of leaving the others waiting in a collective.
-                comm.abort(1);
+        Err(e) => fail(&*comm, e),
+    }
+}
+
+/// Reports a failed command once for the whole job: rank 0 prints an error every rank shares
+/// (all of them learnt it, or all failed), and every rank ends normally. An error of this rank
+/// alone is printed here, and the job is aborted, instead of leaving the other ranks waiting in
+/// a collective.
+fn fail(comm: &dyn Comm, e: Error) -> ExitCode {
+    let shared = match e.is_shared() {
+        true => Some(e.clone()),
+        false => comm.first_error(Some(&e)),
+    };
+    match shared {
+        Some(s) => {
+            if comm.rank() == 0 {
+                print_error(&s);
             }
+            // A launcher may end the job when its first rank exits non-zero: none leaves
+            // before rank 0 has printed.
+            comm.barrier();
             ExitCode::FAILURE
         }
+        None => {
+            print_error(&e);
+            comm.abort(1)
+        }
     }
+}
+
+/// Prints `error: …` with one write, so that lines of several processes never interleave.
+fn print_error(e: &Error) {
+    let line = format!("error: {e}\n");
+    eprint!("{line}");
 }
 
 fn init_logging() {

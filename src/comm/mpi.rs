@@ -4,23 +4,32 @@
 //! one mutex, so an `MpiComm` may be shared between threads (rayon workers included) without
 //! two threads ever being inside MPI at once.
 
-use super::{Comm, Exchanged};
+use super::{Comm, Exchanged, FAILURE_WAIT};
+use crate::error::ErrorKind;
 use crate::{Error, Result};
 use ::mpi::collective::{CommunicatorCollectives, SystemOperation};
 use ::mpi::datatype::{Equivalence, Partition, PartitionMut};
 use ::mpi::environment::{Threading, Universe};
 use ::mpi::topology::{Communicator, SimpleCommunicator};
 use ::mpi::Count;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, MutexGuard, TryLockError};
+use std::time::{Duration, Instant};
 
 /// The MPI world of this job: rank and size in `MPI_COMM_WORLD`, and the collectives on it.
 ///
 /// It owns the rsmpi [`Universe`]; dropping the `MpiComm` finalises MPI, after which MPI
 /// cannot be initialised again in this process.
 pub struct MpiComm {
-    // Field order is drop order: the communicator goes before the universe finalises MPI.
+    // Field order is drop order: the communicators go before the universe finalises MPI.
     /// `MPI_COMM_WORLD`, behind the lock that serialises every MPI call.
     world: Mutex<SimpleCommunicator>,
+    /// A duplicate of the world for [`Comm::first_error`] alone, so that its collectives never
+    /// match a collective of the world; used only while holding `world`'s lock.
+    failures: SimpleCommunicator,
+    /// Set when a [`Comm::first_error`] found that not every rank came: later calls give up
+    /// at once (its barrier is still pending).
+    stranded: AtomicBool,
     /// This process's rank in the world.
     rank: usize,
     /// The number of ranks in the world.
@@ -29,10 +38,10 @@ pub struct MpiComm {
     _universe: Universe,
 }
 
-// SAFETY: the only non-thread-safe part is the world communicator handle, a process-wide
-// handle that is valid on every thread. MPI was initialised at MPI_THREAD_SERIALIZED (checked
-// in `MpiComm::init`), and every MPI call except the last-resort MPI_Abort holds the mutex, so
-// calls from different threads never overlap.
+// SAFETY: the only non-thread-safe parts are the communicator handles, process-wide handles
+// that are valid on every thread. MPI was initialised at MPI_THREAD_SERIALIZED (checked in
+// `MpiComm::init`), and every MPI call except the last-resort MPI_Abort holds the world's
+// mutex (the failures communicator's too), so calls from different threads never overlap.
 unsafe impl Send for MpiComm {}
 // SAFETY: as for Send; `&MpiComm` gives access to MPI only through the mutex.
 unsafe impl Sync for MpiComm {}
@@ -57,8 +66,11 @@ impl MpiComm {
         let world = universe.world();
         let rank = usize::try_from(world.rank()).expect("MPI rank is non-negative");
         let size = usize::try_from(world.size()).expect("MPI world size is non-negative");
+        let failures = world.duplicate();
         Ok(Self {
             world: Mutex::new(world),
+            failures,
+            stranded: AtomicBool::new(false),
             rank,
             size,
             _universe: universe,
@@ -69,6 +81,19 @@ impl MpiComm {
     fn world(&self) -> MutexGuard<'_, SimpleCommunicator> {
         // A panic while holding the lock leaves the communicator as it was; carry on.
         self.world.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The world's lock, if it can be had before `deadline` (a thread stuck in a collective
+    /// holds it for ever).
+    fn world_before(&self, deadline: Instant) -> Option<MutexGuard<'_, SimpleCommunicator>> {
+        loop {
+            match self.world.try_lock() {
+                Ok(guard) => return Some(guard),
+                Err(TryLockError::Poisoned(e)) => return Some(e.into_inner()),
+                Err(TryLockError::WouldBlock) if Instant::now() >= deadline => return None,
+                Err(TryLockError::WouldBlock) => std::thread::sleep(Duration::from_millis(1)),
+            }
+        }
     }
 
     /// Reduces `x` element-wise over all ranks with `op`, leaving the result in `x` everywhere.
@@ -100,6 +125,28 @@ fn displacements(counts: &[Count], what: &str) -> Result<Vec<Count>> {
     }
     count(total, what)?;
     Ok(d)
+}
+
+/// An error as bytes for [`Comm::first_error`]: its kind (one byte), then its message.
+fn encode_error(e: &Error) -> Vec<u8> {
+    let kind = match e.kind {
+        ErrorKind::Input => 0,
+        ErrorKind::Io => 1,
+        ErrorKind::Device => 2,
+        ErrorKind::Comm => 3,
+    };
+    std::iter::once(kind).chain(e.message.bytes()).collect()
+}
+
+/// The error that [`encode_error`] gave `bytes` (not empty).
+fn decode_error(bytes: &[u8]) -> Error {
+    let kind = match bytes[0] {
+        0 => ErrorKind::Input,
+        1 => ErrorKind::Io,
+        2 => ErrorKind::Device,
+        _ => ErrorKind::Comm,
+    };
+    Error::new(kind, String::from_utf8_lossy(&bytes[1..]))
 }
 
 impl MpiComm {
@@ -231,6 +278,48 @@ impl Comm for MpiComm {
         self.alltoallv(send, counts)
     }
 
+    /// An `MPI_Ibarrier` on the failures communicator, tested until [`FAILURE_WAIT`] has
+    /// passed; then, if every rank came, an allgather of every rank's error (kind and message)
+    /// on it. A barrier still pending at the deadline is left so (the job is about to be
+    /// aborted), and later calls return `None` at once.
+    fn first_error(&self, mine: Option<&Error>) -> Option<Error> {
+        if self.stranded.load(Ordering::Relaxed) {
+            return None;
+        }
+        let deadline = Instant::now() + FAILURE_WAIT;
+        let _world = self.world_before(deadline)?;
+        let mut barrier = self.failures.immediate_barrier();
+        loop {
+            match barrier.test() {
+                Ok(_) => break,
+                Err(pending) if Instant::now() >= deadline => {
+                    // Completing it needs the ranks that did not come; MPI_Abort ends it.
+                    std::mem::forget(pending);
+                    self.stranded.store(true, Ordering::Relaxed);
+                    return None;
+                }
+                Err(pending) => {
+                    barrier = pending;
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            }
+        }
+        let bytes = mine.map_or_else(Vec::new, encode_error);
+        let mut lens = vec![0 as Count; self.size];
+        self.failures
+            .all_gather_into(&(bytes.len() as Count), &mut lens[..]);
+        let displs = displacements(&lens, "first_error").ok()?;
+        let mut all = vec![0u8; lens.iter().map(|&n| n as usize).sum()];
+        {
+            let mut part = PartitionMut::new(&mut all[..], &lens[..], &displs[..]);
+            self.failures
+                .all_gather_varcount_into(&bytes[..], &mut part);
+        }
+        let (r, &n) = lens.iter().enumerate().find(|(_, &n)| n > 0)?;
+        let at = displs[r] as usize;
+        Some(decode_error(&all[at..at + n as usize]).shared())
+    }
+
     /// Flushes stdout and stderr, then `MPI_Abort`s the world with `code`, ending every rank.
     ///
     /// It does not take the lock (another thread may be blocked inside a collective that will
@@ -240,5 +329,22 @@ impl Comm for MpiComm {
         let _ = std::io::stdout().flush();
         let _ = std::io::stderr().flush();
         SimpleCommunicator::world().abort(code)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_cross_ranks_as_they_are() {
+        for e in [
+            Error::input("θ must be > 0"),
+            Error::io("a.hdf5", "cannot read"),
+            Error::device("no GPU"),
+            Error::comm(""),
+        ] {
+            assert_eq!(decode_error(&encode_error(&e)), e);
+        }
     }
 }

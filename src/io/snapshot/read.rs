@@ -3,7 +3,7 @@
 
 use super::files::{first_file, set_members};
 use super::header::{Header, HALO};
-use crate::comm::Comm;
+use crate::comm::{agree, Comm};
 use crate::error::{Error, Result};
 use crate::particles::Particles;
 use glam::DVec3;
@@ -18,27 +18,14 @@ const CHUNK: usize = 1 << 20;
 /// particles in file order (so any rank count can read any file count), plus the header time.
 ///
 /// Only `/PartType1` is read (a warning names what other types hold). Collective: every rank
-/// calls it, and all fail when one does. Errors are one line naming the file and the dataset
-/// or attribute: not an HDF5 file, a missing group, dataset or attribute, a wrong shape, counts
-/// that disagree between header and datasets, or values that are not finite (positions,
-/// velocities, masses) or negative (masses). A rank's share passes [`Particles::validate`];
-/// it may be empty when there are fewer particles than ranks.
+/// calls it, and when one fails all return its error ([`crate::comm::agree`]). Errors are one
+/// line naming the file and the dataset or attribute: not an HDF5 file, a missing group,
+/// dataset or attribute, a wrong shape, counts that disagree between header and datasets, or
+/// values that are not finite (positions, velocities, masses) or negative (masses). A rank's
+/// share passes [`Particles::validate`]; it may be empty when there are fewer particles than
+/// ranks.
 pub fn read_snapshot(comm: &dyn Comm, path: &Path) -> Result<(Particles, f64)> {
-    let read = read_share(comm.rank(), comm.size(), path);
-    let mut failed = [u64::from(read.is_err())];
-    comm.allreduce_sum_u64(&mut failed);
-    let (p, time) = read?;
-    if failed[0] > 0 {
-        return Err(Error::io(
-            path,
-            format!(
-                "{} of {} ranks could not read their part of the snapshot",
-                failed[0],
-                comm.size()
-            ),
-        ));
-    }
-    Ok((p, time))
+    agree(comm, read_share(comm.rank(), comm.size(), path))
 }
 
 /// Particles `[N rank / size, N (rank + 1) / size)` of the snapshot at `path`, and its time.
