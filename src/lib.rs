@@ -3,7 +3,8 @@
 //! One force evaluation is a pipeline, and the modules follow it (see `ARCHITECTURE.md`):
 //! [`sfc`] keys → [`tree`] build and moments → [`walk`] (CPU grouped walk, single-particle walk,
 //! direct summation) → [`integrate`] → [`diag`]. [`ics`] makes initial conditions, [`io`] reads
-//! and writes files and configurations, [`comm`] is the only place that knows about MPI.
+//! and writes files and configurations, [`comm`] is the only place that knows about MPI,
+//! [`resources`] checks what the machine can give (host memory, threads) before it is asked.
 //! Units are N-body units with G = 1 unless a run configures otherwise; softening is Plummer.
 
 pub mod comm;
@@ -17,6 +18,7 @@ pub mod io;
 pub mod lets;
 pub mod particles;
 pub mod render;
+pub mod resources;
 pub mod sfc;
 pub mod simulation;
 pub mod tree;

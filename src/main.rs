@@ -8,12 +8,15 @@ use hinoki::comm::{Comm, SingleProcess};
 use hinoki::diag::report::{check_against_direct, forces_json, forces_table};
 use hinoki::domain::{self, Balance};
 use hinoki::forces::{Backend, ForceEngine, ForceParams, LeafSize, Method, TreeBuild, WalkKind};
-use hinoki::ics::{generate, Model};
+use hinoki::ics::Model;
 use hinoki::io::config::single_precision;
+use hinoki::io::config::IcsConfig;
 use hinoki::io::{read_snapshot, write_snapshot_file, RunConfig};
 use hinoki::render::{plot_diagnostics, render, Axis, RenderOptions};
+use hinoki::resources::{check_threads, FORCES_BYTES, PARTICLE_BYTES};
 use hinoki::sfc::Order;
 use hinoki::simulation;
+use hinoki::simulation::initial_particles;
 use hinoki::walk::gpu::{VgChoice, WalkKernel};
 use hinoki::walk::mac::Mac;
 use hinoki::{Error, Particles, Result};
@@ -28,7 +31,8 @@ use std::time::Instant;
     about = "Barnes–Hut tree code for gravitational N-body simulation"
 )]
 struct Cli {
-    /// Worker threads for the CPU stages (default: all cores, or RAYON_NUM_THREADS).
+    /// Worker threads for the CPU stages (default: all cores, or RAYON_NUM_THREADS); at most 4
+    /// per core this process may run on.
     #[arg(long, global = true)]
     threads: Option<usize>,
     #[command(subcommand)]
@@ -381,18 +385,24 @@ fn init_logging() {
 
 fn dispatch(cli: Cli, comm: &dyn Comm) -> Result<()> {
     if let Some(t) = cli.threads {
-        if t == 0 {
-            return Err(Error::input("--threads must be at least 1"));
-        }
+        check_threads(t, "--threads")?;
         rayon::ThreadPoolBuilder::new()
             .num_threads(t)
             .build_global()
             .map_err(|e| Error::input(format!("cannot start {t} threads: {e}")))?;
+    } else if let Some(t) = std::env::var("RAYON_NUM_THREADS")
+        .ok()
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .filter(|&t| t > 0)
+    {
+        // rayon reads it itself (and ignores a value that is not a positive number).
+        check_threads(t, "RAYON_NUM_THREADS")?;
     }
     match cli.command {
         Command::Run(a) => run(a, comm),
         Command::Ics(a) => {
-            let p = generate(a.model, a.n, a.seed)?;
+            let source = particle_source(Some(a.model), a.n, a.seed, None);
+            let p = initial_particles(&source, &SingleProcess, PARTICLE_BYTES)?;
             write_snapshot_file(&a.output, &p, 0.0)?;
             tracing::info!(
                 "wrote {} {} particles to {}",
@@ -420,21 +430,15 @@ fn dispatch(cli: Cli, comm: &dyn Comm) -> Result<()> {
     }
 }
 
-/// This rank's share of the particles: read from a snapshot (each rank reads its share), or
-/// generated (every rank generates the whole set and keeps its share).
-fn load_particles(
-    comm: &dyn Comm,
-    ics: Option<Model>,
-    n: usize,
-    seed: u64,
-    input: Option<&PathBuf>,
-) -> Result<Particles> {
+/// Where the options `--ics`, `--n`, `--seed` and `--input` say the particles come from.
+fn particle_source(ics: Option<Model>, n: usize, seed: u64, input: Option<PathBuf>) -> IcsConfig {
     match input {
-        Some(path) => Ok(read_snapshot(comm, path)?.0),
-        None => Ok(domain::initial_share(
-            generate(ics.unwrap_or(Model::Plummer), n, seed)?,
-            comm,
-        )),
+        Some(path) => IcsConfig::File(path),
+        None => IcsConfig::Generate {
+            model: ics.unwrap_or(Model::Plummer),
+            n,
+            seed,
+        },
     }
 }
 
@@ -449,8 +453,8 @@ fn forces(a: ForcesArgs, comm: &dyn Comm) -> Result<()> {
     }
     // Each rank starts from its share of the input; the domain decomposition then gives it a
     // slice of the Peano–Hilbert curve.
-    let mut p = load_particles(comm, a.ics, a.n, a.seed, a.input.as_ref())?;
-    p.validate_share(comm)?;
+    let source = particle_source(a.ics, a.n, a.seed, a.input);
+    let mut p = initial_particles(&source, comm, FORCES_BYTES)?;
     let n_total = comm.allgather_u64(p.len() as u64).iter().sum::<u64>() as usize;
     let mut engine = ForceEngine::new(params.clone())?;
     let mut cost: Option<Vec<f64>> = None;
@@ -533,8 +537,8 @@ fn forces(a: ForcesArgs, comm: &dyn Comm) -> Result<()> {
 fn virtual_ranks(a: VirtualRanksArgs) -> Result<()> {
     let params = a.gravity.params();
     params.validate()?;
-    let p = load_particles(&SingleProcess, a.ics, a.n, a.seed, a.input.as_ref())?;
-    p.validate()?;
+    let source = particle_source(a.ics, a.n, a.seed, a.input);
+    let p = initial_particles(&source, &SingleProcess, FORCES_BYTES)?;
     // Cost weights: the interactions of each particle in one force evaluation.
     let cost = match params.balance {
         Balance::Cost => {

@@ -142,6 +142,16 @@ pub fn launcher_world_size() -> Option<usize> {
     launcher_job(env_var).map(|j| j.size)
 }
 
+/// The number of ranks the launcher started on this node (`OMPI_COMM_WORLD_LOCAL_SIZE` of
+/// Open MPI, `MPI_LOCALNRANKS` of Hydra), 1 without a launcher or when it does not say.
+pub fn launcher_local_size() -> usize {
+    ["OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"]
+        .into_iter()
+        .find_map(|v| env_var(v)?.trim().parse::<usize>().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or(1)
+}
+
 /// Starts communication: `MpiComm` when a launcher started this process, else
 /// [`SingleProcess`] without touching MPI.
 ///

@@ -333,10 +333,10 @@ impl RunConfig {
     /// the offending value, e.g. `[time] dt must be finite and > 0 (got -1)`.
     pub fn validate(&self) -> Result<()> {
         if let IcsConfig::Generate { n, .. } = self.ics {
-            if !(1..=u32::MAX as usize).contains(&n) {
+            if !(1..=crate::ics::MAX_N).contains(&n) {
                 return Err(Error::input(format!(
                     "[ics] n must be between 1 and {} (got {n})",
-                    u32::MAX
+                    crate::ics::MAX_N
                 )));
             }
         }

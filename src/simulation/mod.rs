@@ -12,7 +12,7 @@ pub mod signals;
 
 pub use diagnostics::relative_energy_error;
 
-use crate::comm::Comm;
+use crate::comm::{agree, Comm};
 use crate::diag::conservation::Conserved;
 use crate::diag::PhaseTimes;
 use crate::domain::{self, Balance};
@@ -23,6 +23,7 @@ use crate::io::checkpoint::{config_hash, find_checkpoint, write_checkpoint};
 use crate::io::config::IcsConfig;
 use crate::io::{read_snapshot, write_snapshot, RunConfig, SnapshotExtras};
 use crate::particles::Particles;
+use crate::resources::{ensure_memory, PARTICLE_BYTES, RUN_BYTES};
 use diagnostics::{global_conserved, Diagnostics, StepReport};
 use progress::Progress;
 use std::path::{Path, PathBuf};
@@ -57,13 +58,33 @@ pub struct RunSummary {
     pub stopped: Option<String>,
 }
 
-/// This rank's share of the particles a configuration asks for: generated from a model (every
-/// rank generates all and keeps its share), or read from a snapshot (each rank reads its share).
-/// Collective.
-pub fn initial_particles(cfg: &RunConfig, comm: &dyn Comm) -> Result<Particles> {
-    let p = match &cfg.ics {
-        IcsConfig::File(path) => read_snapshot(comm, path)?.0,
+/// This rank's share of the particles `ics` asks for, for a command that needs
+/// `bytes_per_particle` bytes of host memory per particle of this rank at its peak
+/// ([`crate::resources`]): generated from a model (every rank generates all and keeps its
+/// share), or read from a snapshot (each rank reads its share). Fails, before it allocates,
+/// when the particles are too many or the memory they need is not available; the particles
+/// must pass [`Particles::validate_share`]. Collective.
+pub fn initial_particles(
+    ics: &IcsConfig,
+    comm: &dyn Comm,
+    bytes_per_particle: u64,
+) -> Result<Particles> {
+    let need = |n: u64| bytes_per_particle.saturating_mul(n);
+    let p = match ics {
+        IcsConfig::File(path) => {
+            let p = read_snapshot(comm, path)?.0;
+            // The particles are in memory now; the rest of the command's need is to come.
+            let rest = need(p.len() as u64).saturating_sub(PARTICLE_BYTES * p.len() as u64);
+            let what = format!("{} particles from {}", p.len(), path.display());
+            agree(comm, ensure_memory(rest, &what))?;
+            p
+        }
         IcsConfig::Generate { model, n, seed } => {
+            crate::ics::check_count(*n)?;
+            let total = *n as u64;
+            let share = total.div_ceil(comm.size() as u64);
+            let most = need(share).max(PARTICLE_BYTES * total);
+            agree(comm, ensure_memory(most, &format!("{n} {model} particles")))?;
             domain::initial_share(crate::ics::generate(*model, *n, *seed)?, comm)
         }
     };
@@ -252,7 +273,7 @@ impl<'a> Run<'a> {
         engine: &mut ForceEngine,
         wall: Instant,
     ) -> Result<Self> {
-        let mut p = initial_particles(cfg, comm)?;
+        let mut p = initial_particles(&cfg.ics, comm, RUN_BYTES)?;
         let n_global = global_count(p.len(), comm);
         let mut phases = PhaseTimes::default();
         if comm.size() > 1 {

@@ -6,6 +6,7 @@ use super::header::{Header, HALO};
 use crate::comm::{agree, Comm};
 use crate::error::{Error, Result};
 use crate::particles::Particles;
+use crate::resources::{ensure_memory, PARTICLE_BYTES};
 use glam::DVec3;
 use std::ops::Range;
 use std::path::Path;
@@ -54,14 +55,25 @@ pub(super) fn read_share(rank: usize, size: usize, path: &Path) -> Result<(Parti
         headers.push(h);
     }
     let counts: Vec<u64> = headers.iter().map(|h| h.this_file[HALO]).collect();
-    let total: u64 = counts.iter().sum();
+    let total = counts
+        .iter()
+        .try_fold(0u64, |sum, &n| sum.checked_add(n))
+        .ok_or_else(|| {
+            Error::io(
+                &first,
+                "/Header NumPart_ThisFile[1] of the files add up to more than 2^64 particles",
+            )
+        })?;
     check_total(&first, &header, total)?;
     if rank == 0 {
         warn_other_types(path, &headers);
     }
 
     let share = share(total, rank, size);
-    let mut p = Particles::with_capacity((share.end - share.start) as usize);
+    let n = share.end - share.start;
+    let what = format!("{n} particles of {}", path.display());
+    ensure_memory(PARTICLE_BYTES.saturating_mul(n), &what)?;
+    let mut p = Particles::with_capacity(n as usize);
     let mut offset = 0u64;
     for ((f, h), &n) in files.iter().zip(&headers).zip(&counts) {
         let rows = share.start.max(offset)..share.end.min(offset + n);

@@ -373,6 +373,34 @@ fn wrong_shapes_and_invalid_values() {
         .contains("total mass is zero"));
 }
 
+/// A header that announces more particles than the machine can hold is refused before any
+/// allocation (it aborted the process: "memory allocation of … failed").
+#[test]
+fn a_header_announcing_too_many_particles_is_refused() {
+    let dir = TestDir::new("snap-huge");
+    let path = good(&dir);
+    {
+        let f = hdf5::File::open_rw(&path).unwrap();
+        let h = f.group("Header").unwrap();
+        for name in ["NumPart_ThisFile", "NumPart_Total"] {
+            h.delete_attr(name).unwrap();
+            h.new_attr::<u64>()
+                .shape(6)
+                .create(name)
+                .unwrap()
+                .write_raw(&[0, 1u64 << 62, 0, 0, 0, 0])
+                .unwrap();
+        }
+    }
+    let err = read_snapshot(&SingleProcess, &path).unwrap_err();
+    let expect = format!(
+        "not enough memory for {} particles of {}",
+        1u64 << 62,
+        path.display()
+    );
+    assert!(err.message.starts_with(&expect), "{err}");
+}
+
 #[test]
 fn not_hdf5_missing_file_and_empty_snapshot() {
     let dir = TestDir::new("snap-nothdf5");
