@@ -16,7 +16,7 @@ use hinoki::render::{plot_diagnostics, render, Axis, RenderOptions};
 use hinoki::resources::{check_threads, FORCES_BYTES, PARTICLE_BYTES};
 use hinoki::sfc::Order;
 use hinoki::simulation;
-use hinoki::simulation::initial_particles;
+use hinoki::simulation::{check_forces, initial_particles};
 use hinoki::walk::gpu::{VgChoice, WalkKernel};
 use hinoki::walk::mac::Mac;
 use hinoki::{Error, Particles, Result};
@@ -495,6 +495,7 @@ fn forces(a: ForcesArgs, comm: &dyn Comm) -> Result<()> {
         result = Some(r);
     }
     let result = result.expect("at least one evaluation");
+    check_forces(comm, &p, &result.acc, &result.pot)?;
     // Reported as used: `auto` choices resolved for the backend.
     let params = engine.params().clone();
     let check = match a.check {

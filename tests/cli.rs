@@ -333,6 +333,66 @@ fn n_beyond_memory_is_a_one_line_error() {
     ]);
 }
 
+/// Forces that are not finite (float32 overflows in the walk, here from particles 1e30 apart,
+/// or from one flung to 1e33 by its velocity during the first step) end `forces` and `run`
+/// with an error naming the first bad particle, before anything is written with them (they
+/// ended up as NaN in the run's snapshots and summary).
+#[test]
+fn non_finite_forces_are_errors_naming_the_particle() {
+    let dir = TempDir::new("nan-forces");
+    let file = |name: &str, spoil: &dyn Fn(&mut Particles)| {
+        let path = dir.join(name);
+        let mut p = generate(Model::Plummer, 200, 5).unwrap();
+        spoil(&mut p);
+        common::writing_hdf5(|| write_snapshot_file(&path, &p, 0.0)).unwrap();
+        path
+    };
+    let far = file("far.hdf5", &|p| p.pos.iter_mut().for_each(|x| *x *= 1e30));
+    let flung = file("flung.hdf5", &|p| p.vel[7] = DVec3::new(1e35, 0.0, 0.0));
+    let run = |input: &Path, out: &Path| {
+        let cfg = dir.join("run.toml");
+        let body = format!(
+            "[ics]\nfile = {:?}\n[gravity]\nbackend = \"cpu\"\n[time]\ndt = 0.01\n\
+             t_end = 0.05\n[output]\nsnapshot_every = 1\npictures = false\n",
+            arg(input)
+        );
+        std::fs::write(&cfg, body).unwrap();
+        vec!["run".to_string(), arg(&cfg), "-o".into(), arg(out)]
+    };
+    let needles = ["the force evaluation gave particle id", "non-finite"];
+    let (far_out, flung_out) = (dir.join("far-out"), dir.join("flung-out"));
+    for args in [
+        vec![
+            "forces".to_string(),
+            "--input".into(),
+            arg(&far),
+            "--backend".into(),
+            "cpu".into(),
+        ],
+        run(&far, &far_out),
+    ] {
+        check_all(&[Case {
+            args,
+            status: Status::Failure,
+            needles: needles.iter().map(|s| s.to_string()).collect(),
+        }]);
+    }
+    assert!(!far_out.join("snapshots").exists() && !far_out.join("final").exists());
+    let out = hinoki(&run(&flung, &flung_out));
+    let err = text(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.starts_with("error: the force evaluation gave particle id"),
+        "{err}"
+    );
+    // The snapshot at t = 0 is written; none after the step whose forces are bad.
+    let snapshots = std::fs::read_dir(flung_out.join("snapshots"))
+        .unwrap()
+        .count();
+    assert_eq!(snapshots, 1, "{err}");
+    assert!(!flung_out.join("final").exists());
+}
+
 /// `--ics` with N = 0 must fail without leaving a file behind.
 #[test]
 fn ics_with_zero_particles_fails_and_writes_nothing() {

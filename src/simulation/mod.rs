@@ -25,7 +25,9 @@ use crate::io::{read_snapshot, write_snapshot, RunConfig, SnapshotExtras};
 use crate::particles::Particles;
 use crate::resources::{ensure_memory, PARTICLE_BYTES, RUN_BYTES};
 use diagnostics::{global_conserved, Diagnostics, StepReport};
+use glam::DVec3;
 use progress::Progress;
+use rayon::prelude::*;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -90,6 +92,29 @@ pub fn initial_particles(
     };
     p.validate_share(comm)?;
     Ok(p)
+}
+
+/// Checks the forces of a finished evaluation before anything uses or writes them: the
+/// accelerations `acc` and potentials `pot` of this rank's particles `p` (in their order) must
+/// all be finite. Collective: every rank fails alike, with the first particle (its id, position
+/// and values) of the lowest rank that has a non-finite one.
+pub fn check_forces(comm: &dyn Comm, p: &Particles, acc: &[DVec3], pot: &[f64]) -> Result<()> {
+    let bad = acc
+        .par_iter()
+        .zip(pot)
+        .position_first(|(a, u)| !a.is_finite() || !u.is_finite());
+    let local = match bad {
+        None => Ok(()),
+        Some(i) => Err(Error::input(format!(
+            "the force evaluation gave particle id {} a non-finite acceleration or potential \
+             ({:?}, {}) at position {:?}; nothing was written with it",
+            p.id[i],
+            acc[i].to_array(),
+            pot[i],
+            p.pos[i].to_array()
+        ))),
+    };
+    agree(comm, local)
 }
 
 /// How a run starts and when it stops early.
@@ -296,6 +321,7 @@ impl<'a> Run<'a> {
             out.display()
         );
         let f = engine.compute(comm, &p, None)?;
+        check_forces(comm, &p, &f.acc, &f.pot)?;
         phases.merge(&f.times);
         let mut integ = IntegratorState::new(f.acc.clone(), f.pot.clone());
         integ.update_forces(&f, &vec![true; p.len()]);
@@ -409,11 +435,9 @@ impl<'a> Run<'a> {
             engine.compute_active(comm, &s.p, Some(&s.integ.acc), &active)?
         };
         phases.merge(&f.times);
-        let spent = phases.time("kick", || {
-            let spent = s.integ.take_forces(f, &active);
-            s.integ.half_kick(&mut s.p, tl, &active);
-            spent
-        });
+        let spent = phases.time("kick", || s.integ.take_forces(f, &active));
+        check_forces(comm, &s.p, &s.integ.acc, &s.integ.pot)?;
+        phases.time("kick", || s.integ.half_kick(&mut s.p, tl, &active));
         engine.recycle(spent);
         let n_active = global_count(local_active, comm);
         s.force_evaluations += n_active;
