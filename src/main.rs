@@ -295,6 +295,8 @@ impl GravityArgs {
 }
 
 fn main() -> ExitCode {
+    // Temporary files older than this that dead processes left are stale (io::atomic).
+    hinoki::io::atomic::process_start();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {

@@ -393,6 +393,54 @@ fn non_finite_forces_are_errors_naming_the_particle() {
     assert!(!flung_out.join("final").exists());
 }
 
+/// A run killed while writing (`kill -9`) leaves hidden temporary files behind; the restart
+/// removes them from the directories it writes into, and leaves the others' alone.
+#[test]
+fn a_restart_removes_stale_temporary_files() {
+    let dir = TempDir::new("stale-tmp");
+    let cfg = dir.join("run.toml");
+    let out = dir.join("out");
+    std::fs::write(
+        &cfg,
+        "[ics]\nn = 300\n[gravity]\nbackend = \"cpu\"\n[time]\ndt = 0.01\nt_end = 0.06\n\
+         [output]\nsnapshot_every = 1\npictures = false\n",
+    )
+    .unwrap();
+    let args = |extra: &[&str]| {
+        let mut a = vec!["run".to_string(), arg(&cfg), "-o".into(), arg(&out)];
+        a.extend(extra.iter().map(|s| s.to_string()));
+        a
+    };
+    assert_success(&hinoki(&args(&["--stop-after", "2"])), "first part");
+    // What `kill -9` during writes leaves: temporaries of a process that has ended.
+    let mut child = Command::new("true").spawn().unwrap();
+    child.wait().unwrap();
+    let dead = child.id();
+    let hour_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+    let plant = |path: std::path::PathBuf| {
+        let f = std::fs::File::create(&path).unwrap();
+        f.set_modified(hour_ago).unwrap();
+        path
+    };
+    let stale = [
+        plant(out.join(format!("snapshots/.snapshot_008.hdf5.tmp.{dead}.5"))),
+        plant(out.join(format!("checkpoint/.rank00000.1.ckpt.tmp.{dead}.6"))),
+        plant(out.join(format!(".diagnostics.jsonl.tmp.{dead}.0"))),
+    ];
+    // A live process's (pid 1) and another program's files stay.
+    let kept = [
+        plant(out.join("snapshots/.snapshot_009.hdf5.tmp.1.0")),
+        plant(out.join(format!("snapshots/notes.tmp.{dead}.1"))),
+    ];
+    assert_success(&hinoki(&args(&["--restart", &arg(&out)])), "restart");
+    for s in &stale {
+        assert!(!s.exists(), "{} survived the restart", s.display());
+    }
+    for k in &kept {
+        assert!(k.exists(), "{} was removed", k.display());
+    }
+}
+
 /// `--ics` with N = 0 must fail without leaving a file behind.
 #[test]
 fn ics_with_zero_particles_fails_and_writes_nothing() {

@@ -146,6 +146,8 @@ pub fn run_with(
     cfg.validate()?;
     let wall = Instant::now();
     std::fs::create_dir_all(out).map_err(|e| Error::io(out, format!("cannot create: {e}")))?;
+    // What an earlier run killed while writing left behind (a restart continues it).
+    crate::io::atomic::remove_stale_temporaries_below(out);
     let mut engine = ForceEngine::new(cfg.force_params())?.with_rebuild(cfg.gravity.rebuild);
     let hash = config_hash(cfg);
     let (mut run, mut sequence) = match &opts.restart {
