@@ -670,9 +670,15 @@ fn run(a: RunArgs, comm: &dyn Comm) -> Result<()> {
     );
     let phases: Vec<String> = s.times.iter().map(|(n, t)| format!("{n} {t:.2}")).collect();
     println!("time per phase [s]: {}", phases.join(", "));
-    match comm.size() {
-        1 => println!("final particles: {}", s.final_state.display()),
-        p => println!("final particles: {}/final.R.ic, R = 0..{p}", out.display()),
+    match s.final_files.as_slice() {
+        [one] => println!("final particles: {}", one.display()),
+        [first, .., last] => println!(
+            "final particles: {} … {} ({} files)",
+            first.display(),
+            last.display(),
+            s.final_files.len()
+        ),
+        [] => {}
     }
     Ok(())
 }

@@ -314,6 +314,37 @@ fn a_failure_is_reported_once_with_its_reason() {
     assert!(!stderr.contains("MPI_ABORT"), "{stderr}");
 }
 
+/// The summary of a 2-rank run names the files it wrote (it named `final.R.ic, R = 0..2`).
+#[test]
+fn a_two_rank_summary_names_the_final_files() {
+    let dir = common::TempDir::new("mpi-summary");
+    let cfg = dir.join("run.toml");
+    std::fs::write(
+        &cfg,
+        "[ics]\nn = 300\n[gravity]\nbackend = \"cpu\"\n[time]\ndt = 0.01\nt_end = 0.01\n\
+         [output]\npictures = false\nsnapshot_every = 0\n",
+    )
+    .unwrap();
+    let out = dir.join("out");
+    let Some(o) = mpirun(
+        2,
+        &["run", cfg.to_str().unwrap(), "-o", out.to_str().unwrap()],
+    ) else {
+        return;
+    };
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("final particles: "))
+        .unwrap_or_else(|| panic!("no final particles line: {stdout}"));
+    for r in 0..2 {
+        let file = out.join(format!("final/snapdir_000/snapshot_000.{r}.hdf5"));
+        assert!(file.exists(), "{}", file.display());
+        assert!(line.contains(file.to_str().unwrap()), "{line}");
+    }
+}
+
 #[test]
 fn a_two_rank_run_restarted_ends_bitwise_identical() {
     // Rebuilt every step, and every fourth step with refits between (the stops at steps 5 and

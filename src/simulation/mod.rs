@@ -2,8 +2,10 @@
 //! and momentum diagnostics → final particle state, all in the run's output directory.
 //!
 //! Output directory contents: `diagnostics.jsonl` (one JSON object per diagnostics step, see
-//! [`diagnostics`]) and `final.ic` (the particles at the end, hinoki IC format, written
-//! atomically). One `tracing` line per step, a progress bar on a terminal ([`progress`]) and a
+//! [`diagnostics`]), `final/` (the particles at the end, a snapshot of one file per rank, see
+//! [`crate::io::snapshot`]), the snapshot series in `snapshots/`, the checkpoints in
+//! `checkpoint/` and, if asked, `final.png` and `diagnostics.png`; every file written
+//! atomically. One `tracing` line per step, a progress bar on a terminal ([`progress`]) and a
 //! summary at the end report the run as it goes.
 
 pub mod diagnostics;
@@ -21,6 +23,7 @@ use crate::forces::ForceEngine;
 use crate::integrate::{drift, IntegratorState, Stepping, Timeline};
 use crate::io::checkpoint::{config_hash, find_checkpoint, write_checkpoint};
 use crate::io::config::IcsConfig;
+use crate::io::snapshot::snapshot_path;
 use crate::io::{read_snapshot, write_snapshot, RunConfig, SnapshotExtras};
 use crate::particles::Particles;
 use crate::resources::{ensure_memory, PARTICLE_BYTES, RUN_BYTES};
@@ -53,8 +56,9 @@ pub struct RunSummary {
     /// Seconds per phase summed over all steps: the force phases and `total`, and the
     /// integrator's `kick`, `drift`, `timestep` and `diagnostics`.
     pub times: PhaseTimes,
-    /// Where the final particles were written (when the run reached t_end).
-    pub final_state: PathBuf,
+    /// The files of the final snapshot (`OUT/final`), one per rank in rank order; empty when
+    /// the run stopped before t_end.
+    pub final_files: Vec<PathBuf>,
     /// Why the run stopped before t_end (a signal, or `stop_after`), after writing a
     /// checkpoint; `None` for a complete run.
     pub stopped: Option<String>,
@@ -216,7 +220,7 @@ pub fn run_with(
         }
     }
     drop(progress);
-    let mut final_state = out.join("final");
+    let mut final_files = Vec::new();
     if stopped.is_none() {
         let s = &run.s;
         let extras = SnapshotExtras {
@@ -224,11 +228,15 @@ pub fn run_with(
             pot: Some(&s.integ.pot),
         };
         let time = run.timeline.time(s.ti);
-        final_state = write_snapshot(comm, &final_state, 0, &s.p, time, &extras)?;
+        let dir = out.join("final");
+        let mine = write_snapshot(comm, &dir, 0, &s.p, time, &extras)?;
+        final_files = (0..comm.size())
+            .map(|r| snapshot_path(&dir, 0, r, comm.size()))
+            .collect();
         if cfg.output.pictures {
             comm.barrier();
             if comm.rank() == 0 {
-                draw_pictures(out, &final_state)?;
+                draw_pictures(out, &mine)?;
             }
         }
     }
@@ -243,7 +251,7 @@ pub fn run_with(
         force_evaluations: s.force_evaluations,
         wall_seconds: wall.elapsed().as_secs_f64(),
         times,
-        final_state,
+        final_files,
         stopped,
     };
     if comm.rank() == 0 {
