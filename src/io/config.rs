@@ -295,12 +295,20 @@ impl RunConfig {
                 format!("{line}:{column}:")
             });
             // toml puts details on further lines ("invalid table header\nexpected `.`, `]`").
-            let message: Vec<&str> = e
+            let mut message: Vec<&str> = e
                 .message()
                 .lines()
                 .map(str::trim)
                 .filter(|l| !l.is_empty())
                 .collect();
+            // It says nothing where the text ends early (`key =` at the end of the file).
+            if message.is_empty() {
+                let at_end = e.span().is_some_and(|r| r.start >= s.trim_end().len());
+                message.push(match at_end {
+                    true => "the file ends where a value or name is expected",
+                    false => "invalid TOML",
+                });
+            }
             Error::input(format!("{origin}:{at} {}", message.join(": ")))
         })
     }
@@ -730,6 +738,14 @@ mod tests {
         let msg = parse_err("[time]\ndt = = 1");
         assert!(msg.starts_with("run.toml:2:"), "{msg}");
         parse_err("[time]\ndt = 1\ndt = 2");
+        // toml's own message is empty there (found by tests/fuzz.rs).
+        for cut in ["[ics]\nmodel =", "[ics]\nmodel = "] {
+            let msg = parse_err(cut);
+            assert!(
+                msg.ends_with(": the file ends where a value or name is expected"),
+                "{msg}"
+            );
+        }
         // `dt` is another name of `dt_max`, not a second key.
         let msg = parse_err("[time]\ndt = 1\ndt_max = 2");
         assert!(msg.contains("dt_max"), "{msg}");
