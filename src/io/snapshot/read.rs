@@ -33,17 +33,17 @@ pub fn read_snapshot(comm: &dyn Comm, path: &Path) -> Result<(Particles, f64)> {
 pub(super) fn read_share(rank: usize, size: usize, path: &Path) -> Result<(Particles, f64)> {
     let first = first_file(path)?;
     let header = Header::read(&open(&first)?, &first)?;
-    let files = set_members(&first, header.files)?;
-    let mut headers = Vec::with_capacity(files.len());
-    for f in &files {
-        let h = if *f == first {
+    let mut files = Vec::new();
+    let mut headers = Vec::new();
+    for f in set_members(&first, header.files)? {
+        let h = if f == first {
             header.clone()
         } else {
-            Header::read(&open(f)?, f)?
+            Header::read(&open(&f)?, &f)?
         };
         if h.files != header.files {
             return Err(Error::io(
-                f,
+                &f,
                 format!(
                     "/Header NumFilesPerSnapshot = {} but {} says {}",
                     h.files,
@@ -53,6 +53,7 @@ pub(super) fn read_share(rank: usize, size: usize, path: &Path) -> Result<(Parti
             ));
         }
         headers.push(h);
+        files.push(f);
     }
     let counts: Vec<u64> = headers.iter().map(|h| h.this_file[HALO]).collect();
     let total = counts

@@ -269,6 +269,12 @@ fn missing_member_or_mismatched_counts_are_refused() {
     write_one(&paths[2], &h, &other, &Default::default()).unwrap();
     let err = read_err(&paths[0], &paths[0]);
     assert!(err.message.contains("NumPart_Total[1] = 30"), "{err}");
+    // A header announcing 2^31 - 1 files: the first missing one is named at once (the list of
+    // names was made first: "capacity overflow", or an abort; found by tests/fuzz.rs).
+    let h = Header::hinoki(10, 30, 3.0, i32::MAX as usize);
+    write_one(&paths[0], &h, &sample(10), &Default::default()).unwrap();
+    let err = read_err(&paths[0], &paths[0].with_file_name("snapshot_001.1.hdf5"));
+    assert!(err.message.contains("NumFilesPerSnapshot"), "{err}");
 }
 
 /// A good one-file snapshot of 8 particles, for the tests that then break it.
