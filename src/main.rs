@@ -9,14 +9,12 @@ use hinoki::diag::report::{check_against_direct, forces_json, forces_table};
 use hinoki::domain::{self, Balance};
 use hinoki::forces::{Backend, ForceEngine, ForceParams, LeafSize, Method, TreeBuild, WalkKind};
 use hinoki::ics::Model;
-use hinoki::io::config::single_precision;
-use hinoki::io::config::IcsConfig;
+use hinoki::io::config::{single_precision, IcsConfig};
 use hinoki::io::{read_snapshot, write_snapshot_file, RunConfig};
 use hinoki::render::{plot_diagnostics, render, Axis, RenderOptions};
 use hinoki::resources::{check_threads, FORCES_BYTES, PARTICLE_BYTES};
 use hinoki::sfc::Order;
-use hinoki::simulation;
-use hinoki::simulation::{check_forces, initial_particles};
+use hinoki::simulation::{self, check_forces, initial_particles};
 use hinoki::walk::gpu::{VgChoice, WalkKernel};
 use hinoki::walk::mac::Mac;
 use hinoki::{Error, Particles, Result};
@@ -347,9 +345,10 @@ fn main() -> ExitCode {
 /// alone is printed here, and the job is aborted, instead of leaving the other ranks waiting in
 /// a collective.
 fn fail(comm: &dyn Comm, e: Error) -> ExitCode {
-    let shared = match e.is_shared() {
-        true => Some(e.clone()),
-        false => comm.first_error(Some(&e)),
+    let shared = if e.is_shared() {
+        Some(e.clone())
+    } else {
+        comm.first_error(Some(&e))
     };
     match shared {
         Some(s) => {

@@ -149,23 +149,31 @@ fn decode_error(bytes: &[u8]) -> Error {
     Error::new(kind, String::from_utf8_lossy(&bytes[1..]))
 }
 
-impl MpiComm {
-    /// `MPI_Allgatherv` of `x`: first the lengths, then the data, in rank order.
-    fn allgatherv<T: Equivalence + Copy + Default>(&self, x: &[T]) -> Result<Vec<T>> {
-        let lens = self.allgather_u64(x.len() as u64);
-        let counts: Vec<Count> = lens
-            .iter()
-            .map(|&n| count(n as usize, "allgatherv"))
-            .collect::<Result<_>>()?;
-        let displs = displacements(&counts, "allgatherv")?;
-        let mut all = vec![T::default(); lens.iter().sum::<u64>() as usize];
-        {
-            let mut part = PartitionMut::new(&mut all[..], counts, displs);
-            self.world().all_gather_varcount_into(x, &mut part);
-        }
-        Ok(all)
+/// `MPI_Allgatherv` of `x` on `comm` (whose lock the caller holds): first the lengths, then
+/// the data, in rank order, with how many elements came from each rank.
+fn allgatherv<T: Equivalence + Copy + Default>(
+    comm: &SimpleCommunicator,
+    x: &[T],
+) -> Result<Exchanged<T>> {
+    let mut lens = vec![0u64; comm.size() as usize];
+    comm.all_gather_into(&(x.len() as u64), &mut lens[..]);
+    let counts: Vec<Count> = lens
+        .iter()
+        .map(|&n| count(n as usize, "allgatherv"))
+        .collect::<Result<_>>()?;
+    let displs = displacements(&counts, "allgatherv")?;
+    let mut data = vec![T::default(); lens.iter().sum::<u64>() as usize];
+    {
+        let mut part = PartitionMut::new(&mut data[..], &counts[..], displs);
+        comm.all_gather_varcount_into(x, &mut part);
     }
+    Ok(Exchanged {
+        data,
+        counts: lens.iter().map(|&n| n as usize).collect(),
+    })
+}
 
+impl MpiComm {
     /// `MPI_Alltoall` of the counts, then `MPI_Alltoallv` of the data.
     fn alltoallv<T: Equivalence + Copy + Default>(
         &self,
@@ -255,12 +263,12 @@ impl Comm for MpiComm {
 
     /// `MPI_Allgatherv`, after an allgather of the lengths.
     fn allgatherv_f64(&self, x: &[f64]) -> Result<Vec<f64>> {
-        self.allgatherv(x)
+        Ok(allgatherv(&self.world(), x)?.data)
     }
 
     /// `MPI_Allgatherv`, after an allgather of the lengths.
     fn allgatherv_u64(&self, x: &[u64]) -> Result<Vec<u64>> {
-        self.allgatherv(x)
+        Ok(allgatherv(&self.world(), x)?.data)
     }
 
     /// `MPI_Alltoall` of the counts, then `MPI_Alltoallv` on `MPI_FLOAT`.
@@ -305,19 +313,9 @@ impl Comm for MpiComm {
             }
         }
         let bytes = mine.map_or_else(Vec::new, encode_error);
-        let mut lens = vec![0 as Count; self.size];
-        self.failures
-            .all_gather_into(&(bytes.len() as Count), &mut lens[..]);
-        let displs = displacements(&lens, "first_error").ok()?;
-        let mut all = vec![0u8; lens.iter().map(|&n| n as usize).sum()];
-        {
-            let mut part = PartitionMut::new(&mut all[..], &lens[..], &displs[..]);
-            self.failures
-                .all_gather_varcount_into(&bytes[..], &mut part);
-        }
-        let (r, &n) = lens.iter().enumerate().find(|(_, &n)| n > 0)?;
-        let at = displs[r] as usize;
-        Some(decode_error(&all[at..at + n as usize]).shared())
+        let all = allgatherv(&self.failures, &bytes).ok()?;
+        let first = (0..self.size).find(|&r| all.counts[r] > 0)?;
+        Some(decode_error(all.from_rank(first)).shared())
     }
 
     /// Flushes stdout and stderr, then `MPI_Abort`s the world with `code`, ending every rank.

@@ -304,9 +304,10 @@ impl RunConfig {
             // It says nothing where the text ends early (`key =` at the end of the file).
             if message.is_empty() {
                 let at_end = e.span().is_some_and(|r| r.start >= s.trim_end().len());
-                message.push(match at_end {
-                    true => "the file ends where a value or name is expected",
-                    false => "invalid TOML",
+                message.push(if at_end {
+                    "the file ends where a value or name is expected"
+                } else {
+                    "invalid TOML"
                 });
             }
             Error::input(format!("{origin}:{at} {}", message.join(": ")))
