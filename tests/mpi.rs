@@ -10,6 +10,7 @@
 
 mod common;
 
+use std::path::PathBuf;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
@@ -237,6 +238,28 @@ fn a_failing_rank_ends_the_job_with_its_reason() {
     assert!(!err.contains("panicked"), "{err}");
 }
 
+/// A successful one-step run of `n` Plummer particles on `np` ranks (CPU, no pictures, no
+/// snapshot series) into `dir/out`: its output and that directory; `None` where MPI tests are
+/// skipped.
+fn one_step_run(np: usize, n: usize, dir: &common::TempDir) -> Option<(Output, PathBuf)> {
+    let cfg = dir.join("run.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[ics]\nn = {n}\n[gravity]\nbackend = \"cpu\"\n[time]\ndt = 0.01\nt_end = 0.01\n\
+             [output]\npictures = false\nsnapshot_every = 0\n"
+        ),
+    )
+    .unwrap();
+    let out = dir.join("out");
+    let o = mpirun(
+        np,
+        &["run", cfg.to_str().unwrap(), "-o", out.to_str().unwrap()],
+    )?;
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    Some((o, out))
+}
+
 /// The lines of `out`'s stderr that hinoki printed as errors.
 fn error_lines(out: &Output) -> Vec<String> {
     String::from_utf8_lossy(&out.stderr)
@@ -253,21 +276,9 @@ fn error_lines(out: &Output) -> Vec<String> {
 #[test]
 fn a_failure_is_reported_once_with_its_reason() {
     let dir = common::TempDir::new("mpi-errors");
-    let cfg = dir.join("run.toml");
-    std::fs::write(
-        &cfg,
-        "[ics]\nn = 400\n[gravity]\nbackend = \"cpu\"\n[time]\ndt = 0.01\nt_end = 0.01\n\
-         [output]\npictures = false\nsnapshot_every = 0\n",
-    )
-    .unwrap();
-    let out = dir.join("out");
-    let Some(o) = mpirun(
-        4,
-        &["run", cfg.to_str().unwrap(), "-o", out.to_str().unwrap()],
-    ) else {
+    let Some((_, out)) = one_step_run(4, 400, &dir) else {
         return;
     };
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let set = out.join("final/snapdir_000");
     common::writing_hdf5(|| {
         let f = hdf5::File::open_rw(set.join("snapshot_000.2.hdf5")).unwrap();
@@ -318,21 +329,9 @@ fn a_failure_is_reported_once_with_its_reason() {
 #[test]
 fn a_two_rank_summary_names_the_final_files() {
     let dir = common::TempDir::new("mpi-summary");
-    let cfg = dir.join("run.toml");
-    std::fs::write(
-        &cfg,
-        "[ics]\nn = 300\n[gravity]\nbackend = \"cpu\"\n[time]\ndt = 0.01\nt_end = 0.01\n\
-         [output]\npictures = false\nsnapshot_every = 0\n",
-    )
-    .unwrap();
-    let out = dir.join("out");
-    let Some(o) = mpirun(
-        2,
-        &["run", cfg.to_str().unwrap(), "-o", out.to_str().unwrap()],
-    ) else {
+    let Some((o, out)) = one_step_run(2, 300, &dir) else {
         return;
     };
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let stdout = String::from_utf8_lossy(&o.stdout);
     let line = stdout
         .lines()
