@@ -180,3 +180,36 @@ extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
     }
     if (threadIdx.x < 8) partial[8ll * blockIdx.x + threadIdx.x] = sums[threadIdx.x][0];
 }
+
+// The first particle whose state holds a non-finite acceleration or potential: *first (set to
+// 0xffffffff before) becomes the lowest such index.
+extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
+    first_non_finite(int n, const double *__restrict__ acc, const double *__restrict__ pot,
+                     unsigned *__restrict__ first)
+{
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+        const double *a = acc + 3ll * i;
+        const double v[4] = {a[0], a[1], a[2], pot[i]};
+        bool bad = false;
+        for (int k = 0; k < 4; k++)
+            bad = bad || ((__double_as_longlong(v[k]) >> 52) & 0x7ff) == 0x7ff;
+        if (bad) atomicMin(first, (unsigned)i);
+    }
+}
+
+// Particle i's id (its bits), position, acceleration and potential into out[0..8].
+extern "C" __global__ void particle_record(int i, const u64 *__restrict__ id,
+                                           const double *__restrict__ pos,
+                                           const double *__restrict__ acc,
+                                           const double *__restrict__ pot,
+                                           double *__restrict__ out)
+{
+    if (blockIdx.x == 0 && threadIdx.x == 0) {
+        out[0] = __longlong_as_double((long long)id[i]);
+        for (int d = 0; d < 3; d++) {
+            out[1 + d] = pos[3ll * i + d];
+            out[4 + d] = acc[3ll * i + d];
+        }
+        out[7] = pot[i];
+    }
+}

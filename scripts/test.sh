@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite: installs what hinoki needs, checks formatting and lints, builds without
-# MPI too, and runs every test (unit, integration, CLI, the scaling-study scripts), compiles the
-# CUDA kernels with NVRTC (no GPU needed; skipped with the reason where NVRTC cannot be had). GPU
-# tests skip themselves without a GPU, and run again on the CPU kernel emulator (cuda/emulate/).
+# MPI too, and runs every test (unit, integration, CLI, 60 s of the fuzz harness, the
+# scaling-study scripts), compiles the CUDA kernels with NVRTC (no GPU needed; skipped with the
+# reason where NVRTC cannot be had). GPU tests skip themselves without a GPU, and run again on
+# the CPU kernel emulator (cuda/emulate/).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup.sh
@@ -24,6 +25,8 @@ command -v mpirun >/dev/null || { echo "mpirun is missing (install openmpi-bin)"
 export HINOKI_REQUIRE_MPI=1
 echo "== cargo test"
 cargo test --release -- --skip gpu_ 2>&1
+echo "== fuzz harness, 60 s (mutated configurations and snapshots; scripts/fuzz.sh)"
+scripts/fuzz.sh 60
 echo "== scaling-study scripts (mpirun, CPU, small N)"
 ensure_matplotlib
 scripts/test_scaling.sh target/release/hinoki

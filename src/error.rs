@@ -25,6 +25,8 @@ pub struct Error {
     pub kind: ErrorKind,
     /// The message, one line, naming the offending value or file.
     pub message: String,
+    /// Whether every rank of the job holds this same error (see [`Error::is_shared`]).
+    shared: bool,
 }
 
 impl Error {
@@ -51,11 +53,32 @@ impl Error {
         Self::new(ErrorKind::Comm, message)
     }
 
-    fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+    /// This error, marked as held by every rank of the job alike.
+    pub fn shared(self) -> Self {
+        Self {
+            shared: true,
+            ..self
+        }
+    }
+
+    /// True when every rank of the job returns this same error (it went through
+    /// [`crate::comm::agree`] or [`crate::comm::Comm::first_error`]): one rank reports it and
+    /// every rank ends normally. False for an error of this rank alone, which the other ranks
+    /// may not know about (they may be waiting for it in a collective).
+    pub fn is_shared(&self) -> bool {
+        self.shared
+    }
+
+    /// An error of the given kind; the message is made one line.
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
         let message: String = message.into();
         // Keep it on one line whatever the source said.
         let message = message.replace('\n', " ").trim().to_string();
-        Self { kind, message }
+        Self {
+            kind,
+            message,
+            shared: false,
+        }
     }
 }
 

@@ -7,7 +7,8 @@
 //! the GPU; [`forces`] orchestrates one evaluation above it, the same for one rank or many, and
 //! [`gpu`] is the GPU runtime the GPU stages launch through. [`ics`] makes initial conditions,
 //! [`io`] reads and writes files and configurations, [`comm`] is the only place that knows
-//! about MPI.
+//! about MPI, [`resources`] checks what the machine can give (host memory, threads) before it
+//! is asked.
 //! Units are N-body units with G = 1 unless a run configures otherwise; softening is Plummer.
 
 pub mod backend;
@@ -24,6 +25,7 @@ pub mod lets;
 pub mod particles;
 pub mod particles_gpu;
 pub mod render;
+pub mod resources;
 pub mod sfc;
 pub mod simulation;
 pub mod tree;

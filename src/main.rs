@@ -6,12 +6,14 @@ use clap::{Args, Parser, Subcommand};
 use glam::DVec3;
 use hinoki::comm::{Comm, SingleProcess};
 use hinoki::diag::report::{check_against_direct, forces_json, forces_table};
-use hinoki::domain::{self, Balance};
+use hinoki::domain::Balance;
 use hinoki::forces::{ForceEngine, ForceParams};
-use hinoki::ics::{generate, Model};
+use hinoki::ics::Model;
+use hinoki::io::config::IcsConfig;
 use hinoki::io::{read_snapshot, write_snapshot_file, RunConfig};
 use hinoki::render::{plot_diagnostics, render, Axis, RenderOptions};
-use hinoki::simulation;
+use hinoki::resources::{check_threads, FORCES_BYTES, PARTICLE_BYTES};
+use hinoki::simulation::{self, check_forces, initial_particles};
 use hinoki::{Error, Particles, Result};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -24,7 +26,8 @@ use std::time::Instant;
     about = "Barnes–Hut tree code for gravitational N-body simulation"
 )]
 struct Cli {
-    /// Worker threads for the CPU stages (default: all cores, or RAYON_NUM_THREADS).
+    /// Worker threads for the CPU stages (default: all cores, or RAYON_NUM_THREADS); at most 4
+    /// per core this process may run on.
     #[arg(long, global = true)]
     threads: Option<usize>,
     #[command(subcommand)]
@@ -194,6 +197,8 @@ struct ForcesArgs {
 }
 
 fn main() -> ExitCode {
+    // Temporary files older than this that dead processes left are stale (io::atomic).
+    hinoki::io::atomic::process_start();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
@@ -235,15 +240,41 @@ fn main() -> ExitCode {
     };
     match dispatch(cli, &*comm) {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("error: {e}");
-            if comm.size() > 1 {
-                // End every rank instead of leaving the others waiting in a collective.
-                comm.abort(1);
+        Err(e) => fail(&*comm, e),
+    }
+}
+
+/// Reports a failed command once for the whole job: rank 0 prints an error every rank shares
+/// (all of them learnt it, or all failed), and every rank ends normally. An error of this rank
+/// alone is printed here, and the job is aborted, instead of leaving the other ranks waiting in
+/// a collective.
+fn fail(comm: &dyn Comm, e: Error) -> ExitCode {
+    let shared = if e.is_shared() {
+        Some(e.clone())
+    } else {
+        comm.first_error(Some(&e))
+    };
+    match shared {
+        Some(s) => {
+            if comm.rank() == 0 {
+                print_error(&s);
             }
+            // A launcher may end the job when its first rank exits non-zero: none leaves
+            // before rank 0 has printed.
+            comm.barrier();
             ExitCode::FAILURE
         }
+        None => {
+            print_error(&e);
+            comm.abort(1)
+        }
     }
+}
+
+/// Prints `error: …` with one write, so that lines of several processes never interleave.
+fn print_error(e: &Error) {
+    let line = format!("error: {e}\n");
+    eprint!("{line}");
 }
 
 fn init_logging() {
@@ -259,19 +290,25 @@ fn init_logging() {
 
 fn dispatch(cli: Cli, comm: &dyn Comm) -> Result<()> {
     if let Some(t) = cli.threads {
-        if t == 0 {
-            return Err(Error::input("--threads must be at least 1"));
-        }
+        check_threads(t, "--threads")?;
         rayon::ThreadPoolBuilder::new()
             .num_threads(t)
             .build_global()
             .map_err(|e| Error::input(format!("cannot start {t} threads: {e}")))?;
+    } else if let Some(t) = std::env::var("RAYON_NUM_THREADS")
+        .ok()
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .filter(|&t| t > 0)
+    {
+        // rayon reads it itself (and ignores a value that is not a positive number).
+        check_threads(t, "RAYON_NUM_THREADS")?;
     }
     hinoki::comm::affinity::warn_if_starved(comm, cli.threads);
     match cli.command {
         Command::Run(a) => run(a, comm),
         Command::Ics(a) => {
-            let p = generate(a.model, a.n, a.seed)?;
+            let source = particle_source(Some(a.model), a.n, a.seed, None);
+            let p = initial_particles(&source, &SingleProcess, PARTICLE_BYTES)?;
             write_snapshot_file(&a.output, &p, 0.0)?;
             tracing::info!(
                 "wrote {} {} particles to {}",
@@ -299,21 +336,15 @@ fn dispatch(cli: Cli, comm: &dyn Comm) -> Result<()> {
     }
 }
 
-/// This rank's share of the particles: read from a snapshot (each rank reads its share), or
-/// generated (every rank generates the whole set and keeps its share).
-fn load_particles(
-    comm: &dyn Comm,
-    ics: Option<Model>,
-    n: usize,
-    seed: u64,
-    input: Option<&PathBuf>,
-) -> Result<Particles> {
+/// Where the options `--ics`, `--n`, `--seed` and `--input` say the particles come from.
+fn particle_source(ics: Option<Model>, n: usize, seed: u64, input: Option<PathBuf>) -> IcsConfig {
     match input {
-        Some(path) => Ok(read_snapshot(comm, path)?.0),
-        None => Ok(domain::initial_share(
-            generate(ics.unwrap_or(Model::Plummer), n, seed)?,
-            comm,
-        )),
+        Some(path) => IcsConfig::File(path),
+        None => IcsConfig::Generate {
+            model: ics.unwrap_or(Model::Plummer),
+            n,
+            seed,
+        },
     }
 }
 
@@ -331,8 +362,8 @@ fn forces(a: ForcesArgs, comm: &dyn Comm) -> Result<()> {
     // device, where they stay) and come back after the last evaluation.
     let mut engine = ForceEngine::new(params.clone())?;
     let n_total = {
-        let p = load_particles(comm, a.ics, a.n, a.seed, a.input.as_ref())?;
-        p.validate_share(comm)?;
+        let source = particle_source(a.ics, a.n, a.seed, a.input);
+        let p = initial_particles(&source, comm, FORCES_BYTES)?;
         engine.load(&p)?;
         comm.allgather_u64(p.len() as u64).iter().sum::<u64>() as usize
     };
@@ -363,6 +394,7 @@ fn forces(a: ForcesArgs, comm: &dyn Comm) -> Result<()> {
     }
     let p = engine.particles()?;
     let result = result.expect("at least one evaluation");
+    check_forces(comm, &p, &result.acc, &result.pot)?;
     // Reported as used: `auto` choices resolved for the backend.
     let params = engine.params().clone();
     let check = match a.check {
@@ -405,8 +437,8 @@ fn forces(a: ForcesArgs, comm: &dyn Comm) -> Result<()> {
 fn virtual_ranks(a: VirtualRanksArgs) -> Result<()> {
     let params = a.gravity;
     params.validate()?;
-    let p = load_particles(&SingleProcess, a.ics, a.n, a.seed, a.input.as_ref())?;
-    p.validate()?;
+    let source = particle_source(a.ics, a.n, a.seed, a.input);
+    let p = initial_particles(&source, &SingleProcess, FORCES_BYTES)?;
     // Cost weights: the interactions of each particle in one force evaluation.
     let cost = match params.balance {
         Balance::Cost => {
@@ -541,9 +573,15 @@ fn run(a: RunArgs, comm: &dyn Comm) -> Result<()> {
     );
     let phases: Vec<String> = s.times.iter().map(|(n, t)| format!("{n} {t:.2}")).collect();
     println!("time per phase [s]: {}", phases.join(", "));
-    match comm.size() {
-        1 => println!("final particles: {}", s.final_state.display()),
-        p => println!("final particles: {}/final.R.ic, R = 0..{p}", out.display()),
+    match s.final_files.as_slice() {
+        [one] => println!("final particles: {}", one.display()),
+        [first, .., last] => println!(
+            "final particles: {} … {} ({} files)",
+            first.display(),
+            last.display(),
+            s.final_files.len()
+        ),
+        [] => {}
     }
     Ok(())
 }

@@ -106,9 +106,10 @@ impl Particles {
     }
 
     /// [`Particles::validate`] for this rank's share of a set spread over the ranks of `comm`
-    /// (a share may be empty; the set as a whole may not). Collective.
+    /// (a share may be empty; the set as a whole may not). Collective: every rank returns the
+    /// same result.
     pub fn validate_share(&self, comm: &dyn crate::comm::Comm) -> Result<()> {
-        self.check_values()?;
+        crate::comm::agree(comm, self.check_values())?;
         let mut n = [self.len() as u64];
         comm.allreduce_sum_u64(&mut n);
         let mut m = [self.total_mass()];

@@ -66,8 +66,8 @@ fn block_steps_with_every_particle_in_the_top_bin_are_shared_steps_bit_for_bit()
     let sb = simulation::run(&config(1000, block, &b), &b, &SingleProcess).unwrap();
     assert_eq!((sa.steps, sb.steps), (16, 16));
     let (pa, pb) = (
-        read_snapshot(&One, &sa.final_state).unwrap().0,
-        read_snapshot(&One, &sb.final_state).unwrap().0,
+        read_snapshot(&One, &sa.final_files[0]).unwrap().0,
+        read_snapshot(&One, &sb.final_files[0]).unwrap().0,
     );
     let bits = |v: &[glam::DVec3]| -> Vec<[u64; 3]> {
         v.iter().map(|x| x.to_array().map(f64::to_bits)).collect()

@@ -16,13 +16,15 @@ use serde_json::Value;
 use std::path::Path;
 use std::process::{Command, Output};
 
-/// Runs the binary with `args` and no log output.
+/// Runs the binary with `args` and no log output; a run longer than five minutes fails the
+/// test (a hang is a bug).
 fn hinoki<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> Output {
-    common::output(
+    common::output_within(
         Command::new(env!("CARGO_BIN_EXE_hinoki"))
             .args(args)
             .env("HINOKI_LOG", "off")
             .env("RAYON_NUM_THREADS", "2"),
+        std::time::Duration::from_secs(300),
     )
 }
 
@@ -164,6 +166,16 @@ fn bad_options_are_one_line_errors() {
             &["theta", "-1"],
         ),
         case(
+            &["forces", "--n", "100", "--theta", "1e300"],
+            Status::Usage,
+            &["--theta", "1e300", "32-bit float"],
+        ),
+        case(
+            &["forces", "--n", "100", "--alpha", "1e-60"],
+            Status::Usage,
+            &["--alpha", "1e-60", "32-bit float"],
+        ),
+        case(
             &["forces", "--n", "100", "--eps=-1"],
             Status::Failure,
             &["eps", "-1"],
@@ -234,6 +246,21 @@ fn bad_options_are_one_line_errors() {
             Status::Failure,
             &["--threads"],
         ),
+        case(
+            &["--threads", "100000", "forces", "--n", "100"],
+            Status::Failure,
+            &["--threads", "between 1 and", "per core", "100000"],
+        ),
+        case(
+            &["forces", "--n", "4294967296"],
+            Status::Failure,
+            &["N must be at most 4294967295", "4294967296"],
+        ),
+        case(
+            &["ics", "plummer", "--n", "1000000000000", "-o", "x.hdf5"],
+            Status::Failure,
+            &["N must be at most 4294967295", "1000000000000"],
+        ),
         case(&["nosuch"], Status::Usage, &["nosuch", "subcommand"]),
         case(&["forces", "--bogus"], Status::Usage, &["--bogus"]),
         case(&["run", "--bogus"], Status::Usage, &["--bogus"]),
@@ -254,6 +281,164 @@ fn bad_options_are_one_line_errors() {
             &["--ics", "--input"],
         ),
     ]);
+}
+
+/// N beyond the memory of the machine is refused before anything is allocated (it aborted with
+/// "memory allocation of … failed", or the OOM killer ended it without a word), the need and
+/// what is available named; skipped on a machine that has the 900 GB that 2^32 − 1 particles
+/// need.
+#[test]
+fn n_beyond_memory_is_a_one_line_error() {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+    let available_kib: u64 = meminfo
+        .lines()
+        .find_map(|l| l.strip_prefix("MemAvailable:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0);
+    if available_kib == 0 || available_kib > 800 << 20 {
+        eprintln!("skipping: MemAvailable unknown or above 800 GB");
+        return;
+    }
+    let dir = TempDir::new("n-memory");
+    let cfg = dir.join("big.toml");
+    std::fs::write(&cfg, "[ics]\nn = 4294967295\n").unwrap();
+    let out = dir.join("out");
+    check_all(&[
+        case(
+            &["forces", "--n", "4294967295"],
+            Status::Failure,
+            &[
+                "not enough memory for 4294967295 plummer particles",
+                "GB of host memory is needed",
+                "MemAvailable",
+            ],
+        ),
+        case(
+            &[
+                "ics",
+                "nfw",
+                "--n",
+                "4294967295",
+                "-o",
+                &arg(&dir.join("x.hdf5")),
+            ],
+            Status::Failure,
+            &["not enough memory", "GB is available"],
+        ),
+        case(
+            &["run", &arg(&cfg), "-o", &arg(&out)],
+            Status::Failure,
+            &["not enough memory for 4294967295 plummer particles"],
+        ),
+    ]);
+}
+
+/// Forces that are not finite (float32 overflows in the walk, here from particles 1e30 apart,
+/// or from one flung to 1e33 by its velocity during the first step) end `forces` and `run`
+/// with an error naming the first bad particle, before anything is written with them (they
+/// ended up as NaN in the run's snapshots and summary).
+#[test]
+fn non_finite_forces_are_errors_naming_the_particle() {
+    let dir = TempDir::new("nan-forces");
+    let file = |name: &str, spoil: &dyn Fn(&mut Particles)| {
+        let path = dir.join(name);
+        let mut p = generate(Model::Plummer, 200, 5).unwrap();
+        spoil(&mut p);
+        common::writing_hdf5(|| write_snapshot_file(&path, &p, 0.0)).unwrap();
+        path
+    };
+    let far = file("far.hdf5", &|p| p.pos.iter_mut().for_each(|x| *x *= 1e30));
+    let flung = file("flung.hdf5", &|p| p.vel[7] = DVec3::new(1e35, 0.0, 0.0));
+    let run = |input: &Path, out: &Path| {
+        let cfg = dir.join("run.toml");
+        let body = format!(
+            "[ics]\nfile = {:?}\n[gravity]\nbackend = \"cpu\"\n[time]\ndt = 0.01\n\
+             t_end = 0.05\n[output]\nsnapshot_every = 1\npictures = false\n",
+            arg(input)
+        );
+        std::fs::write(&cfg, body).unwrap();
+        vec!["run".to_string(), arg(&cfg), "-o".into(), arg(out)]
+    };
+    let needles = ["the force evaluation gave particle id", "non-finite"];
+    let (far_out, flung_out) = (dir.join("far-out"), dir.join("flung-out"));
+    for args in [
+        vec![
+            "forces".to_string(),
+            "--input".into(),
+            arg(&far),
+            "--backend".into(),
+            "cpu".into(),
+        ],
+        run(&far, &far_out),
+    ] {
+        check_all(&[Case {
+            args,
+            status: Status::Failure,
+            needles: needles.iter().map(|s| s.to_string()).collect(),
+        }]);
+    }
+    assert!(!far_out.join("snapshots").exists() && !far_out.join("final").exists());
+    let out = hinoki(&run(&flung, &flung_out));
+    let err = text(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.starts_with("error: the force evaluation gave particle id"),
+        "{err}"
+    );
+    // The snapshot at t = 0 is written; none after the step whose forces are bad.
+    let snapshots = std::fs::read_dir(flung_out.join("snapshots"))
+        .unwrap()
+        .count();
+    assert_eq!(snapshots, 1, "{err}");
+    assert!(!flung_out.join("final").exists());
+}
+
+/// A run killed while writing (`kill -9`) leaves hidden temporary files behind; the restart
+/// removes them from the directories it writes into, and leaves the others' alone.
+#[test]
+fn a_restart_removes_stale_temporary_files() {
+    let dir = TempDir::new("stale-tmp");
+    let cfg = dir.join("run.toml");
+    let out = dir.join("out");
+    std::fs::write(
+        &cfg,
+        "[ics]\nn = 300\n[gravity]\nbackend = \"cpu\"\n[time]\ndt = 0.01\nt_end = 0.06\n\
+         [output]\nsnapshot_every = 1\npictures = false\n",
+    )
+    .unwrap();
+    let args = |extra: &[&str]| {
+        let mut a = vec!["run".to_string(), arg(&cfg), "-o".into(), arg(&out)];
+        a.extend(extra.iter().map(|s| s.to_string()));
+        a
+    };
+    assert_success(&hinoki(&args(&["--stop-after", "2"])), "first part");
+    // What `kill -9` during writes leaves: temporaries of a process that has ended.
+    let mut child = Command::new("true").spawn().unwrap();
+    child.wait().unwrap();
+    let dead = child.id();
+    let hour_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+    let plant = |path: std::path::PathBuf| {
+        let f = std::fs::File::create(&path).unwrap();
+        f.set_modified(hour_ago).unwrap();
+        path
+    };
+    let stale = [
+        plant(out.join(format!("snapshots/.snapshot_008.hdf5.tmp.{dead}.5"))),
+        plant(out.join(format!("checkpoint/.rank00000.1.ckpt.tmp.{dead}.6"))),
+        plant(out.join(format!(".diagnostics.jsonl.tmp.{dead}.0"))),
+    ];
+    // A live process's (pid 1) and another program's files stay.
+    let kept = [
+        plant(out.join("snapshots/.snapshot_009.hdf5.tmp.1.0")),
+        plant(out.join(format!("snapshots/notes.tmp.{dead}.1"))),
+    ];
+    assert_success(&hinoki(&args(&["--restart", &arg(&out)])), "restart");
+    for s in &stale {
+        assert!(!s.exists(), "{} survived the restart", s.display());
+    }
+    for k in &kept {
+        assert!(k.exists(), "{} was removed", k.display());
+    }
 }
 
 /// `--ics` with N = 0 must fail without leaving a file behind.
@@ -417,6 +602,7 @@ fn bad_configurations_are_one_line_errors() {
     let t_end = config("t-end.toml", "[ics]\nn = 100\n[time]\nt_end = 0\n");
     let n0 = config("n0.toml", "[ics]\nn = 0\n");
     let theta = config("theta.toml", "[ics]\nn = 100\n[gravity]\ntheta = 0\n");
+    let huge_theta = config("huge-theta.toml", "[gravity]\ntheta = 1e300\n");
     let every = config("every.toml", "[ics]\nn = 100\n[output]\nenergy_every = 0\n");
     let missing = dir.join("missing.toml");
     check_all(&[
@@ -427,6 +613,7 @@ fn bad_configurations_are_one_line_errors() {
         // Type errors name the position and the value (the key is on that line).
         run(&wrong_type, &[":2:6:", "fast"]),
         run(&unknown_name, &["barnes", "bh, modified, accel"]),
+        run(&huge_theta, &[":2:9:", "1e300", "32-bit float"]),
         run(&both_sources, &["file"]),
         run(&missing, &["cannot read"]),
     ]);

@@ -696,7 +696,7 @@ fn gpu_steps_follow_the_cpu_trajectory_in_block_and_shared_steps() {
                 },
             };
             let s = simulation::run(&cfg, &out, &SingleProcess).unwrap();
-            let p = read_snapshot(&SingleProcess, &s.final_state).unwrap().0;
+            let p = read_snapshot(&SingleProcess, &s.final_files[0]).unwrap().0;
             (s, p)
         };
         let (cs, cp) = run(Backend::Cpu);
@@ -789,8 +789,8 @@ fn gpu_runs_restart_bit_for_bit_between_rebuilds() {
         (b.steps, b.force_evaluations)
     );
     let (pa, pb) = (
-        read_snapshot(&SingleProcess, &a.final_state).unwrap().0,
-        read_snapshot(&SingleProcess, &b.final_state).unwrap().0,
+        read_snapshot(&SingleProcess, &a.final_files[0]).unwrap().0,
+        read_snapshot(&SingleProcess, &b.final_files[0]).unwrap().0,
     );
     assert!(pa == pb, "the restarted run ends elsewhere");
     let _ = std::fs::remove_dir_all(&dir);

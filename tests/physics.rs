@@ -157,7 +157,7 @@ fn plummer_ten_crossing_times(rebuild: Rebuild) {
     assert!(worst <= 1e-3, "largest |dE/E| on the way = {worst:e}");
 
     // Equilibrium: the half-mass radius of the final state against the initial one.
-    let (last, _) = read_snapshot(&SingleProcess, &s.final_state).expect("read final state");
+    let (last, _) = read_snapshot(&SingleProcess, &s.final_files[0]).expect("read final state");
     assert_eq!(last.len(), N);
     let (r0, r1) = (half_mass_radius(&initial), half_mass_radius(&last));
     let change = (r1 / r0 - 1.0).abs();
@@ -205,7 +205,7 @@ fn direct_summation_conserves_momentum_to_rounding() {
     );
     let s = simulation::run(&cfg, &out, &SingleProcess).expect("run");
     assert_eq!(s.steps, 256);
-    let (last, _) = read_snapshot(&SingleProcess, &s.final_state).unwrap();
+    let (last, _) = read_snapshot(&SingleProcess, &s.final_files[0]).unwrap();
     let scale: f64 = last
         .vel
         .iter()

@@ -8,11 +8,13 @@ use common::TempDir;
 use std::path::Path;
 use std::process::{Command, Output};
 
+/// Runs the binary; a run longer than two minutes fails the test (a hang is a bug).
 fn hinoki(args: &[&str]) -> Output {
-    common::output(
+    common::output_within(
         Command::new(env!("CARGO_BIN_EXE_hinoki"))
             .args(args)
             .env("HINOKI_LOG", "off"),
+        std::time::Duration::from_secs(120),
     )
 }
 
@@ -214,7 +216,10 @@ fn render_errors_are_one_line() {
         &["--center"],
     );
     let jpg = dir.join("p.jpg");
-    one_line_error(&hinoki(&["render", s, "-o", arg(&jpg)]), &["p.jpg", ".png"]);
+    let out = hinoki(&["render", s, "-o", arg(&jpg)]);
+    one_line_error(&out, &["p.jpg", ".png"]);
+    // render writes no SVG, so it must not suggest one.
+    assert!(!String::from_utf8_lossy(&out.stderr).contains(".svg"));
     let svg = dir.join("p.svg");
     one_line_error(&hinoki(&["render", s, "-o", arg(&svg)]), &["PNG only"]);
     let missing = dir.join("missing.hdf5");
@@ -228,6 +233,68 @@ fn render_errors_are_one_line() {
         &["p.png", "cannot write"],
     );
     assert!(!png.exists());
+}
+
+/// Views and data whose axis ranges plotters cannot draw (infinite, or too narrow for their
+/// distance from the origin; its tick search never ended on them) are one-line errors.
+#[test]
+fn ranges_that_cannot_be_drawn_are_errors_not_hangs() {
+    let dir = TempDir::new("render-far");
+    let snap = dir.join("s.hdf5");
+    ok(
+        &hinoki(&["ics", "plummer", "-n", "100", "-o", arg(&snap)]),
+        "ics",
+    );
+    let far = dir.join("far.hdf5");
+    let mut p = hinoki::ics::generate(hinoki::ics::Model::Plummer, 100, 1).unwrap();
+    p.pos.iter_mut().for_each(|x| *x *= 1e158);
+    common::writing_hdf5(|| hinoki::io::write_snapshot_file(&far, &p, 0.0)).unwrap();
+    let png = dir.join("p.png");
+    let (s, o) = (arg(&snap), arg(&png));
+    // The default view of particles beyond 1e154: the 99 % mass radius overflows.
+    one_line_error(
+        &hinoki(&["render", arg(&far), "-o", o]),
+        &["view", "range", "--extent"],
+    );
+    for bad in [
+        &["--center", "1e158,0,0"][..],
+        &["--extent", "1e308"],
+        &["--center", "1e20,0,0", "--extent", "1"],
+    ] {
+        let mut args = vec!["render", s, "-o", o];
+        args.extend_from_slice(bad);
+        one_line_error(&hinoki(&args), &["view", "range"]);
+    }
+    // Wide but drawable views still work.
+    ok(
+        &hinoki(&["render", s, "-o", o, "--extent", "8e307"]),
+        "widest view",
+    );
+    ok(
+        &hinoki(&[
+            "render",
+            s,
+            "-o",
+            o,
+            "--center",
+            "1e300,0,0",
+            "--extent",
+            "1e292",
+        ]),
+        "far view",
+    );
+    let jsonl = dir.join("d.jsonl");
+    for (lines, needle) in [
+        (["-1e308", "1e-5", "1e308", "1e-4"], "times"),
+        (["0", "1e308", "1", "1e-4"], "energy_error"),
+    ] {
+        let line = |t: &str, e: &str| format!("{{\"time\": {t}, \"energy_error\": {e}}}\n");
+        std::fs::write(&jsonl, line(lines[0], lines[1]) + &line(lines[2], lines[3])).unwrap();
+        one_line_error(
+            &hinoki(&["plot", arg(&jsonl), "-o", o]),
+            &["d.jsonl", needle, "cannot be drawn"],
+        );
+    }
 }
 
 /// Ten diagnostics lines as a run writes them, plus a key the plot does not know.

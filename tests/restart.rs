@@ -114,7 +114,7 @@ fn stopped_and_restarted_runs_end_bit_for_bit_as_uninterrupted_ones() {
         assert_eq!(a.steps, b.steps, "{stepping}");
         assert_eq!(a.force_evaluations, b.force_evaluations, "{stepping}");
         assert!(
-            bits(&a.final_state) == bits(&b.final_state),
+            bits(&a.final_files[0]) == bits(&b.final_files[0]),
             "{stepping} {mac} rebuild {rebuild}: final states differ"
         );
         assert_eq!(a.end, b.end);

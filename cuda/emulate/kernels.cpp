@@ -116,6 +116,8 @@ std::span<const std::span<const Kernel>> kernel_tables()
         HINOKI_EMULATE(assign_bins),
         HINOKI_EMULATE(bin_summary),
         HINOKI_EMULATE(conserved_sums),
+        HINOKI_EMULATE(first_non_finite),
+        HINOKI_EMULATE(particle_record),
     };
 #define HINOKI_LAYOUT(v, g) walk_kernels_##v##_##g(),
     static const std::span<const Kernel> tables[] = {own, HINOKI_WALK_LAYOUTS};

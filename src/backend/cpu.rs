@@ -9,7 +9,7 @@ use crate::diag::PhaseTimes;
 use crate::domain::{sample_keys, Migration, Sample};
 use crate::error::Result;
 use crate::forces::{TreeTopology, WalkKind};
-use crate::integrate::{drift, BinSummary, IntegratorState, Timeline};
+use crate::integrate::{drift, BinSummary, IntegratorState, NonFinite, Timeline};
 use crate::lets::{self, Region};
 use crate::particles::Particles;
 use crate::sfc::{GridBox, Order};
@@ -438,6 +438,11 @@ impl Backend for CpuBackend {
 
     fn bins(&mut self, tl: &Timeline, tick: u64) -> Result<BinSummary> {
         Ok(self.state.as_ref().ok_or_else(no_state)?.bins(tl, tick))
+    }
+
+    fn first_non_finite(&mut self) -> Result<Option<NonFinite>> {
+        let state = self.state.as_ref().ok_or_else(no_state)?;
+        Ok(state.first_non_finite(&self.p))
     }
 
     fn conserved(&mut self) -> Result<[f64; 8]> {

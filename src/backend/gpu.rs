@@ -15,7 +15,7 @@ use crate::gpu::runner::Runner;
 use crate::gpu::stages::{blocks, int, Stages};
 use crate::gpu::{local_rank, GpuContext};
 use crate::integrate::state_gpu::StepArrays;
-use crate::integrate::{BinSummary, IntegratorState, Timeline};
+use crate::integrate::{BinSummary, IntegratorState, NonFinite, Timeline};
 use crate::lets::export_gpu::LetArrays;
 use crate::lets::Region;
 use crate::particles::Particles;
@@ -499,6 +499,11 @@ impl Backend for GpuBackend {
     fn bins(&mut self, tl: &Timeline, tick: u64) -> Result<BinSummary> {
         self.state_held()?;
         self.steps.bins(&self.stages, &self.particles, tl, tick)
+    }
+
+    fn first_non_finite(&mut self) -> Result<Option<NonFinite>> {
+        self.state_held()?;
+        self.steps.first_non_finite(&self.stages, &self.particles)
     }
 
     fn conserved(&mut self) -> Result<[f64; 8]> {

@@ -17,7 +17,7 @@ use crate::diag::PhaseTimes;
 use crate::domain::Sample;
 use crate::error::Result;
 use crate::forces::TreeTopology;
-use crate::integrate::{BinSummary, IntegratorState, Timeline};
+use crate::integrate::{BinSummary, IntegratorState, NonFinite, Timeline};
 use crate::lets::Region;
 use crate::particles::Particles;
 use crate::sfc::{GridBox, Order};
@@ -202,6 +202,9 @@ pub trait Backend {
 
     /// The bins in use and the particles whose step ends at `tick`.
     fn bins(&mut self, tl: &Timeline, tick: u64) -> Result<BinSummary>;
+
+    /// The first particle whose state holds a non-finite acceleration or potential, if any.
+    fn first_non_finite(&mut self) -> Result<Option<NonFinite>>;
 
     /// The sums of the conserved quantities of the particles with the state's potentials
     /// ([`Conserved::sums`](crate::diag::conservation::Conserved::sums)).

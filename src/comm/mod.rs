@@ -65,8 +65,45 @@ pub trait Comm: Send + Sync {
     /// [`Comm::alltoallv_f32`] for 64-bit integers.
     fn alltoallv_u64(&self, send: &[u64], counts: &[usize]) -> Result<Exchanged<u64>>;
 
+    /// The error of the lowest failed rank, for every rank: each rank that calls it passes its
+    /// own error, `None` when it did not fail. Returns that error marked shared
+    /// ([`Error::is_shared`]) when every rank of the job called it within [`FAILURE_WAIT`]
+    /// (`None` if no rank passed one); `None` when some rank did not come (it is busy elsewhere,
+    /// e.g. waiting in a collective for this rank), after which this rank should report its own
+    /// error and [`Comm::abort`]. It never matches another collective, so a rank may call it
+    /// whatever the others are doing.
+    fn first_error(&self, mine: Option<&Error>) -> Option<Error>;
+
     /// Ends the whole job with exit status `code`: every rank, not just this one.
     fn abort(&self, code: i32) -> !;
+}
+
+/// How long [`Comm::first_error`] waits for every rank to arrive.
+pub const FAILURE_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// Makes a result that each rank computed on its own the same on every rank. Collective: when
+/// every rank succeeded each returns its own `Ok`; when any failed, every rank returns the error
+/// of the lowest failed rank, shared ([`Error::is_shared`]), so that the reason is known
+/// everywhere and reported once. Should the ranks not all reach the exchange of the reason
+/// (see [`Comm::first_error`]), a failed rank returns its own error and the others one that
+/// says how many ranks failed, none of them shared.
+pub fn agree<T>(comm: &dyn Comm, local: Result<T>) -> Result<T> {
+    let mut failed = [u64::from(local.is_err())];
+    comm.allreduce_sum_u64(&mut failed);
+    if failed[0] == 0 {
+        return local;
+    }
+    let mine = local.err();
+    match comm.first_error(mine.as_ref()) {
+        Some(e) => Err(e),
+        None => Err(mine.unwrap_or_else(|| {
+            Error::comm(format!(
+                "{} of {} ranks failed and could not tell this rank why",
+                failed[0],
+                comm.size()
+            ))
+        })),
+    }
 }
 
 /// What an all-to-all exchange delivered to this rank.
@@ -104,6 +141,16 @@ struct LauncherJob {
 /// `SLURM_STEP_NUM_TASKS`, else `SLURM_NTASKS`.
 pub fn launcher_world_size() -> Option<usize> {
     launcher_job(env_var).map(|j| j.size)
+}
+
+/// The number of ranks the launcher started on this node (`OMPI_COMM_WORLD_LOCAL_SIZE` of
+/// Open MPI, `MPI_LOCALNRANKS` of Hydra), 1 without a launcher or when it does not say.
+pub fn launcher_local_size() -> usize {
+    ["OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"]
+        .into_iter()
+        .find_map(|v| env_var(v)?.trim().parse::<usize>().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or(1)
 }
 
 /// Starts communication: `MpiComm` when a launcher started this process, else
@@ -268,6 +315,16 @@ mod tests {
             size(&[("OMPI_COMM_WORLD_SIZE", ""), ("PMI_SIZE", "2")]),
             Some(2)
         );
+    }
+
+    #[test]
+    fn agree_on_one_rank_shares_the_error() {
+        let one = SingleProcess;
+        assert_eq!(agree(&one, Ok(3)), Ok(3));
+        let e = agree::<()>(&one, Err(Error::input("bad value"))).unwrap_err();
+        assert!(e.is_shared());
+        assert_eq!(e.message, "bad value");
+        assert!(!Error::input("x").is_shared());
     }
 
     #[test]

@@ -4,23 +4,32 @@
 //! one mutex, so an `MpiComm` may be shared between threads (rayon workers included) without
 //! two threads ever being inside MPI at once.
 
-use super::{Comm, Exchanged};
+use super::{Comm, Exchanged, FAILURE_WAIT};
+use crate::error::ErrorKind;
 use crate::{Error, Result};
 use ::mpi::collective::{CommunicatorCollectives, SystemOperation};
 use ::mpi::datatype::{Equivalence, Partition, PartitionMut};
 use ::mpi::environment::{Threading, Universe};
 use ::mpi::topology::{Communicator, SimpleCommunicator};
 use ::mpi::Count;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, MutexGuard, TryLockError};
+use std::time::{Duration, Instant};
 
 /// The MPI world of this job: rank and size in `MPI_COMM_WORLD`, and the collectives on it.
 ///
 /// It owns the rsmpi [`Universe`]; dropping the `MpiComm` finalises MPI, after which MPI
 /// cannot be initialised again in this process.
 pub struct MpiComm {
-    // Field order is drop order: the communicator goes before the universe finalises MPI.
+    // Field order is drop order: the communicators go before the universe finalises MPI.
     /// `MPI_COMM_WORLD`, behind the lock that serialises every MPI call.
     world: Mutex<SimpleCommunicator>,
+    /// A duplicate of the world for [`Comm::first_error`] alone, so that its collectives never
+    /// match a collective of the world; used only while holding `world`'s lock.
+    failures: SimpleCommunicator,
+    /// Set when a [`Comm::first_error`] found that not every rank came: later calls give up
+    /// at once (its barrier is still pending).
+    stranded: AtomicBool,
     /// This process's rank in the world.
     rank: usize,
     /// The number of ranks in the world.
@@ -29,10 +38,10 @@ pub struct MpiComm {
     _universe: Universe,
 }
 
-// SAFETY: the only non-thread-safe part is the world communicator handle, a process-wide
-// handle that is valid on every thread. MPI was initialised at MPI_THREAD_SERIALIZED (checked
-// in `MpiComm::init`), and every MPI call except the last-resort MPI_Abort holds the mutex, so
-// calls from different threads never overlap.
+// SAFETY: the only non-thread-safe parts are the communicator handles, process-wide handles
+// that are valid on every thread. MPI was initialised at MPI_THREAD_SERIALIZED (checked in
+// `MpiComm::init`), and every MPI call except the last-resort MPI_Abort holds the world's
+// mutex (the failures communicator's too), so calls from different threads never overlap.
 unsafe impl Send for MpiComm {}
 // SAFETY: as for Send; `&MpiComm` gives access to MPI only through the mutex.
 unsafe impl Sync for MpiComm {}
@@ -57,8 +66,11 @@ impl MpiComm {
         let world = universe.world();
         let rank = usize::try_from(world.rank()).expect("MPI rank is non-negative");
         let size = usize::try_from(world.size()).expect("MPI world size is non-negative");
+        let failures = world.duplicate();
         Ok(Self {
             world: Mutex::new(world),
+            failures,
+            stranded: AtomicBool::new(false),
             rank,
             size,
             _universe: universe,
@@ -69,6 +81,19 @@ impl MpiComm {
     fn world(&self) -> MutexGuard<'_, SimpleCommunicator> {
         // A panic while holding the lock leaves the communicator as it was; carry on.
         self.world.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The world's lock, if it can be had before `deadline` (a thread stuck in a collective
+    /// holds it for ever).
+    fn world_before(&self, deadline: Instant) -> Option<MutexGuard<'_, SimpleCommunicator>> {
+        loop {
+            match self.world.try_lock() {
+                Ok(guard) => return Some(guard),
+                Err(TryLockError::Poisoned(e)) => return Some(e.into_inner()),
+                Err(TryLockError::WouldBlock) if Instant::now() >= deadline => return None,
+                Err(TryLockError::WouldBlock) => std::thread::sleep(Duration::from_millis(1)),
+            }
+        }
     }
 
     /// Reduces `x` element-wise over all ranks with `op`, leaving the result in `x` everywhere.
@@ -102,23 +127,53 @@ fn displacements(counts: &[Count], what: &str) -> Result<Vec<Count>> {
     Ok(d)
 }
 
-impl MpiComm {
-    /// `MPI_Allgatherv` of `x`: first the lengths, then the data, in rank order.
-    fn allgatherv<T: Equivalence + Copy + Default>(&self, x: &[T]) -> Result<Vec<T>> {
-        let lens = self.allgather_u64(x.len() as u64);
-        let counts: Vec<Count> = lens
-            .iter()
-            .map(|&n| count(n as usize, "allgatherv"))
-            .collect::<Result<_>>()?;
-        let displs = displacements(&counts, "allgatherv")?;
-        let mut all = vec![T::default(); lens.iter().sum::<u64>() as usize];
-        {
-            let mut part = PartitionMut::new(&mut all[..], counts, displs);
-            self.world().all_gather_varcount_into(x, &mut part);
-        }
-        Ok(all)
-    }
+/// An error as bytes for [`Comm::first_error`]: its kind (one byte), then its message.
+fn encode_error(e: &Error) -> Vec<u8> {
+    let kind = match e.kind {
+        ErrorKind::Input => 0,
+        ErrorKind::Io => 1,
+        ErrorKind::Device => 2,
+        ErrorKind::Comm => 3,
+    };
+    std::iter::once(kind).chain(e.message.bytes()).collect()
+}
 
+/// The error that [`encode_error`] gave `bytes` (not empty).
+fn decode_error(bytes: &[u8]) -> Error {
+    let kind = match bytes[0] {
+        0 => ErrorKind::Input,
+        1 => ErrorKind::Io,
+        2 => ErrorKind::Device,
+        _ => ErrorKind::Comm,
+    };
+    Error::new(kind, String::from_utf8_lossy(&bytes[1..]))
+}
+
+/// `MPI_Allgatherv` of `x` on `comm` (whose lock the caller holds): first the lengths, then
+/// the data, in rank order, with how many elements came from each rank.
+fn allgatherv<T: Equivalence + Copy + Default>(
+    comm: &SimpleCommunicator,
+    x: &[T],
+) -> Result<Exchanged<T>> {
+    let mut lens = vec![0u64; comm.size() as usize];
+    comm.all_gather_into(&(x.len() as u64), &mut lens[..]);
+    let counts: Vec<Count> = lens
+        .iter()
+        .map(|&n| count(n as usize, "allgatherv"))
+        .collect::<Result<_>>()?;
+    let displs = displacements(&counts, "allgatherv")?;
+    let mut data = vec![T::default(); lens.iter().sum::<u64>() as usize];
+    {
+        let mut part = PartitionMut::new(&mut data[..], &counts[..], displs);
+        comm.all_gather_varcount_into(x, &mut part);
+    }
+    Ok(Exchanged {
+        data,
+        counts: lens.iter().map(|&n| n as usize).collect(),
+    })
+}
+
+impl MpiComm {
     /// `MPI_Alltoall` of the counts, then `MPI_Alltoallv` of the data.
     fn alltoallv<T: Equivalence + Copy + Default>(
         &self,
@@ -208,12 +263,12 @@ impl Comm for MpiComm {
 
     /// `MPI_Allgatherv`, after an allgather of the lengths.
     fn allgatherv_f64(&self, x: &[f64]) -> Result<Vec<f64>> {
-        self.allgatherv(x)
+        Ok(allgatherv(&self.world(), x)?.data)
     }
 
     /// `MPI_Allgatherv`, after an allgather of the lengths.
     fn allgatherv_u64(&self, x: &[u64]) -> Result<Vec<u64>> {
-        self.allgatherv(x)
+        Ok(allgatherv(&self.world(), x)?.data)
     }
 
     /// `MPI_Alltoall` of the counts, then `MPI_Alltoallv` on `MPI_FLOAT`.
@@ -231,6 +286,38 @@ impl Comm for MpiComm {
         self.alltoallv(send, counts)
     }
 
+    /// An `MPI_Ibarrier` on the failures communicator, tested until [`FAILURE_WAIT`] has
+    /// passed; then, if every rank came, an allgather of every rank's error (kind and message)
+    /// on it. A barrier still pending at the deadline is left so (the job is about to be
+    /// aborted), and later calls return `None` at once.
+    fn first_error(&self, mine: Option<&Error>) -> Option<Error> {
+        if self.stranded.load(Ordering::Relaxed) {
+            return None;
+        }
+        let deadline = Instant::now() + FAILURE_WAIT;
+        let _world = self.world_before(deadline)?;
+        let mut barrier = self.failures.immediate_barrier();
+        loop {
+            match barrier.test() {
+                Ok(_) => break,
+                Err(pending) if Instant::now() >= deadline => {
+                    // Completing it needs the ranks that did not come; MPI_Abort ends it.
+                    std::mem::forget(pending);
+                    self.stranded.store(true, Ordering::Relaxed);
+                    return None;
+                }
+                Err(pending) => {
+                    barrier = pending;
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            }
+        }
+        let bytes = mine.map_or_else(Vec::new, encode_error);
+        let all = allgatherv(&self.failures, &bytes).ok()?;
+        let first = (0..self.size).find(|&r| all.counts[r] > 0)?;
+        Some(decode_error(all.from_rank(first)).shared())
+    }
+
     /// Flushes stdout and stderr, then `MPI_Abort`s the world with `code`, ending every rank.
     ///
     /// It does not take the lock (another thread may be blocked inside a collective that will
@@ -240,5 +327,22 @@ impl Comm for MpiComm {
         let _ = std::io::stdout().flush();
         let _ = std::io::stderr().flush();
         SimpleCommunicator::world().abort(code)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_cross_ranks_as_they_are() {
+        for e in [
+            Error::input("θ must be > 0"),
+            Error::io("a.hdf5", "cannot read"),
+            Error::device("no GPU"),
+            Error::comm(""),
+        ] {
+            assert_eq!(decode_error(&encode_error(&e)), e);
+        }
     }
 }

@@ -71,6 +71,11 @@ impl Comm for SingleProcess {
         to_self(send, counts)
     }
 
+    /// This rank's own error, shared: there is no other rank.
+    fn first_error(&self, mine: Option<&Error>) -> Option<Error> {
+        mine.cloned().map(Error::shared)
+    }
+
     /// Exits the process with `code` (stdout is flushed by `std::process::exit`).
     fn abort(&self, code: i32) -> ! {
         use std::io::Write;

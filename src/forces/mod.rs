@@ -21,7 +21,7 @@ use crate::diag::conservation::Conserved;
 use crate::diag::PhaseTimes;
 use crate::domain::Balance;
 use crate::error::Result;
-use crate::integrate::{BinSummary, IntegratorState, Timeline};
+use crate::integrate::{BinSummary, IntegratorState, NonFinite, Timeline};
 use crate::lets::LetStats;
 use crate::particles::Particles;
 use crate::walk::cpu::Forces;
@@ -387,6 +387,12 @@ impl ForceEngine {
     /// The bins in use on this rank and its particles whose step ends at `tick`.
     pub fn bins(&mut self, tl: &Timeline, tick: u64) -> Result<BinSummary> {
         self.backend.bins(tl, tick)
+    }
+
+    /// The first particle of this rank whose kept forces (acceleration or potential) are not
+    /// finite, if any.
+    pub fn first_non_finite_force(&mut self) -> Result<Option<NonFinite>> {
+        self.backend.first_non_finite()
     }
 
     /// The conserved quantities of every rank's particles (collective).

@@ -100,7 +100,9 @@ named_enum!(Order, "ordering", Order::Hilbert => "hilbert", Order::Morton => "mo
 #[serde(default, deny_unknown_fields)]
 pub struct ForceParams {
     /// Opening angle θ of the geometric criteria (dimensionless, > 0).
-    #[arg(long, allow_negative_numbers = true, default_value_t = ForceParams::default().theta)]
+    #[arg(long, allow_negative_numbers = true, default_value_t = ForceParams::default().theta,
+          value_parser = parse_single)]
+    #[serde(deserialize_with = "single")]
     pub theta: f32,
     /// Opening criterion: bh (l/d < θ), modified (l/θ + s < d), accel (GADGET's relative
     /// criterion, G M l²/d⁴ < α |a_old|).
@@ -108,7 +110,9 @@ pub struct ForceParams {
     #[serde(deserialize_with = "by_name")]
     pub mac: Mac,
     /// Tolerance α of the acceleration criterion (dimensionless, > 0).
-    #[arg(long, allow_negative_numbers = true, default_value_t = ForceParams::default().alpha)]
+    #[arg(long, allow_negative_numbers = true, default_value_t = ForceParams::default().alpha,
+          value_parser = parse_single)]
+    #[serde(deserialize_with = "single")]
     pub alpha: f32,
     /// Multipole order of the cells: 1 (monopole) or 2 (quadrupole).
     #[arg(long, default_value_t = ForceParams::default().multipole)]
@@ -259,6 +263,37 @@ impl ForceParams {
         }
         Ok(())
     }
+}
+
+/// `x` as a float32 value, or an error when float32 cannot hold it: a finite `x` beyond
+/// ±`f32::MAX` (it would become infinite) or a non-zero one that rounds to zero. NaN and
+/// infinities pass unchanged (they are what the user wrote; validation names them).
+pub fn single_precision(x: f64) -> Result<f32> {
+    let y = x as f32;
+    if x.is_finite() && y.is_infinite() {
+        return Err(Error::input(format!(
+            "{x:e} is beyond the range of a 32-bit float (at most {:.3e})",
+            f32::MAX
+        )));
+    }
+    if x != 0.0 && y == 0.0 {
+        return Err(Error::input(format!(
+            "{x:e} is too small for a 32-bit float (it would be 0)"
+        )));
+    }
+    Ok(y)
+}
+
+/// Parses a number for a float32 option through [`single_precision`], refusing values float32
+/// cannot hold instead of turning them into infinity or zero.
+fn parse_single(s: &str) -> std::result::Result<f32, String> {
+    let x: f64 = s.trim().parse().map_err(|e| format!("{e}"))?;
+    single_precision(x).map_err(|e| e.message)
+}
+
+/// Deserializes a number into a float32 field through [`single_precision`].
+fn single<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<f32, D::Error> {
+    single_precision(f64::deserialize(d)?).map_err(|e| serde::de::Error::custom(e.message))
 }
 
 /// Deserializes a string through `T`'s [`FromStr`], whose error lists the accepted names (the

@@ -137,12 +137,24 @@ impl fmt::Display for Model {
     }
 }
 
-/// Generates `n` particles of `model` from `seed`, in the model's N-body units (G = 1; see
-/// [`Model`]), ids `0..n`, in parallel and reproducibly. Fails only when `n` is 0.
-pub fn generate(model: Model, n: usize, seed: u64) -> Result<Particles> {
-    if n == 0 {
-        return Err(Error::input("N must be at least 1 (got 0)"));
+/// The most particles a model generates (and a run configures): the particle indices of the
+/// tree and the walks are 32-bit.
+pub const MAX_N: usize = u32::MAX as usize;
+
+/// Fails unless `n` is a number of particles [`generate`] makes: 1 ..= [`MAX_N`].
+pub fn check_count(n: usize) -> Result<()> {
+    match n {
+        0 => Err(Error::input("N must be at least 1 (got 0)")),
+        n if n > MAX_N => Err(Error::input(format!("N must be at most {MAX_N} (got {n})"))),
+        _ => Ok(()),
     }
+}
+
+/// Generates `n` particles of `model` from `seed`, in the model's N-body units (G = 1; see
+/// [`Model`]), ids `0..n`, in parallel and reproducibly. Fails only when `n` is not in
+/// 1 ..= [`MAX_N`] (see [`check_count`]).
+pub fn generate(model: Model, n: usize, seed: u64) -> Result<Particles> {
+    check_count(n)?;
     let mut p = match model {
         Model::Plummer => plummer::generate(n, seed),
         Model::Hernquist => hernquist::generate(n, seed),
@@ -192,6 +204,16 @@ mod tests {
             let err = generate(m, 0, 1).unwrap_err();
             assert_eq!(err, Error::input("N must be at least 1 (got 0)"));
         }
+    }
+
+    #[test]
+    fn more_than_max_n_is_an_error() {
+        let err = generate(Model::Plummer, MAX_N + 1, 1).unwrap_err();
+        assert_eq!(
+            err,
+            Error::input("N must be at most 4294967295 (got 4294967296)")
+        );
+        assert!(check_count(MAX_N).is_ok());
     }
 
     #[test]

@@ -9,5 +9,5 @@ pub mod state_gpu;
 pub mod timeline;
 
 pub use leapfrog::drift;
-pub use state::{BinSummary, IntegratorState};
+pub use state::{BinSummary, IntegratorState, NonFinite};
 pub use timeline::{Stepping, Timeline};

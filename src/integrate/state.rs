@@ -22,6 +22,19 @@ pub struct BinSummary {
     pub particles: usize,
 }
 
+/// A particle whose last evaluation gave it a non-finite acceleration or potential.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct NonFinite {
+    /// Its id.
+    pub id: u64,
+    /// Its position (length units).
+    pub pos: DVec3,
+    /// Its acceleration (length / time²).
+    pub acc: DVec3,
+    /// Its potential (energy per mass).
+    pub pot: f64,
+}
+
 /// What the integrator keeps per particle between steps, in the order of the [`Particles`]
 /// (plain vectors, so that a domain decomposition can move them with the particles).
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -149,6 +162,21 @@ impl IntegratorState {
         self.bin
             .iter()
             .fold((u8::MAX, 0), |(lo, hi), &b| (lo.min(b), hi.max(b)))
+    }
+
+    /// The first particle of `p` (this state's) with a non-finite acceleration or potential.
+    pub fn first_non_finite(&self, p: &Particles) -> Option<NonFinite> {
+        let i = self
+            .acc
+            .par_iter()
+            .zip(&self.pot)
+            .position_first(|(a, u)| !a.is_finite() || !u.is_finite())?;
+        Some(NonFinite {
+            id: p.id[i],
+            pos: p.pos[i],
+            acc: self.acc[i],
+            pot: self.pot[i],
+        })
     }
 
     /// The bins in use and the particles whose step ends at tick `ti` of `timeline`.

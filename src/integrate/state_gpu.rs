@@ -4,11 +4,12 @@
 //! the reductions a run reports (bins in use, particles due, conserved quantities). The same
 //! float64 operations as the host's, so from the same forces the same trajectory.
 
-use super::{BinSummary, Timeline};
+use super::{BinSummary, NonFinite, Timeline};
 use crate::error::Result;
 use crate::gpu::launch::{grow, Arg, DeviceArray, KernelRunner};
 use crate::gpu::stages::{blocks, int, ptr, Stages};
 use crate::particles_gpu::DeviceParticles;
+use glam::DVec3;
 
 /// Blocks of the per-block reductions (their partial results come down).
 const REDUCE_BLOCKS: usize = 256;
@@ -21,6 +22,9 @@ pub struct StepArrays<R: KernelRunner> {
     flags: R::Array<u8>,
     bins: R::Array<u32>,
     sums: R::Array<f64>,
+    /// The first bad particle's index, and its record.
+    first: R::Array<u32>,
+    record: R::Array<f64>,
 }
 
 impl<R: KernelRunner> StepArrays<R> {
@@ -31,12 +35,14 @@ impl<R: KernelRunner> StepArrays<R> {
             flags: r.alloc(1)?,
             bins: r.alloc(3 * REDUCE_BLOCKS)?,
             sums: r.alloc(1)?,
+            first: r.alloc(1)?,
+            record: r.alloc(8)?,
         })
     }
 
     /// Bytes held on the device.
     pub fn device_bytes(&self) -> usize {
-        self.flags.len() + 4 * self.bins.len() + 8 * self.sums.len()
+        self.flags.len() + 4 * (self.bins.len() + 1) + 8 * (self.sums.len() + 8)
     }
 
     /// Half kick of the particles of `p` that end their step at tick `tick` of `tl`.
@@ -180,6 +186,51 @@ impl<R: KernelRunner> StepArrays<R> {
                 &[int(p.n)?, ptr(&p.arrays.acc), Arg::Ptr(into)],
             )
         }
+    }
+
+    /// The first particle of `p` whose state holds a non-finite acceleration or potential
+    /// (only its record comes down).
+    pub fn first_non_finite(
+        &mut self,
+        s: &Stages<R>,
+        p: &DeviceParticles<R>,
+    ) -> Result<Option<NonFinite>> {
+        s.runner().upload(&[u32::MAX], &mut self.first)?;
+        let a = &p.arrays;
+        // SAFETY: the state holds p.n particles; first one word.
+        unsafe {
+            s.launch(
+                "first_non_finite",
+                blocks(p.n),
+                &[int(p.n)?, ptr(&a.acc), ptr(&a.pot), ptr(&self.first)],
+            )?;
+        }
+        let i = s.fetch(&self.first, 1)?[0];
+        if i == u32::MAX {
+            return Ok(None);
+        }
+        // SAFETY: i < p.n; record holds 8 doubles.
+        unsafe {
+            s.launch(
+                "particle_record",
+                1,
+                &[
+                    Arg::I32(i as i32),
+                    ptr(&a.id),
+                    ptr(&a.pos),
+                    ptr(&a.acc),
+                    ptr(&a.pot),
+                    ptr(&self.record),
+                ],
+            )?;
+        }
+        let r = s.fetch(&self.record, 8)?;
+        Ok(Some(NonFinite {
+            id: r[0].to_bits(),
+            pos: DVec3::new(r[1], r[2], r[3]),
+            acc: DVec3::new(r[4], r[5], r[6]),
+            pot: r[7],
+        }))
     }
 
     /// The bins of `p` in use and the particles due at `tick`.

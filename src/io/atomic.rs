@@ -5,13 +5,21 @@
 //! either the old file or the complete new one, never a partial write, and a crash or an error
 //! part-way leaves the old file as it was. [`write_atomic`] hands the writer a buffered file;
 //! [`replace_atomic`] hands it the temporary path, for libraries that open files themselves.
+//!
+//! A process killed while it writes (`kill -9`, the OOM killer, a node failure) leaves its
+//! temporary file behind. The first write of a process into a directory removes such stale
+//! temporaries (see [`remove_stale_temporaries`]), and a run removes those in its whole output
+//! directory when it starts, so a restart cleans up after the run it continues.
 
 use crate::error::{Error, Result};
+use std::collections::BTreeSet;
 use std::ffi::OsString;
 use std::fs::{self, File};
 use std::io::{self, BufWriter};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock};
+use std::time::SystemTime;
 
 /// Writes the file at `path` atomically: `write` fills a buffered temporary file
 /// `.{file name}.tmp.{pid}.{k}` in the same directory (`k` counts the calls in this process, so
@@ -45,6 +53,7 @@ pub fn write_atomic(
 /// untouched; an error of `create` is returned as it is, so it should name `path`.
 pub fn replace_atomic(path: &Path, create: impl FnOnce(&Path) -> Result<()>) -> Result<()> {
     let tmp = temp_path(path)?;
+    remove_stale_temporaries(tmp.parent().unwrap_or(Path::new(".")));
     let done = create(&tmp).and_then(|()| {
         File::open(&tmp)
             .and_then(|f| f.sync_all())
@@ -58,6 +67,76 @@ pub fn replace_atomic(path: &Path, create: impl FnOnce(&Path) -> Result<()>) -> 
     }
     sync_parent(&tmp);
     Ok(())
+}
+
+/// The moment this process started, as far as stale temporary files go: the time of the first
+/// call (`main` makes it first thing). Every rank of a job has started before any rank writes
+/// (they meet in a collective first), so no temporary of this job is older.
+pub fn process_start() -> SystemTime {
+    static START: OnceLock<SystemTime> = OnceLock::new();
+    *START.get_or_init(SystemTime::now)
+}
+
+/// Removes, once per directory and process (later calls for `dir` return at once), the
+/// temporary files of [`write_atomic`] and [`replace_atomic`] in `dir` that no live process
+/// will finish: names `.{name}.tmp.{pid}.{k}` whose pid is not this process's, is no running
+/// process on this machine, and whose file was last modified before this process started
+/// ([`process_start`]: a live process on another node, whose pid means nothing here, writes
+/// only after this process has started). Best effort: nothing is removed where `/proc` cannot
+/// tell which processes run, and errors are ignored.
+pub fn remove_stale_temporaries(dir: &Path) {
+    static DONE: Mutex<BTreeSet<PathBuf>> = Mutex::new(BTreeSet::new());
+    let start = process_start();
+    let first = DONE
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(dir.to_path_buf());
+    if !first || !Path::new("/proc/self").exists() {
+        return;
+    }
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(temporary_pid) else {
+            continue;
+        };
+        let alive = Path::new("/proc").join(pid.to_string()).exists();
+        let older = entry
+            .metadata()
+            .and_then(|m| m.modified())
+            .is_ok_and(|t| t < start);
+        if pid != std::process::id() && !alive && older && fs::remove_file(entry.path()).is_ok() {
+            tracing::info!(
+                "removed {}, left by process {pid} that ended while writing",
+                entry.path().display()
+            );
+        }
+    }
+}
+
+/// [`remove_stale_temporaries`] in `root` and every directory below it (symbolic links are
+/// not followed): a run's whole output directory, whose snapshot and checkpoint directories
+/// it may not write into again.
+pub fn remove_stale_temporaries_below(root: &Path) {
+    remove_stale_temporaries(root);
+    let Ok(entries) = fs::read_dir(root) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        if entry.file_type().is_ok_and(|t| t.is_dir()) {
+            remove_stale_temporaries_below(&entry.path());
+        }
+    }
+}
+
+/// The pid in a temporary file's name `.{name}.tmp.{pid}.{k}`, or `None` for other names.
+fn temporary_pid(name: &str) -> Option<u32> {
+    let (rest, k) = name.strip_prefix('.')?.rsplit_once('.')?;
+    let (rest, pid) = rest.rsplit_once('.')?;
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    let named = rest.strip_suffix(".tmp").is_some_and(|n| !n.is_empty());
+    (named && digits(k) && digits(pid)).then(|| pid.parse().ok())?
 }
 
 /// The temporary file for `path`: `.{file name}.tmp.{pid}.{k}` in the same directory.
@@ -181,6 +260,56 @@ mod tests {
         .unwrap();
         assert_eq!(fs::read(&path).unwrap(), b"new");
         assert_eq!(dir.entries(), vec!["s.hdf5"]);
+    }
+
+    #[test]
+    fn temporary_names_are_recognised() {
+        assert_eq!(temporary_pid(".snapshot_008.hdf5.tmp.4242.7"), Some(4242));
+        for other in [
+            "snapshot_008.hdf5.tmp.4242.7",
+            "..tmp.1.2",
+            ".a.tmp.x.2",
+            ".a.tmp.1.",
+            ".a.tmp.1",
+            ".a.tmq.1.2",
+            ".a.tmp.99999999999.2",
+        ] {
+            assert_eq!(temporary_pid(other), None, "{other}");
+        }
+    }
+
+    #[test]
+    fn stale_temporaries_of_ended_processes_are_removed() {
+        let dir = TestDir::new("atomic-stale");
+        // A pid that has certainly ended (a child that was waited for).
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        child.wait().unwrap();
+        let dead = child.id();
+        let before = process_start() - std::time::Duration::from_secs(3600);
+        let file = |name: String, modified: SystemTime| {
+            let path = dir.path().join(name);
+            File::create(&path).unwrap().set_modified(modified).unwrap();
+            path
+        };
+        let stale = file(format!(".snapshot_008.hdf5.tmp.{dead}.3"), before);
+        let kept = [
+            // Its process ended, but after this one started (another node's rank).
+            file(format!(".b.tmp.{dead}.0"), SystemTime::now()),
+            // A live process (init) and this one.
+            file(".c.tmp.1.0".to_string(), before),
+            file(format!(".d.tmp.{}.9", std::process::id()), before),
+            // Not hinoki's pattern.
+            file(format!("e.tmp.{dead}.1"), before),
+        ];
+        write_atomic(&dir.path().join("f.txt"), |w| w.write_all(b"x")).unwrap();
+        assert!(!stale.exists());
+        for k in &kept {
+            assert!(k.exists(), "{}", k.display());
+        }
+        // Once per directory: a later stale file stays until the next process.
+        let later = file(format!(".g.tmp.{dead}.1"), before);
+        write_atomic(&dir.path().join("f.txt"), |w| w.write_all(b"y")).unwrap();
+        assert!(later.exists());
     }
 
     #[test]

@@ -1,42 +1,9 @@
-//! The run configuration: a TOML file with four tables, every key optional (defaults below).
-//! Units are those of the run: N-body (Hénon) units with G = 1 unless `G` says otherwise.
-//! `examples/plummer.toml` is a complete, commented example at the default problem.
+//! The run configuration: a TOML file with four tables, every key optional. Units are those
+//! of the run: N-body (Hénon) units with G = 1 unless `G` says otherwise.
+//! `examples/plummer.toml`, the default problem with every key spelled out, is the reference
+//! (a test checks that it lists every key the configuration accepts):
 //!
-//! ```toml
-//! [ics]                # where the particles come from: model (with n, seed) or file
-//! model = "plummer"    # a name of crate::ics::Model::NAMES (plummer, nfw, cartwheel, ...)
-//! n = 65536            # number of particles generated, 1 ..= 2^32 - 1
-//! seed = 1             # random seed of the generator
-//! # file = "ics.hdf5"  # an HDF5 snapshot instead (crate::io::snapshot); excludes model, n, seed
-//!
-//! [gravity]
-//! theta = 0.45         # opening angle θ (dimensionless, > 0)
-//! mac = "modified"     # opening criterion: bh | modified | accel
-//! alpha = 0.001        # tolerance α of the accel criterion (dimensionless, > 0)
-//! multipole = 2        # 1 = monopole, 2 = quadrupole
-//! ncrit = "auto"       # most particles in a tree leaf, 1 ..= 65536, or "auto" (8 on the CPU, 16 on the GPU)
-//! group = 64           # particles sharing one walk in the grouped walk, 1 ..= 65536
-//! order = "hilbert"    # particle ordering: hilbert | morton | none
-//! eps = 0.01           # Plummer softening length (length units, >= 0)
-//! G = 1.0              # gravitational constant (> 0)
-//! method = "tree"      # tree | direct
-//! walk = "grouped"     # grouped | single
-//! backend = "auto"     # cpu | gpu | auto
-//! rebuild = 1          # tree rebuild every N force evaluations, refit between (N >= 1), or "auto"
-//!
-//! [time]
-//! stepping = "shared"  # shared (one step for all) | block (power-of-two bins per particle)
-//! dt_max = 0.03125     # largest step (time units, > 0, <= t_end; `dt` is the same key)
-//! dt_min = 0.0         # smallest block step (time units, 0 ..= dt_max; 0: dt_max / 2^30)
-//! eta = 0.2            # block step accuracy: dt_i = eta * sqrt(eps / |a_i|) (> 0)
-//! t_end = 6.0          # end time (time units, > 0)
-//!
-//! [output]
-//! dir = "hinoki-out"   # output directory
-//! energy_every = 10    # steps between diagnostics lines (>= 1)
-//! checkpoint_steps = 0       # steps between checkpoints (0: none)
-//! checkpoint_minutes = 0.0   # wall-clock minutes between checkpoints (>= 0; 0: none)
-//! ```
+#![doc = concat!("```toml\n", include_str!("../../examples/plummer.toml"), "```")]
 //!
 //! Unknown tables or keys are errors, as are values of the wrong type or unknown names; the
 //! error is one line naming the file, the line and column, and the key or value. Relative paths
@@ -388,12 +355,21 @@ impl RunConfig {
                 format!("{line}:{column}:")
             });
             // toml puts details on further lines ("invalid table header\nexpected `.`, `]`").
-            let message: Vec<&str> = e
+            let mut message: Vec<&str> = e
                 .message()
                 .lines()
                 .map(str::trim)
                 .filter(|l| !l.is_empty())
                 .collect();
+            // It says nothing where the text ends early (`key =` at the end of the file).
+            if message.is_empty() {
+                let at_end = e.span().is_some_and(|r| r.start >= s.trim_end().len());
+                message.push(if at_end {
+                    "the file ends where a value or name is expected"
+                } else {
+                    "invalid TOML"
+                });
+            }
             Error::input(format!("{origin}:{at} {}", message.join(": ")))
         })
     }
@@ -402,10 +378,10 @@ impl RunConfig {
     /// the offending value, e.g. `[time] dt must be finite and > 0 (got -1)`.
     pub fn validate(&self) -> Result<()> {
         if let IcsConfig::Generate { n, .. } = self.ics {
-            if !(1..=u32::MAX as usize).contains(&n) {
+            if !(1..=crate::ics::MAX_N).contains(&n) {
                 return Err(Error::input(format!(
                     "[ics] n must be between 1 and {} (got {n})",
-                    u32::MAX
+                    crate::ics::MAX_N
                 )));
             }
         }
@@ -785,6 +761,14 @@ mod tests {
         let msg = parse_err("[time]\ndt = = 1");
         assert!(msg.starts_with("run.toml:2:"), "{msg}");
         parse_err("[time]\ndt = 1\ndt = 2");
+        // toml's own message is empty there (found by tests/fuzz.rs).
+        for cut in ["[ics]\nmodel =", "[ics]\nmodel = "] {
+            let msg = parse_err(cut);
+            assert!(
+                msg.ends_with(": the file ends where a value or name is expected"),
+                "{msg}"
+            );
+        }
         // `dt` is another name of `dt_max`, not a second key.
         let msg = parse_err("[time]\ndt = 1\ndt_max = 2");
         assert!(msg.contains("dt_max"), "{msg}");
@@ -806,6 +790,121 @@ mod tests {
         let err = RunConfig::load(&path).unwrap_err();
         let prefix = format!("{}:2:1: unknown field `dtt`", path.display());
         assert!(err.message.starts_with(&prefix), "{err}");
+    }
+
+    #[test]
+    fn float32_values_out_of_its_range_are_named() {
+        for (s, expect) in [
+            (
+                "[gravity]\ntheta = 1e300",
+                "run.toml:2:9: 1e300 is beyond the range",
+            ),
+            (
+                "[gravity]\nalpha = -1e39",
+                "run.toml:2:9: -1e39 is beyond the range",
+            ),
+            (
+                "[gravity]\ntheta = 1e-50",
+                "run.toml:2:9: 1e-50 is too small",
+            ),
+        ] {
+            let msg = parse_err(s);
+            assert!(msg.starts_with(expect), "{s:?}: {msg}");
+        }
+        let c = parse("[gravity]\ntheta = 1\nalpha = 3e38").unwrap();
+        assert_eq!((c.gravity.force.theta, c.gravity.force.alpha), (1.0, 3e38));
+        assert!(crate::forces::params::single_precision(f64::NAN)
+            .unwrap()
+            .is_nan());
+        assert_eq!(
+            crate::forces::params::single_precision(f64::INFINITY),
+            Ok(f32::INFINITY)
+        );
+    }
+
+    /// The keys (names and aliases) that deserializing a `T` accepts, as serde's derive lists
+    /// them: a deserializer that records the field list it is handed and stops there.
+    fn keys_of<T: serde::de::DeserializeOwned>() -> Vec<&'static str> {
+        use serde::de::value::Error as E;
+        use serde::de::{Error as _, Visitor};
+        struct Fields(Vec<&'static str>);
+        impl<'de> Deserializer<'de> for &mut Fields {
+            type Error = E;
+            fn deserialize_any<V: Visitor<'de>>(self, _: V) -> std::result::Result<V::Value, E> {
+                Err(E::custom("not a struct"))
+            }
+            fn deserialize_struct<V: Visitor<'de>>(
+                self,
+                _: &'static str,
+                fields: &'static [&'static str],
+                _: V,
+            ) -> std::result::Result<V::Value, E> {
+                self.0 = fields.to_vec();
+                Err(E::custom("recorded"))
+            }
+            serde::forward_to_deserialize_any! {
+                bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes
+                byte_buf option unit unit_struct newtype_struct seq tuple tuple_struct map enum
+                identifier ignored_any
+            }
+        }
+        let mut f = Fields(Vec::new());
+        assert!(T::deserialize(&mut f).is_err());
+        f.0
+    }
+
+    #[test]
+    fn example_config_lists_every_key() {
+        let example = include_str!("../../examples/plummer.toml");
+        // `key = …` or `# key = …` (a key shown but not set) at the start of a line, by table
+        // (the comment above the first table is prose).
+        let mut listed: Vec<(String, String)> = Vec::new();
+        let mut table = String::new();
+        for line in example.lines() {
+            if let Some(name) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+                table = name.to_string();
+                continue;
+            }
+            let line = line.strip_prefix("# ").unwrap_or(line);
+            let key: String = line
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            if !table.is_empty()
+                && !key.is_empty()
+                && line[key.len()..].trim_start().starts_with('=')
+            {
+                listed.push((table.clone(), key));
+            }
+        }
+        assert_eq!(keys_of::<RunConfig>(), ["ics", "gravity", "time", "output"]);
+        let accepted = [
+            ("ics", keys_of::<IcsConfig>()),
+            // [gravity] is the force parameters' keys and `rebuild` (GravityConfig).
+            (
+                "gravity",
+                [keys_of::<ForceParams>(), vec!["rebuild"]].concat(),
+            ),
+            ("time", keys_of::<TimeConfig>()),
+            ("output", keys_of::<OutputConfig>()),
+        ];
+        for (table, keys) in &accepted {
+            assert!(!keys.is_empty(), "[{table}]");
+            for key in keys {
+                assert!(
+                    listed.contains(&(table.to_string(), key.to_string())),
+                    "examples/plummer.toml does not list [{table}] {key}"
+                );
+            }
+        }
+        for (table, key) in &listed {
+            assert!(
+                accepted
+                    .iter()
+                    .any(|(t, keys)| t == table && keys.contains(&key.as_str())),
+                "examples/plummer.toml lists [{table}] {key}, which the configuration rejects"
+            );
+        }
     }
 
     #[test]

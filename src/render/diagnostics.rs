@@ -4,7 +4,7 @@
 
 use super::font::text;
 use super::map::short;
-use super::picture::{drawing_error, write_png, write_svg, Format};
+use super::picture::{check_range, drawing_error, write_png, write_svg, Format};
 use crate::error::{Error, Result};
 use plotters::coord::Shift;
 use plotters::prelude::*;
@@ -81,13 +81,14 @@ pub fn plot_diagnostics(input: &Path, out: &Path, width: u32) -> Result<()> {
             d.skipped
         );
     }
+    let axes = Axes::of(&d).map_err(|e| Error::input(format!("{}: {e}", input.display())))?;
     let size = (width, width * 9 / 10);
     match format {
         Format::Png => {
             let mut rgb = vec![0u8; 3 * (size.0 * size.1) as usize];
             {
                 let root = BitMapBackend::with_buffer(&mut rgb, size).into_drawing_area();
-                draw(&root, &d, width).map_err(|e| drawing_error(out, e))?;
+                draw(&root, &d, &axes, width).map_err(|e| drawing_error(out, e))?;
                 root.present().map_err(|e| drawing_error(out, e))?;
             }
             write_png(out, &rgb, size.0, size.1)
@@ -96,7 +97,7 @@ pub fn plot_diagnostics(input: &Path, out: &Path, width: u32) -> Result<()> {
             let mut svg = String::new();
             {
                 let root = SVGBackend::with_string(&mut svg, size).into_drawing_area();
-                draw(&root, &d, width).map_err(|e| drawing_error(out, e))?;
+                draw(&root, &d, &axes, width).map_err(|e| drawing_error(out, e))?;
                 root.present().map_err(|e| drawing_error(out, e))?;
             }
             write_svg(out, &svg)
@@ -118,16 +119,66 @@ const COLOURS: [RGBColor; 10] = [
     RGBColor(23, 190, 207),
 ];
 
+/// The ranges of the three axes: time (shared by both panels, linear), |ΔE/E| and seconds
+/// (log scales).
+struct Axes {
+    time: (f64, f64),
+    energy: (f64, f64),
+    seconds: (f64, f64),
+}
+
+impl Axes {
+    /// The axes of `d`'s panels, or an error naming the range that cannot be drawn.
+    fn of(d: &Diagnostics) -> Result<Self> {
+        let time = range(d.energy_error.iter().map(|p| p.0));
+        check_range("the times", time.0, time.1)?;
+        let energy = log_range("energy_error", d.energy_error.iter().map(|p| p.1))?;
+        let seconds = log_range(
+            "phase_seconds",
+            d.phases.iter().flat_map(|(_, pts)| pts.iter().map(|p| p.1)),
+        )?;
+        Ok(Self {
+            time,
+            energy,
+            seconds,
+        })
+    }
+}
+
+/// The log-axis range of the positive values among `values`: a factor of 2 of room each side,
+/// or an empty decade when none is positive (an exact run, or no phases). Fails, naming the
+/// values as `what`, when that range leaves the normal positive float64 numbers (a log axis
+/// of plotters does not end its ticks there).
+fn log_range(what: &str, values: impl Iterator<Item = f64>) -> Result<(f64, f64)> {
+    let (lo, hi) = values
+        .filter(|&v| v > 0.0)
+        .fold((f64::INFINITY, 0.0_f64), |(a, b), v| (a.min(v), b.max(v)));
+    if hi == 0.0 {
+        return Ok((1e-16, 1e-15));
+    }
+    let axis = (lo / 2.0, hi * 2.0);
+    if axis.0.is_normal() && axis.1.is_normal() {
+        Ok(axis)
+    } else {
+        Err(Error::input(format!(
+            "{what} values from {lo:e} to {hi:e} cannot be drawn on a log axis (they must lie \
+             within {:.2e} ..= {:.2e})",
+            2.0 * f64::MIN_POSITIVE,
+            f64::MAX / 2.0
+        )))
+    }
+}
+
 /// Both panels.
 fn draw<DB: DrawingBackend>(
     root: &DrawingArea<DB, Shift>,
     d: &Diagnostics,
+    axes: &Axes,
     width: u32,
 ) -> std::result::Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
     root.fill(&WHITE)?;
     let font = (f64::from(width) / 50.0).max(10.0);
     let (top, bottom) = root.split_vertically(root.dim_in_pixel().1 / 2);
-    let t_range = range(d.energy_error.iter().map(|p| p.0));
     let energy: Vec<(f64, f64)> = d
         .energy_error
         .iter()
@@ -137,9 +188,8 @@ fn draw<DB: DrawingBackend>(
     panel(
         &top,
         font,
-        "relative energy error",
-        "|ΔE/E|",
-        t_range,
+        ("relative energy error", "|ΔE/E|"),
+        (axes.time, axes.energy),
         &[("|ΔE/E|".to_string(), energy)],
         false,
     )?;
@@ -156,31 +206,23 @@ fn draw<DB: DrawingBackend>(
     panel(
         &bottom,
         font,
-        "time per force evaluation, by phase",
-        "seconds",
-        t_range,
+        ("time per force evaluation, by phase", "seconds"),
+        (axes.time, axes.seconds),
         &phases,
         true,
     )
 }
 
-/// One panel: lines of positive values on a log scale over time, with a legend when asked.
+/// One panel (its title and y-axis name in `names`): lines of positive values on a log scale
+/// over time, on the axis ranges `(t_range, (lo, hi))`, with a legend when asked.
 fn panel<DB: DrawingBackend>(
     area: &DrawingArea<DB, Shift>,
     font: f64,
-    title: &str,
-    y_name: &str,
-    t_range: (f64, f64),
+    (title, y_name): (&str, &str),
+    (t_range, (lo, hi)): ((f64, f64), (f64, f64)),
     lines: &[(String, Vec<(f64, f64)>)],
     legend: bool,
 ) -> std::result::Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
-    let (lo, hi) = range(lines.iter().flat_map(|(_, pts)| pts.iter().map(|p| p.1)));
-    let (lo, hi) = if hi > 0.0 {
-        (lo / 2.0, hi * 2.0)
-    } else {
-        // Nothing positive to draw (an exact run, or no phases): an empty decade.
-        (1e-16, 1e-15)
-    };
     let mut chart = ChartBuilder::on(area)
         .caption(title, text(font * 1.1))
         .margin(font as u32)

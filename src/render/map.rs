@@ -3,7 +3,7 @@
 
 use super::density::{mass_radius, surface_density, Axis, View};
 use super::font::text;
-use super::picture::{drawing_error, write_png, Format};
+use super::picture::{check_range, drawing_error, write_png, Format};
 use crate::error::{Error, Result};
 use crate::particles::Particles;
 use glam::DVec3;
@@ -44,7 +44,10 @@ impl Default for RenderOptions {
     }
 }
 
-/// The view `opts` asks for, with the defaults filled in from the particles.
+/// The view `opts` asks for, with the defaults filled in from the particles. Fails when the
+/// centre is not finite, the extent is not a positive length, or the view's ranges cannot be
+/// drawn (see `picture::check_range`: e.g. particles beyond ±1e154, whose 99 % mass radius
+/// overflows, or a view too narrow for its distance from the origin).
 pub fn view_of(p: &Particles, opts: &RenderOptions) -> Result<View> {
     let center = opts.center.unwrap_or_else(|| p.centre_of_mass());
     if !center.is_finite() {
@@ -67,18 +70,26 @@ pub fn view_of(p: &Particles, opts: &RenderOptions) -> Result<View> {
             }
         }
     };
-    Ok(View {
+    let view = View {
         center,
         half_width,
         axis: opts.axis,
-    })
+    };
+    let ((x0, x1), (y0, y1)) = view.ranges();
+    let (h, v) = opts.axis.plane_names();
+    for (name, lo, hi) in [(h, x0, x1), (v, y0, y1)] {
+        check_range(&format!("the view's {name} range"), lo, hi).map_err(|e| {
+            Error::input(format!("{e} (choose the view with --center and --extent)"))
+        })?;
+    }
+    Ok(view)
 }
 
 /// Draws the surface density of `p` at time `time` (time units) as the PNG `out` (written
 /// atomically). Fails with a one-line error for a width outside 200 ..= 8000 pixels, a file
-/// name that does not end in `.png`, or an invalid extent or centre.
+/// name that does not end in `.png`, or an invalid view (see [`view_of`]).
 pub fn render(p: &Particles, time: f64, opts: &RenderOptions, out: &Path) -> Result<()> {
-    if Format::of(out)? != Format::Png {
+    if Format::of(out).ok() != Some(Format::Png) {
         return Err(Error::input(format!(
             "{}: render writes PNG only (name the file *.png)",
             out.display()

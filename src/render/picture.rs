@@ -49,6 +49,26 @@ pub(crate) fn write_svg(path: &Path, svg: &str) -> Result<()> {
     write_atomic(path, |w| w.write_all(svg.as_bytes()))
 }
 
+/// The narrowest axis range hinoki draws, relative to the larger magnitude of its ends: a
+/// narrower one is not resolved by float64 pixel coordinates, and plotters' search for tick
+/// marks does not end on it (nor on infinite ends or widths).
+const MIN_RELATIVE_WIDTH: f64 = 1e-9;
+
+/// Checks that the linear axis range `lo..hi` (in the axis' units) can be drawn: finite ends,
+/// a finite width `hi - lo` > 0 and at least [`MIN_RELATIVE_WIDTH`] of the larger of `|lo|`
+/// and `|hi|`. The error names the range as `what` and gives its ends.
+pub(crate) fn check_range(what: &str, lo: f64, hi: f64) -> Result<()> {
+    let width = hi - lo;
+    let finite = lo.is_finite() && hi.is_finite() && width.is_finite();
+    if finite && width > 0.0 && width >= MIN_RELATIVE_WIDTH * lo.abs().max(hi.abs()) {
+        return Ok(());
+    }
+    Err(Error::input(format!(
+        "{what} [{lo:e}, {hi:e}] cannot be drawn: its ends and width must be finite, and the \
+         width at least {MIN_RELATIVE_WIDTH:e} of the larger end"
+    )))
+}
+
 /// A plotters drawing error as a hinoki error naming the picture being drawn.
 pub(crate) fn drawing_error(path: &Path, e: impl std::fmt::Display) -> Error {
     Error::io(path, format!("cannot draw the picture: {e}"))

@@ -2,8 +2,10 @@
 //! and momentum diagnostics → final particle state, all in the run's output directory.
 //!
 //! Output directory contents: `diagnostics.jsonl` (one JSON object per diagnostics step, see
-//! [`diagnostics`]) and `final.ic` (the particles at the end, hinoki IC format, written
-//! atomically). One `tracing` line per step, a progress bar on a terminal ([`progress`]) and a
+//! [`diagnostics`]), `final/` (the particles at the end, a snapshot of one file per rank, see
+//! [`crate::io::snapshot`]), the snapshot series in `snapshots/`, the checkpoints in
+//! `checkpoint/` and, if asked, `final.png` and `diagnostics.png`; every file written
+//! atomically. One `tracing` line per step, a progress bar on a terminal ([`progress`]) and a
 //! summary at the end report the run as it goes.
 
 pub mod diagnostics;
@@ -12,7 +14,7 @@ pub mod signals;
 
 pub use diagnostics::relative_energy_error;
 
-use crate::comm::Comm;
+use crate::comm::{agree, Comm};
 use crate::diag::conservation::Conserved;
 use crate::diag::PhaseTimes;
 use crate::domain::{self, Balance};
@@ -21,10 +23,14 @@ use crate::forces::ForceEngine;
 use crate::integrate::{IntegratorState, Stepping, Timeline};
 use crate::io::checkpoint::{config_hash, find_checkpoint, write_checkpoint};
 use crate::io::config::IcsConfig;
+use crate::io::snapshot::snapshot_path;
 use crate::io::{read_snapshot, write_snapshot, RunConfig, SnapshotExtras};
 use crate::particles::Particles;
+use crate::resources::{ensure_memory, PARTICLE_BYTES, RUN_BYTES};
 use diagnostics::{Diagnostics, StepReport};
+use glam::DVec3;
 use progress::Progress;
+use rayon::prelude::*;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -50,25 +56,85 @@ pub struct RunSummary {
     /// Seconds per phase summed over all steps: the force phases and `total`, and the
     /// integrator's `kick`, `drift`, `timestep` and `diagnostics`.
     pub times: PhaseTimes,
-    /// Where the final particles were written (when the run reached t_end).
-    pub final_state: PathBuf,
+    /// The files of the final snapshot (`OUT/final`), one per rank in rank order; empty when
+    /// the run stopped before t_end.
+    pub final_files: Vec<PathBuf>,
     /// Why the run stopped before t_end (a signal, or `stop_after`), after writing a
     /// checkpoint; `None` for a complete run.
     pub stopped: Option<String>,
 }
 
-/// This rank's share of the particles a configuration asks for: generated from a model (every
-/// rank generates all and keeps its share), or read from a snapshot (each rank reads its share).
-/// Collective.
-pub fn initial_particles(cfg: &RunConfig, comm: &dyn Comm) -> Result<Particles> {
-    let p = match &cfg.ics {
-        IcsConfig::File(path) => read_snapshot(comm, path)?.0,
+/// This rank's share of the particles `ics` asks for, for a command that needs
+/// `bytes_per_particle` bytes of host memory per particle of this rank at its peak
+/// ([`crate::resources`]): generated from a model (every rank generates all and keeps its
+/// share), or read from a snapshot (each rank reads its share). Fails, before it allocates,
+/// when the particles are too many or the memory they need is not available; the particles
+/// must pass [`Particles::validate_share`]. Collective.
+pub fn initial_particles(
+    ics: &IcsConfig,
+    comm: &dyn Comm,
+    bytes_per_particle: u64,
+) -> Result<Particles> {
+    let need = |n: u64| bytes_per_particle.saturating_mul(n);
+    let p = match ics {
+        IcsConfig::File(path) => {
+            let p = read_snapshot(comm, path)?.0;
+            // The particles are in memory now; the rest of the command's need is to come.
+            let rest = need(p.len() as u64).saturating_sub(PARTICLE_BYTES * p.len() as u64);
+            let what = format!("{} particles from {}", p.len(), path.display());
+            agree(comm, ensure_memory(rest, &what))?;
+            p
+        }
         IcsConfig::Generate { model, n, seed } => {
+            crate::ics::check_count(*n)?;
+            let total = *n as u64;
+            let share = total.div_ceil(comm.size() as u64);
+            let most = need(share).max(PARTICLE_BYTES * total);
+            agree(comm, ensure_memory(most, &format!("{n} {model} particles")))?;
             domain::initial_share(crate::ics::generate(*model, *n, *seed)?, comm)
         }
     };
     p.validate_share(comm)?;
     Ok(p)
+}
+
+/// Checks the forces of a finished evaluation before anything uses or writes them: the
+/// accelerations `acc` and potentials `pot` of this rank's particles `p` (in their order) must
+/// all be finite. Collective: every rank fails alike, with the first particle (its id, position
+/// and values) of the lowest rank that has a non-finite one.
+pub fn check_forces(comm: &dyn Comm, p: &Particles, acc: &[DVec3], pot: &[f64]) -> Result<()> {
+    let bad = acc
+        .par_iter()
+        .zip(pot)
+        .position_first(|(a, u)| !a.is_finite() || !u.is_finite());
+    agree(
+        comm,
+        bad.map_or(Ok(()), |i| {
+            Err(non_finite(p.id[i], acc[i], pot[i], p.pos[i]))
+        }),
+    )
+}
+
+/// [`check_forces`] for the forces a step keeps where the particles live (on the GPU: only the
+/// first bad particle, if any, comes down).
+fn check_kept_forces(comm: &dyn Comm, engine: &mut ForceEngine) -> Result<()> {
+    let local = match engine.first_non_finite_force() {
+        Ok(Some(b)) => Err(non_finite(b.id, b.acc, b.pot, b.pos)),
+        Ok(None) => Ok(()),
+        Err(e) => Err(e),
+    };
+    agree(comm, local)
+}
+
+/// The error for particle `id` at position `pos` given acceleration `acc` and potential `pot`,
+/// one of which is not finite.
+fn non_finite(id: u64, acc: DVec3, pot: f64, pos: DVec3) -> Error {
+    Error::input(format!(
+        "the force evaluation gave particle id {id} a non-finite acceleration or potential \
+         ({:?}, {pot}) at position {:?}; nothing was written with it",
+        acc.to_array(),
+        pos.to_array()
+    ))
 }
 
 /// How a run starts and when it stops early.
@@ -100,6 +166,8 @@ pub fn run_with(
     cfg.validate()?;
     let wall = Instant::now();
     std::fs::create_dir_all(out).map_err(|e| Error::io(out, format!("cannot create: {e}")))?;
+    // What an earlier run killed while writing left behind (a restart continues it).
+    crate::io::atomic::remove_stale_temporaries_below(out);
     let mut engine = ForceEngine::new(cfg.gravity.force.clone())?.with_rebuild(cfg.gravity.rebuild);
     let hash = config_hash(cfg);
     let (mut run, mut sequence) = match &opts.restart {
@@ -170,7 +238,7 @@ pub fn run_with(
         }
     }
     drop(progress);
-    let mut final_state = out.join("final");
+    let mut final_files = Vec::new();
     if stopped.is_none() {
         run.s.refresh(&mut engine)?;
         let s = &run.s;
@@ -179,11 +247,15 @@ pub fn run_with(
             pot: Some(&s.integ.pot),
         };
         let time = run.timeline.time(s.ti);
-        final_state = write_snapshot(comm, &final_state, 0, &s.p, time, &extras)?;
+        let dir = out.join("final");
+        let mine = write_snapshot(comm, &dir, 0, &s.p, time, &extras)?;
+        final_files = (0..comm.size())
+            .map(|r| snapshot_path(&dir, 0, r, comm.size()))
+            .collect();
         if cfg.output.pictures {
             comm.barrier();
             if comm.rank() == 0 {
-                draw_pictures(out, &final_state)?;
+                draw_pictures(out, &mine)?;
             }
         }
     }
@@ -198,7 +270,7 @@ pub fn run_with(
         force_evaluations: s.force_evaluations,
         wall_seconds: wall.elapsed().as_secs_f64(),
         times,
-        final_state,
+        final_files,
         stopped,
     };
     if comm.rank() == 0 {
@@ -266,7 +338,7 @@ impl<'a> Run<'a> {
         engine: &mut ForceEngine,
         wall: Instant,
     ) -> Result<Self> {
-        let p = initial_particles(cfg, comm)?;
+        let p = initial_particles(&cfg.ics, comm, RUN_BYTES)?;
         let n_global = global_count(p.len(), comm);
         engine.load(&p)?;
         drop(p);
@@ -294,6 +366,7 @@ impl<'a> Run<'a> {
             vec![0.0; n],
         ))?;
         let f = engine.step_forces(comm, &timeline, 0, true, true)?;
+        check_kept_forces(comm, engine)?;
         phases.merge(&f.times);
         if cfg.time.stepping == Stepping::Block {
             phases.time("timestep", || {
@@ -402,6 +475,7 @@ impl<'a> Run<'a> {
         let due = phases.time("timestep", || engine.bins(tl, next))?;
         let f = engine.step_forces(comm, tl, next, due.due == due.particles, false)?;
         phases.merge(&f.times);
+        check_kept_forces(comm, engine)?;
         phases.time("kick", || engine.half_kick(tl, next))?;
         let n_active = global_count(due.due, comm);
         s.force_evaluations += n_active;

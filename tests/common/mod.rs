@@ -63,14 +63,55 @@ pub fn writing_hdf5<T>(f: impl FnOnce() -> T) -> T {
 /// Runs `cmd` to completion and returns its output, started while no HDF5 file is open for
 /// writing in this process (see [`writing_hdf5`]).
 pub fn output(cmd: &mut std::process::Command) -> std::process::Output {
-    use std::process::Stdio;
-    let child = {
-        let _guard = SPAWN_OR_WRITE.lock().unwrap_or_else(|e| e.into_inner());
-        cmd.stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start a child process")
+    spawn(cmd)
+        .wait_with_output()
+        .expect("wait for a child process")
+}
+
+/// [`output`], but the child is killed and the test fails when it runs longer than `limit`
+/// (a hang is a failure, not a test suite that never ends).
+pub fn output_within(
+    cmd: &mut std::process::Command,
+    limit: std::time::Duration,
+) -> std::process::Output {
+    let mut child = spawn(cmd);
+    let stdout = drain(child.stdout.take().expect("stdout is piped"));
+    let stderr = drain(child.stderr.take().expect("stderr is piped"));
+    let t0 = std::time::Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait for a child process") {
+            break status;
+        }
+        if t0.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{cmd:?} did not finish within {limit:?}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
     };
-    child.wait_with_output().expect("wait for a child process")
+    std::process::Output {
+        status,
+        stdout: stdout.join().expect("read stdout"),
+        stderr: stderr.join().expect("read stderr"),
+    }
+}
+
+/// Reads `pipe` to its end on a thread of its own, so that a child never blocks on a full pipe.
+fn drain(mut pipe: impl std::io::Read + Send + 'static) -> std::thread::JoinHandle<Vec<u8>> {
+    std::thread::spawn(move || {
+        let mut bytes = Vec::new();
+        let _ = pipe.read_to_end(&mut bytes);
+        bytes
+    })
+}
+
+/// Starts `cmd` with piped output while no HDF5 file is open for writing in this process.
+fn spawn(cmd: &mut std::process::Command) -> std::process::Child {
+    use std::process::Stdio;
+    let _guard = SPAWN_OR_WRITE.lock().unwrap_or_else(|e| e.into_inner());
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start a child process")
 }

@@ -47,10 +47,14 @@ pub(super) fn first_file(path: &Path) -> Result<PathBuf> {
 
 /// The `files` files of the set that `first` belongs to, in order: `first` alone when
 /// `files == 1`, else `base.0.hdf5` … `base.{files-1}.hdf5` next to `first`, whose name must
-/// be `base.k.hdf5`.
-pub(super) fn set_members(first: &Path, files: usize) -> Result<Vec<PathBuf>> {
+/// be `base.k.hdf5`. Named one at a time, so that a header announcing 2^31 files costs
+/// nothing before the first missing one is found.
+pub(super) fn set_members(
+    first: &Path,
+    files: usize,
+) -> Result<Box<dyn Iterator<Item = PathBuf> + '_>> {
     if files == 1 {
-        return Ok(vec![first.to_path_buf()]);
+        return Ok(Box::new(std::iter::once(first.to_path_buf())));
     }
     let name = first.file_name().and_then(|n| n.to_str()).unwrap_or("");
     let base = name
@@ -67,9 +71,10 @@ pub(super) fn set_members(first: &Path, files: usize) -> Result<Vec<PathBuf>> {
                 ),
             )
         })?;
-    Ok((0..files)
-        .map(|k| first.with_file_name(format!("{base}.{k}.hdf5")))
-        .collect())
+    let base = base.to_string();
+    Ok(Box::new((0..files).map(move |k| {
+        first.with_file_name(format!("{base}.{k}.hdf5"))
+    })))
 }
 
 #[cfg(test)]
@@ -90,8 +95,9 @@ mod tests {
     #[test]
     fn members_of_a_set() {
         let f = Path::new("s/snapshot_003.1.hdf5");
+        let members = |f, n| set_members(f, n).unwrap().collect::<Vec<_>>();
         assert_eq!(
-            set_members(f, 3).unwrap(),
+            members(f, 3),
             [
                 "s/snapshot_003.0.hdf5",
                 "s/snapshot_003.1.hdf5",
@@ -99,8 +105,14 @@ mod tests {
             ]
             .map(PathBuf::from)
         );
-        assert_eq!(set_members(f, 1).unwrap(), vec![f.to_path_buf()]);
-        let err = set_members(Path::new("s/snapshot_003.hdf5"), 2).unwrap_err();
+        assert_eq!(members(f, 1), vec![f.to_path_buf()]);
+        assert_eq!(
+            set_members(f, usize::MAX).unwrap().nth(7).unwrap(),
+            PathBuf::from("s/snapshot_003.7.hdf5")
+        );
+        let err = set_members(Path::new("s/snapshot_003.hdf5"), 2)
+            .err()
+            .unwrap();
         assert!(err.message.contains("NumFilesPerSnapshot = 2"), "{err}");
     }
 }

@@ -7,6 +7,9 @@ use std::path::Path;
 
 /// Particle types of a GADGET snapshot; every per-type array has this many entries.
 pub(super) const TYPES: usize = 6;
+/// The most values a header attribute is read with (GADGET's per-type arrays hold one per
+/// particle type).
+const MAX_VALUES: usize = 64;
 /// The type hinoki's particles are (GADGET's collisionless "halo" particles).
 pub(super) const HALO: usize = 1;
 
@@ -91,9 +94,22 @@ impl Header {
             .group("Header")
             .map_err(|_| Error::io(path, "not a GADGET snapshot: no /Header group"))?;
         let attr = |name: &str| {
-            group
+            let a = group
                 .attr(name)
-                .map_err(|_| Error::io(path, format!("missing /Header attribute {name}")))
+                .map_err(|_| Error::io(path, format!("missing /Header attribute {name}")))?;
+            // A damaged file may claim any size: the values are read only when few.
+            let shape = a.shape();
+            let values = shape.iter().try_fold(1usize, |n, &d| n.checked_mul(d));
+            match values {
+                Some(n) if n <= MAX_VALUES => Ok(a),
+                _ => Err(Error::io(
+                    path,
+                    format!(
+                        "/Header attribute {name} has shape {shape:?} (at most {MAX_VALUES} \
+                         values expected)"
+                    ),
+                )),
+            }
         };
         let bad = |name: &str, e: &dyn std::fmt::Display| {
             Error::io(path, format!("cannot read /Header attribute {name}: {e}"))

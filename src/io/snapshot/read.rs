@@ -3,9 +3,10 @@
 
 use super::files::{first_file, set_members};
 use super::header::{Header, HALO};
-use crate::comm::Comm;
+use crate::comm::{agree, Comm};
 use crate::error::{Error, Result};
 use crate::particles::Particles;
+use crate::resources::{ensure_memory, PARTICLE_BYTES};
 use glam::DVec3;
 use std::ops::Range;
 use std::path::Path;
@@ -18,44 +19,31 @@ const CHUNK: usize = 1 << 20;
 /// particles in file order (so any rank count can read any file count), plus the header time.
 ///
 /// Only `/PartType1` is read (a warning names what other types hold). Collective: every rank
-/// calls it, and all fail when one does. Errors are one line naming the file and the dataset
-/// or attribute: not an HDF5 file, a missing group, dataset or attribute, a wrong shape, counts
-/// that disagree between header and datasets, or values that are not finite (positions,
-/// velocities, masses) or negative (masses). A rank's share passes [`Particles::validate`];
-/// it may be empty when there are fewer particles than ranks.
+/// calls it, and when one fails all return its error ([`crate::comm::agree`]). Errors are one
+/// line naming the file and the dataset or attribute: not an HDF5 file, a missing group,
+/// dataset or attribute, a wrong shape, counts that disagree between header and datasets, or
+/// values that are not finite (positions, velocities, masses) or negative (masses). A rank's
+/// share passes [`Particles::validate`]; it may be empty when there are fewer particles than
+/// ranks.
 pub fn read_snapshot(comm: &dyn Comm, path: &Path) -> Result<(Particles, f64)> {
-    let read = read_share(comm.rank(), comm.size(), path);
-    let mut failed = [u64::from(read.is_err())];
-    comm.allreduce_sum_u64(&mut failed);
-    let (p, time) = read?;
-    if failed[0] > 0 {
-        return Err(Error::io(
-            path,
-            format!(
-                "{} of {} ranks could not read their part of the snapshot",
-                failed[0],
-                comm.size()
-            ),
-        ));
-    }
-    Ok((p, time))
+    agree(comm, read_share(comm.rank(), comm.size(), path))
 }
 
 /// Particles `[N rank / size, N (rank + 1) / size)` of the snapshot at `path`, and its time.
 pub(super) fn read_share(rank: usize, size: usize, path: &Path) -> Result<(Particles, f64)> {
     let first = first_file(path)?;
     let header = Header::read(&open(&first)?, &first)?;
-    let files = set_members(&first, header.files)?;
-    let mut headers = Vec::with_capacity(files.len());
-    for f in &files {
-        let h = if *f == first {
+    let mut files = Vec::new();
+    let mut headers = Vec::new();
+    for f in set_members(&first, header.files)? {
+        let h = if f == first {
             header.clone()
         } else {
-            Header::read(&open(f)?, f)?
+            Header::read(&open(&f)?, &f)?
         };
         if h.files != header.files {
             return Err(Error::io(
-                f,
+                &f,
                 format!(
                     "/Header NumFilesPerSnapshot = {} but {} says {}",
                     h.files,
@@ -65,16 +53,28 @@ pub(super) fn read_share(rank: usize, size: usize, path: &Path) -> Result<(Parti
             ));
         }
         headers.push(h);
+        files.push(f);
     }
     let counts: Vec<u64> = headers.iter().map(|h| h.this_file[HALO]).collect();
-    let total: u64 = counts.iter().sum();
+    let total = counts
+        .iter()
+        .try_fold(0u64, |sum, &n| sum.checked_add(n))
+        .ok_or_else(|| {
+            Error::io(
+                &first,
+                "/Header NumPart_ThisFile[1] of the files add up to more than 2^64 particles",
+            )
+        })?;
     check_total(&first, &header, total)?;
     if rank == 0 {
         warn_other_types(path, &headers);
     }
 
     let share = share(total, rank, size);
-    let mut p = Particles::with_capacity((share.end - share.start) as usize);
+    let n = share.end - share.start;
+    let what = format!("{n} particles of {}", path.display());
+    ensure_memory(PARTICLE_BYTES.saturating_mul(n), &what)?;
+    let mut p = Particles::with_capacity(n as usize);
     let mut offset = 0u64;
     for ((f, h), &n) in files.iter().zip(&headers).zip(&counts) {
         let rows = share.start.max(offset)..share.end.min(offset + n);

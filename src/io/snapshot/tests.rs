@@ -269,6 +269,12 @@ fn missing_member_or_mismatched_counts_are_refused() {
     write_one(&paths[2], &h, &other, &Default::default()).unwrap();
     let err = read_err(&paths[0], &paths[0]);
     assert!(err.message.contains("NumPart_Total[1] = 30"), "{err}");
+    // A header announcing 2^31 - 1 files: the first missing one is named at once (the list of
+    // names was made first: "capacity overflow", or an abort; found by tests/fuzz.rs).
+    let h = Header::hinoki(10, 30, 3.0, i32::MAX as usize);
+    write_one(&paths[0], &h, &sample(10), &Default::default()).unwrap();
+    let err = read_err(&paths[0], &paths[0].with_file_name("snapshot_001.1.hdf5"));
+    assert!(err.message.contains("NumFilesPerSnapshot"), "{err}");
 }
 
 /// A good one-file snapshot of 8 particles, for the tests that then break it.
@@ -371,6 +377,34 @@ fn wrong_shapes_and_invalid_values() {
     assert!(read_err(&path, &path)
         .message
         .contains("total mass is zero"));
+}
+
+/// A header that announces more particles than the machine can hold is refused before any
+/// allocation (it aborted the process: "memory allocation of … failed").
+#[test]
+fn a_header_announcing_too_many_particles_is_refused() {
+    let dir = TestDir::new("snap-huge");
+    let path = good(&dir);
+    {
+        let f = hdf5::File::open_rw(&path).unwrap();
+        let h = f.group("Header").unwrap();
+        for name in ["NumPart_ThisFile", "NumPart_Total"] {
+            h.delete_attr(name).unwrap();
+            h.new_attr::<u64>()
+                .shape(6)
+                .create(name)
+                .unwrap()
+                .write_raw(&[0, 1u64 << 62, 0, 0, 0, 0])
+                .unwrap();
+        }
+    }
+    let err = read_snapshot(&SingleProcess, &path).unwrap_err();
+    let expect = format!(
+        "not enough memory for {} particles of {}",
+        1u64 << 62,
+        path.display()
+    );
+    assert!(err.message.starts_with(&expect), "{err}");
 }
 
 #[test]

@@ -2,7 +2,7 @@
 
 use super::files::snapshot_path;
 use super::header::{write_config, Header};
-use crate::comm::Comm;
+use crate::comm::{agree, Comm};
 use crate::error::{Error, Result};
 use crate::io::atomic::replace_atomic;
 use crate::particles::Particles;
@@ -24,8 +24,9 @@ pub struct SnapshotExtras<'a> {
 ///
 /// `time` is the simulation time (time units) stored as `/Header/Time`; `dir` (and
 /// `snapdir_NNN`) are created when missing. The layout is described in [`crate::io::snapshot`].
-/// Fails on every rank when any rank fails (arrays of unequal length, a write error), so that
-/// no rank goes on believing the snapshot complete.
+/// Fails on every rank, with the error of the first rank that failed, when any rank fails
+/// (arrays of unequal length, a write error), so that no rank goes on believing the snapshot
+/// complete.
 pub fn write_snapshot(
     comm: &dyn Comm,
     dir: &Path,
@@ -39,19 +40,7 @@ pub fn write_snapshot(
     comm.allreduce_sum_u64(&mut total);
     let header = Header::hinoki(p.len() as u64, total[0], time, comm.size());
     let written = create_parent(&path).and_then(|()| write_one(&path, &header, p, fields));
-    let mut failed = [u64::from(written.is_err())];
-    comm.allreduce_sum_u64(&mut failed);
-    written?;
-    if failed[0] > 0 {
-        return Err(Error::io(
-            dir,
-            format!(
-                "snapshot {number} is incomplete: {} of {} ranks could not write their file",
-                failed[0],
-                comm.size()
-            ),
-        ));
-    }
+    agree(comm, written)?;
     Ok(path)
 }
 

@@ -1,0 +1,197 @@
+//! What this machine can give a command, checked before the command asks for more: host
+//! memory (a failed allocation aborts the process, and the kernel's OOM killer ends it without
+//! a word) and CPU threads (thousands of them make the machine crawl).
+
+use crate::error::{Error, Result};
+use std::path::{Path, PathBuf};
+
+/// Host bytes of one particle in [`crate::Particles`]: position and velocity (3 × f64 each),
+/// mass (f64) and id (u64).
+pub const PARTICLE_BYTES: u64 = 64;
+
+/// Host bytes per particle of this rank at the peak of `hinoki forces` on the CPU: the
+/// particles, their float32 copies, keys and order, the cells, groups and results. Measured:
+/// 219 (peak resident set at N = 1 M and 2 M, Plummer); rounded down, so that only a command
+/// that surely cannot fit is refused.
+pub const FORCES_BYTES: u64 = 208;
+
+/// Host bytes per particle of this rank at the peak of `hinoki run`: a force evaluation and the
+/// integrator's state (accelerations, potentials, bins, costs). Measured: 265 (as for
+/// [`FORCES_BYTES`]); rounded down.
+pub const RUN_BYTES: u64 = 256;
+
+/// The most CPU threads a process may ask for per core it may run on.
+pub const THREADS_PER_CORE: usize = 4;
+
+/// Fails, naming what is needed and what is available, when `need` bytes of host memory are
+/// more than this rank's part of what the machine has left: `MemAvailable` of `/proc/meminfo`,
+/// or the room left under this process's cgroup memory limit when that is less, shared equally
+/// by the ranks the launcher started on this node. `what` names what needs it ("1000
+/// plummer particles"). Passes when the available memory cannot be read (not Linux).
+pub fn ensure_memory(need: u64, what: &str) -> Result<()> {
+    let Some((available, source)) = available_memory() else {
+        return Ok(());
+    };
+    let ranks = crate::comm::launcher_local_size();
+    let share = available / ranks as u64;
+    if need <= share {
+        return Ok(());
+    }
+    let whose = match ranks {
+        1 => String::new(),
+        r => format!(" to each of the {r} ranks on this node"),
+    };
+    Err(Error::input(format!(
+        "not enough memory for {what}: about {} of host memory is needed, but only {} is \
+         available{whose} ({source})",
+        gigabytes(need),
+        gigabytes(share),
+    )))
+}
+
+/// `bytes` in gigabytes (10⁹ bytes), with one decimal.
+fn gigabytes(bytes: u64) -> String {
+    format!("{:.1} GB", bytes as f64 / 1e9)
+}
+
+/// The host memory this process may still take, in bytes, and where that figure comes from.
+fn available_memory() -> Option<(u64, &'static str)> {
+    let read = |p: &Path| std::fs::read_to_string(p).ok();
+    let meminfo = mem_available(&read(Path::new("/proc/meminfo"))?)?;
+    let cgroup = read(Path::new("/proc/self/cgroup"))
+        .map(|text| cgroup_room(&text, read))
+        .unwrap_or_default();
+    Some(match cgroup {
+        Some(room) if room < meminfo => (room, "under this process's cgroup memory limit"),
+        _ => (meminfo, "MemAvailable in /proc/meminfo"),
+    })
+}
+
+/// The `MemAvailable` line of `/proc/meminfo`'s text, in bytes.
+fn mem_available(meminfo: &str) -> Option<u64> {
+    let line = meminfo.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib.saturating_mul(1024))
+}
+
+/// The room left under the memory limit of the cgroup that `/proc/self/cgroup`'s text names
+/// (v2: `memory.max` − `memory.current`; v1: `memory.limit_in_bytes` − `memory.usage_in_bytes`),
+/// reading files through `read`; `None` without a limit or where the files are missing.
+fn cgroup_room(cgroup: &str, read: impl Fn(&Path) -> Option<String>) -> Option<u64> {
+    let number = |p: PathBuf| read(&p)?.trim().parse::<u64>().ok();
+    cgroup_files(cgroup)
+        .into_iter()
+        .find_map(|(limit, usage)| Some(number(limit)?.saturating_sub(number(usage)?)))
+}
+
+/// The (limit, usage) files of the memory cgroup that `/proc/self/cgroup`'s text names: in
+/// the cgroup's own directory, then at the root of the hierarchy (a container sees its own
+/// cgroup there).
+fn cgroup_files(cgroup: &str) -> Vec<(PathBuf, PathBuf)> {
+    let mut files = Vec::new();
+    for line in cgroup.lines() {
+        let mut parts = line.splitn(3, ':');
+        let (Some(id), Some(controllers), Some(path)) = (parts.next(), parts.next(), parts.next())
+        else {
+            continue;
+        };
+        let path = path.trim_start_matches('/');
+        let (root, limit, usage) = if id == "0" && controllers.is_empty() {
+            ("/sys/fs/cgroup", "memory.max", "memory.current")
+        } else if controllers.split(',').any(|c| c == "memory") {
+            (
+                "/sys/fs/cgroup/memory",
+                "memory.limit_in_bytes",
+                "memory.usage_in_bytes",
+            )
+        } else {
+            continue;
+        };
+        for dir in [Path::new(root).join(path), PathBuf::from(root)] {
+            files.push((dir.join(limit), dir.join(usage)));
+        }
+    }
+    files
+}
+
+/// Fails unless `threads` is between 1 and [`THREADS_PER_CORE`] times the cores this process
+/// may run on (its CPU affinity and quota); `what` names where the number came from.
+pub fn check_threads(threads: usize, what: &str) -> Result<()> {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let most = THREADS_PER_CORE * cores;
+    if (1..=most).contains(&threads) {
+        return Ok(());
+    }
+    Err(Error::input(format!(
+        "{what} must be between 1 and {most} ({THREADS_PER_CORE} per core this process may run \
+         on: {cores}), got {threads}"
+    )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mem_available_is_read_in_bytes() {
+        let text = "MemTotal:       24576000 kB\nMemFree:  100 kB\nMemAvailable:   2048 kB\n";
+        assert_eq!(mem_available(text), Some(2048 * 1024));
+        assert_eq!(mem_available("MemTotal: 5 kB\n"), None);
+    }
+
+    #[test]
+    fn cgroup_limits_v1_and_v2() {
+        let files = |v: &[(&str, &str)]| {
+            let v: Vec<(PathBuf, String)> = v
+                .iter()
+                .map(|(p, x)| (PathBuf::from(p), x.to_string()))
+                .collect();
+            move |p: &Path| v.iter().find(|(q, _)| q == p).map(|(_, x)| x.clone())
+        };
+        let v2 = "0::/job/7\n";
+        let read = files(&[
+            ("/sys/fs/cgroup/job/7/memory.max", "1000\n"),
+            ("/sys/fs/cgroup/job/7/memory.current", "300\n"),
+        ]);
+        assert_eq!(cgroup_room(v2, read), Some(700));
+        // No limit ("max"), or no files: no room figure.
+        let read = files(&[
+            ("/sys/fs/cgroup/job/7/memory.max", "max\n"),
+            ("/sys/fs/cgroup/job/7/memory.current", "300\n"),
+        ]);
+        assert_eq!(cgroup_room(v2, read), None);
+        let v1 = "5:cpu,cpuacct:/\n4:memory:/process/abc\n0::/\n";
+        let read = files(&[
+            ("/sys/fs/cgroup/memory/memory.limit_in_bytes", "5000"),
+            ("/sys/fs/cgroup/memory/memory.usage_in_bytes", "6000"),
+        ]);
+        assert_eq!(cgroup_room(v1, read), Some(0));
+    }
+
+    #[test]
+    fn too_much_memory_is_named() {
+        assert!(ensure_memory(1, "a byte").is_ok());
+        if available_memory().is_some() {
+            let e = ensure_memory(u64::MAX, "10 particles").unwrap_err();
+            assert!(e
+                .message
+                .starts_with("not enough memory for 10 particles: about"));
+            assert!(e.message.contains("GB is available"), "{e}");
+        }
+    }
+
+    #[test]
+    fn threads_are_bounded_by_the_cores() {
+        let cores = std::thread::available_parallelism().unwrap().get();
+        assert!(check_threads(1, "--threads").is_ok());
+        assert!(check_threads(4 * cores, "--threads").is_ok());
+        for bad in [0, 4 * cores + 1, 100_000] {
+            let e = check_threads(bad, "--threads").unwrap_err();
+            assert!(
+                e.message.starts_with("--threads must be between 1 and"),
+                "{e}"
+            );
+            assert!(e.message.ends_with(&format!("got {bad}")), "{e}");
+        }
+    }
+}
