@@ -348,6 +348,23 @@ fn particle_source(ics: Option<Model>, n: usize, seed: u64, input: Option<PathBu
     }
 }
 
+/// Prints on standard output (as `print!`/`println!`), but a reader that went away (a pipe
+/// closed early, as `| head` leaves it) ends the output quietly instead of a panic.
+macro_rules! out {
+    ($($t:tt)*) => {{
+        use std::io::Write;
+        let _ = write!(std::io::stdout().lock(), $($t)*);
+    }};
+}
+
+/// [`out!`] with a new line.
+macro_rules! outln {
+    ($($t:tt)*) => {{
+        use std::io::Write;
+        let _ = writeln!(std::io::stdout().lock(), $($t)*);
+    }};
+}
+
 fn forces(a: ForcesArgs, comm: &dyn Comm) -> Result<()> {
     let params = a.gravity;
     params.validate()?;
@@ -419,15 +436,15 @@ fn forces(a: ForcesArgs, comm: &dyn Comm) -> Result<()> {
         }
         report["memory"] = serde_json::json!({ "device_bytes": engine.device_bytes() });
         report["vg_used"] = serde_json::json!(engine.layout().map(|l| l.to_string()));
-        println!("{report}");
+        outln!("{report}");
     } else {
-        print!(
+        out!(
             "{}",
             forces_table(n_total, &params, &result, check.as_ref())
         );
         if comm.size() > 1 {
             for (k, v) in ranks {
-                println!("  {k}: {v}");
+                outln!("  {k}: {v}");
             }
         }
     }
@@ -455,7 +472,7 @@ fn virtual_ranks(a: VirtualRanksArgs) -> Result<()> {
     };
     for &ranks in &a.ranks {
         let v = hinoki::diag::virtual_ranks::study(&p, cost.as_deref(), ranks, &params)?;
-        println!("{}", serde_json::to_string(&v).unwrap_or_default());
+        outln!("{}", serde_json::to_string(&v).unwrap_or_default());
     }
     Ok(())
 }
@@ -556,7 +573,7 @@ fn run(a: RunArgs, comm: &dyn Comm) -> Result<()> {
         return Ok(());
     }
     if let Some(why) = &s.stopped {
-        println!(
+        outln!(
             "hinoki run: {why} at step {}, t = {:.6}; checkpoint in {}; continue with: hinoki run{} -o {} --restart {}",
             s.steps,
             s.time,
@@ -567,15 +584,15 @@ fn run(a: RunArgs, comm: &dyn Comm) -> Result<()> {
         );
         return Ok(());
     }
-    println!(
+    outln!(
         "hinoki run: N = {}, {} steps to t = {:.4} in {:.1} s; energy {:.8e} -> {:.8e}, |dE/E| = {:.3e}",
         s.n, s.steps, s.time, s.wall_seconds, s.start.total, s.end.total, s.energy_error
     );
     let phases: Vec<String> = s.times.iter().map(|(n, t)| format!("{n} {t:.2}")).collect();
-    println!("time per phase [s]: {}", phases.join(", "));
+    outln!("time per phase [s]: {}", phases.join(", "));
     match s.final_files.as_slice() {
-        [one] => println!("final particles: {}", one.display()),
-        [first, .., last] => println!(
+        [one] => outln!("final particles: {}", one.display()),
+        [first, .., last] => outln!(
             "final particles: {} … {} ({} files)",
             first.display(),
             last.display(),

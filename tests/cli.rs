@@ -971,3 +971,20 @@ fn sigterm_leaves_a_checkpoint_that_restart_finishes() {
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.contains("no such checkpoint directory"), "{err}");
 }
+
+/// Output to a reader that went away (`hinoki forces --json | true`: the pipe is closed before
+/// the report is written) ends quietly with status 0, never a panic.
+#[test]
+fn a_closed_output_pipe_is_no_panic() {
+    let out = Command::new("bash")
+        .arg("-c")
+        .arg(format!(
+            "{} forces --ics plummer --n 3000 --backend cpu --json | true; exit ${{PIPESTATUS[0]}}",
+            env!("CARGO_BIN_EXE_hinoki")
+        ))
+        .env("HINOKI_LOG", "off")
+        .output()
+        .expect("run bash");
+    let err = text(&out.stderr);
+    assert!(out.status.success() && !err.contains("panicked"), "{err}");
+}

@@ -55,6 +55,9 @@ pub struct StepReport {
     /// Energies and momenta, on the steps where every particle is synchronised and a
     /// diagnostics line is due; `None` on the others.
     pub conserved: Option<Conserved>,
+    /// Bytes this rank copied between host and device in this step: (up, down); zero on the
+    /// CPU.
+    pub bus_bytes: (u64, u64),
 }
 
 /// The diagnostics of a run: the baseline E₀, P₀, L₀ and the JSON-lines file.
@@ -149,6 +152,7 @@ impl Diagnostics {
             "force_evaluations": s.force_evaluations,
             "wall_seconds": s.wall_seconds,
             "phase_seconds": s.phases.to_json(),
+            "bus_bytes": { "up": s.bus_bytes.0, "down": s.bus_bytes.1 },
         });
         writeln!(out, "{line}")
             .and_then(|_| out.flush())
@@ -220,6 +224,7 @@ mod tests {
             phases: PhaseTimes::default(),
             wall_seconds: 0.0,
             conserved,
+            bus_bytes: (0, 0),
         }
     }
 

@@ -389,6 +389,7 @@ impl<'a> Run<'a> {
             phases: phases.clone(),
             wall_seconds: wall.elapsed().as_secs_f64(),
             conserved: Some(start),
+            bus_bytes: engine.bus_bytes(),
         })?;
         let mut s0 = RunState {
             p: Particles::default(),
@@ -460,6 +461,7 @@ impl<'a> Run<'a> {
         let (tl, cfg, comm) = (&self.timeline, self.cfg, self.comm);
         let s = &mut self.s;
         let mut phases = PhaseTimes::default();
+        let bus0 = engine.bus_bytes();
         if comm.size() > 1 && engine.rebuild_due() {
             // Rebalance before a step that rebuilds the tree: the particles and their
             // integrator state move together. Between rebuilds they stay (a refit needs the
@@ -521,6 +523,10 @@ impl<'a> Run<'a> {
             phases: phases.clone(),
             wall_seconds: self.wall.elapsed().as_secs_f64(),
             conserved,
+            bus_bytes: {
+                let bus = engine.bus_bytes();
+                (bus.0 - bus0.0, bus.1 - bus0.1)
+            },
         })?;
         Ok(phases)
     }
