@@ -378,11 +378,21 @@ fn forces(a: ForcesArgs, comm: &dyn Comm) -> Result<()> {
     // slice of the Peano–Hilbert curve. The particles go to the engine once (on the GPU: to the
     // device, where they stay) and come back after the last evaluation.
     let mut engine = ForceEngine::new(params.clone())?;
-    let n_total = {
-        let source = particle_source(a.ics, a.n, a.seed, a.input);
-        let p = initial_particles(&source, comm, FORCES_BYTES)?;
-        engine.load(&p)?;
-        comm.allgather_u64(p.len() as u64).iter().sum::<u64>() as usize
+    let source = particle_source(a.ics, a.n, a.seed, a.input);
+    let p = initial_particles(&source, comm, FORCES_BYTES)?;
+    let n_total = comm.allgather_u64(p.len() as u64).iter().sum::<u64>() as usize;
+    // On one rank nothing moves: the engine needs the positions and masses only, and the
+    // particles stay here for the report. With several ranks they move, and come back after
+    // the last evaluation.
+    let p = match comm.size() {
+        1 => {
+            engine.load_positions(&p)?;
+            Some(p)
+        }
+        _ => {
+            engine.load(&p)?;
+            None
+        }
     };
     let mut result = None;
     let mut moved = 0usize;
@@ -409,7 +419,10 @@ fn forces(a: ForcesArgs, comm: &dyn Comm) -> Result<()> {
         r.bus_bytes = (bus.0 - bus0.0, bus.1 - bus0.1);
         result = Some(r);
     }
-    let p = engine.particles()?;
+    let p = match p {
+        Some(p) => p,
+        None => engine.particles()?,
+    };
     let result = result.expect("at least one evaluation");
     check_forces(comm, &p, &result.acc, &result.pot)?;
     // Reported as used: `auto` choices resolved for the backend.

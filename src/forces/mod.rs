@@ -214,6 +214,16 @@ impl ForceEngine {
         self.backend.device_bytes()
     }
 
+    /// Hands the positions and masses of this rank's particles `p` to the backend (on the GPU:
+    /// copied to the device, where they stay), for [`ForceEngine::evaluate`] (not
+    /// [`ForceEngine::decompose`], which needs the whole particles of [`ForceEngine::load`]).
+    pub fn load_positions(&mut self, p: &Particles) -> Result<()> {
+        self.backend.load(p, false)?;
+        self.has_tree = false;
+        self.ids = None;
+        Ok(())
+    }
+
     /// Bytes the backend has copied between host and device so far: (up, down); zero on the
     /// CPU.
     pub fn bus_bytes(&self) -> (u64, u64) {
