@@ -19,10 +19,15 @@ use std::process::{Command, Output};
 /// Runs the binary with `args` and no log output; a run longer than five minutes fails the
 /// test (a hang is a bug).
 fn hinoki<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> Output {
+    hinoki_logging(args, "off")
+}
+
+/// [`hinoki`] with the log lines of `level` and above on stderr (`HINOKI_LOG`).
+fn hinoki_logging<S: AsRef<std::ffi::OsStr>>(args: &[S], level: &str) -> Output {
     common::output_within(
         Command::new(env!("CARGO_BIN_EXE_hinoki"))
             .args(args)
-            .env("HINOKI_LOG", "off")
+            .env("HINOKI_LOG", level)
             .env("RAYON_NUM_THREADS", "2"),
         std::time::Duration::from_secs(300),
     )
@@ -668,13 +673,19 @@ fn one_json_object(out: &Output) -> Value {
     values.into_iter().next().unwrap()
 }
 
-fn assert_success(out: &Output, what: &str) {
+/// The command succeeded (its stderr may hold log lines).
+fn assert_success_logging(out: &Output, what: &str) {
     assert!(
         out.status.success(),
         "{what}: status {:?}, stderr {:?}",
         out.status,
         text(&out.stderr)
     );
+}
+
+/// The command succeeded and wrote nothing on stderr.
+fn assert_success(out: &Output, what: &str) {
+    assert_success_logging(out, what);
     assert!(
         out.stderr.is_empty(),
         "{what}: stderr not empty with HINOKI_LOG=off: {:?}",
@@ -970,4 +981,63 @@ fn sigterm_leaves_a_checkpoint_that_restart_finishes() {
     let err = text(&out.stderr);
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.contains("no such checkpoint directory"), "{err}");
+}
+
+/// The lines of a run's stderr that log one step (`--verbose`), and its progress lines.
+fn step_and_progress_lines(stderr: &str) -> (usize, usize) {
+    let steps = stderr
+        .lines()
+        .filter(|l| l.contains(" step ") && l.contains("  active "))
+        .count();
+    let progress = stderr
+        .lines()
+        .filter(|l| l.contains("progress: step "))
+        .count();
+    (steps, progress)
+}
+
+/// Without a terminal a run logs one progress line per interval (steps, time, pace, time left,
+/// |dE/E|), not one line per step; `--verbose` logs every step.
+#[test]
+fn runs_without_a_terminal_log_progress_lines_and_verbose_logs_every_step() {
+    let dir = TempDir::new("progress");
+    let cfg = dir.join("run.toml");
+    let out_dir = dir.join("out");
+    // 128 steps of 3000 particles: about half a second on 2 cores.
+    write_config(&cfg, 3000, 1.0 / 64.0, 2.0, 0.05, &out_dir);
+    let (cfg, out_dir) = (arg(&cfg), arg(&out_dir));
+    let run = |extra: &[&str]| {
+        let args = [&["run", cfg.as_str(), "-o", out_dir.as_str()], extra].concat();
+        let t0 = std::time::Instant::now();
+        let out = hinoki_logging(&args, "info");
+        assert_success_logging(&out, "run");
+        (text(&out.stderr), t0.elapsed().as_secs_f64())
+    };
+    let interval = 0.05;
+    let (stderr, wall) = run(&["--progress-every", &interval.to_string()]);
+    let (steps, progress) = step_and_progress_lines(&stderr);
+    assert_eq!(steps, 0, "{stderr}");
+    assert!(
+        progress as f64 <= 1.0 + wall / interval && progress < 64,
+        "{progress} progress lines in {wall:.2} s: {stderr}"
+    );
+    if wall > 3.0 * interval {
+        assert!(progress >= 1, "no progress line in {wall:.2} s: {stderr}");
+    }
+    assert!(stderr.lines().count() <= progress + 5, "{stderr}");
+    let line = stderr.lines().find(|l| l.contains("progress: step "));
+    if let Some(line) = line {
+        for part in [" of 2 (", " s per step, ", " left, |dE/E| = "] {
+            assert!(line.contains(part), "{part:?} missing: {line}");
+        }
+    }
+    // The default interval, a minute, is longer than this run: no progress line at all.
+    let (stderr, _) = run(&[]);
+    assert_eq!(step_and_progress_lines(&stderr), (0, 0), "{stderr}");
+    // --verbose: one line per step, step 0 (the initial forces) included.
+    let (stderr, _) = run(&["--verbose"]);
+    assert_eq!(step_and_progress_lines(&stderr).0, 129, "{stderr}");
+    let out = hinoki(&["run", &cfg, "--progress-every", "0"]);
+    assert!(!out.status.success());
+    assert!(text(&out.stderr).contains("progress interval must be finite and > 0"));
 }
