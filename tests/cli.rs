@@ -10,6 +10,7 @@ use glam::DVec3;
 use hinoki::comm::SingleProcess;
 use hinoki::forces::ForceParams;
 use hinoki::ics::{generate, Model};
+use hinoki::io::config::TimeConfig;
 use hinoki::io::{read_snapshot, write_snapshot_file};
 use hinoki::Particles;
 use serde_json::Value;
@@ -129,12 +130,13 @@ fn small_set() -> Particles {
     generate(Model::Plummer, 10, 3).unwrap()
 }
 
-/// Writes a tiny run configuration (its output goes to `dir`, which `-o` may override).
+/// Writes a tiny run configuration with shared steps `dt` (its output goes to `dir`, which
+/// `-o` may override).
 fn write_config(path: &Path, n: usize, dt: f64, t_end: f64, eps: f64, dir: &Path) {
     let cfg = format!(
         "[ics]\nmodel = \"plummer\"\nn = {n}\nseed = 7\n\n\
          [gravity]\neps = {eps}\nbackend = \"cpu\"\n\n\
-         [time]\ndt = {dt}\nt_end = {t_end}\n\n\
+         [time]\nstepping = \"shared\"\ndt = {dt}\nt_end = {t_end}\n\n\
          [output]\ndir = {:?}\n",
         arg(dir)
     );
@@ -1040,4 +1042,45 @@ fn runs_without_a_terminal_log_progress_lines_and_verbose_logs_every_step() {
     let out = hinoki(&["run", &cfg, "--progress-every", "0"]);
     assert!(!out.status.success());
     assert!(text(&out.stderr).contains("progress interval must be finite and > 0"));
+}
+
+/// A shared step that is large against the softening's dynamical time √(ε³ / (G m)) gets one
+/// warning line naming the numbers and what to set; a small shared step and the default time
+/// stepping get none.
+#[test]
+fn large_shared_steps_are_warned_about_and_the_defaults_are_not() {
+    let dir = TempDir::new("step-warning");
+    let out_dir = dir.join("out");
+    let warnings = |toml: &str| {
+        let cfg = dir.join("run.toml");
+        std::fs::write(&cfg, toml).unwrap();
+        let out = hinoki_logging(&["run", &arg(&cfg), "-o", &arg(&out_dir)], "warn");
+        assert_success_logging(&out, "run");
+        text(&out.stderr)
+    };
+    // N = 500, eps = 0.01: sqrt(eps^3 / (G m)) = sqrt(1e-6 * 500) = 0.0224.
+    let problem = "[ics]\nn = 500\n[gravity]\nbackend = \"cpu\"\neps = 0.01\n\
+                   [output]\nsnapshot_every = 0\npictures = false\n";
+    let large = warnings(&format!(
+        "{problem}[time]\nstepping = \"shared\"\ndt_max = 0.03125\nt_end = 0.0625\n"
+    ));
+    assert_eq!(large.lines().count(), 1, "{large}");
+    for part in [
+        "WARN",
+        "the shared time step dt = 3.1250e-2 is 1.40 of the softening's dynamical time \
+         sqrt(eps^3 / (G m)) = 2.2361e-2 (eps = 0.01, G = 1, heaviest particle m = 2.0000e-3)",
+        "set [time] dt_max <= 1.398e-3, or stepping = \"block\"",
+    ] {
+        assert!(large.contains(part), "{part:?} missing: {large}");
+    }
+    let small = warnings(&format!(
+        "{problem}[time]\nstepping = \"shared\"\ndt_max = 0.0009765625\nt_end = 0.001953125\n"
+    ));
+    assert_eq!(small, "");
+    let defaults = TimeConfig::default();
+    let default = warnings(&format!(
+        "{problem}[time]\nt_end = {}\n",
+        2.0 * defaults.dt_max
+    ));
+    assert_eq!(default, "");
 }

@@ -365,6 +365,7 @@ impl<'a> Run<'a> {
     ) -> Result<Self> {
         let p = initial_particles(&cfg.ics, comm, RUN_BYTES)?;
         let n_global = global_count(p.len(), comm);
+        warn_if_step_large(cfg, &p, comm);
         engine.load(&p)?;
         drop(p);
         let mut phases = PhaseTimes::default();
@@ -456,6 +457,7 @@ impl<'a> Run<'a> {
         wall: Instant,
         verbose: bool,
     ) -> Result<Self> {
+        warn_if_step_large(cfg, &s.p, comm);
         let diag = match comm.rank() {
             0 => Diagnostics::resume(&out.join("diagnostics.jsonl"), s.start, s.step)?,
             _ => Diagnostics::silent(s.start),
@@ -586,6 +588,22 @@ fn draw_pictures(out: &Path, final_snapshot: &Path) -> Result<()> {
     crate::render::plot_diagnostics(&out.join("diagnostics.jsonl"), &diag, 900)?;
     tracing::info!("pictures: {} and {}", png.display(), diag.display());
     Ok(())
+}
+
+/// Logs one warning (rank 0) when the run takes shared steps that are large against the
+/// softening's dynamical time of its heaviest particle (any rank's `p`; see
+/// [`crate::integrate::shared_step_warning`]). Collective.
+fn warn_if_step_large(cfg: &RunConfig, p: &Particles, comm: &dyn Comm) {
+    let mut heaviest = [p.mass.iter().copied().fold(0.0, f64::max)];
+    comm.allreduce_max_f64(&mut heaviest);
+    if cfg.time.stepping != Stepping::Shared || comm.rank() != 0 {
+        return;
+    }
+    let force = &cfg.gravity.force;
+    let dt = cfg.time.timeline().dt_top;
+    if let Some(w) = crate::integrate::shared_step_warning(dt, force.eps, force.g, heaviest[0]) {
+        tracing::warn!("{w}");
+    }
 }
 
 /// The smallest and largest bin in use on any rank (collective).
