@@ -155,8 +155,8 @@ struct RunArgs {
     /// ends bit for bit as one that never stopped).
     #[arg(long, value_name = "STEPS", value_parser = clap::value_parser!(u64).range(1..))]
     stop_after: Option<u64>,
-    /// Log one line per step (time, steps, active particles, energies, seconds per phase)
-    /// instead of the progress bar's or progress lines' summary.
+    /// Log one line per step as well (time, step sizes, active particles, energies, seconds
+    /// per phase).
     #[arg(long, short)]
     verbose: bool,
     /// Seconds between two progress lines (steps, simulated time, time per step, time left,
