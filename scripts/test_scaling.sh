@@ -3,7 +3,9 @@
 # --oversubscribe; ~25 s on 2 cores): strong and weak series Np = 1, 2 give the CSV rows and the
 # PNGs; bad rank counts, a failing hinoki, bad options and a missing matplotlib end with one line
 # and a non-zero exit; the srun launcher line (through a stand-in srun); the Slurm templates'
-# USR1 forwarding (through a stand-in scancel); the virtual-ranks plot; `bash -n` of slurm/;
+# USR1 forwarding (through a stand-in scancel); slurm/run.sbatch end to end (stand-ins for srun,
+# scancel and scontrol: USR1 -> checkpoint -> requeue -> restart -> done); the virtual-ranks plot;
+# `bash -n` of slurm/;
 # scripts/bench_ranks.sh (both sets, Open MPI's default binding and the recommended one).
 # Usage: scripts/test_scaling.sh [HINOKI_BINARY]   (run by scripts/test.sh)
 set -euo pipefail
@@ -157,6 +159,64 @@ wait "$job" || fail "the batch script failed: $(cat "$T/status" 2>&1)"
 [ "$(cat "$T/status")" = "status 3" ] || fail "exit status not kept: $(cat "$T/status")"
 [ "$(cat "$T/scancel.log" 2>&1)" = "scancel --signal=USR1 77" ] ||
   fail "USR1 not forwarded: $(cat "$T/scancel.log" 2>&1)"
+
+echo "-- slurm/run.sbatch: USR1 before the time limit -> checkpoint and requeue; restart; done"
+# Stand-ins: srun records its arguments and its process id and becomes the task; scancel signals
+# that process; scontrol records what it is asked.
+cat >"$T/bin/srun" <<'EOF2'
+#!/usr/bin/env bash
+echo "$*" >>"$SRUN_LOG"
+echo $$ >"$T_STEP_PID"
+while [ $# -gt 0 ] && [[ $1 == --* ]]; do shift; done
+exec "$@"
+EOF2
+cat >"$T/bin/scancel" <<'EOF2'
+#!/usr/bin/env bash
+echo "scancel $*" >>"$SCANCEL_LOG"
+kill -s "${1#--signal=}" "$(cat "$T_STEP_PID")"
+EOF2
+printf '#!/usr/bin/env bash\necho "scontrol $*" >>"$SCONTROL_LOG"\n' >"$T/bin/scontrol"
+chmod +x "$T/bin/srun" "$T/bin/scancel" "$T/bin/scontrol"
+cat >"$T/run.toml" <<'EOF2'
+[ics]
+n = 1000
+[gravity]
+backend = "cpu"
+eps = 0.05
+[time]
+stepping = "shared"
+dt_max = 0.015625
+t_end = 6.0
+[output]
+energy_every = 10
+snapshot_every = 0
+pictures = false
+EOF2
+export T_STEP_PID="$T/step.pid" SRUN_LOG="$T/run-srun.log" SCANCEL_LOG="$T/run-scancel.log" SCONTROL_LOG="$T/run-scontrol.log"
+job() { # one start of the job, in the background
+  SLURM_JOB_ID=78 SLURM_NNODES=1 SLURM_JOB_NODELIST=vm SLURM_NTASKS=1 SLURM_CPUS_PER_TASK=1 \
+    SLURM_RESTART_COUNT=$1 HINOKI_DIR="$PWD" HINOKI_BIN="$BIN" CONFIG="$T/run.toml" OUT="$T/run" \
+    PATH="$T/bin:$PATH" HINOKI_LOG=warn bash slurm/run.sbatch >>"$T/run-job.log" 2>&1 &
+}
+job 0
+pid=$!
+for _ in $(seq 600); do [ "$(cat "$T/run/diagnostics.jsonl" 2>/dev/null | wc -l)" -ge 2 ] && break; sleep 0.1; done
+kill -USR1 "$pid"
+wait "$pid" || fail "run.sbatch, first start: $(cat "$T/run-job.log")"
+grep -q "stopped by SIGUSR1" "$T/run-job.log" || fail "hinoki did not stop on USR1: $(cat "$T/run-job.log")"
+[ -e "$T/run/checkpoint/rank00000.0.ckpt" ] && [ ! -e "$T/run/final" ] || fail "no checkpoint, or a final state"
+[ "$(cat "$SCONTROL_LOG")" = "scontrol requeue 78" ] || fail "not requeued: $(cat "$SCONTROL_LOG" 2>&1)"
+grep -q -- "^--ntasks=1 --kill-on-bad-exit=1 --cpus-per-task=1 --gpus-per-task=1 $BIN run $T/run.toml -o $T/run --progress-every 300 --threads 1$" "$SRUN_LOG" ||
+  fail "srun line: $(cat "$SRUN_LOG")"
+job 1
+wait $! || fail "run.sbatch, second start: $(cat "$T/run-job.log")"
+tail -n1 "$SRUN_LOG" | grep -q -- "--restart $T/run$" || fail "the second start did not restart: $(tail -n1 "$SRUN_LOG")"
+[ -e "$T/run/final/snapshot_000.hdf5" ] || fail "the restarted run did not finish: $(cat "$T/run-job.log")"
+[ "$(wc -l <"$SCONTROL_LOG")" = 1 ] || fail "a finished run was requeued: $(cat "$SCONTROL_LOG")"
+job 2
+wait $! || fail "run.sbatch, third start: $(cat "$T/run-job.log")"
+[ "$(wc -l <"$SRUN_LOG")" = 2 ] && tail -n1 "$T/run-job.log" | grep -q "nothing to do" ||
+  fail "a finished run was started again: $(tail -n3 "$T/run-job.log")"
 
 echo "-- virtual-ranks plot, with the measured strong series"
 "$BIN" virtual-ranks --ics nfw --n 20000 --ranks 1,2,4,8 >"$T/vr.jsonl" 2>/dev/null

@@ -131,6 +131,15 @@ fn parse_point(s: &str) -> std::result::Result<DVec3, String> {
     }
 }
 
+/// Parses an interval between progress lines (seconds, finite, > 0).
+fn parse_seconds(s: &str) -> std::result::Result<f64, String> {
+    let seconds = s
+        .trim()
+        .parse::<f64>()
+        .map_err(|e| format!("expected a number of seconds: {e}"))?;
+    simulation::progress::check_line_seconds(seconds)
+}
+
 #[derive(Args)]
 struct RunArgs {
     /// The run configuration (TOML); omit it for the built-in default problem.
@@ -146,6 +155,19 @@ struct RunArgs {
     /// ends bit for bit as one that never stopped).
     #[arg(long, value_name = "STEPS", value_parser = clap::value_parser!(u64).range(1..))]
     stop_after: Option<u64>,
+    /// Log one line per step as well (time, step sizes, active particles, energies, seconds
+    /// per phase).
+    #[arg(long, short)]
+    verbose: bool,
+    /// Seconds between two progress lines (steps, simulated time, time per step, time left,
+    /// |dE/E|) when stderr is not a terminal; a terminal shows a progress bar instead.
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        default_value_t = simulation::progress::DEFAULT_LINE_SECONDS,
+        value_parser = parse_seconds
+    )]
+    progress_every: f64,
 }
 
 #[derive(Args)]
@@ -580,6 +602,8 @@ fn run(a: RunArgs, comm: &dyn Comm) -> Result<()> {
     let opts = simulation::RunOptions {
         restart: a.restart,
         stop_after: a.stop_after,
+        verbose: a.verbose,
+        progress_seconds: a.progress_every,
     };
     let s = simulation::run_with(&cfg, &out, comm, &opts)?;
     if comm.rank() != 0 {

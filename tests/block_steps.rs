@@ -52,6 +52,7 @@ fn diagnostics(dir: &Path) -> Vec<Value> {
 fn block_steps_with_every_particle_in_the_top_bin_are_shared_steps_bit_for_bit() {
     let dir = TempDir::new("block-top-bin");
     let shared = TimeConfig {
+        stepping: Stepping::Shared,
         dt_max: 1.0 / 32.0,
         t_end: 0.5,
         ..TimeConfig::default()

@@ -10,6 +10,7 @@ use glam::DVec3;
 use hinoki::comm::SingleProcess;
 use hinoki::forces::ForceParams;
 use hinoki::ics::{generate, Model};
+use hinoki::io::config::TimeConfig;
 use hinoki::io::{read_snapshot, write_snapshot_file};
 use hinoki::Particles;
 use serde_json::Value;
@@ -19,10 +20,15 @@ use std::process::{Command, Output};
 /// Runs the binary with `args` and no log output; a run longer than five minutes fails the
 /// test (a hang is a bug).
 fn hinoki<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> Output {
+    hinoki_logging(args, "off")
+}
+
+/// [`hinoki`] with the log lines of `level` and above on stderr (`HINOKI_LOG`).
+fn hinoki_logging<S: AsRef<std::ffi::OsStr>>(args: &[S], level: &str) -> Output {
     common::output_within(
         Command::new(env!("CARGO_BIN_EXE_hinoki"))
             .args(args)
-            .env("HINOKI_LOG", "off")
+            .env("HINOKI_LOG", level)
             .env("RAYON_NUM_THREADS", "2"),
         std::time::Duration::from_secs(300),
     )
@@ -124,12 +130,13 @@ fn small_set() -> Particles {
     generate(Model::Plummer, 10, 3).unwrap()
 }
 
-/// Writes a tiny run configuration (its output goes to `dir`, which `-o` may override).
+/// Writes a tiny run configuration with shared steps `dt` (its output goes to `dir`, which
+/// `-o` may override).
 fn write_config(path: &Path, n: usize, dt: f64, t_end: f64, eps: f64, dir: &Path) {
     let cfg = format!(
         "[ics]\nmodel = \"plummer\"\nn = {n}\nseed = 7\n\n\
          [gravity]\neps = {eps}\nbackend = \"cpu\"\n\n\
-         [time]\ndt = {dt}\nt_end = {t_end}\n\n\
+         [time]\nstepping = \"shared\"\ndt = {dt}\nt_end = {t_end}\n\n\
          [output]\ndir = {:?}\n",
         arg(dir)
     );
@@ -668,13 +675,19 @@ fn one_json_object(out: &Output) -> Value {
     values.into_iter().next().unwrap()
 }
 
-fn assert_success(out: &Output, what: &str) {
+/// The command succeeded (its stderr may hold log lines).
+fn assert_success_logging(out: &Output, what: &str) {
     assert!(
         out.status.success(),
         "{what}: status {:?}, stderr {:?}",
         out.status,
         text(&out.stderr)
     );
+}
+
+/// The command succeeded and wrote nothing on stderr.
+fn assert_success(out: &Output, what: &str) {
+    assert_success_logging(out, what);
     assert!(
         out.stderr.is_empty(),
         "{what}: stderr not empty with HINOKI_LOG=off: {:?}",
@@ -976,15 +989,115 @@ fn sigterm_leaves_a_checkpoint_that_restart_finishes() {
 /// the report is written) ends quietly with status 0, never a panic.
 #[test]
 fn a_closed_output_pipe_is_no_panic() {
-    let out = Command::new("bash")
-        .arg("-c")
-        .arg(format!(
-            "{} forces --ics plummer --n 3000 --backend cpu --json | true; exit ${{PIPESTATUS[0]}}",
-            env!("CARGO_BIN_EXE_hinoki")
-        ))
-        .env("HINOKI_LOG", "off")
-        .output()
-        .expect("run bash");
+    let out = common::output(
+        Command::new("bash")
+            .arg("-c")
+            .arg(format!(
+                "{} forces --ics plummer --n 3000 --backend cpu --json | true; exit ${{PIPESTATUS[0]}}",
+                env!("CARGO_BIN_EXE_hinoki")
+            ))
+            .env("HINOKI_LOG", "off"),
+    );
     let err = text(&out.stderr);
     assert!(out.status.success() && !err.contains("panicked"), "{err}");
+}
+
+/// The lines of a run's stderr that log one step (`--verbose`), and its progress lines.
+fn step_and_progress_lines(stderr: &str) -> (usize, usize) {
+    let steps = stderr
+        .lines()
+        .filter(|l| l.contains(" step ") && l.contains("  active "))
+        .count();
+    let progress = stderr
+        .lines()
+        .filter(|l| l.contains("progress: step "))
+        .count();
+    (steps, progress)
+}
+
+/// Without a terminal a run logs one progress line per interval (steps, time, pace, time left,
+/// |dE/E|), not one line per step; `--verbose` logs every step.
+#[test]
+fn runs_without_a_terminal_log_progress_lines_and_verbose_logs_every_step() {
+    let dir = TempDir::new("progress");
+    let cfg = dir.join("run.toml");
+    let out_dir = dir.join("out");
+    // 128 steps of 3000 particles: about half a second on 2 cores.
+    write_config(&cfg, 3000, 1.0 / 64.0, 2.0, 0.05, &out_dir);
+    let (cfg, out_dir) = (arg(&cfg), arg(&out_dir));
+    let run = |extra: &[&str]| {
+        let args = [&["run", cfg.as_str(), "-o", out_dir.as_str()], extra].concat();
+        let t0 = std::time::Instant::now();
+        let out = hinoki_logging(&args, "info");
+        assert_success_logging(&out, "run");
+        (text(&out.stderr), t0.elapsed().as_secs_f64())
+    };
+    let interval = 0.05;
+    let (stderr, wall) = run(&["--progress-every", &interval.to_string()]);
+    let (steps, progress) = step_and_progress_lines(&stderr);
+    assert_eq!(steps, 0, "{stderr}");
+    assert!(
+        progress as f64 <= 1.0 + wall / interval && progress < 64,
+        "{progress} progress lines in {wall:.2} s: {stderr}"
+    );
+    if wall > 3.0 * interval {
+        assert!(progress >= 1, "no progress line in {wall:.2} s: {stderr}");
+    }
+    assert!(stderr.lines().count() <= progress + 5, "{stderr}");
+    let line = stderr.lines().find(|l| l.contains("progress: step "));
+    if let Some(line) = line {
+        for part in [" of 2 (", " s per step, ", " left, |dE/E| = "] {
+            assert!(line.contains(part), "{part:?} missing: {line}");
+        }
+    }
+    // The default interval, a minute, is longer than this run: no progress line at all.
+    let (stderr, _) = run(&[]);
+    assert_eq!(step_and_progress_lines(&stderr), (0, 0), "{stderr}");
+    // --verbose: one line per step, step 0 (the initial forces) included.
+    let (stderr, _) = run(&["--verbose"]);
+    assert_eq!(step_and_progress_lines(&stderr).0, 129, "{stderr}");
+    let out = hinoki(&["run", &cfg, "--progress-every", "0"]);
+    assert!(!out.status.success());
+    assert!(text(&out.stderr).contains("progress interval must be finite and > 0"));
+}
+
+/// A shared step that is large against the softening's dynamical time √(ε³ / (G m)) gets one
+/// warning line naming the numbers and what to set; a small shared step and the default time
+/// stepping get none.
+#[test]
+fn large_shared_steps_are_warned_about_and_the_defaults_are_not() {
+    let dir = TempDir::new("step-warning");
+    let out_dir = dir.join("out");
+    let warnings = |toml: &str| {
+        let cfg = dir.join("run.toml");
+        std::fs::write(&cfg, toml).unwrap();
+        let out = hinoki_logging(&["run", &arg(&cfg), "-o", &arg(&out_dir)], "warn");
+        assert_success_logging(&out, "run");
+        text(&out.stderr)
+    };
+    // N = 500, eps = 0.01: sqrt(eps^3 / (G m)) = sqrt(1e-6 * 500) = 0.0224.
+    let problem = "[ics]\nn = 500\n[gravity]\nbackend = \"cpu\"\neps = 0.01\n\
+                   [output]\nsnapshot_every = 0\npictures = false\n";
+    let large = warnings(&format!(
+        "{problem}[time]\nstepping = \"shared\"\ndt_max = 0.03125\nt_end = 0.0625\n"
+    ));
+    assert_eq!(large.lines().count(), 1, "{large}");
+    for part in [
+        "WARN",
+        "the shared time step dt = 3.1250e-2 is 1.40 of the softening's dynamical time \
+         sqrt(eps^3 / (G m)) = 2.2361e-2 (eps = 0.01, G = 1, heaviest particle m = 2.0000e-3)",
+        "set [time] dt_max <= 1.398e-3, or stepping = \"block\"",
+    ] {
+        assert!(large.contains(part), "{part:?} missing: {large}");
+    }
+    let small = warnings(&format!(
+        "{problem}[time]\nstepping = \"shared\"\ndt_max = 0.0009765625\nt_end = 0.001953125\n"
+    ));
+    assert_eq!(small, "");
+    let defaults = TimeConfig::default();
+    let default = warnings(&format!(
+        "{problem}[time]\nt_end = {}\n",
+        2.0 * defaults.dt_max
+    ));
+    assert_eq!(default, "");
 }

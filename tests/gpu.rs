@@ -794,6 +794,7 @@ fn gpu_runs_restart_bit_for_bit_between_rebuilds() {
         let opts = RunOptions {
             restart: restart.then(|| out.to_path_buf()),
             stop_after,
+            ..RunOptions::default()
         };
         run_with(&cfg(out), out, &SingleProcess, &opts).unwrap()
     };

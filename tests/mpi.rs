@@ -251,7 +251,7 @@ fn one_step_run(np: usize, n: usize, dir: &common::TempDir) -> Option<(Output, P
     std::fs::write(
         &cfg,
         format!(
-            "[ics]\nn = {n}\n[gravity]\nbackend = \"cpu\"\n[time]\ndt = 0.01\nt_end = 0.01\n\
+            "[ics]\nn = {n}\n[gravity]\nbackend = \"cpu\"\n[time]\nstepping = \"shared\"\ndt = 0.01\nt_end = 0.01\n\
              [output]\npictures = false\nsnapshot_every = 0\n"
         ),
     )
@@ -418,8 +418,8 @@ fn two_ranks_refitting_between_rebuilds_conserve_particles_and_meet_the_bounds()
     std::fs::write(
         &cfg,
         "[ics]\nmodel = \"plummer\"\nn = 3001\nseed = 4\n[gravity]\nbackend = \"cpu\"\n\
-         eps = 0.05\nrebuild = 4\n[time]\ndt_max = 0.03125\nt_end = 0.9375\n\
-         [output]\nenergy_every = 10\npictures = false\nsnapshot_every = 0\n",
+         eps = 0.05\nrebuild = 4\n[time]\nstepping = \"shared\"\ndt_max = 0.03125\n\
+         t_end = 0.9375\n[output]\nenergy_every = 10\npictures = false\nsnapshot_every = 0\n",
     )
     .unwrap();
     let out = dir.join("out");

@@ -10,6 +10,7 @@ use glam::DVec3;
 use hinoki::comm::SingleProcess;
 use hinoki::forces::{compute_forces, Backend, ForceParams, Method, Rebuild};
 use hinoki::ics::{generate, Model};
+use hinoki::integrate::Stepping;
 use hinoki::io::config::{GravityConfig, IcsConfig, OutputConfig, RunConfig, TimeConfig};
 use hinoki::io::{read_snapshot, write_snapshot_file};
 use hinoki::simulation::{self, RunSummary};
@@ -31,7 +32,7 @@ fn half_mass_radius(p: &Particles) -> f64 {
     }
 }
 
-/// A run configuration on the CPU backend writing into `dir`.
+/// A run configuration on the CPU backend with shared steps `dt`, writing into `dir`.
 fn config(ics: IcsConfig, gravity: GravityConfig, dt: f64, t_end: f64, dir: &Path) -> RunConfig {
     RunConfig {
         ics,
@@ -43,6 +44,7 @@ fn config(ics: IcsConfig, gravity: GravityConfig, dt: f64, t_end: f64, dir: &Pat
             ..gravity
         },
         time: TimeConfig {
+            stepping: Stepping::Shared,
             dt_max: dt,
             t_end,
             ..TimeConfig::default()

@@ -56,6 +56,7 @@ fn go(cfg: &RunConfig, out: &Path, restart: Option<&Path>, stop_after: Option<u6
     let opts = RunOptions {
         restart: restart.map(Path::to_path_buf),
         stop_after,
+        ..RunOptions::default()
     };
     run_with(cfg, out, &SingleProcess, &opts).expect("run")
 }
@@ -151,6 +152,7 @@ fn damaged_checkpoints_are_refused_naming_the_intact_one() {
             &RunOptions {
                 restart: Some(out.clone()),
                 stop_after: Some(1),
+                ..RunOptions::default()
             },
         )
         .unwrap_err()
@@ -193,6 +195,7 @@ fn damaged_checkpoints_are_refused_naming_the_intact_one() {
         &RunOptions {
             restart: Some(out.clone()),
             stop_after: None,
+            ..RunOptions::default()
         },
     )
     .unwrap_err();
@@ -204,6 +207,7 @@ fn damaged_checkpoints_are_refused_naming_the_intact_one() {
         &RunOptions {
             restart: Some(dir.join("nowhere")),
             stop_after: None,
+            ..RunOptions::default()
         },
     )
     .unwrap_err();

@@ -24,7 +24,10 @@ use std::str::FromStr;
 
 /// A complete run configuration: the tables `[ics]`, `[gravity]`, `[time]` and `[output]`.
 /// The default is hinoki's built-in problem: a Plummer sphere of 65536 particles (seed 1),
-/// ε = 0.01, dt = 1/32, integrated to t = 6 (about 2 crossing times of 2√2 in Hénon units).
+/// ε = 0.01, block time steps with η = 0.1 from dt_max = 1/128 down, integrated to t = 2
+/// (0.7 crossing times of 2√2 in Hénon units: under a minute on 2 CPU cores). These time steps
+/// keep |ΔE/E| ≤ 1e-4 over 20 crossing times (`docs/performance.md`, *Energy error and the
+/// default time steps*; `docs/design.md`, *Time steps*).
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct RunConfig {
@@ -262,11 +265,11 @@ impl Visitor<'_> for KnownKey {
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct TimeConfig {
-    /// Shared or block time steps (`stepping`: `"shared"` or `"block"`; default shared).
+    /// Shared or block time steps (`stepping`: `"shared"` or `"block"`; default block).
     #[serde(deserialize_with = "by_name")]
     pub stepping: Stepping,
     /// The largest time step (`dt_max`, also accepted as `dt`; time units, finite, > 0,
-    /// ≤ `t_end`; default 1/32): the shared step, or the top of the block hierarchy. It is
+    /// ≤ `t_end`; default 1/128): the shared step, or the top of the block hierarchy. It is
     /// shortened to `t_end / ceil(t_end / dt_max)` so that whole steps reach `t_end`.
     #[serde(alias = "dt")]
     pub dt_max: f64,
@@ -274,20 +277,20 @@ pub struct TimeConfig {
     /// down to `dt_max / 2^30`); steps the criterion asks below it are raised to it.
     pub dt_min: f64,
     /// Accuracy parameter η of the block step criterion dt_i = η √(ε / |a_i|)
-    /// (`eta`, dimensionless, > 0; default 0.2).
+    /// (`eta`, dimensionless, > 0; default 0.1).
     pub eta: f64,
-    /// The end time; the run starts at t = 0 (`t_end`, time units, finite, > 0; default 6).
+    /// The end time; the run starts at t = 0 (`t_end`, time units, finite, > 0; default 2).
     pub t_end: f64,
 }
 
 impl Default for TimeConfig {
     fn default() -> Self {
         Self {
-            stepping: Stepping::Shared,
-            dt_max: 0.03125,
+            stepping: Stepping::Block,
+            dt_max: 0.0078125,
             dt_min: 0.0,
-            eta: 0.2,
-            t_end: 6.0,
+            eta: 0.1,
+            t_end: 2.0,
         }
     }
 }
@@ -314,7 +317,7 @@ pub struct OutputConfig {
     /// 0 = none; default 0).
     pub checkpoint_minutes: f64,
     /// Top steps (of `dt_max`) between two snapshots `OUT/snapshots/…_NNN` of the series,
-    /// snapshot 0 at t = 0 (`snapshot_every`, 0 = none; default 16).
+    /// snapshot 0 at t = 0 (`snapshot_every`, 0 = none; default 64).
     pub snapshot_every: u64,
     /// Draw `OUT/final.png` (surface density of the final particles) and
     /// `OUT/diagnostics.png` (energy error and phase times) at the end (`pictures`, default true).
@@ -328,7 +331,7 @@ impl Default for OutputConfig {
             energy_every: 10,
             checkpoint_steps: 0,
             checkpoint_minutes: 0.0,
-            snapshot_every: 16,
+            snapshot_every: 64,
             pictures: true,
         }
     }
@@ -506,7 +509,10 @@ mod tests {
         );
         assert_eq!(c.gravity.force, ForceParams::default());
         assert_eq!(c.gravity.force.eps, 0.01);
-        assert_eq!((c.time.dt_max, c.time.t_end), (0.03125, 6.0));
+        assert_eq!(c.time.stepping, Stepping::Block);
+        assert_eq!((c.time.dt_max, c.time.dt_min), (1.0 / 128.0, 0.0));
+        assert_eq!((c.time.eta, c.time.t_end), (0.1, 2.0));
+        assert_eq!(c.output.snapshot_every, 64);
         assert_eq!(c.output.dir, PathBuf::from("hinoki-out"));
         assert_eq!(c.output.energy_every, 10);
         assert_eq!(parse("").unwrap(), c);

@@ -1,5 +1,6 @@
-//! Per-step diagnostics of a run: one `tracing` line per step, and one JSON object per
-//! diagnostics step in `OUT/diagnostics.jsonl`.
+//! Per-step diagnostics of a run: one `tracing` line per step (at debug level, or info with
+//! [`Diagnostics::with_step_lines`]), and one JSON object per diagnostics step in
+//! `OUT/diagnostics.jsonl`.
 //!
 //! Energies and momenta are sums over all particles of all ranks: every rank sums its own
 //! particles and the sums are reduced through [`Comm::allreduce_sum_f64`], so every rank holds
@@ -66,6 +67,8 @@ pub struct Diagnostics {
     /// The file; `None` on the ranks other than 0, which neither write nor log.
     out: Option<BufWriter<File>>,
     start: Conserved,
+    /// Log every step's line at info level (else at debug level).
+    step_lines: bool,
 }
 
 impl Diagnostics {
@@ -76,6 +79,7 @@ impl Diagnostics {
             path: PathBuf::new(),
             out: None,
             start,
+            step_lines: false,
         }
     }
 
@@ -87,6 +91,7 @@ impl Diagnostics {
             path: path.to_path_buf(),
             out: Some(BufWriter::new(file)),
             start,
+            step_lines: false,
         })
     }
 
@@ -117,7 +122,17 @@ impl Diagnostics {
             path: path.to_path_buf(),
             out: Some(BufWriter::new(file)),
             start,
+            step_lines: false,
         })
+    }
+
+    /// These diagnostics with every step's line logged at info level when `on` (`hinoki run
+    /// --verbose`), else at debug level.
+    pub fn with_step_lines(self, on: bool) -> Self {
+        Self {
+            step_lines: on,
+            ..self
+        }
     }
 
     /// The baseline: the conserved quantities at t = 0.
@@ -125,13 +140,17 @@ impl Diagnostics {
         &self.start
     }
 
-    /// Logs the step on one `tracing` line and, when it carries energies, appends its JSON
-    /// line (flushed at once, so the file is complete up to the last step whatever happens).
+    /// Logs the step on one `tracing` line (see [`Diagnostics::with_step_lines`]) and, when it
+    /// carries energies, appends its JSON line (flushed at once, so the file is complete up to
+    /// the last step whatever happens).
     pub fn record(&mut self, s: &StepReport) -> Result<()> {
         let Some(out) = self.out.as_mut() else {
             return Ok(());
         };
-        tracing::info!("{}", log_line(&self.start, s));
+        match self.step_lines {
+            true => tracing::info!("{}", log_line(&self.start, s)),
+            false => tracing::debug!("{}", log_line(&self.start, s)),
+        }
         let Some(now) = &s.conserved else {
             return Ok(());
         };

@@ -5,8 +5,9 @@
 //! [`diagnostics`]), `final/` (the particles at the end, a snapshot of one file per rank, see
 //! [`crate::io::snapshot`]), the snapshot series in `snapshots/`, the checkpoints in
 //! `checkpoint/` and, if asked, `final.png` and `diagnostics.png`; every file written
-//! atomically. One `tracing` line per step, a progress bar on a terminal ([`progress`]) and a
-//! summary at the end report the run as it goes.
+//! atomically. A progress bar on a terminal or a progress line every minute otherwise
+//! ([`progress`]), one `tracing` line per step with `verbose` ([`diagnostics`]) and a summary
+//! at the end report the run as it goes.
 
 pub mod diagnostics;
 pub mod progress;
@@ -137,14 +138,30 @@ fn non_finite(id: u64, acc: DVec3, pot: f64, pos: DVec3) -> Error {
     ))
 }
 
-/// How a run starts and when it stops early.
-#[derive(Clone, Debug, Default, PartialEq)]
+/// How a run starts, when it stops early and how it reports its progress.
+#[derive(Clone, Debug, PartialEq)]
 pub struct RunOptions {
     /// Continue from the newest good checkpoint under this directory (the output directory of
     /// the earlier run, or its `checkpoint` directory) instead of starting at t = 0.
     pub restart: Option<PathBuf>,
     /// Write a checkpoint and stop after this many steps of this process (0: none).
     pub stop_after: Option<u64>,
+    /// Log one line per step at info level (otherwise at debug level).
+    pub verbose: bool,
+    /// Wall-clock seconds between two progress lines when stderr is not a terminal (finite,
+    /// > 0; default [`progress::DEFAULT_LINE_SECONDS`]).
+    pub progress_seconds: f64,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        Self {
+            restart: None,
+            stop_after: None,
+            verbose: false,
+            progress_seconds: progress::DEFAULT_LINE_SECONDS,
+        }
+    }
 }
 
 /// Runs the configured simulation from t = 0 (see [`run_with`]).
@@ -164,6 +181,7 @@ pub fn run_with(
     opts: &RunOptions,
 ) -> Result<RunSummary> {
     cfg.validate()?;
+    progress::check_line_seconds(opts.progress_seconds).map_err(Error::input)?;
     let wall = Instant::now();
     std::fs::create_dir_all(out).map_err(|e| Error::io(out, format!("cannot create: {e}")))?;
     // What an earlier run killed while writing left behind (a restart continues it).
@@ -171,7 +189,10 @@ pub fn run_with(
     let mut engine = ForceEngine::new(cfg.gravity.force.clone())?.with_rebuild(cfg.gravity.rebuild);
     let hash = config_hash(cfg);
     let (mut run, mut sequence) = match &opts.restart {
-        None => (Run::start(cfg, out, comm, &mut engine, wall)?, 0),
+        None => (
+            Run::start(cfg, out, comm, &mut engine, wall, opts.verbose)?,
+            0,
+        ),
         Some(dir) => {
             let c = find_checkpoint(dir, comm, hash)?;
             tracing::info!(
@@ -182,15 +203,17 @@ pub fn run_with(
             );
             engine.restore(c.refit, &c.state.p)?;
             engine.load_state(&c.state.integ)?;
-            (Run::resume(cfg, out, comm, c.state, wall)?, c.sequence + 1)
+            let run = Run::resume(cfg, out, comm, c.state, wall, opts.verbose)?;
+            (run, c.sequence + 1)
         }
     };
     let ckpt_dir = out.join("checkpoint");
     let mut times = run.first_times.clone();
-    let progress = Progress::new(
+    let mut progress = Progress::new(
         comm.rank() == 0,
-        run.timeline.time(run.s.ti),
+        run.position(),
         cfg.time.t_end,
+        opts.progress_seconds,
     );
     signals::install()?;
     let mut last_checkpoint = Instant::now();
@@ -199,7 +222,7 @@ pub fn run_with(
     while run.s.ti < run.timeline.ti_end {
         let phases = run.step(&mut engine)?;
         times.merge(&phases);
-        progress.set(run.timeline.time(run.s.ti));
+        progress.set(run.position());
         steps += 1;
         // Every rank must take the same decision: signals and clocks are agreed on.
         let minutes = cfg.output.checkpoint_minutes;
@@ -330,16 +353,19 @@ struct Run<'a> {
 
 impl<'a> Run<'a> {
     /// The run at t = 0: initial particles (handed to the engine, moved to their domains),
-    /// their forces and bins, diagnostics line 0, and the opening half kick.
+    /// their forces and bins, diagnostics line 0, and the opening half kick; every step's
+    /// line logged at info level when `verbose`.
     fn start(
         cfg: &'a RunConfig,
         out: &Path,
         comm: &'a dyn Comm,
         engine: &mut ForceEngine,
         wall: Instant,
+        verbose: bool,
     ) -> Result<Self> {
         let p = initial_particles(&cfg.ics, comm, RUN_BYTES)?;
         let n_global = global_count(p.len(), comm);
+        warn_if_step_large(cfg, &p, comm);
         engine.load(&p)?;
         drop(p);
         let mut phases = PhaseTimes::default();
@@ -377,7 +403,8 @@ impl<'a> Run<'a> {
         let mut diag = match comm.rank() {
             0 => Diagnostics::create(&out.join("diagnostics.jsonl"), start)?,
             _ => Diagnostics::silent(start),
-        };
+        }
+        .with_step_lines(verbose);
         let (lo, deepest) = global_bin_range(engine, &timeline, 0, comm)?;
         diag.record(&StepReport {
             time: 0.0,
@@ -422,18 +449,21 @@ impl<'a> Run<'a> {
     }
 
     /// The run continued from a checkpoint's `state`: diagnostics lines after its step are
-    /// dropped and new ones appended.
+    /// dropped and new ones appended (every step's line at info level when `verbose`).
     fn resume(
         cfg: &'a RunConfig,
         out: &Path,
         comm: &'a dyn Comm,
         s: RunState,
         wall: Instant,
+        verbose: bool,
     ) -> Result<Self> {
+        warn_if_step_large(cfg, &s.p, comm);
         let diag = match comm.rank() {
             0 => Diagnostics::resume(&out.join("diagnostics.jsonl"), s.start, s.step)?,
             _ => Diagnostics::silent(s.start),
-        };
+        }
+        .with_step_lines(verbose);
         let n_global = global_count(s.p.len(), comm);
         let (lo, hi) = s.integ.bin_range();
         let mut x = [hi as f64, -(lo as f64)];
@@ -451,6 +481,15 @@ impl<'a> Run<'a> {
             deepest,
             first_times: PhaseTimes::default(),
         })
+    }
+
+    /// Where the run is, for its progress report.
+    fn position(&self) -> progress::Position {
+        progress::Position {
+            time: self.timeline.time(self.s.ti),
+            step: self.s.step,
+            energy_error: relative_energy_error(&self.s.start, &self.s.last),
+        }
     }
 
     /// One step to the next synchronisation point of the deepest bin: drift everyone, new
@@ -555,6 +594,22 @@ fn draw_pictures(out: &Path, final_snapshot: &Path) -> Result<()> {
     crate::render::plot_diagnostics(&out.join("diagnostics.jsonl"), &diag, 900)?;
     tracing::info!("pictures: {} and {}", png.display(), diag.display());
     Ok(())
+}
+
+/// Logs one warning (rank 0) when the run takes shared steps that are large against the
+/// softening's dynamical time of its heaviest particle (any rank's `p`; see
+/// [`crate::integrate::shared_step_warning`]). Collective.
+fn warn_if_step_large(cfg: &RunConfig, p: &Particles, comm: &dyn Comm) {
+    let mut heaviest = [p.mass.iter().copied().fold(0.0, f64::max)];
+    comm.allreduce_max_f64(&mut heaviest);
+    if cfg.time.stepping != Stepping::Shared || comm.rank() != 0 {
+        return;
+    }
+    let force = &cfg.gravity.force;
+    let dt = cfg.time.timeline().dt_top;
+    if let Some(w) = crate::integrate::shared_step_warning(dt, force.eps, force.g, heaviest[0]) {
+        tracing::warn!("{w}");
+    }
 }
 
 /// The smallest and largest bin in use on any rank (collective).

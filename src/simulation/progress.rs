@@ -1,5 +1,7 @@
-//! The progress bar of a run (indicatif), shown only when stderr is a terminal and only on
-//! rank 0, and the log writer that keeps `tracing` lines from tearing it.
+//! A run's progress on rank 0: an indicatif bar when stderr is a terminal, otherwise one
+//! `tracing` line every few seconds (steps, simulated time, wall-clock time per step, estimated
+//! time left, |ΔE/E|), so that a batch job's log grows by a line per interval, not per step.
+//! [`LogWriter`] keeps `tracing` lines from tearing the bar.
 //!
 //! Log lines and the bar share stderr: [`LogWriter`] writes each line with the bar cleared and
 //! redraws it afterwards, so the bar always stays the last line of the terminal.
@@ -7,40 +9,118 @@
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::{IsTerminal, Write};
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 /// The bar being shown, if any; [`LogWriter`] suspends it around every log line.
 static SHOWN: Mutex<Option<ProgressBar>> = Mutex::new(None);
 
-/// A run's progress in simulated time: a bar on a terminal, nothing otherwise.
+/// Seconds between two progress lines when stderr is not a terminal, unless a run asks for
+/// another interval (`hinoki run --progress-every`).
+pub const DEFAULT_LINE_SECONDS: f64 = 60.0;
+
+/// Checks an interval between progress lines: `seconds` must be finite and > 0.
+pub fn check_line_seconds(seconds: f64) -> Result<f64, String> {
+    match seconds.is_finite() && seconds > 0.0 {
+        true => Ok(seconds),
+        false => Err(format!(
+            "the progress interval must be finite and > 0 seconds (got {seconds})"
+        )),
+    }
+}
+
+/// Where a run is, as [`Progress::set`] receives it after every step.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Position {
+    /// Simulated time (time units).
+    pub time: f64,
+    /// Steps taken since t = 0.
+    pub step: u64,
+    /// |ΔE/E| at the last diagnostics step.
+    pub energy_error: f64,
+}
+
+/// A run's progress in simulated time: a bar on a terminal, periodic lines otherwise, nothing
+/// on ranks other than 0.
 pub struct Progress {
     bar: Option<ProgressBar>,
+    lines: Option<Lines>,
+}
+
+/// The state of the periodic progress lines.
+struct Lines {
+    /// Wall-clock time between two lines.
+    every: Duration,
+    /// When this process started the run, and the simulated time then.
+    start: (Instant, f64),
+    /// When the last line was written (or the run started), and the step then.
+    last: (Instant, u64),
+    /// The end time (time units).
+    t_end: f64,
 }
 
 impl Progress {
-    /// A bar from 0 to `t_end` (time units), drawn when `show` (rank 0) and stderr is a
-    /// terminal; `t` is where the run starts (0, or the restart time).
-    pub fn new(show: bool, t: f64, t_end: f64) -> Self {
-        if !(show && std::io::stderr().is_terminal()) {
-            return Self { bar: None };
+    /// The progress of a run from `at` to `t_end` (time units), shown when `show` (rank 0):
+    /// a bar when stderr is a terminal, else a line every `line_seconds` seconds of wall-clock
+    /// time (see [`check_line_seconds`]; an interval it refuses writes a line every step).
+    pub fn new(show: bool, at: Position, t_end: f64, line_seconds: f64) -> Self {
+        if !show {
+            return Self {
+                bar: None,
+                lines: None,
+            };
+        }
+        if !std::io::stderr().is_terminal() {
+            let now = Instant::now();
+            let lines = Lines {
+                every: Duration::try_from_secs_f64(line_seconds).unwrap_or_default(),
+                start: (now, at.time),
+                last: (now, at.step),
+                t_end,
+            };
+            return Self {
+                bar: None,
+                lines: Some(lines),
+            };
         }
         let bar = ProgressBar::new(Self::units(t_end));
         let style = ProgressStyle::with_template(
-            "{elapsed_precise} [{wide_bar}] t = {msg} ({percent}%, eta {eta})",
+            "{elapsed_precise} [{wide_bar}] {msg} ({percent}%, eta {eta})",
         )
         .expect("the bar template is valid")
         .progress_chars("=> ");
         bar.set_style(style);
-        bar.set_position(Self::units(t));
-        bar.set_message(format!("{t:.4}"));
         *SHOWN.lock().unwrap_or_else(|e| e.into_inner()) = Some(bar.clone());
-        Self { bar: Some(bar) }
+        let p = Self {
+            bar: Some(bar),
+            lines: None,
+        };
+        p.draw(at);
+        p
     }
 
-    /// Moves the bar to time `t` (time units).
-    pub fn set(&self, t: f64) {
+    /// Reports the run at `at`: moves the bar, or writes a line when the interval has passed
+    /// since the last one.
+    pub fn set(&mut self, at: Position) {
+        self.draw(at);
+        let Some(l) = self.lines.as_mut() else {
+            return;
+        };
+        let now = Instant::now();
+        if now.duration_since(l.last.0) < l.every {
+            return;
+        }
+        tracing::info!("{}", l.line(at, now));
+        l.last = (now, at.step);
+    }
+
+    /// Moves the bar to `at`, if one is shown.
+    fn draw(&self, at: Position) {
         if let Some(bar) = &self.bar {
-            bar.set_position(Self::units(t));
-            bar.set_message(format!("{t:.4}"));
+            bar.set_position(Self::units(at.time));
+            bar.set_message(format!(
+                "t = {:.4}, |dE/E| = {:.2e}",
+                at.time, at.energy_error
+            ));
         }
     }
 
@@ -48,6 +128,34 @@ impl Progress {
     fn units(t: f64) -> u64 {
         (t * 1e6).round() as u64
     }
+}
+
+impl Lines {
+    /// The progress line at `at`, written at wall-clock time `now`: the time per step since
+    /// the last line, and the time left at the pace since the start.
+    fn line(&self, at: Position, now: Instant) -> String {
+        let steps = at.step.saturating_sub(self.last.1).max(1);
+        let per_step = now.duration_since(self.last.0).as_secs_f64() / steps as f64;
+        let done = at.time - self.start.1;
+        let left = match done > 0.0 {
+            true => clock((self.t_end - at.time) / done * (now - self.start.0).as_secs_f64()),
+            false => "unknown".to_string(),
+        };
+        format!(
+            "progress: step {}, t = {:.4} of {} ({:.1} %), {per_step:.3} s per step, {left} left, |dE/E| = {:.2e}",
+            at.step,
+            at.time,
+            self.t_end,
+            100.0 * at.time / self.t_end,
+            at.energy_error
+        )
+    }
+}
+
+/// `seconds` as h:mm:ss.
+fn clock(seconds: f64) -> String {
+    let s = seconds.max(0.0).round() as u64;
+    format!("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
 }
 
 impl Drop for Progress {
@@ -75,5 +183,35 @@ impl Write for LogWriter {
 
     fn flush(&mut self) -> std::io::Result<()> {
         std::io::stderr().flush()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn line_names_steps_time_pace_time_left_and_energy_error() {
+        let t0 = Instant::now();
+        let lines = Lines {
+            every: Duration::from_secs(1),
+            start: (t0, 1.0),
+            last: (t0 + Duration::from_secs(10), 100),
+            t_end: 5.0,
+        };
+        let at = Position {
+            time: 2.0,
+            step: 120,
+            energy_error: 3.25e-5,
+        };
+        // 20 steps in the 10 s since the last line; 1 time unit in 20 s, 3 left: 60 s.
+        let line = lines.line(at, t0 + Duration::from_secs(20));
+        assert_eq!(
+            line,
+            "progress: step 120, t = 2.0000 of 5 (40.0 %), 0.500 s per step, 0:01:00 left, |dE/E| = 3.25e-5"
+        );
+        assert_eq!(clock(3723.4), "1:02:03");
+        let at_start = Position { time: 1.0, ..at };
+        assert!(lines.line(at_start, t0).contains("unknown left"));
     }
 }
