@@ -77,8 +77,9 @@ extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
 }
 
 // Adds the particles of every group that starts at a cell to the count of that cell's level
-// (`weight[level]`), for the particle-weighted median group width; `half[level]` receives the
-// half side of that level's cells.
+// (`weight[level]`), for the particle-weighted median group width; `half[level]` (zero on entry)
+// becomes the largest half side of those cells (one value per level after a rebuild; after a
+// refit the boxes differ, and a maximum does not depend on the order of the threads).
 extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
     group_levels(int ncells, const unsigned *__restrict__ starts, const unsigned *__restrict__ run,
                  const unsigned char *__restrict__ level, const float4 *__restrict__ boxes,
@@ -87,7 +88,8 @@ extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
     for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < ncells; c += gridDim.x * blockDim.x) {
         if (starts[c] == 0) continue;
         atomicAdd(&weight[level[c]], run[c]);
-        half[level[c]] = boxes[c].w;
+        // Non-negative floats order as their bit patterns.
+        atomicMax(reinterpret_cast<unsigned *>(half) + level[c], __float_as_uint(boxes[c].w));
     }
 }
 

@@ -26,8 +26,8 @@ fn launch(nps: &[&str], apps: &[&[&str]], options: &[&str]) -> Option<Output> {
         eprintln!("skipping MPI test: hinoki built without the mpi feature");
         return None;
     }
-    let probe = Command::new("mpirun").arg("--version").output();
-    if !probe.is_ok_and(|o| o.status.success()) {
+    let probe = common::try_output(Command::new("mpirun").arg("--version"));
+    if !probe.is_some_and(|o| o.status.success()) {
         // scripts/test.sh (and so CI) sets HINOKI_REQUIRE_MPI: there an MPI test never passes
         // by skipping.
         assert!(
@@ -51,10 +51,7 @@ fn launch(nps: &[&str], apps: &[&[&str]], options: &[&str]) -> Option<Output> {
             .arg(env!("CARGO_BIN_EXE_hinoki"))
             .args(*args);
     }
-    let out = cmd
-        .env("HINOKI_LOG", "off")
-        .output()
-        .expect("mpirun starts");
+    let out = common::output(cmd.env("HINOKI_LOG", "off"));
     assert!(
         t0.elapsed() < Duration::from_secs(110),
         "mpirun {nps:?} hung"
@@ -112,11 +109,11 @@ fn one_rank_under_mpirun_matches_a_plain_run() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let plain = Command::new(env!("CARGO_BIN_EXE_hinoki"))
-        .args(args)
-        .env("HINOKI_LOG", "off")
-        .output()
-        .unwrap();
+    let plain = common::output(
+        Command::new(env!("CARGO_BIN_EXE_hinoki"))
+            .args(args)
+            .env("HINOKI_LOG", "off"),
+    );
     let (a, b) = (json_of(&out), json_of(&plain));
     assert_eq!(a["n"], 4000);
     assert_eq!(a["error"], b["error"]);
@@ -199,7 +196,7 @@ fn coincident_particles_across_ranks_stay_together() {
         p.push(x, glam::DVec3::ZERO, 1.0 / 3000.0, 3000 + k);
     }
     let file = dir.join("coincident.hdf5");
-    hinoki::io::write_snapshot_file(&file, &p, 0.0).unwrap();
+    common::writing_hdf5(|| hinoki::io::write_snapshot_file(&file, &p, 0.0)).unwrap();
     let args = [
         "forces",
         "--input",

@@ -13,8 +13,10 @@
 //!   one refit to see a slowdown; where a single refit already loses more than a rebuild costs
 //!   (particles that cross their cells in one step, or a rebuild that is cheap against the
 //!   walk, as on CPUs), probing every other evaluation would cost more than rebuilding every
-//!   time, so such a probe is followed by 1, 2, 4, … up to [`MAX_BACKOFF`] plain rebuilds before
-//!   the next refit is tried, and an interval of two or more refits resets the back-off.
+//!   time, so such a probe is followed by plain rebuilds before the next refit is tried: 1, 2,
+//!   4, … of them, and at least as many as keep the probes' losses under [`PROBE_SHARE`] of the
+//!   force time (a probe that lost 7 ms in 46 ms evaluations waits the maximum), up to [`MAX_BACKOFF`];
+//!   an interval of two or more refits resets the back-off.
 //!
 //! The decision must be the same on every rank (a rebuild rebalances the domains, which is
 //! collective), so it is taken from a [`RebuildClock`] that every rank updates identically:
@@ -85,6 +87,11 @@ impl<'de> Deserialize<'de> for Rebuild {
 /// Most rebuilds in a row before `auto` tries a refit again (see the module documentation).
 pub const MAX_BACKOFF: u64 = 64;
 
+/// The share of the force time that `auto`'s failed refit probes may lose: after a probe that
+/// lost `L` seconds, at least `L / (PROBE_SHARE · t)` evaluations of `t` seconds rebuild
+/// before the next.
+pub const PROBE_SHARE: f64 = 0.001;
+
 /// The state that decides rebuild or refit, identical on every rank: evaluations since the
 /// last rebuild and, for [`Rebuild::Auto`], the walk times measured since (seconds, maxima
 /// over the ranks). Saved in checkpoints.
@@ -127,7 +134,16 @@ impl RebuildClock {
                 0 => {}
                 1 => self.skip = self.skip.saturating_sub(1),
                 2 => {
-                    self.backoff = (2 * self.backoff).clamp(1, MAX_BACKOFF);
+                    // What the probe lost against a rebuild, and the evaluations that keep
+                    // such losses under PROBE_SHARE of the force time.
+                    let lost = self.excess - (self.rebuild_cost - self.refit_cost);
+                    let share = (lost / (PROBE_SHARE * (walk + rebuild))).ceil();
+                    let share = if share.is_finite() {
+                        share.max(0.0) as u64
+                    } else {
+                        0
+                    };
+                    self.backoff = (2 * self.backoff).max(share).clamp(1, MAX_BACKOFF);
                     self.skip = self.backoff;
                 }
                 _ => (self.skip, self.backoff) = (0, 0),
@@ -358,15 +374,24 @@ mod tests {
         // Excess after each refit: 0, 0.1, 0.3, 0.6 > 0.4.
         assert_eq!(refits, 4);
         assert!((c.excess - 0.6).abs() < 1e-12);
-        // A probe that loses at once backs off: 1, 2, 4 rebuilds before the next refit.
-        let mut c = RebuildClock::default();
-        let mut pattern = String::new();
-        for _ in 0..16 {
-            let due = c.due(Rebuild::Auto);
-            pattern.push(if due { 'B' } else { 'r' });
-            c.record(due, if due { 1.0 } else { 2.0 }, 100, 0.5, 0.1);
-        }
-        assert_eq!(pattern, "BrBBrBBBrBBBBBrB");
+        // A probe that loses a little at once backs off: 1, 2, 4 rebuilds before the next
+        // refit (each loses 0.001 s, under 0.1 % of the 1.5 s evaluations).
+        let probes = |probe_walk: f64| {
+            let mut c = RebuildClock::default();
+            let mut pattern = String::new();
+            for _ in 0..16 {
+                let due = c.due(Rebuild::Auto);
+                pattern.push(if due { 'B' } else { 'r' });
+                c.record(due, if due { 1.0 } else { probe_walk }, 100, 0.5, 0.1);
+            }
+            (c, pattern)
+        };
+        assert_eq!(probes(1.401).1, "BrBBrBBBrBBBBBrB");
+        // One that loses much waits until its loss is 0.1 % of the time since, at most
+        // MAX_BACKOFF evaluations: 0.6 s lost against 1.5 s evaluations.
+        let (mut c, pattern) = probes(2.0);
+        assert_eq!(pattern, "BrBBBBBBBBBBBBBB");
+        assert_eq!(c.backoff, MAX_BACKOFF);
         // A slower slowdown resets it.
         c.record(false, 1.1, 100, 0.0, 0.1);
         c.record(false, 1.1, 100, 0.0, 0.1);

@@ -10,7 +10,7 @@
 //! tree) are cut into their tree-cell groups. In input order (`--order none`) the groups are
 //! fixed chunks, as in the unordered runs of seeds 000/001.
 
-use crate::tree::Tree;
+use crate::tree::{Tree, MAX_LEVEL};
 use rayon::prelude::*;
 
 /// A group of targets: index of the first one and how many (at least one).
@@ -23,25 +23,45 @@ pub type Group = [u32; 2];
 /// so a group never spans a jump of the curve across empty space. In sparse regions a cell
 /// holding few particles can be huge, and one walk for its whole box opens nearly the whole tree
 /// (one such group then sets the GPU kernel's run time): cells wider than four times the
-/// particle-weighted median group cell are split further, down to leaves. Targets must be in
+/// particle-weighted median group cell are split further, down to leaves (the median over the
+/// levels of the cells opening the groups, each level's cells taken as wide as its widest: one
+/// width per level after a rebuild, and after a refit a rule the GPU follows in any thread
+/// order). Targets must be in
 /// tree order.
 pub fn tree_groups(tree: &Tree, max: usize) -> Vec<Group> {
     let first = form(tree, max, f32::INFINITY);
-    let mut sides: Vec<(f32, u32)> = first.iter().map(|g| (g.1, g.0[1])).collect();
-    sides.par_sort_unstable_by(|a, b| a.0.total_cmp(&b.0));
-    let half_n = sides.iter().map(|s| s.1 as u64).sum::<u64>() / 2;
-    let mut seen = 0;
-    let median = sides
-        .iter()
-        .find(|s| {
-            seen += s.1 as u64;
-            seen >= half_n
-        })
-        .map_or(f32::INFINITY, |s| s.0);
+    let cells = &tree.cells;
+    let mut weight = [0u32; LEVELS];
+    let mut half = [0f32; LEVELS];
+    for (g, c) in &first {
+        let l = cells.level[*c as usize] as usize;
+        weight[l] += g[1];
+        half[l] = half[l].max(cells.boxes[*c as usize][3]);
+    }
+    let median = median_width(&weight, &half, tree.particles.len());
     form(tree, max, 4.0 * median)
         .into_iter()
         .map(|g| g.0)
         .collect()
+}
+
+/// Tree levels (the root's and [`MAX_LEVEL`] included).
+pub(crate) const LEVELS: usize = MAX_LEVEL as usize + 1;
+
+/// The width (side, length units) of the cells that open the groups, at the particle-weighted
+/// median over the groups: `weight[l]` targets in groups opened at level `l`, whose cells have
+/// half side at most `half[l]`, `n` targets in all. Cells are narrower at deeper levels, so the
+/// widths in increasing order are the levels from the deepest up.
+pub(crate) fn median_width(weight: &[u32], half: &[f32], n: usize) -> f32 {
+    let half_n = n as u64 / 2;
+    let mut seen = 0;
+    for l in (0..weight.len()).rev().filter(|&l| weight[l] > 0) {
+        seen += weight[l] as u64;
+        if seen >= half_n {
+            return 2.0 * half[l];
+        }
+    }
+    f32::INFINITY
 }
 
 /// Cells per independent piece of [`form`]: fixed, so that the groups do not depend on the
@@ -49,10 +69,10 @@ pub fn tree_groups(tree: &Tree, max: usize) -> Vec<Group> {
 const PIECE: usize = 4096;
 
 /// The groups of [`tree_groups`] with cells wider than `widest` split (down to leaves), each
-/// with the side of the cell that opened it. The tree is cut into independent pieces (maximal
+/// with the cell that opened it. The tree is cut into independent pieces (maximal
 /// subtrees of at most [`PIECE`] cells, and any cell that is a group by itself), formed in
 /// parallel and concatenated in order; siblings in different pieces are not packed together.
-fn form(tree: &Tree, max: usize, widest: f32) -> Vec<(Group, f32)> {
+fn form(tree: &Tree, max: usize, widest: f32) -> Vec<(Group, u32)> {
     let cells = &tree.cells;
     let max = max.max(1) as u32;
     let is_group =
@@ -77,9 +97,9 @@ fn form(tree: &Tree, max: usize, widest: f32) -> Vec<(Group, f32)> {
 }
 
 /// [`form`] on the subtree of cells `start..end` (one piece, formed in sequence).
-fn form_piece(tree: &Tree, max: u32, widest: f32, start: usize, end: usize) -> Vec<(Group, f32)> {
+fn form_piece(tree: &Tree, max: u32, widest: f32, start: usize, end: usize) -> Vec<(Group, u32)> {
     let cells = &tree.cells;
-    let mut out: Vec<(Group, f32)> = Vec::new();
+    let mut out: Vec<(Group, u32)> = Vec::new();
     // Ancestors of the current cell within the piece: (cell, end of its subtree).
     let mut ancestors: Vec<(usize, usize)> = Vec::new();
     // Parent of the cell that made the last group, while that group may still grow.
@@ -106,7 +126,7 @@ fn form_piece(tree: &Tree, max: u32, widest: f32, start: usize, end: usize) -> V
                 {
                     g[1] += k
                 }
-                _ => out.push(([s, k], side)),
+                _ => out.push(([s, k], c as u32)),
             }
             s += k;
         }

@@ -5,15 +5,11 @@
 //! chunks without a curve order; the targets of the tree forces; and for block steps the
 //! groups that hold an active particle.
 
-use super::groups::wide_chunk_limit;
+use super::groups::{median_width, wide_chunk_limit, LEVELS};
 use crate::error::Result;
 use crate::gpu::launch::{grow, Arg, DeviceArray, KernelRunner};
 use crate::gpu::stages::{blocks, int, ptr, Stages};
 use crate::tree::build_gpu::DeviceTree;
-use crate::tree::MAX_LEVEL;
-
-/// Tree levels (the entries of the per-level width counts).
-const LEVELS: usize = MAX_LEVEL as usize + 1;
 
 /// Forms target groups and targets on the device, keeping its arrays across evaluations.
 pub struct GroupFormer<R: KernelRunner> {
@@ -21,7 +17,8 @@ pub struct GroupFormer<R: KernelRunner> {
     starts: R::Array<u32>,
     /// Per cell: the targets of the packed group starting at it.
     run: R::Array<u32>,
-    /// Per level: targets of the groups opened by cells of that level, and their half side.
+    /// Per level: targets of the groups opened by cells of that level, and the largest half
+    /// side of those cells.
     weight: R::Array<u32>,
     half: R::Array<f32>,
     /// The previous |a| of every particle, in the particle arrays' order (acceleration units).
@@ -124,6 +121,7 @@ impl<R: KernelRunner> GroupFormer<R> {
         grow(r, &mut self.starts, tree.cells + 1)?;
         grow(r, &mut self.run, tree.cells + 1)?;
         r.upload(&[0u32; LEVELS], &mut self.weight)?;
+        r.upload(&[0f32; LEVELS], &mut self.half)?;
         // First the groups without a width limit, to find the particle-weighted median width
         // of their cells; cells wider than four times that are then split.
         self.group_starts(s, tree, max, f32::INFINITY)?;
@@ -382,22 +380,6 @@ impl<R: KernelRunner> GroupFormer<R> {
             )
         }
     }
-}
-
-/// The width (side, length units) of the cells that open the groups, at the particle-weighted
-/// median over the groups: `weight[l]` targets in groups opened at level `l`, whose cells have
-/// half side `half[l]`, `n` targets in all. Cells are narrower at deeper levels, so the widths
-/// in increasing order are the levels from the deepest up.
-fn median_width(weight: &[u32], half: &[f32], n: usize) -> f32 {
-    let half_n = n as u64 / 2;
-    let mut seen = 0;
-    for l in (0..weight.len()).rev().filter(|&l| weight[l] > 0) {
-        seen += weight[l] as u64;
-        if seen >= half_n {
-            return 2.0 * half[l];
-        }
-    }
-    f32::INFINITY
 }
 
 #[cfg(all(test, hinoki_emulator))]

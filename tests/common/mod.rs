@@ -107,11 +107,20 @@ fn drain(mut pipe: impl std::io::Read + Send + 'static) -> std::thread::JoinHand
 
 /// Starts `cmd` with piped output while no HDF5 file is open for writing in this process.
 fn spawn(cmd: &mut std::process::Command) -> std::process::Child {
+    try_spawn(cmd).expect("start a child process")
+}
+
+/// [`output`] of a program that may be missing: `None` where it cannot be started.
+pub fn try_output(cmd: &mut std::process::Command) -> Option<std::process::Output> {
+    try_spawn(cmd)?.wait_with_output().ok()
+}
+
+fn try_spawn(cmd: &mut std::process::Command) -> Option<std::process::Child> {
     use std::process::Stdio;
     let _guard = SPAWN_OR_WRITE.lock().unwrap_or_else(|e| e.into_inner());
     cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .expect("start a child process")
+        .ok()
 }

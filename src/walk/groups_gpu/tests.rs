@@ -97,3 +97,61 @@ fn emulated_device_groups_and_targets_equal_the_hosts() {
         "no chunk was wide enough to be cut: that path is untested"
     );
 }
+
+#[test]
+fn emulated_device_groups_of_a_refitted_tree_equal_the_hosts() {
+    // After a refit the cells of one level differ in size: the median group width must come
+    // out the same on the host and on the device (and in any order of the device's threads).
+    use crate::particles::Particles;
+    use glam::DVec3;
+    let s = stages();
+    let mut builder = TreeBuilder::new(&s).unwrap();
+    let mut former = GroupFormer::new(&s).unwrap();
+    let (pos, mass) = particles(20_000, 40, 9);
+    let p = TreeParams {
+        order: Order::Hilbert,
+        ncrit: 16,
+        mac: Mac::Modified,
+        theta: 0.6,
+    };
+    let host = Tree::build(&pos, &mass, &p, &mut PhaseTimes::default());
+    let mut d = on_device(&s, &pos, &mass);
+    let (lo, hi) = d.bounds(&s).unwrap();
+    let grid = crate::sfc::GridBox::around_float32(lo, hi);
+    builder
+        .build(&s, d.positions(), &grid, &p, &mut PhaseTimes::default())
+        .unwrap();
+    let moved: Vec<DVec3> = pos
+        .iter()
+        .enumerate()
+        .map(|(i, x)| *x * (1.0 + 0.05 * ((i % 5) as f64)))
+        .collect();
+    let mut refit = host.clone();
+    refit.refit(&moved, &mass, &host.cells.boxes, &p);
+    let q = Particles {
+        pos: moved,
+        vel: vec![DVec3::ZERO; pos.len()],
+        mass: mass.clone(),
+        id: (0..pos.len() as u64).collect(),
+    };
+    d.update(&s, &q).unwrap();
+    let tree = builder
+        .refit(&s, d.positions(), &p, &mut PhaseTimes::default())
+        .unwrap();
+    for max in [32, 64] {
+        let count = former.cell_groups(&s, &tree, max).unwrap();
+        let got: Vec<[u32; 2]> = s.fetch_as(&former.cell_groups, count).unwrap();
+        assert_eq!(
+            got,
+            tree_groups(&refit, max),
+            "groups of {max}: tree-cell groups"
+        );
+        let groups = former.curve_groups(&s, &tree, max).unwrap();
+        let got: Vec<[u32; 2]> = s.fetch_as(&former.groups, groups.count).unwrap();
+        assert_eq!(
+            got,
+            curve_groups(&refit, max),
+            "groups of {max}: curve groups"
+        );
+    }
+}
