@@ -42,8 +42,8 @@ fn targets(tree: &Tree, p: &Particles) -> Vec<[f32; 4]> {
     tree.index
         .iter()
         .map(|&i| {
-            let x = p.pos[i as usize];
-            [x.x as f32, x.y as f32, x.z as f32, 0.0]
+            let [x, y, z] = tree.grid.to_frame(p.pos[i as usize]);
+            [x, y, z, 0.0]
         })
         .collect()
 }
@@ -97,10 +97,10 @@ fn bench_walks(c: &mut Criterion) {
         &mut PhaseTimes::default(),
     );
     let t = targets(&tree, &p);
-    let wp = f.walk_params();
+    let wp = f.walk_params(tree.grid.side);
     // The CPU groups of `hinoki::forces`: tree cells of at most `group` particles.
     let groups = tree_groups(&tree, f.group);
-    let flat = FlatTree::from_tree(&tree, f.eps as f32);
+    let flat = FlatTree::from_tree(&tree, (f.eps / tree.grid.side) as f32);
     let mut g = configure(c, "walk");
     // The single walk takes one to two seconds per evaluation on two cores: flat sampling, one
     // evaluation per sample.

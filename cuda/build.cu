@@ -76,7 +76,26 @@ __device__ u64 hilbert_key(unsigned c[3])
     return (spread_bits(x0 ^ t) << 2) | (spread_bits(x1 ^ t) << 1) | spread_bits(x2 ^ t);
 }
 
-// Key of every particle and the identity order.
+// A coordinate x in the frame of the cube centred at c with `scale` = 1 / side
+// (GridBox::to_frame): (x - c) * scale in float64, rounded to float32.
+__device__ __forceinline__ float frame_coord(double x, double c, double scale)
+{
+    return (float)((x - c) * scale);
+}
+
+// The particles as float32 records (x, y, z, m) in the frame of the cube centred at (cx, cy,
+// cz) with `scale` = 1 / side, as the host takes them (Tree::build_in).
+extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
+    to_frame(const double *__restrict__ pos, const double *__restrict__ mass, int n, double cx,
+             double cy, double cz, double scale, float4 *__restrict__ pos_mass)
+{
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+        pos_mass[i] = make_float4(frame_coord(pos[3ll * i], cx, scale),
+                                  frame_coord(pos[3ll * i + 1], cy, scale),
+                                  frame_coord(pos[3ll * i + 2], cz, scale), (float)mass[i]);
+}
+
+// Key of every particle (frame positions, in the frame's own cube) and the identity order.
 extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
     tree_keys(const float4 *__restrict__ pos_mass, int n, double ox, double oy, double oz,
               double scale, int hilbert, u64 *__restrict__ keys, unsigned *__restrict__ index)
@@ -533,16 +552,18 @@ extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
 // in the tree's order from the current positions, moments and particle bounds recomputed level
 // by level (cell_moments, cell_bounds), and every box grown where its particles left it.
 
-// The particles in the tree's order (index[k]: the particle of sorted slot k), rounded to
-// float32 from the float64 positions and masses.
+// The particles in the tree's order (index[k]: the particle of sorted slot k), in the frame of
+// the build's cube (to_frame) from the float64 positions, masses rounded to float32.
 extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
     refit_particles(const double *__restrict__ pos, const double *__restrict__ mass,
-                    const unsigned *__restrict__ index, int n, float4 *__restrict__ sorted)
+                    const unsigned *__restrict__ index, int n, double cx, double cy, double cz,
+                    double scale, float4 *__restrict__ sorted)
 {
     for (int k = blockIdx.x * blockDim.x + threadIdx.x; k < n; k += gridDim.x * blockDim.x) {
         const long long i = index[k];
-        sorted[k] = make_float4((float)pos[3 * i], (float)pos[3 * i + 1], (float)pos[3 * i + 2],
-                                (float)mass[i]);
+        sorted[k] = make_float4(frame_coord(pos[3 * i], cx, scale),
+                                frame_coord(pos[3 * i + 1], cy, scale),
+                                frame_coord(pos[3 * i + 2], cz, scale), (float)mass[i]);
     }
 }
 

@@ -11,7 +11,7 @@ use hinoki::gpu::GpuContext;
 use hinoki::ics::{generate, Model};
 use hinoki::sfc::Order;
 use hinoki::tree::{Tree, TreeParams};
-use hinoki::walk::cpu::{grouped_walk, WalkOutput, WalkParams};
+use hinoki::walk::cpu::{grouped_walk, Units, WalkOutput, WalkParams};
 use hinoki::walk::gpu::{GpuLayout, GpuWalk, WalkKernel};
 use hinoki::walk::groups::tree_groups;
 use hinoki::walk::mac::{Criterion, Mac};
@@ -70,7 +70,8 @@ fn gpu_matches_cpu_on_the_same_tree() {
             },
             &mut PhaseTimes::default(),
         );
-        // Targets in tree order with a previous acceleration for the acceleration criterion.
+        // Targets in tree order (the tree's frame: lengths in units of its side L) with a
+        // previous acceleration for the acceleration criterion (times L² in that frame).
         let direct = compute_forces(
             &SingleProcess,
             &p,
@@ -81,13 +82,14 @@ fn gpu_matches_cpu_on_the_same_tree() {
             None,
         )
         .unwrap();
+        let side = tree.grid.side;
         let targets: Vec<[f32; 4]> = tree
             .index
             .iter()
-            .map(|&i| {
-                let x = p.pos[i as usize];
-                let a = direct.acc[i as usize].length() as f32;
-                [x.x as f32, x.y as f32, x.z as f32, a]
+            .zip(&tree.particles)
+            .map(|(&i, x)| {
+                let a = (direct.acc[i as usize].length() * side * side) as f32;
+                [x[0], x[1], x[2], a]
             })
             .collect();
         let vg = |v, g| (WalkKernel::Vg, GpuLayout { v, g });
@@ -111,7 +113,7 @@ fn gpu_matches_cpu_on_the_same_tree() {
                         alpha: 0.001,
                         g: 1.0,
                     },
-                    eps2: 1e-4,
+                    eps2: (1e-4 / (side * side)) as f32,
                     quadrupole,
                 };
                 let groups = tree_groups(&tree, layout.group());
@@ -270,6 +272,8 @@ fn gpu_walks_a_forest_like_the_cpu() {
         mac: Mac::Modified,
         theta: 0.5,
     };
+    // Both in the cube around all particles, as ranks build their trees: one frame.
+    let grid = hinoki::sfc::GridBox::of_points(&p.pos);
     let half = |left: bool| {
         let (pos, mass): (Vec<DVec3>, Vec<f64>) = p
             .pos
@@ -277,7 +281,7 @@ fn gpu_walks_a_forest_like_the_cpu() {
             .zip(&p.mass)
             .filter(|(x, _)| (x.x < 0.0) == left)
             .unzip();
-        Tree::build(&pos, &mass, &tp, &mut PhaseTimes::default())
+        Tree::build_in(&grid, &pos, &mass, &tp, &mut PhaseTimes::default())
     };
     let (a, b) = (half(true), half(false));
     let all = forest(&a, &b);
@@ -288,7 +292,7 @@ fn gpu_walks_a_forest_like_the_cpu() {
             alpha: 0.001,
             g: 1.0,
         },
-        eps2: 1e-4,
+        eps2: (1e-4 / (grid.side * grid.side)) as f32,
         quadrupole: true,
     };
     // Groups of the first tree's targets then the second's (tree cells of each).
@@ -364,11 +368,22 @@ fn gpu_kernels_handle_degenerate_particle_sets() {
         assert!(g.pot.iter().all(|v| v.is_finite()), "{kernel}");
         let d = ErrorStats::of(&relative_acc_errors(&g.acc, &c.acc));
         assert!(d.p99 <= 1e-4, "{kernel}: {d:?}");
-        // And both within the tree error against float64 direct summation.
-        let e = check_against_direct(&SingleProcess, &p, &params(Backend::Gpu), &g, 2000, 1)
+        // And within the tree error of float64 direct summation over the positions the
+        // float32 frame of the particles' cube holds: its side of 1000 resolves the clusters
+        // near the origin only to 6e-5, far coarser than their smallest separations (so that
+        // a force check against the exact positions measures the frame, not the kernels).
+        let grid = hinoki::sfc::GridBox::of_points(&p.pos);
+        let mut held = p.clone();
+        for x in held.pos.iter_mut() {
+            let r = DVec3::from_array(grid.to_frame(*x).map(f64::from));
+            *x = grid.centre() + r * grid.side;
+        }
+        let e = check_against_direct(&SingleProcess, &held, &params(Backend::Gpu), &g, 2000, 1)
             .unwrap()
             .acc;
-        assert!(e.p99 <= 1e-3, "{kernel}: {e:?}");
+        // The worst are the tree's errors on the shell around the nested clusters (1.3e-3
+        // measured, the CPU's the same).
+        assert!(e.p99 <= 2e-3, "{kernel}: {e:?}");
     }
 }
 
@@ -407,13 +422,14 @@ fn gpu_forces_are_converted_on_the_way_down_as_on_the_host() {
     };
     let out = g.walk_host(&tree, &targets, &groups, &wp, &mut t).unwrap();
     let n = targets.len();
-    let big_g = 0.37;
-    let (acc, pot, p2p, m2p) = g.download_forces(n, big_g, false, &mut t).unwrap();
+    // G and the side of the frame's cube, different factors for accelerations and potentials.
+    let units = Units::of_frame(0.37, 3.0);
+    let (acc, pot, p2p, m2p) = g.download_forces(n, units, false, &mut t).unwrap();
     // What the host made of the results copied down: the same bits.
     let (host_acc, host_pot): (Vec<DVec3>, Vec<f64>) = out
         .acc_pot
         .iter()
-        .map(|f| WalkOutput::scaled(f, big_g))
+        .map(|f| WalkOutput::scaled(f, units))
         .unzip();
     let bits = |a: &[DVec3]| -> Vec<u64> {
         a.iter()
@@ -439,7 +455,7 @@ fn gpu_forces_are_converted_on_the_way_down_as_on_the_host() {
             vec![7; len],
             vec![7; len],
         ));
-        let again = g.download_forces(n, big_g, false, &mut t).unwrap();
+        let again = g.download_forces(n, units, false, &mut t).unwrap();
         assert_eq!(bits(&again.0), bits(&host_acc), "recycled accelerations");
         assert_eq!(
             pot_bits(&again.1),
@@ -519,7 +535,7 @@ fn gpu_tree_build_and_refit_equal_the_hosts() {
         let host = Tree::build(&p.pos, &p.mass, &tp, &mut PhaseTimes::default());
         for _ in 0..2 {
             let (lo, hi) = d.bounds(&s).unwrap();
-            let bounds = &hinoki::sfc::GridBox::around_float32(lo, hi);
+            let bounds = &hinoki::sfc::GridBox::around(lo, hi);
             builder
                 .build(&s, d.positions(), bounds, &tp, &mut PhaseTimes::default())
                 .unwrap();
@@ -661,6 +677,39 @@ fn gpu_active_forces_equal_the_full_evaluation_bit_for_bit() {
             } else {
                 assert_eq!((part.acc[i], part.pot[i]), (DVec3::ZERO, 0.0));
             }
+        }
+    }
+}
+
+#[test]
+fn gpu_accuracy_does_not_depend_on_a_common_offset() {
+    if gpu(WalkKernel::default(), GpuLayout::default()).is_none() {
+        return;
+    }
+    // The device's trees, targets and walks are in the frame of the particles' cube too.
+    let p = generate(Model::Plummer, size(20_000), 5).unwrap();
+    for kernel in KERNELS {
+        let params = ForceParams {
+            backend: Backend::Gpu,
+            kernel,
+            ..ForceParams::default()
+        };
+        let errors = |offset: f64| {
+            let mut q = p.clone();
+            let shift = DVec3::new(1.0, 0.7, -0.3) * offset;
+            q.pos.iter_mut().for_each(|x| *x += shift);
+            let r = compute_forces(&SingleProcess, &q, &params, None).unwrap();
+            check_against_direct(&SingleProcess, &q, &params, &r, 1000, 3)
+                .unwrap()
+                .acc
+        };
+        let at_origin = errors(0.0);
+        for e in [2, 4, 6, 8] {
+            let got = errors(10f64.powi(e));
+            assert!(
+                got.p50 <= 1.5 * at_origin.p50 && got.p99 <= 1.5 * at_origin.p99,
+                "{kernel}, offset 1e{e}: {got:?}, at the origin {at_origin:?}"
+            );
         }
     }
 }

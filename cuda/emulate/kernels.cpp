@@ -53,6 +53,7 @@ std::span<const std::span<const Kernel>> kernel_tables()
         HINOKI_EMULATE(selftest_group_ops),
         HINOKI_EMULATE(selftest_mismatched_masks),
         // build.cu (the GPU tree build and refit, src/tree/build_gpu.rs; scans, src/gpu/stages.rs)
+        HINOKI_EMULATE(to_frame),
         HINOKI_EMULATE(tree_keys),
         HINOKI_EMULATE(scan_tiles),
         HINOKI_EMULATE(scan_add),
@@ -87,7 +88,6 @@ std::span<const std::span<const Kernel>> kernel_tables()
         HINOKI_EMULATE(bootstrap_amag),
         // particles.cu (the particles on the device, src/backend/gpu/store.rs)
         HINOKI_EMULATE(particle_bounds),
-        HINOKI_EMULATE(to_float32),
         HINOKI_EMULATE(pack_particles),
         HINOKI_EMULATE(unpack_particles),
         // domain.cu (domain decomposition, src/domain/gpu.rs)

@@ -12,7 +12,7 @@ use crate::lets::{self, Region};
 use crate::particles::Particles;
 use crate::sfc::{GridBox, Order};
 use crate::tree::{Cells, FlatTree, Tree, TreeParams};
-use crate::walk::cpu::{grouped_walk, single_walk, Forces, WalkOutput, WalkParams};
+use crate::walk::cpu::{grouped_walk, single_walk, Forces, Units, WalkOutput, WalkParams};
 use crate::walk::direct::direct_forces;
 use crate::walk::gpu::GpuLayout;
 use crate::walk::groups::{chunk_groups, tree_groups, Group};
@@ -153,23 +153,25 @@ impl Backend for CpuBackend {
         }
         let t = Tree::build_in(grid, &self.p.pos, &self.p.mass, p, times);
         self.built.clone_from(&t.cells.boxes);
+        let eps = (self.eps / grid.side) as f32;
         self.flat = (self.walk == WalkKind::Single)
-            .then(|| times.time("thread", || FlatTree::from_tree(&t, self.eps as f32)));
+            .then(|| times.time("thread", || FlatTree::from_tree(&t, eps)));
         self.tree = Some(t);
         Ok(())
     }
 
-    fn refit_tree(&mut self, p: &TreeParams, times: &mut PhaseTimes) -> Result<()> {
+    fn refit_tree(&mut self, p: &TreeParams, times: &mut PhaseTimes) -> Result<Option<GridBox>> {
         self.forest = None;
         let Some(t) = self.tree.as_mut() else {
-            return Ok(());
+            return Ok(None);
         };
         let (pos, mass, built) = (&self.p.pos, &self.p.mass, &self.built);
         times.time("refit", || t.refit(pos, mass, built, p));
         if self.walk == WalkKind::Single {
-            self.flat = Some(times.time("thread", || FlatTree::from_tree(t, self.eps as f32)));
+            let eps = (self.eps / t.grid.side) as f32;
+            self.flat = Some(times.time("thread", || FlatTree::from_tree(t, eps)));
         }
-        Ok(())
+        Ok(Some(t.grid))
     }
 
     fn topology(&mut self) -> Result<Option<TreeTopology>> {
@@ -220,14 +222,18 @@ impl Backend for CpuBackend {
                     .collect();
                 (targets, tree_groups(t, spec.group))
             }
-            _ => {
+            tree => {
                 self.walk_order = (0..n as u32).collect();
+                let grid = tree.as_ref().map_or(GridBox::FRAME, |t| t.grid);
                 let targets = self
                     .p
                     .pos
                     .par_iter()
                     .enumerate()
-                    .map(|(i, x)| [x.x as f32, x.y as f32, x.z as f32, amag(i as u32)])
+                    .map(|(i, x)| {
+                        let [x, y, z] = grid.to_frame(*x);
+                        [x, y, z, amag(i as u32)]
+                    })
                     .collect();
                 (targets, chunk_groups(n, spec.group))
             }
@@ -323,7 +329,7 @@ impl Backend for CpuBackend {
         Ok(())
     }
 
-    fn forces(&mut self, g: f64, times: &mut PhaseTimes) -> Result<Forces> {
+    fn forces(&mut self, units: Units, times: &mut PhaseTimes) -> Result<Forces> {
         let out = std::mem::take(&mut self.out);
         let (walk_order, packed) = (&self.walk_order, &self.packed);
         let forces: Forces = times.time("unsort", || {
@@ -341,7 +347,7 @@ impl Backend for CpuBackend {
                 .map(|&k| {
                     let f = out.acc_pot.get(k as usize).unwrap_or(&none);
                     let p2p = WalkOutput::others(count(&out.p2p, k));
-                    (WalkOutput::scaled(f, g), (p2p, count(&out.m2p, k)))
+                    (WalkOutput::scaled(f, units), (p2p, count(&out.m2p, k)))
                 })
                 .unzip();
             (acc, pot, p2p, m2p)

@@ -21,7 +21,7 @@ use crate::particles_gpu::DeviceParticles;
 use crate::sfc::{GridBox, Order};
 use crate::tree::build_gpu::{DeviceTree, TreeArrays, TreeBuilder};
 use crate::tree::{Tree, TreeParams};
-use crate::walk::cpu::{Forces, WalkParams};
+use crate::walk::cpu::{Forces, Units, WalkOutput, WalkParams};
 use crate::walk::gpu::{GpuLayout, GpuWalk, WalkKernel};
 use crate::walk::groups_gpu::{DeviceGroups, GroupFormer};
 use crate::walk::mac::Criterion;
@@ -238,15 +238,14 @@ impl Backend for GpuBackend {
         Ok(())
     }
 
-    fn refit_tree(&mut self, p: &TreeParams, times: &mut PhaseTimes) -> Result<()> {
+    fn refit_tree(&mut self, p: &TreeParams, times: &mut PhaseTimes) -> Result<Option<GridBox>> {
         self.forest = None;
         self.targets = None;
         if self.particles.n == 0 {
-            return Ok(());
+            return Ok(None);
         }
         let src = self.particles.positions();
-        self.builder.refit(&self.stages, src, p, times)?;
-        Ok(())
+        Ok(Some(self.builder.refit(&self.stages, src, p, times)?.grid))
     }
 
     fn topology(&mut self) -> Result<Option<TreeTopology>> {
@@ -273,7 +272,7 @@ impl Backend for GpuBackend {
         } else {
             let pos = self.particles.positions().pos;
             self.groups
-                .input_targets(&self.stages, n, pos, spec.amag, tree.spare)?;
+                .input_targets(&self.stages, n, pos, &tree.grid, spec.amag, tree.spare)?;
             (tree.spare, None)
         };
         let all = self.form_groups(&tree, curve, size)?;
@@ -387,7 +386,7 @@ impl Backend for GpuBackend {
         }
     }
 
-    fn forces(&mut self, g: f64, times: &mut PhaseTimes) -> Result<Forces> {
+    fn forces(&mut self, units: Units, times: &mut PhaseTimes) -> Result<Forces> {
         let n = self.particles.n;
         let Some(t) = self.targets else {
             return Ok(Forces::default());
@@ -399,7 +398,9 @@ impl Backend for GpuBackend {
             let active = self.groups.active_flags();
             self.walk.mask_inactive(active, n, t.order.is_some())?;
         }
-        let f = self.walk.download_forces(n, g, t.order.is_some(), times)?;
+        let f = self
+            .walk
+            .download_forces(n, units, t.order.is_some(), times)?;
         // The counts in the particles' order are the next decomposition's cost.
         self.cost = Some(match t.order {
             Some(_) => self.walk.counts_in_input_order(),
@@ -427,22 +428,30 @@ impl Backend for GpuBackend {
                  (use --backend cpu for a multi-rank direct sum)",
             ));
         }
+        if pos.is_empty() {
+            return Ok((Vec::new(), Vec::new()));
+        }
+        // In the float32 frame of the particles' cube, as the tree's.
+        let (lo, hi) = crate::sfc::bounding_box(pos);
+        let grid = GridBox::frame_for(lo, hi, eps)?;
         let src: Vec<[f32; 4]> = pos
             .iter()
             .zip(mass)
-            .map(|(x, &m)| [x.x as f32, x.y as f32, x.z as f32, m as f32])
+            .map(|(x, &m)| {
+                let [x, y, z] = grid.to_frame(*x);
+                [x, y, z, m as f32]
+            })
             .collect();
+        let eps = eps / grid.side;
         let out = self.walk.direct(&src, (eps * eps) as f32, times)?;
+        let units = Units::of_frame(1.0, grid.side);
         // The GPU sums for every particle; only the active ones are reported.
         Ok(out
             .iter()
             .enumerate()
             .map(|(i, f)| match active {
                 Some(a) if !a[i] => (DVec3::ZERO, 0.0),
-                _ => (
-                    DVec3::new(f[0] as f64, f[1] as f64, f[2] as f64),
-                    f[3] as f64,
-                ),
+                _ => WalkOutput::scaled(f, units),
             })
             .unzip())
     }

@@ -21,7 +21,7 @@ use crate::lets::Region;
 use crate::particles::Particles;
 use crate::sfc::{GridBox, Order};
 use crate::tree::TreeParams;
-use crate::walk::cpu::{Forces, WalkParams};
+use crate::walk::cpu::{Forces, Units, WalkParams};
 use crate::walk::gpu::GpuLayout;
 use crate::walk::mac::Criterion;
 use glam::DVec3;
@@ -44,8 +44,8 @@ pub struct TargetSpec<'a> {
     pub order: Order,
     /// Targets per group of the CPU's grouped walk (the GPU groups V·G of its layout).
     pub group: usize,
-    /// The previous acceleration magnitude |a| of every particle (acceleration units), for the
-    /// acceleration criterion.
+    /// The previous acceleration magnitude |a| of every particle (G included, in the tree's
+    /// frame: times L² for a cube of side L), for the acceleration criterion.
     pub amag: Option<&'a [f32]>,
     /// Block steps: the particles whose forces are wanted (one flag per particle); only the
     /// groups holding one walk, and the others' results are zero.
@@ -94,13 +94,15 @@ pub trait Backend {
     /// source rank. Collective. Returns the particles that left. Forgets the tree.
     fn migrate(&mut self, comm: &dyn Comm, splitters: &[u64]) -> Result<usize>;
 
-    /// Builds the tree of the particles on the keys of the cube `grid` (which holds them,
-    /// rounded to float32). Times `sort`, `build`, `moments`.
+    /// Builds the tree of the particles in the cube `grid` (which holds them): its float32
+    /// values, and those of the targets, region and LETs formed from it, are in the cube's
+    /// frame ([`GridBox::to_frame`]). Times `sort`, `build`, `moments`.
     fn build_tree(&mut self, grid: &GridBox, p: &TreeParams, times: &mut PhaseTimes) -> Result<()>;
 
     /// Refits the last tree to the particles' current positions (the same particles, in the
-    /// same order, as at its build). Times `refit`.
-    fn refit_tree(&mut self, p: &TreeParams, times: &mut PhaseTimes) -> Result<()>;
+    /// same order, as at its build), in the frame of its build's cube, which it returns
+    /// (`None` without a tree). Times `refit`.
+    fn refit_tree(&mut self, p: &TreeParams, times: &mut PhaseTimes) -> Result<Option<GridBox>>;
 
     /// What a refit needs of the last tree, for a checkpoint (`None` without a tree).
     fn topology(&mut self) -> Result<Option<TreeTopology>>;
@@ -113,7 +115,7 @@ pub trait Backend {
     fn targets(&mut self, spec: &TargetSpec, times: &mut PhaseTimes) -> Result<usize>;
 
     /// The acceleration criterion's first evaluation: each target's previous |a| becomes `g`
-    /// times the |a| (G = 1) of the last walk's result for it.
+    /// times the |a| (G = 1, in the tree's frame) of the last walk's result for it.
     fn bootstrap_amag(&mut self, g: f32) -> Result<()>;
 
     /// The region of this rank's particles ([`Region::of_tree`]) cut into `pieces` boxes,
@@ -143,10 +145,10 @@ pub trait Backend {
     /// forest's added to them. Times `walk`.
     fn walk(&mut self, source: Source, p: &WalkParams, times: &mut PhaseTimes) -> Result<()>;
 
-    /// The results of the walks, in the particles' order: accelerations and potentials with
-    /// the gravitational constant `g` applied, p2p counts without the particle itself, m2p
-    /// counts. Times `download` (and `unsort`).
-    fn forces(&mut self, g: f64, times: &mut PhaseTimes) -> Result<Forces>;
+    /// The results of the walks, in the particles' order: accelerations and potentials in
+    /// `units` (the tree's frame and the gravitational constant), p2p counts without the
+    /// particle itself, m2p counts. Times `download` (and `unsort`).
+    fn forces(&mut self, units: Units, times: &mut PhaseTimes) -> Result<Forces>;
 
     /// Hands back result vectors that are no longer needed, for the next
     /// [`Backend::forces`] to fill.

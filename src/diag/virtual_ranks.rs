@@ -68,7 +68,6 @@ pub fn study(
             .map(|&i| weights.map_or(1.0, |w| w[i as usize]))
             .sum()
     };
-    let wp = params.walk_params();
     let tp = TreeParams {
         order: Order::Hilbert,
         ncrit: params
@@ -80,7 +79,8 @@ pub fn study(
     // Every rank's tree, in the cube around all particles as a job builds them, and the region
     // it publishes.
     let (lo, hi) = crate::sfc::bounding_box(&p.pos);
-    let cube = crate::sfc::GridBox::around_float32(lo, hi);
+    let cube = crate::sfc::GridBox::around(lo, hi);
+    let wp = params.walk_params(cube.side);
     let trees: Vec<Option<Tree>> = members
         .par_iter()
         .map(|m| {

@@ -11,7 +11,7 @@ use crate::error::{Error, Result};
 use crate::lets::{gather_regions, LetStats};
 use crate::sfc::GridBox;
 use crate::tree::TreeParams;
-use crate::walk::cpu::{Forces, WalkParams};
+use crate::walk::cpu::{Forces, Units, WalkParams};
 use crate::walk::mac::{Criterion, Mac};
 use glam::DVec3;
 use rayon::prelude::*;
@@ -40,21 +40,29 @@ pub(super) fn tree_forces(
     };
     // The cube's bounds are the keys' (timed with them when the tree is rebuilt).
     let t0 = Instant::now();
-    let (rebuild, grid) = agree(backend, comm, rebuild)?;
+    let (rebuild, grid) = agree(backend, comm, rebuild, params.eps)?;
     if rebuild {
         times.add("sort", t0.elapsed().as_secs_f64());
     }
-    match grid {
-        Some(grid) if rebuild => backend.build_tree(&grid, &tp, times)?,
+    // The cube whose frame the trees, targets, regions and LETs are in.
+    let grid = match grid {
+        Some(grid) if rebuild => {
+            backend.build_tree(&grid, &tp, times)?;
+            Some(grid)
+        }
         // Nobody holds a particle: there is no tree to build.
         None if rebuild => {
-            backend.build_tree(&GridBox::around(DVec3::ZERO, DVec3::ZERO), &tp, times)?
+            backend.build_tree(&GridBox::FRAME, &tp, times)?;
+            None
         }
         _ => backend.refit_tree(&tp, times)?,
-    }
+    };
+    let side = grid.map_or(1.0, |g| g.side);
     let amag: Option<Vec<f32>> = old_acc.map(|a| {
         times.time("targets", || {
-            a.par_iter().map(|a| a.length() as f32).collect()
+            a.par_iter()
+                .map(|a| (a.length() * side * side) as f32)
+                .collect()
         })
     });
     let spec = TargetSpec {
@@ -64,7 +72,7 @@ pub(super) fn tree_forces(
         active,
     };
     let walked = backend.targets(&spec, times)?;
-    let wp = params.walk_params();
+    let wp = params.walk_params(side);
     let mut stats = LetStats::default();
     if params.mac == Mac::Acceleration && old_acc.is_none() {
         let boot = WalkParams {
@@ -78,19 +86,21 @@ pub(super) fn tree_forces(
         backend.bootstrap_amag(wp.criterion.g)?;
     }
     walk_everything(backend, comm, &wp, params.let_boxes, times, &mut stats)?;
-    let forces = backend.forces(params.g, times)?;
+    let forces = backend.forces(Units::of_frame(params.g, side), times)?;
     Ok((forces, stats, walked))
 }
 
 /// Whether this evaluation rebuilds its trees (on every rank when any must: a rank whose
 /// particles are not those of its tree has to, and the rebuilds share one cube), and the cube
-/// the keys are computed in: around every rank's particles, rounded to float32 as the trees'
-/// particles are, so that every rank's cells are cells of one global octree (`None` when no
-/// rank holds a particle). Collective on several ranks.
+/// the trees are built in: around every rank's particles ([`GridBox::frame_for`] softening
+/// `eps`), so that every rank's cells are cells of one global octree and every rank's float32
+/// values are in one frame (`None` when no rank holds a particle). Fails when the particles
+/// span more than float64 can hold. Collective on several ranks.
 fn agree(
     backend: &mut dyn Backend,
     comm: &dyn Comm,
     rebuild: bool,
+    eps: f64,
 ) -> Result<(bool, Option<GridBox>)> {
     if comm.size() == 1 && !rebuild {
         return Ok((false, None));
@@ -101,8 +111,10 @@ fn agree(
         comm.allreduce_max_f64(&mut v);
     }
     let (lo, hi) = (-DVec3::new(v[1], v[2], v[3]), DVec3::new(v[4], v[5], v[6]));
-    let grid = (lo.x <= hi.x).then(|| GridBox::around_float32(lo, hi));
-    Ok((v[0] > 0.0, grid))
+    if lo.x > hi.x {
+        return Ok((v[0] > 0.0, None));
+    }
+    Ok((v[0] > 0.0, Some(GridBox::frame_for(lo, hi, eps)?)))
 }
 
 /// The walks of every particle of the job for the targets: the local tree and, with several

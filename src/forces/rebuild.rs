@@ -148,7 +148,7 @@ impl RebuildClock {
 /// run refits the very tree the uninterrupted run would have.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TreeTopology {
-    /// The cube the keys of the rebuild were computed in.
+    /// The cube of the rebuild, whose float32 frame the tree's values are in.
     pub grid: GridBox,
     /// For each tree particle, its index in the rank's particle arrays.
     pub index: Vec<u32>,
@@ -162,7 +162,7 @@ pub struct TreeTopology {
     pub nchild: Vec<u8>,
     /// Per cell: cells in its subtree, itself included.
     pub subtree: Vec<u32>,
-    /// Per cell: the box at the rebuild, centre and half side (length units).
+    /// Per cell: the box at the rebuild, centre and half side (in the frame of `grid`).
     pub boxes: Vec<[f32; 4]>,
 }
 

@@ -17,11 +17,16 @@ pub enum Order {
     None,
 }
 
+use crate::error::{Error, Result};
 use glam::DVec3;
 use rayon::prelude::*;
 
 /// Grid resolution per axis: 2²¹ cells, so that three coordinates fill a 63-bit key.
 pub const GRID: u32 = 1 << 21;
+
+/// The largest softening length a [`GridBox`]'s frame holds, in units of its side: 2³² (its
+/// square stays far inside float32).
+pub const MAX_EPS_PER_SIDE: f64 = 4294967296.0;
 
 /// A cube that contains every particle, quantised into a 2²¹ grid per axis.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -49,11 +54,55 @@ impl GridBox {
         }
     }
 
-    /// The cube around the bounding box `[lo, hi]` rounded to float32 (rounding is monotone:
-    /// it bounds the points rounded to float32), as the trees take it.
-    pub fn around_float32(lo: DVec3, hi: DVec3) -> Self {
-        Self::around(lo.as_vec3().as_dvec3(), hi.as_vec3().as_dvec3())
+    /// The cube whose frame ([`GridBox::to_frame`]) the float32 values of particles in the
+    /// bounding box `[lo, hi]` are taken to, for a softening length `eps` (length units): the
+    /// cube [`GridBox::around`] them, widened where needed to ε / [`MAX_EPS_PER_SIDE`] (its
+    /// particles are then closer than float32 tells apart within ε anyway), so that ε² in the
+    /// frame stays far inside float32. Fails, naming the box, when float64 cannot hold the
+    /// distances between its corners.
+    pub fn frame_for(lo: DVec3, hi: DVec3, eps: f64) -> Result<Self> {
+        let mut g = Self::around(lo, hi);
+        let least = eps / MAX_EPS_PER_SIDE;
+        if g.side < least {
+            g = Self {
+                origin: g.centre() - DVec3::splat(0.5 * least),
+                side: least,
+            };
+        }
+        if !(g.origin.is_finite() && g.side.is_finite()) {
+            return Err(Error::input(format!(
+                "the particles span [{lo}, {hi}], farther than float64 arithmetic reaches: \
+                 the distances between them cannot be computed"
+            )));
+        }
+        Ok(g)
     }
+
+    /// The cube's centre (length units).
+    pub fn centre(&self) -> DVec3 {
+        self.origin + DVec3::splat(0.5 * self.side)
+    }
+
+    /// A point in the cube's frame, where the trees, targets, LETs and regions hold their
+    /// float32 positions: `(p − centre) / side`, computed in float64 (the GPU's `to_frame`
+    /// does the same operations) and rounded to float32, so that a point of the cube lies in
+    /// [−½, ½]³ with float32's relative precision whatever the cube's offset and size.
+    #[inline]
+    pub fn to_frame(&self, p: DVec3) -> [f32; 3] {
+        let (c, s) = (self.centre(), 1.0 / self.side);
+        [
+            ((p.x - c.x) * s) as f32,
+            ((p.y - c.y) * s) as f32,
+            ((p.z - c.z) * s) as f32,
+        ]
+    }
+
+    /// The cube of the frame itself: side 1 around the origin, the cube a tree's keys are
+    /// computed in from its frame positions.
+    pub const FRAME: GridBox = GridBox {
+        origin: DVec3::new(-0.5, -0.5, -0.5),
+        side: 1.0,
+    };
 
     /// The cube around a set of (finite) points.
     pub fn of_points(pos: &[DVec3]) -> Self {

@@ -73,7 +73,7 @@ pub struct DeviceTree {
     pub particles: usize,
     /// Its cells.
     pub cells: usize,
-    /// The cube its keys were computed in.
+    /// The cube it was built in, whose float32 frame its values are in.
     pub grid: GridBox,
     /// Its arrays.
     pub arrays: TreeArrays,
@@ -196,8 +196,8 @@ impl<R: KernelRunner> TreeBuilder<R> {
         p + c
     }
 
-    /// The tree over the `src.n` particles on the device (positions rounded to float32 first)
-    /// on the keys of the cube `grid`, which holds them, built there and kept there: the tree
+    /// The tree over the `src.n` particles on the device (positions taken to the float32 frame
+    /// of the cube `grid`, which holds them, first), built there and kept there: the tree
     /// [`Tree::build_in`] builds. Times `sort` (the rounding, keys, sort and gather), `build`
     /// (topology, preorder) and `moments`. `src.n` must be at least 1 and the positions finite.
     pub fn build(
@@ -213,7 +213,7 @@ impl<R: KernelRunner> TreeBuilder<R> {
         let grid = *grid;
         times.time("sort", || self.sort(s, src, &grid, p.order))?;
         let levels = times.time("build", || self.cell_levels(s, n, p.ncrit))?;
-        times.time("moments", || self.moments(s, &levels, &grid, p))?;
+        times.time("moments", || self.moments(s, &levels, p))?;
         let tree = self.device_tree(n, levels[levels.len() - 1], grid);
         self.last = Some((tree, levels));
         Ok(tree)
@@ -245,12 +245,16 @@ impl<R: KernelRunner> TreeBuilder<R> {
                     "refit_particles",
                     blocks(src.n),
                     &[
-                        Arg::Ptr(src.pos),
-                        Arg::Ptr(src.mass),
-                        ptr(&a.index[0]),
-                        int(src.n)?,
-                        ptr(&a.sorted),
-                    ],
+                        &[
+                            Arg::Ptr(src.pos),
+                            Arg::Ptr(src.mass),
+                            ptr(&a.index[0]),
+                            int(src.n)?,
+                        ][..],
+                        &frame_args(&tree.grid),
+                        &[ptr(&a.sorted)],
+                    ]
+                    .concat(),
                 )?;
                 let common = [
                     ptr(&a.sorted),
@@ -387,8 +391,8 @@ impl<R: KernelRunner> TreeBuilder<R> {
         Ok(())
     }
 
-    /// Rounds the particles at `src` to float32, computes their keys in the cube `grid` on the
-    /// curve `order`, sorts (key, index) pairs and gathers the particles in key order. The
+    /// Takes the particles at `src` to the float32 frame of the cube `grid`, computes their
+    /// keys (in [`GridBox::FRAME`]) on the curve `order`, sorts (key, index) pairs and gathers the particles in key order. The
     /// sorted keys and order end in `keys[0]`, `index[0]`, the particles in `sorted`.
     fn sort(&mut self, s: &Stages<R>, src: Positions, grid: &GridBox, order: Order) -> Result<()> {
         let n = src.n;
@@ -396,19 +400,19 @@ impl<R: KernelRunner> TreeBuilder<R> {
         s.runner()
             .upload(&[0u32; 8 * 256], &mut self.digit_counts)?;
         let a = self.particles.as_ref().expect("reserved");
-        let o = grid.origin;
+        let o = GridBox::FRAME.origin;
         // SAFETY (every launch below): the particle arrays hold at least n particles, the
         // tile counts 256 per tile, the digit counts 8 * 256.
         unsafe {
             s.launch(
-                "to_float32",
+                "to_frame",
                 blocks(n),
                 &[
-                    Arg::Ptr(src.pos),
-                    Arg::Ptr(src.mass),
-                    int(n)?,
-                    ptr(&a.pos_mass),
-                ],
+                    &[Arg::Ptr(src.pos), Arg::Ptr(src.mass), int(n)?][..],
+                    &frame_args(grid),
+                    &[ptr(&a.pos_mass)],
+                ]
+                .concat(),
             )?;
             s.launch(
                 "tree_keys",
@@ -419,7 +423,7 @@ impl<R: KernelRunner> TreeBuilder<R> {
                     Arg::F64(o.x),
                     Arg::F64(o.y),
                     Arg::F64(o.z),
-                    Arg::F64(GRID as f64 / grid.side),
+                    Arg::F64(GRID as f64 / GridBox::FRAME.side),
                     Arg::I32((order == Order::Hilbert) as i32),
                     ptr(&a.keys[0]),
                     ptr(&a.index[0]),
@@ -650,19 +654,13 @@ impl<R: KernelRunner> TreeBuilder<R> {
     }
 
     /// The upward pass (deepest level first), then every cell stored at its preorder position
-    /// with its box and S_eff.
-    fn moments(
-        &mut self,
-        s: &Stages<R>,
-        levels: &[usize],
-        grid: &GridBox,
-        p: &TreeParams,
-    ) -> Result<()> {
+    /// with its box (in [`GridBox::FRAME`]) and S_eff.
+    fn moments(&mut self, s: &Stages<R>, levels: &[usize], p: &TreeParams) -> Result<()> {
         let c = self.cells.as_ref().expect("reserved");
         let a = self.particles.as_ref().expect("sorted");
         let depth = levels.len() - 1;
         let ncells = levels[depth];
-        let o = grid.origin;
+        let o = GridBox::FRAME.origin;
         // SAFETY: the cell arrays hold every cell, the particle arrays every particle.
         unsafe {
             self.per_level(
@@ -695,7 +693,7 @@ impl<R: KernelRunner> TreeBuilder<R> {
                     Arg::F64(o.x),
                     Arg::F64(o.y),
                     Arg::F64(o.z),
-                    Arg::F64(grid.side),
+                    Arg::F64(GridBox::FRAME.side),
                     Arg::I32((p.mac != Mac::BarnesHut) as i32),
                     Arg::F32(p.theta),
                     ptr(&c.first),
@@ -851,6 +849,18 @@ impl<R: KernelRunner> TreeBuilder<R> {
         r.upload(&cells.s_eff, &mut c.s_eff)?;
         Ok(self.tree().expect("restored"))
     }
+}
+
+/// The kernel arguments that take float64 positions to the float32 frame of `grid`
+/// ([`GridBox::to_frame`]): its centre and the inverse of its side.
+pub(crate) fn frame_args(grid: &GridBox) -> [Arg; 4] {
+    let c = grid.centre();
+    [
+        Arg::F64(c.x),
+        Arg::F64(c.y),
+        Arg::F64(c.z),
+        Arg::F64(1.0 / grid.side),
+    ]
 }
 
 mod bfs;

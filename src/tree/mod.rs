@@ -71,13 +71,14 @@ impl Cells {
 /// A complete tree over one set of particles.
 #[derive(Clone, Debug)]
 pub struct Tree {
-    /// The cube the keys were computed in.
+    /// The cube the tree was built in; its float32 values are in this cube's frame (see
+    /// [`GridBox::to_frame`]: lengths in units of its side, positions from its centre).
     pub grid: GridBox,
-    /// Sorted particles: position (length units) and mass (mass units), float32.
+    /// Sorted particles: frame position and mass (mass units), float32.
     pub particles: Vec<[f32; 4]>,
     /// For each sorted particle, its index in the input arrays.
     pub index: Vec<u32>,
-    /// The cells.
+    /// The cells, in the frame of `grid`.
     pub cells: Cells,
 }
 
@@ -104,17 +105,17 @@ impl Tree {
     /// Builds the tree over particles at `pos` (length units) with masses `mass` in the cube
     /// around them: [`Tree::build_in`] that cube.
     pub fn build(pos: &[DVec3], mass: &[f64], p: &TreeParams, times: &mut PhaseTimes) -> Self {
-        let (lo, hi) = crate::sfc::bounding_box(pos);
-        Self::build_in(&GridBox::around_float32(lo, hi), pos, mass, p, times)
+        Self::build_in(&GridBox::of_points(pos), pos, mass, p, times)
     }
 
-    /// Builds the tree over particles at `pos` (length units) with masses `mass`, rounded to
-    /// float32 first, on the keys of the cube `grid`, which must hold them (every rank of a job
-    /// builds in the cube around all ranks' particles, so that their trees' cells are cells of
-    /// one global octree). Keys, cells and moments come from the rounded values, as the GPU
-    /// builds it: both give the same tree for the same particles. Times the phases `sort`
-    /// (keys, sort, gather), `build` (topology) and `moments`. `pos` must be non-empty and
-    /// finite.
+    /// Builds the tree over particles at `pos` (length units) with masses `mass` in the cube
+    /// `grid`, which must hold them (every rank of a job builds in the cube around all ranks'
+    /// particles, so that their trees' cells are cells of one global octree). The positions
+    /// are taken to the cube's float32 frame first ([`GridBox::to_frame`]) and the masses
+    /// rounded to float32; keys (in [`GridBox::FRAME`]), cells and moments come from those
+    /// values, as the GPU builds it: both give the same tree for the same particles. Times
+    /// the phases `sort` (keys, sort, gather), `build` (topology) and `moments`. `pos` must be
+    /// non-empty and finite.
     pub fn build_in(
         grid: &GridBox,
         pos: &[DVec3],
@@ -124,7 +125,8 @@ impl Tree {
     ) -> Self {
         let grid = *grid;
         let (grid, index, particles) = times.time("sort", || {
-            let k = keys_by(p.order, &grid, pos.len(), |i| pos[i].as_vec3().as_dvec3());
+            let frame = |i: usize| DVec3::from_array(grid.to_frame(pos[i]).map(f64::from));
+            let k = keys_by(p.order, &GridBox::FRAME, pos.len(), frame);
             let mut pairs: Vec<(u64, u32)> = k
                 .into_par_iter()
                 .enumerate()
@@ -135,9 +137,8 @@ impl Tree {
             let ((index, particles), sorted): ((Vec<u32>, Vec<_>), Vec<_>) = pairs
                 .par_iter()
                 .map(|&(k, i)| {
-                    let x = pos[i as usize];
-                    let m = mass[i as usize] as f32;
-                    ((i, [x.x as f32, x.y as f32, x.z as f32, m]), k)
+                    let [x, y, z] = grid.to_frame(pos[i as usize]);
+                    ((i, [x, y, z, mass[i as usize] as f32]), k)
                 })
                 .unzip();
             (grid, index, (particles, sorted))
@@ -145,7 +146,7 @@ impl Tree {
         let (particles, sorted_keys) = particles;
         let mut cells = times.time("build", || build_topology(&sorted_keys, p.ncrit));
         times.time("moments", || {
-            compute_moments(&mut cells, &particles, &sorted_keys, &grid, p)
+            compute_moments(&mut cells, &particles, &sorted_keys, p)
         });
         Tree {
             grid,

@@ -49,6 +49,28 @@ pub struct WalkOutput {
 /// counts without the target itself and particle–cell counts.
 pub type Forces = (Vec<DVec3>, Vec<f64>, Vec<u32>, Vec<u32>);
 
+/// The factors that take a walk's results, in a tree's frame with G = 1 (lengths in units of
+/// the side L of the tree's cube, see [`crate::sfc::GridBox::to_frame`]), to physical units:
+/// G / L² for accelerations and G / L for potentials.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Units {
+    /// Acceleration per frame acceleration (G / L²).
+    pub acc: f64,
+    /// Potential per frame potential (G / L).
+    pub pot: f64,
+}
+
+impl Units {
+    /// The units of results in the frame of a cube of side `side` (length units) with the
+    /// gravitational constant `g`.
+    pub fn of_frame(g: f64, side: f64) -> Self {
+        Self {
+            acc: g / side / side,
+            pot: g / side,
+        }
+    }
+}
+
 impl WalkOutput {
     fn zeros(n: usize) -> Self {
         Self {
@@ -58,11 +80,11 @@ impl WalkOutput {
         }
     }
 
-    /// A target's result `f` (acceleration and potential, G = 1) as float64 acceleration
-    /// (length/time²) and potential (energy/mass), the gravitational constant `g` applied.
-    pub fn scaled(f: &[f32; 4], g: f64) -> (DVec3, f64) {
-        let a = DVec3::new(f[0] as f64, f[1] as f64, f[2] as f64) * g;
-        (a, f[3] as f64 * g)
+    /// A target's result `f` (acceleration and potential in a frame, G = 1) as float64
+    /// acceleration (length/time²) and potential (energy/mass) in `units`.
+    pub fn scaled(f: &[f32; 4], units: Units) -> (DVec3, f64) {
+        let a = DVec3::new(f[0] as f64, f[1] as f64, f[2] as f64) * units.acc;
+        (a, f[3] as f64 * units.pot)
     }
 
     /// A target's particle–particle count from the walk of a tree that holds it, without the

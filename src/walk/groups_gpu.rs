@@ -9,7 +9,8 @@ use super::groups::wide_chunk_limit;
 use crate::error::Result;
 use crate::gpu::launch::{grow, Arg, DeviceArray, KernelRunner};
 use crate::gpu::stages::{blocks, int, ptr, Stages};
-use crate::tree::build_gpu::DeviceTree;
+use crate::sfc::GridBox;
+use crate::tree::build_gpu::{frame_args, DeviceTree};
 use crate::tree::MAX_LEVEL;
 
 /// Tree levels (the entries of the per-level width counts).
@@ -351,13 +352,15 @@ impl<R: KernelRunner> GroupFormer<R> {
     }
 
     /// The walk's targets in the particle arrays' own order (no curve order): the `n`
-    /// positions at device address `pos` (3 doubles each) rounded to float32, with the previous
-    /// |a| from `amag`, written at device address `into` (4 floats per particle).
+    /// positions at device address `pos` (3 doubles each) in the float32 frame of `grid` (the
+    /// tree's cube), with the previous |a| from `amag`, written at device address `into` (4
+    /// floats per particle).
     pub fn input_targets(
         &mut self,
         s: &Stages<R>,
         n: usize,
         pos: u64,
+        grid: &GridBox,
         amag: Option<&[f32]>,
         into: u64,
     ) -> Result<()> {
@@ -368,12 +371,11 @@ impl<R: KernelRunner> GroupFormer<R> {
                 "input_targets",
                 blocks(n),
                 &[
-                    int(n)?,
-                    Arg::Ptr(pos),
-                    ptr(&self.amag),
-                    Arg::I32(has as i32),
-                    Arg::Ptr(into),
-                ],
+                    &[int(n)?, Arg::Ptr(pos)][..],
+                    &frame_args(grid),
+                    &[ptr(&self.amag), Arg::I32(has as i32), Arg::Ptr(into)],
+                ]
+                .concat(),
             )
         }
     }

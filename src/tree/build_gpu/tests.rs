@@ -93,7 +93,7 @@ fn build(
     p: &TreeParams,
 ) -> Tree {
     let (lo, hi) = d.bounds(s).unwrap();
-    let bounds = &crate::sfc::GridBox::around_float32(lo, hi);
+    let bounds = &crate::sfc::GridBox::around(lo, hi);
     b.build(s, d.positions(), bounds, p, &mut PhaseTimes::default())
         .unwrap();
     b.download(s).unwrap().unwrap()

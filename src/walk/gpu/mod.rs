@@ -9,7 +9,7 @@ mod layout;
 
 pub use layout::{GpuLayout, VgChoice, WalkKernel};
 
-use super::cpu::{Forces, WalkOutput, WalkParams};
+use super::cpu::{Forces, Units, WalkOutput, WalkParams};
 use super::groups::Group;
 use super::groups_gpu::DeviceGroups;
 use super::mac::Mac;
@@ -307,8 +307,8 @@ impl GpuWalk {
     }
 
     /// The results of `n` targets, converted while they come down with no host copy of them:
-    /// accelerations (length/time²) and potentials (energy/mass) in float64 with the
-    /// gravitational constant `g` applied, particle–particle counts without the target itself
+    /// accelerations (length/time²) and potentials (energy/mass) in float64 in `units` (the
+    /// walked tree's frame and the gravitational constant), particle–particle counts without the target itself
     /// and particle–cell counts; in the particles' order after [`GpuWalk::unsort`] when
     /// `input_order`, else in walk order. They are written into the vectors last handed back
     /// with [`GpuWalk::recycle`] where those have the right length (memory the host has
@@ -316,7 +316,7 @@ impl GpuWalk {
     pub fn download_forces(
         &mut self,
         n: usize,
-        g: f64,
+        units: Units,
         input_order: bool,
         times: &mut PhaseTimes,
     ) -> Result<Forces> {
@@ -324,7 +324,7 @@ impl GpuWalk {
         let spare = std::mem::take(&mut self.spare);
         let forces = self
             .buffers
-            .download_forces(&self.program, n, g, input_order, spare)?;
+            .download_forces(&self.program, n, units, input_order, spare)?;
         times.add("download", t0.elapsed().as_secs_f64());
         Ok(forces)
     }

@@ -45,7 +45,7 @@ fn emulated_device_groups_and_targets_equal_the_hosts() {
         let host = Tree::build(pos, mass, &p, &mut PhaseTimes::default());
         let d = on_device(&s, pos, mass);
         let (lo, hi) = d.bounds(&s).unwrap();
-        let bounds = &crate::sfc::GridBox::around_float32(lo, hi);
+        let bounds = &crate::sfc::GridBox::around(lo, hi);
         let tree = builder
             .build(&s, d.positions(), bounds, &p, &mut PhaseTimes::default())
             .unwrap();
