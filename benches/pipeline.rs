@@ -97,6 +97,8 @@ fn bench_walks(c: &mut Criterion) {
         &mut PhaseTimes::default(),
     );
     let t = targets(&tree, &p);
+    // The targets are the tree's particles, in its order.
+    let own: Vec<u32> = (0..t.len() as u32).collect();
     let wp = f.walk_params(tree.grid.side);
     // The CPU groups of `hinoki::forces`: tree cells of at most `group` particles.
     let groups = tree_groups(&tree, f.group);
@@ -108,10 +110,10 @@ fn bench_walks(c: &mut Criterion) {
         .measurement_time(Duration::from_secs(20))
         .throughput(Throughput::Elements(N as u64));
     g.bench_function(BenchmarkId::new("grouped", N), |b| {
-        b.iter(|| grouped_walk(&tree, black_box(&t), &groups, &wp))
+        b.iter(|| grouped_walk(&tree, black_box(&t), Some(&own), &groups, &wp))
     });
     g.bench_function(BenchmarkId::new("single", N), |b| {
-        b.iter(|| single_walk(&tree, &flat, black_box(&t), &wp))
+        b.iter(|| single_walk(&tree, &flat, black_box(&t), Some(&own), &wp))
     });
     g.finish();
 }

@@ -212,6 +212,15 @@ extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
                                  has_amag ? amag[i] : 0.0f);
 }
 
+// The inverse of the tree's order (order[k]: the particle of sorted slot k): inverse[i] is the
+// sorted slot of particle i, the walk's own particle of target i without a curve order.
+extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
+    invert_order(int n, const unsigned *__restrict__ order, unsigned *__restrict__ inverse)
+{
+    for (int k = blockIdx.x * blockDim.x + threadIdx.x; k < n; k += gridDim.x * blockDim.x)
+        inverse[order[k]] = (unsigned)k;
+}
+
 extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
     chunk_groups(int n, unsigned chunk, int nchunks, uint2 *__restrict__ groups)
 {

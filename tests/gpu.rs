@@ -6,7 +6,7 @@ use hinoki::comm::SingleProcess;
 use hinoki::diag::error_stats::relative_acc_errors;
 use hinoki::diag::report::check_against_direct;
 use hinoki::diag::{ErrorStats, PhaseTimes};
-use hinoki::forces::{compute_forces, Backend, ForceParams};
+use hinoki::forces::{compute_forces, Backend, ForceParams, Method};
 use hinoki::gpu::GpuContext;
 use hinoki::ics::{generate, Model};
 use hinoki::sfc::Order;
@@ -15,6 +15,8 @@ use hinoki::walk::cpu::{grouped_walk, Units, WalkOutput, WalkParams};
 use hinoki::walk::gpu::{GpuLayout, GpuWalk, WalkKernel};
 use hinoki::walk::groups::tree_groups;
 use hinoki::walk::mac::{Criterion, Mac};
+
+mod common;
 
 /// `n` particles on a GPU; a tenth (at least 2000) on the CPU kernel emulator
 /// (`HINOKI_GPU_EMULATOR`), which runs the same kernels and launch sequences far slower.
@@ -92,6 +94,8 @@ fn gpu_matches_cpu_on_the_same_tree() {
                 [x[0], x[1], x[2], a]
             })
             .collect();
+        // The targets are the tree's particles, in its order.
+        let own: Vec<u32> = (0..targets.len() as u32).collect();
         let vg = |v, g| (WalkKernel::Vg, GpuLayout { v, g });
         let list = |v| (WalkKernel::List, GpuLayout { v, g: 32 });
         for (kernel, layout) in [
@@ -117,9 +121,16 @@ fn gpu_matches_cpu_on_the_same_tree() {
                     quadrupole,
                 };
                 let groups = tree_groups(&tree, layout.group());
-                let cpu = grouped_walk(&tree, &targets, &groups, &wp);
+                let cpu = grouped_walk(&tree, &targets, Some(&own), &groups, &wp);
                 let gpu = g
-                    .walk_host(&tree, &targets, &groups, &wp, &mut PhaseTimes::default())
+                    .walk_host(
+                        &tree,
+                        &targets,
+                        true,
+                        &groups,
+                        &wp,
+                        &mut PhaseTimes::default(),
+                    )
                     .unwrap();
                 let e = ErrorStats::of(&relative_acc_errors(
                     &to_dvec(&gpu.acc_pot),
@@ -304,11 +315,19 @@ fn gpu_walks_a_forest_like_the_cpu() {
             .iter()
             .map(|g| [g[0] + shift, g[1]]),
     );
-    let cpu = grouped_walk(&all, &targets, &groups, &wp);
+    // As a forest of LETs, which never holds the targets.
+    let cpu = grouped_walk(&all, &targets, None, &groups, &wp);
     for kernel in KERNELS {
         let mut g = gpu(kernel, layout).unwrap();
         let out = g
-            .walk_host(&all, &targets, &groups, &wp, &mut PhaseTimes::default())
+            .walk_host(
+                &all,
+                &targets,
+                false,
+                &groups,
+                &wp,
+                &mut PhaseTimes::default(),
+            )
             .unwrap();
         let e = ErrorStats::of(&relative_acc_errors(
             &to_dvec(&out.acc_pot),
@@ -420,7 +439,9 @@ fn gpu_forces_are_converted_on_the_way_down_as_on_the_host() {
         eps2: 1e-4,
         quadrupole: true,
     };
-    let out = g.walk_host(&tree, &targets, &groups, &wp, &mut t).unwrap();
+    let out = g
+        .walk_host(&tree, &targets, false, &groups, &wp, &mut t)
+        .unwrap();
     let n = targets.len();
     // G and the side of the frame's cube, different factors for accelerations and potentials.
     let units = Units::of_frame(0.37, 3.0);
@@ -710,6 +731,44 @@ fn gpu_accuracy_does_not_depend_on_a_common_offset() {
                 got.p50 <= 1.5 * at_origin.p50 && got.p99 <= 1.5 * at_origin.p99,
                 "{kernel}, offset 1e{e}: {got:?}, at the origin {at_origin:?}"
             );
+        }
+    }
+}
+
+#[test]
+fn gpu_coincident_particles_feel_each_others_softened_potential() {
+    if gpu(WalkKernel::default(), GpuLayout::default()).is_none() {
+        return;
+    }
+    // Each target leaves out only itself, by index, in both kernels and direct summation.
+    for (set, p) in common::sets::coincident().iter().enumerate() {
+        let all: Vec<usize> = (0..p.len()).collect();
+        let (_, exact) = hinoki::walk::direct::direct_forces(&p.pos, &p.mass, 0.01, &all);
+        for (kernel, order, method) in [
+            (WalkKernel::List, Order::Hilbert, Method::Tree),
+            (WalkKernel::Vg, Order::Hilbert, Method::Tree),
+            (WalkKernel::List, Order::None, Method::Tree),
+            (WalkKernel::List, Order::Hilbert, Method::Direct),
+        ] {
+            let params = ForceParams {
+                backend: Backend::Gpu,
+                kernel,
+                order,
+                method,
+                ..ForceParams::default()
+            };
+            let r = compute_forces(&SingleProcess, p, &params, None).unwrap();
+            let worst = r
+                .pot
+                .iter()
+                .zip(&exact)
+                .map(|(a, b)| (a - b).abs() / b.abs())
+                .fold(0.0, f64::max);
+            assert!(
+                worst < 1e-3,
+                "set {set}, {kernel} {order:?} {method:?}: worst {worst}"
+            );
+            assert!(r.acc.iter().all(|a| a.is_finite()));
         }
     }
 }

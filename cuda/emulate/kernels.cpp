@@ -82,6 +82,7 @@ std::span<const std::span<const Kernel>> kernel_tables()
         HINOKI_EMULATE(chunk_pieces),
         HINOKI_EMULATE(emit_pieces),
         HINOKI_EMULATE(input_targets),
+        HINOKI_EMULATE(invert_order),
         HINOKI_EMULATE(chunk_groups),
         HINOKI_EMULATE(active_groups),
         HINOKI_EMULATE(keep_groups),

@@ -39,9 +39,10 @@ pub struct CpuBackend {
     flat: Option<FlatTree>,
     /// For each walk slot, its particle (the tree's order, or the identity).
     walk_order: Vec<u32>,
-    /// The targets, in walk order (packed to the active groups' with block steps), and their
-    /// groups.
+    /// The targets, in walk order (packed to the active groups' with block steps), which of
+    /// the local tree's sorted particles each is, and their groups.
     targets: Vec<[f32; 4]>,
+    own: Vec<u32>,
     groups: Vec<Group>,
     /// Block steps: for each walk slot, its packed target (`u32::MAX`: not walked).
     packed: Option<Vec<u32>>,
@@ -65,6 +66,7 @@ impl CpuBackend {
             flat: None,
             walk_order: Vec::new(),
             targets: Vec::new(),
+            own: Vec::new(),
             groups: Vec::new(),
             packed: None,
             forest: None,
@@ -210,8 +212,9 @@ impl Backend for CpuBackend {
         let amag = |i: u32| spec.amag.map_or(0.0, |a| a[i as usize]);
         let curve = matches!(spec.order, Order::Hilbert | Order::Morton);
         // Targets in walk order: the tree's float32 particles when the walk follows the tree,
-        // read in sequence, else the particles in their own order.
-        let (targets, groups): (Vec<[f32; 4]>, _) = times.time("targets", || match &self.tree {
+        // read in sequence, else the particles in their own order; and which of the tree's
+        // particles each is.
+        let (targets, own, groups) = times.time("targets", || match &self.tree {
             Some(t) if curve => {
                 self.walk_order.clone_from(&t.index);
                 let targets = t
@@ -220,7 +223,8 @@ impl Backend for CpuBackend {
                     .zip(&t.index)
                     .map(|(x, &i)| [x[0], x[1], x[2], amag(i)])
                     .collect();
-                (targets, tree_groups(t, spec.group))
+                let own = (0..n as u32).into_par_iter().collect();
+                (targets, own, tree_groups(t, spec.group))
             }
             tree => {
                 self.walk_order = (0..n as u32).collect();
@@ -235,16 +239,26 @@ impl Backend for CpuBackend {
                         [x, y, z, amag(i as u32)]
                     })
                     .collect();
-                (targets, chunk_groups(n, spec.group))
+                let own = tree
+                    .as_ref()
+                    .map_or_else(Vec::new, |t| inverse_permutation(&t.index));
+                (targets, own, chunk_groups(n, spec.group))
             }
         });
-        (self.targets, self.groups, self.packed) = match spec.active {
-            None => (targets, groups, None),
+        let walk = Walk {
+            targets,
+            own,
+            groups,
+        };
+        let (walk, packed) = match spec.active {
+            None => (walk, None),
             Some(active) => {
-                let (g, t, k) = active_groups(&groups, &targets, &self.walk_order, active);
-                (t, g, Some(k))
+                let (w, k) = active_groups(&walk, &self.walk_order, active);
+                (w, Some(k))
             }
         };
+        (self.targets, self.own, self.groups, self.packed) =
+            (walk.targets, walk.own, walk.groups, packed);
         Ok(self.targets.len())
     }
 
@@ -302,12 +316,14 @@ impl Backend for CpuBackend {
     }
 
     fn walk(&mut self, source: Source, p: &WalkParams, times: &mut PhaseTimes) -> Result<()> {
-        let (targets, groups) = (&self.targets, &self.groups);
+        let (targets, own, groups) = (&self.targets, Some(&self.own[..]), &self.groups);
         match source {
             Source::Local => {
                 self.out = match (&self.tree, &self.flat) {
-                    (Some(t), Some(f)) => times.time("walk", || single_walk(t, f, targets, p)),
-                    (Some(t), None) => times.time("walk", || grouped_walk(t, targets, groups, p)),
+                    (Some(t), Some(f)) => times.time("walk", || single_walk(t, f, targets, own, p)),
+                    (Some(t), None) => {
+                        times.time("walk", || grouped_walk(t, targets, own, groups, p))
+                    }
                     (None, _) => WalkOutput::default(),
                 };
             }
@@ -315,7 +331,8 @@ impl Backend for CpuBackend {
                 let Some(forest) = self.forest.as_ref().filter(|f| !f.cells.is_empty()) else {
                     return Ok(());
                 };
-                let far = times.time("walk", || grouped_walk(forest, targets, groups, p));
+                // A forest of the other ranks' LETs never holds a target.
+                let far = times.time("walk", || grouped_walk(forest, targets, None, groups, p));
                 let out = &mut self.out;
                 for (k, (a, b)) in out.acc_pot.iter_mut().zip(&far.acc_pot).enumerate() {
                     for d in 0..4 {
@@ -388,36 +405,43 @@ impl Backend for CpuBackend {
     }
 }
 
-/// The groups holding at least one active particle (`active` in particle order, `walk_order`
-/// mapping walk slots to particles), renumbered over their targets packed in order, and for
-/// every walk slot its packed index (`u32::MAX` for inactive particles, whose results are
-/// zero). A walked group keeps all its targets, so its walk, and every force in it, is the
-/// full evaluation's.
-fn active_groups(
-    groups: &[Group],
-    targets: &[[f32; 4]],
-    walk_order: &[u32],
-    active: &[bool],
-) -> (Vec<Group>, Vec<[f32; 4]>, Vec<u32>) {
-    let mut packed = vec![u32::MAX; targets.len()];
-    let mut kept = Vec::new();
-    let mut packed_targets = Vec::new();
-    for &[s, k] in groups {
+/// The walk's targets in walk order, which of the local tree's particles each is, and their
+/// groups.
+struct Walk {
+    targets: Vec<[f32; 4]>,
+    own: Vec<u32>,
+    groups: Vec<Group>,
+}
+
+/// The groups of `all` holding at least one active particle (`active` in particle order,
+/// `walk_order` mapping walk slots to particles), renumbered over their targets packed in
+/// order, and for every walk slot its packed index (`u32::MAX` for inactive particles, whose
+/// results are zero). A walked group keeps all its targets, so its walk, and every force in
+/// it, is the full evaluation's.
+fn active_groups(all: &Walk, walk_order: &[u32], active: &[bool]) -> (Walk, Vec<u32>) {
+    let mut packed = vec![u32::MAX; all.targets.len()];
+    let mut kept = Walk {
+        targets: Vec::new(),
+        own: Vec::new(),
+        groups: Vec::new(),
+    };
+    for &[s, k] in &all.groups {
         let range = s as usize..(s + k) as usize;
         if walk_order[range.clone()]
             .iter()
             .any(|&i| active[i as usize])
         {
-            kept.push([packed_targets.len() as u32, k]);
+            kept.groups.push([kept.targets.len() as u32, k]);
             for j in range {
                 if active[walk_order[j] as usize] {
-                    packed[j] = packed_targets.len() as u32;
+                    packed[j] = kept.targets.len() as u32;
                 }
-                packed_targets.push(targets[j]);
+                kept.targets.push(all.targets[j]);
+                kept.own.push(all.own[j]);
             }
         }
     }
-    (kept, packed_targets, packed)
+    (kept, packed)
 }
 
 /// The inverse of the permutation `p` (`q[p[k]] = k`), scattered in parallel. Relaxed atomic

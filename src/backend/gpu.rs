@@ -22,7 +22,7 @@ use crate::sfc::{GridBox, Order};
 use crate::tree::build_gpu::{DeviceTree, TreeArrays, TreeBuilder};
 use crate::tree::{Tree, TreeParams};
 use crate::walk::cpu::{Forces, Units, WalkOutput, WalkParams};
-use crate::walk::gpu::{GpuLayout, GpuWalk, WalkKernel};
+use crate::walk::gpu::{DeviceOwn, GpuLayout, GpuWalk, WalkKernel};
 use crate::walk::groups_gpu::{DeviceGroups, GroupFormer};
 use crate::walk::mac::Criterion;
 use glam::DVec3;
@@ -40,6 +40,8 @@ struct Targets {
     /// Device address of each walk slot's particle (the tree's order); `None`: the walk
     /// order is the particles' own.
     order: Option<u64>,
+    /// Which of the local tree's particles each target is.
+    own: DeviceOwn,
     /// Whether only some groups walk (block steps).
     partial: bool,
 }
@@ -130,6 +132,7 @@ impl GpuBackend {
                 tree.cells,
                 t.at,
                 t.n,
+                t.own,
                 groups,
                 p,
                 false,
@@ -266,14 +269,15 @@ impl Backend for GpuBackend {
         let tree = self.tree()?;
         let curve = matches!(spec.order, Order::Hilbert | Order::Morton);
         let size = self.walk.layout().group();
-        let (at, order) = if curve {
+        let (at, order, own) = if curve {
             let at = self.groups.tree_targets(&self.stages, &tree, spec.amag)?;
-            (at, Some(tree.order))
+            (at, Some(tree.order), DeviceOwn::Sorted)
         } else {
             let pos = self.particles.positions().pos;
-            self.groups
-                .input_targets(&self.stages, n, pos, &tree.grid, spec.amag, tree.spare)?;
-            (tree.spare, None)
+            let own = self
+                .groups
+                .input_targets(&self.stages, &tree, pos, spec.amag)?;
+            (tree.spare, None, DeviceOwn::At(own))
         };
         let all = self.form_groups(&tree, curve, size)?;
         let (groups, walked) = match spec.active {
@@ -291,6 +295,7 @@ impl Backend for GpuBackend {
             n,
             groups,
             order,
+            own,
             partial: spec.active.is_some(),
         });
         Ok(walked)
@@ -371,16 +376,26 @@ impl Backend for GpuBackend {
                     tree.cells,
                     t.at,
                     t.n,
+                    t.own,
                     t.groups,
                     p,
                     false,
                     times,
                 )
             }
+            // A forest of the other ranks' LETs never holds a target.
             Source::Forest => match self.forest {
-                Some((forest, cells)) => self
-                    .walk
-                    .walk(forest, cells, t.at, t.n, t.groups, p, true, times),
+                Some((forest, cells)) => self.walk.walk(
+                    forest,
+                    cells,
+                    t.at,
+                    t.n,
+                    DeviceOwn::Absent,
+                    t.groups,
+                    p,
+                    true,
+                    times,
+                ),
                 None => Ok(()),
             },
         }

@@ -67,8 +67,9 @@ fn forces(
     }
     let forest = wire::unpack_forest(&buf, &[buf.len()]).unwrap();
     let groups = tree_groups(&a, params.group);
-    let mut out = grouped_walk(&a, &targets, &groups, &wp);
-    let far = grouped_walk(&forest, &targets, &groups, &wp);
+    let own: Vec<u32> = (0..targets.len() as u32).collect();
+    let mut out = grouped_walk(&a, &targets, Some(&own), &groups, &wp);
+    let far = grouped_walk(&forest, &targets, None, &groups, &wp);
     for (x, y) in out.acc_pot.iter_mut().zip(&far.acc_pot) {
         for d in 0..4 {
             x[d] += y[d];

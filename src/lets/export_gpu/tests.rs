@@ -12,7 +12,7 @@ use crate::tree::build_gpu::tests::{on_device, stages};
 use crate::tree::build_gpu::TreeBuilder;
 use crate::tree::{Tree, TreeParams};
 use crate::walk::cpu::grouped_walk;
-use crate::walk::gpu::{GpuLayout, GpuWalk, WalkKernel};
+use crate::walk::gpu::{DeviceOwn, GpuLayout, GpuWalk, WalkKernel};
 use crate::walk::groups::tree_groups;
 use crate::walk::groups_gpu::GroupFormer;
 use crate::walk::mac::Mac;
@@ -125,13 +125,14 @@ fn emulated_forest_walks_as_the_hosts_and_refuses_what_the_host_refuses() {
         .map(|x| [x[0], x[1], x[2], 0.0])
         .collect();
     let groups = tree_groups(&a, layout.group());
-    let cpu = grouped_walk(&host, &targets, &groups, &wp);
+    let cpu = grouped_walk(&host, &targets, None, &groups, &wp);
     let (at, g) = walk.upload_targets(&targets, &groups).unwrap();
     walk.walk(
         forest,
         cells,
         at,
         targets.len(),
+        DeviceOwn::Absent,
         g,
         &wp,
         false,

@@ -33,6 +33,29 @@ const LIST_STACK_PER_LEVEL: usize = 8 * 32;
 /// Stack entries per warp of the list kernel: every level below a root, plus one batch.
 const LIST_STACK: usize = LIST_STACK_PER_LEVEL * (MAX_LEVEL as usize + 1) + 32;
 
+/// Which of a walked tree's particles the targets are, so that each target's sums leave out
+/// only itself (the walk kernels' `own_kind` and `own`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DeviceOwn {
+    /// None of them: the tree does not hold the targets (a forest of LETs).
+    Absent,
+    /// Target `t` is the tree's sorted particle `t` (targets in the tree's order).
+    Sorted,
+    /// Target `t` is the tree's sorted particle `own[t]`, at this device address (u32 each).
+    At(u64),
+}
+
+impl DeviceOwn {
+    /// The kernel arguments `own_kind, own`.
+    fn args(self) -> [Arg; 2] {
+        match self {
+            DeviceOwn::Absent => [Arg::I32(0), Arg::Ptr(0)],
+            DeviceOwn::Sorted => [Arg::I32(1), Arg::Ptr(0)],
+            DeviceOwn::At(own) => [Arg::I32(2), Arg::Ptr(own)],
+        }
+    }
+}
+
 /// The GPU walk: its program, layout and buffers.
 pub struct GpuWalk {
     /// The walk program compiled for `layout`.
@@ -184,10 +207,10 @@ impl GpuWalk {
         self.buffers.counts_input.ptr()
     }
 
-    /// Forces on `targets` (device address, `nt` targets of x, y, z, |a_old|) from the tree at
-    /// `t` (`nc` cells), one group of G threads per group of `groups` (at most V·G targets
-    /// each), into the results in walk order, written there, or added to what is there when
-    /// `accumulate`. Times `walk`.
+    /// Forces on `targets` (device address, `nt` targets of x, y, z, |a_old|), which are the
+    /// tree's particles `own`, from the tree at `t` (`nc` cells), one group of G threads per
+    /// group of `groups` (at most V·G targets each), into the results in walk order, written
+    /// there, or added to what is there when `accumulate`. Times `walk`.
     #[allow(clippy::too_many_arguments)]
     pub fn walk(
         &mut self,
@@ -195,6 +218,7 @@ impl GpuWalk {
         nc: usize,
         targets: u64,
         nt: usize,
+        own: DeviceOwn,
         groups: DeviceGroups,
         p: &WalkParams,
         accumulate: bool,
@@ -245,9 +269,9 @@ impl GpuWalk {
         if list {
             args.push(ptr(&b.children));
         }
+        args.extend([Arg::Ptr(targets), Arg::I32(nt as i32)]);
+        args.extend(own.args());
         args.extend([
-            Arg::Ptr(targets),
-            Arg::I32(nt as i32),
             Arg::Ptr(groups.at),
             Arg::I32(ngroups as i32),
             Arg::F32(p.eps2),
@@ -335,15 +359,16 @@ impl GpuWalk {
         self.spare = forces;
     }
 
-    /// Forces on `targets` (x, y, z, |a_old|, walk order) from a host `tree`, by the groups
-    /// `groups` (at most V·G targets each): everything copied up, walked, and the raw results
-    /// (G = 1) copied down in walk order. It equals
-    /// [`grouped_walk`](crate::walk::cpu::grouped_walk) on the same groups up to float32
-    /// rounding. Times `upload`, `walk` and `download`.
+    /// Forces on `targets` (x, y, z, |a_old|, walk order; the tree's particles in its order
+    /// when `sorted`, else none of them) from a host `tree`, by the groups `groups` (at most
+    /// V·G targets each): everything copied up, walked, and the raw results (G = 1) copied
+    /// down in walk order. It equals [`grouped_walk`](crate::walk::cpu::grouped_walk) on the
+    /// same groups up to float32 rounding. Times `upload`, `walk` and `download`.
     pub fn walk_host(
         &mut self,
         tree: &Tree,
         targets: &[[f32; 4]],
+        sorted: bool,
         groups: &[Group],
         p: &WalkParams,
         times: &mut PhaseTimes,
@@ -352,11 +377,16 @@ impl GpuWalk {
         let t = self.upload_tree(tree)?;
         let (at, groups) = self.upload_targets(targets, groups)?;
         times.add("upload", t0.elapsed().as_secs_f64());
+        let own = match sorted {
+            true => DeviceOwn::Sorted,
+            false => DeviceOwn::Absent,
+        };
         self.walk(
             t,
             tree.cells.len(),
             at,
             targets.len(),
+            own,
             groups,
             p,
             false,
@@ -368,9 +398,9 @@ impl GpuWalk {
         Ok(out)
     }
 
-    /// Forces on every particle of `pos_mass` (x, y, z, m) from all the others by direct
-    /// summation in float32 on the GPU (`cuda/direct.cu`), G = 1. Times `upload`, `walk` and
-    /// `download`.
+    /// Forces on every particle of `pos_mass` (x, y, z, m) from all the others (by index: a
+    /// coincident one counts) by direct summation in float32 on the GPU (`cuda/direct.cu`),
+    /// G = 1. Times `upload`, `walk` and `download`.
     pub fn direct(
         &mut self,
         pos_mass: &[[f32; 4]],
