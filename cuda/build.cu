@@ -271,6 +271,77 @@ extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
 }
 
 // ---------------------------------------------------------------------------------------------
+// The pair of particles within PAIR_WINDOW of each other in the tree's order that the float32
+// frame resolves worst (src/tree/close.rs): how finely the job must be resolved.
+
+// Particles that follow it each particle is compared with (close.rs WINDOW).
+#define PAIR_WINDOW 16
+
+// The pair of sorted slots k, k + j with q = (max(s, eps) / m)^2 as a word whose minimum over
+// all pairs is the worst resolved one (close.rs pair_key).
+__device__ __forceinline__ u64 pair_key(double q, unsigned k, unsigned j)
+{
+    return ((u64)__double_as_longlong(q) >> 36 << 36) | ((u64)(j - 1) << 32) | k;
+}
+
+// The larger distance, in the maximum norm, of the particles at a and b from c.
+__device__ __forceinline__ double pair_m(const double *a, const double *b, const double c[3])
+{
+    double m = 0.0;
+    for (int d = 0; d < 3; d++) m = fmax(m, fmax(fabs(a[d] - c[d]), fabs(b[d] - c[d])));
+    return m;
+}
+
+// *best (all ones on entry) gets the smallest pair_key of the pairs of the n particles within
+// PAIR_WINDOW of each other in the tree's order `index` (positions pos, 3 doubles each; the
+// frame's centre (cx, cy, cz), squared softening eps2): each block reduces its pairs, then one
+// atomic minimum.
+extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
+    closest_pair(int n, const unsigned *__restrict__ index, const double *__restrict__ pos,
+                 double cx, double cy, double cz, double eps2, u64 *__restrict__ best)
+{
+    __shared__ u64 least[BUILD_BLOCK];
+    const double c[3] = {cx, cy, cz};
+    u64 least_key = ~0ull;
+    for (int k = blockIdx.x * blockDim.x + threadIdx.x; k < n - 1; k += gridDim.x * blockDim.x) {
+        const double *a = pos + 3ll * index[k];
+        for (int j = 1; j <= PAIR_WINDOW && k + j < n; j++) {
+            const double *b = pos + 3ll * index[k + j];
+            const double dx = b[0] - a[0], dy = b[1] - a[1], dz = b[2] - a[2];
+            const double s2 = dx * dx + dy * dy + dz * dz;
+            if (s2 > 0.0) {
+                const double m = pair_m(a, b, c);
+                const u64 key = pair_key(fmax(s2, eps2) / (m * m), (unsigned)k, (unsigned)j);
+                least_key = key < least_key ? key : least_key;
+            }
+        }
+    }
+    least[threadIdx.x] = least_key;
+    __syncthreads();
+    for (unsigned half = BUILD_BLOCK / 2; half > 0; half >>= 1) {
+        if (threadIdx.x < half && least[threadIdx.x + half] < least[threadIdx.x])
+            least[threadIdx.x] = least[threadIdx.x + half];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0 && least[0] != ~0ull) atomicMin(best, least[0]);
+}
+
+// The pair of sorted slots k, l (ClosePair, close.rs pair_at) as ten doubles: the two
+// particles' indices, their positions, and their ids' bits (has_id: the rank holds ids).
+extern "C" __global__ void pair_record(int k, int l, const unsigned *__restrict__ index,
+                                       const double *__restrict__ pos, const u64 *__restrict__ id,
+                                       int has_id, double *__restrict__ rec)
+{
+    if (blockIdx.x != 0 || threadIdx.x != 0) return;
+    for (int j = 0; j < 2; j++) {
+        const long long i = index[j == 0 ? k : l];
+        rec[j] = (double)i;
+        for (int d = 0; d < 3; d++) rec[2 + 3 * j + d] = pos[3 * i + d];
+        rec[8 + j] = has_id ? __longlong_as_double((long long)id[i]) : 0.0;
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
 // Topology, one level at a time (src/tree/build.rs): the cells of a level are listed in key
 // order in a breadth-first array; a cell with more than ncrit particles above TREE_MAX_LEVEL
 // splits into its non-empty octants, which are appended as the next level. Children of one

@@ -350,26 +350,7 @@ fn gpu_kernels_handle_degenerate_particle_sets() {
     if gpu(WalkKernel::default(), GpuLayout::default()).is_none() {
         return;
     }
-    // Coincident particles (one leaf at the deepest level), a hierarchy of clusters each 2^-3
-    // the size of the last (a tree as deep as the keys allow), and a pair far from the rest.
-    let mut p = hinoki::particles::Particles::default();
-    let mut id = 0;
-    let mut add = |p: &mut hinoki::particles::Particles, x: DVec3| {
-        p.push(x, DVec3::ZERO, 1.0, id);
-        id += 1;
-    };
-    for _ in 0..3000 {
-        add(&mut p, DVec3::new(0.25, 0.25, 0.25));
-    }
-    for level in 0..20 {
-        let s = 0.5f64.powi(3 * level / 2);
-        for k in 0..64 {
-            let t = k as f64 * 0.7;
-            add(&mut p, DVec3::new(t.sin(), t.cos(), (1.3 * t).sin()) * s);
-        }
-    }
-    add(&mut p, DVec3::new(1e3, 0.0, 0.0));
-    add(&mut p, DVec3::new(1e3, 1e-3, 0.0));
+    let p = common::sets::nested_clusters();
     for kernel in KERNELS {
         // The same tree (N_crit 8) and group size on both; the GPU's groups are full chunks of
         // the curve, the CPU's tree cells, so decisions differ a little: agreement to 1e-4.
@@ -770,5 +751,47 @@ fn gpu_coincident_particles_feel_each_others_softened_potential() {
             );
             assert!(r.acc.iter().all(|a| a.is_finite()));
         }
+    }
+}
+
+#[test]
+fn gpu_far_particles_and_tight_clusters_are_resolved_or_refused() {
+    if gpu(WalkKernel::default(), GpuLayout::default()).is_none() {
+        return;
+    }
+    for kernel in KERNELS {
+        let params = |eps| ForceParams {
+            backend: Backend::Gpu,
+            kernel,
+            eps,
+            ..ForceParams::default()
+        };
+        let check = |p: &hinoki::Particles, eps| {
+            let r = compute_forces(&SingleProcess, p, &params(eps), None).unwrap();
+            assert!(r.acc.iter().all(|a| a.is_finite()) && r.pot.iter().all(|v| v.is_finite()));
+            check_against_direct(&SingleProcess, p, &params(eps), &r, p.len(), 1).unwrap()
+        };
+        // With a particle 1000 away the sphere stays within the default accuracy; one 1e20
+        // away is refused, on the device's own closest pair, before the walk.
+        let far = check(&common::sets::far_particle(1e3), 0.01);
+        assert!(far.acc.p99 <= 1e-3, "{kernel}: {far:?}");
+        let e = compute_forces(
+            &SingleProcess,
+            &common::sets::far_particle(1e20),
+            &params(0.01),
+            None,
+        )
+        .unwrap_err();
+        assert!(
+            e.message
+                .starts_with("float32 cannot resolve these particles"),
+            "{e}"
+        );
+        // Two clusters of size 1e-12, 1e-8 apart, without softening.
+        let tight = check(&common::sets::tight_clusters(500), 0.0);
+        assert!(
+            tight.acc.p50 <= 1e-3 && tight.acc.p99 <= 1e-2,
+            "{kernel}: {tight:?}"
+        );
     }
 }

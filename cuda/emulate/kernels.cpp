@@ -62,6 +62,8 @@ std::span<const std::span<const Kernel>> kernel_tables()
         HINOKI_EMULATE(radix_tile_counts),
         HINOKI_EMULATE(radix_scatter),
         HINOKI_EMULATE(gather_particles),
+        HINOKI_EMULATE(closest_pair),
+        HINOKI_EMULATE(pair_record),
         HINOKI_EMULATE(tree_root),
         HINOKI_EMULATE(split_octants),
         HINOKI_EMULATE(split_emit),

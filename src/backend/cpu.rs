@@ -11,7 +11,7 @@ use crate::forces::{TreeTopology, WalkKind};
 use crate::lets::{self, Region};
 use crate::particles::Particles;
 use crate::sfc::{GridBox, Order};
-use crate::tree::{Cells, FlatTree, Tree, TreeParams};
+use crate::tree::{close, Cells, ClosePair, FlatTree, Tree, TreeParams};
 use crate::walk::cpu::{grouped_walk, single_walk, Forces, Units, WalkOutput, WalkParams};
 use crate::walk::direct::direct_forces;
 use crate::walk::gpu::GpuLayout;
@@ -174,6 +174,15 @@ impl Backend for CpuBackend {
             self.flat = Some(times.time("thread", || FlatTree::from_tree(t, eps)));
         }
         Ok(Some(t.grid))
+    }
+
+    fn closest_pair(&mut self, eps: f64) -> Result<Option<ClosePair>> {
+        let Some(t) = &self.tree else {
+            return Ok(None);
+        };
+        let id = self.payload.then_some(&self.p.id[..]);
+        Ok(close::closest_pair(&t.index, &self.p.pos, &t.grid, eps)
+            .map(|slots| close::pair_at(slots, &t.index, &self.p.pos, &t.grid, id)))
     }
 
     fn topology(&mut self) -> Result<Option<TreeTopology>> {

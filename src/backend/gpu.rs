@@ -10,7 +10,7 @@ use crate::domain::gpu::DomainArrays;
 use crate::domain::{looked_at, shares, Sample};
 use crate::error::{Error, Result};
 use crate::forces::{TreeBuild, TreeTopology};
-use crate::gpu::launch::Arg;
+use crate::gpu::launch::{Arg, DeviceArray};
 use crate::gpu::runner::Runner;
 use crate::gpu::stages::{blocks, int, Stages};
 use crate::gpu::{local_rank, GpuContext};
@@ -20,7 +20,7 @@ use crate::particles::Particles;
 use crate::particles_gpu::DeviceParticles;
 use crate::sfc::{GridBox, Order};
 use crate::tree::build_gpu::{DeviceTree, TreeArrays, TreeBuilder};
-use crate::tree::{Tree, TreeParams};
+use crate::tree::{ClosePair, Tree, TreeParams};
 use crate::walk::cpu::{Forces, Units, WalkOutput, WalkParams};
 use crate::walk::gpu::{DeviceOwn, GpuLayout, GpuWalk, WalkKernel};
 use crate::walk::groups_gpu::{DeviceGroups, GroupFormer};
@@ -249,6 +249,15 @@ impl Backend for GpuBackend {
         }
         let src = self.particles.positions();
         Ok(Some(self.builder.refit(&self.stages, src, p, times)?.grid))
+    }
+
+    fn closest_pair(&mut self, eps: f64) -> Result<Option<ClosePair>> {
+        let id = self
+            .particles
+            .payload
+            .then(|| self.particles.arrays.id.ptr());
+        let src = self.particles.positions();
+        self.builder.closest_pair(&self.stages, src, id, eps)
     }
 
     fn topology(&mut self) -> Result<Option<TreeTopology>> {

@@ -20,7 +20,7 @@ use crate::forces::TreeTopology;
 use crate::lets::Region;
 use crate::particles::Particles;
 use crate::sfc::{GridBox, Order};
-use crate::tree::TreeParams;
+use crate::tree::{ClosePair, TreeParams};
 use crate::walk::cpu::{Forces, Units, WalkParams};
 use crate::walk::gpu::GpuLayout;
 use crate::walk::mac::Criterion;
@@ -103,6 +103,12 @@ pub trait Backend {
     /// same order, as at its build), in the frame of its build's cube, which it returns
     /// (`None` without a tree). Times `refit`.
     fn refit_tree(&mut self, p: &TreeParams, times: &mut PhaseTimes) -> Result<Option<GridBox>>;
+
+    /// The pair of this rank's particles, among those near each other along the tree's curve,
+    /// that the frame of the tree's cube resolves worst with softening `eps` (length units;
+    /// [`crate::tree::close`]): how finely the job must be resolved. `None` without a tree or
+    /// when all its particles coincide.
+    fn closest_pair(&mut self, eps: f64) -> Result<Option<ClosePair>>;
 
     /// What a refit needs of the last tree, for a checkpoint (`None` without a tree).
     fn topology(&mut self) -> Result<Option<TreeTopology>>;

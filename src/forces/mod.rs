@@ -8,6 +8,7 @@ pub mod leaf_size;
 pub mod params;
 mod pipeline;
 pub mod rebuild;
+pub mod resolution;
 
 pub use leaf_size::LeafSize;
 pub use params::{Backend, ForceParams, Method, TreeBuild, WalkKind};
@@ -19,12 +20,13 @@ use crate::backend::Backend as Stages;
 use crate::comm::Comm;
 use crate::diag::PhaseTimes;
 use crate::domain::Balance;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::lets::LetStats;
 use crate::particles::Particles;
 use crate::walk::cpu::Forces;
 use crate::walk::gpu::{GpuLayout, VgChoice};
 use glam::DVec3;
+use rayon::prelude::*;
 use rebuild::{fingerprint, Schedule};
 use std::time::Instant;
 
@@ -84,6 +86,8 @@ pub struct ForceEngine {
     ids: Option<u64>,
     /// LET traffic of the last evaluation.
     let_stats: LetStats,
+    /// The float32 frame's warning (see [`resolution`]) has been given.
+    warned: bool,
 }
 
 impl ForceEngine {
@@ -132,6 +136,7 @@ impl ForceEngine {
             has_tree: false,
             ids: None,
             let_stats: LetStats::default(),
+            warned: false,
         })
     }
 
@@ -341,7 +346,7 @@ impl ForceEngine {
                 // are not those of its tree rebuilds whatever it says.
                 let due = self.schedule.due();
                 let rebuild = due || !self.has_tree;
-                let (forces, stats, walked) = pipeline::tree_forces(
+                let e = pipeline::tree_forces(
                     self.backend.as_mut(),
                     comm,
                     params,
@@ -351,15 +356,49 @@ impl ForceEngine {
                     &mut times,
                 )?;
                 self.has_tree = true;
-                self.schedule.record(comm, due, &times, walked);
-                self.let_stats = stats;
-                ForceResult::of(forces, times, device)
+                self.schedule.record(comm, due, &times, e.walked);
+                self.let_stats = e.stats;
+                // Said once per engine (its evaluations would repeat it every step).
+                if let Some(w) = e.resolution.as_ref().and_then(|r| r.warning()) {
+                    if !std::mem::replace(&mut self.warned, true) && comm.rank() == 0 {
+                        tracing::warn!("{w}");
+                    }
+                }
+                ForceResult::of(e.forces, times, device)
             }
         };
+        self.check_finite(comm, &result)?;
         let bus = self.backend.bus_bytes();
         result.bus_bytes = (bus.0 - bus0.0, bus.1 - bus0.1);
         result.times.add("total", t0.elapsed().as_secs_f64());
         Ok(result)
+    }
+}
+
+impl ForceEngine {
+    /// The last guard of an evaluation: an error naming the first particle of this rank whose
+    /// acceleration or potential in `r` is not finite (a result that float64 cannot hold, or an
+    /// input beyond what the checks before the walk catch), never a NaN or an infinity handed
+    /// on.
+    fn check_finite(&mut self, comm: &dyn Comm, r: &ForceResult) -> Result<()> {
+        let bad = r
+            .acc
+            .par_iter()
+            .zip(&r.pot)
+            .position_first(|(a, p)| !(a.is_finite() && p.is_finite()));
+        let Some(i) = bad else {
+            return Ok(());
+        };
+        let p = self.backend.particles()?;
+        Err(Error::input(format!(
+            "the forces on particle {i} of rank {} (at {}) are not finite (acceleration {}, \
+             potential {}): the particles' masses, distances or softening are beyond what \
+             float64 results can hold",
+            comm.rank(),
+            p.pos[i],
+            r.acc[i],
+            r.pot[i]
+        )))
     }
 }
 

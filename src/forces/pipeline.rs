@@ -3,6 +3,7 @@
 //! ranks the LETs (region, export, exchange in a communication thread while the local tree is
 //! walked, the received forest walked after it), and the results in the particles' order.
 
+use super::resolution::{self, Resolution};
 use super::ForceParams;
 use crate::backend::{Backend, Source, TargetSpec};
 use crate::comm::Comm;
@@ -17,12 +18,26 @@ use glam::DVec3;
 use rayon::prelude::*;
 use std::time::Instant;
 
+/// What one evaluation of the tree pipeline gives.
+pub(super) struct Evaluation {
+    /// The results in the particles' order.
+    pub forces: Forces,
+    /// The LET traffic of this rank.
+    pub stats: LetStats,
+    /// The number of targets walked.
+    pub walked: usize,
+    /// What the float32 frame makes of the closest particles, where the job's dynamic range
+    /// is beyond [`resolution::WARN_RANGE`] (but within [`resolution::MAX_RANGE`]: beyond it,
+    /// the evaluation fails before it walks).
+    pub resolution: Option<Resolution>,
+}
+
 /// Forces on this rank's particles (those `backend` holds) from the particles of every rank of
 /// `comm`, by the tree walk: the tree rebuilt when `rebuild`, else refitted; `old_acc` (the
 /// previous accelerations, particle order) feeds the acceleration criterion, whose first
 /// evaluation without them walks first with the modified criterion; with `active`, only the
-/// groups holding an active particle walk. Returns the results in the particles' order, the
-/// LET traffic of this rank and the number of targets walked. Collective.
+/// groups holding an active particle walk. Fails, before it walks, where float32 cannot
+/// resolve the closest particles ([`resolution`]). Collective.
 pub(super) fn tree_forces(
     backend: &mut dyn Backend,
     comm: &dyn Comm,
@@ -31,7 +46,7 @@ pub(super) fn tree_forces(
     old_acc: Option<&[DVec3]>,
     active: Option<&[bool]>,
     times: &mut PhaseTimes,
-) -> Result<(Forces, LetStats, usize)> {
+) -> Result<Evaluation> {
     let tp = TreeParams {
         order: params.order,
         ncrit: params.ncrit.resolve(backend.layout().is_some()),
@@ -57,6 +72,16 @@ pub(super) fn tree_forces(
         }
         _ => backend.refit_tree(&tp, times)?,
     };
+    let t0 = Instant::now();
+    let pair = backend.closest_pair(params.eps)?;
+    times.add(
+        if rebuild { "sort" } else { "refit" },
+        t0.elapsed().as_secs_f64(),
+    );
+    let resolution = resolution::of_job(comm, pair, grid.map(|g| g.side), params.eps)?;
+    if let Some(e) = resolution.as_ref().and_then(Resolution::error) {
+        return Err(e);
+    }
     let side = grid.map_or(1.0, |g| g.side);
     let amag: Option<Vec<f32>> = old_acc.map(|a| {
         times.time("targets", || {
@@ -87,7 +112,12 @@ pub(super) fn tree_forces(
     }
     walk_everything(backend, comm, &wp, params.let_boxes, times, &mut stats)?;
     let forces = backend.forces(Units::of_frame(params.g, side), times)?;
-    Ok((forces, stats, walked))
+    Ok(Evaluation {
+        forces,
+        stats,
+        walked,
+        resolution,
+    })
 }
 
 /// Whether this evaluation rebuilds its trees (on every rank when any must: a rank whose

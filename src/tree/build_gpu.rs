@@ -13,14 +13,17 @@ use crate::forces::TreeTopology;
 use crate::gpu::launch::{with_headroom, Arg, DeviceArray, KernelRunner};
 use crate::gpu::stages::{blocks, int, ptr, Stages};
 use crate::sfc::{GridBox, Order, GRID};
-use crate::tree::{Cells, Tree, TreeParams, MAX_LEVEL};
+use crate::tree::{close, Cells, ClosePair, Tree, TreeParams, MAX_LEVEL};
 use crate::walk::mac::Mac;
 use bfs::bfs_layout;
+use glam::DVec3;
 
 /// Keys per block of a radix pass (RADIX_TILE in cuda/build.cu).
 const TILE: usize = 2048;
 /// Float64 words of one cell's moments (MOMENT_WORDS).
 const MOMENT_WORDS: usize = 11;
+/// Float64 words of a closest pair's record (`pair_record` in cuda/build.cu).
+const PAIR_WORDS: usize = 10;
 
 /// Device addresses of a tree's arrays, as the walk and LET kernels read them: sorted particles
 /// (x, y, z, m), and per cell in preorder its centre of mass and mass, S_eff, box (centre, half
@@ -133,6 +136,9 @@ pub struct TreeBuilder<R: KernelRunner> {
     /// Digit counts of the eight radix passes, and the size of the next tree level.
     digit_counts: R::Array<u32>,
     next_total: R::Array<u32>,
+    /// The closest pair along the curve: its key, then its record.
+    pair_key: R::Array<u64>,
+    pair_record: R::Array<f64>,
     /// The last tree, and where each of its levels starts in the breadth-first arrays (then
     /// their number of cells): what a refit needs.
     last: Option<(DeviceTree, Vec<usize>)>,
@@ -145,6 +151,8 @@ impl<R: KernelRunner> TreeBuilder<R> {
         Ok(Self {
             digit_counts: r.alloc(8 * 256)?,
             next_total: r.alloc(1)?,
+            pair_key: r.alloc(1)?,
+            pair_record: r.alloc(PAIR_WORDS)?,
             particles: None,
             cells: None,
             last: None,
@@ -300,6 +308,71 @@ impl<R: KernelRunner> TreeBuilder<R> {
             s.synchronize()
         })?;
         Ok(tree)
+    }
+
+    /// The pair of particles near each other along the last tree's curve that the frame of
+    /// its cube resolves worst with softening `eps` (length units; see
+    /// [`crate::tree::close`], which it equals), of the particles at `src` (those of the tree,
+    /// in the same order) with ids at device address `id` (u64 each) where the rank holds
+    /// them. `None` when they all coincide or there is no tree.
+    pub fn closest_pair(
+        &mut self,
+        s: &Stages<R>,
+        src: Positions,
+        id: Option<u64>,
+        eps: f64,
+    ) -> Result<Option<ClosePair>> {
+        let Some(tree) = self.tree().filter(|t| t.particles == src.n) else {
+            return Ok(None);
+        };
+        s.runner().upload(&[u64::MAX], &mut self.pair_key)?;
+        let c = tree.grid.centre();
+        // SAFETY: the tree's order holds src.n indices of particles at src.
+        unsafe {
+            s.launch(
+                "closest_pair",
+                blocks(src.n).min(1024),
+                &[
+                    int(src.n)?,
+                    Arg::Ptr(tree.order),
+                    Arg::Ptr(src.pos),
+                    Arg::F64(c.x),
+                    Arg::F64(c.y),
+                    Arg::F64(c.z),
+                    Arg::F64(eps * eps),
+                    ptr(&self.pair_key),
+                ],
+            )?;
+        }
+        let key = s.fetch(&self.pair_key, 1)?[0];
+        if key == u64::MAX {
+            return Ok(None);
+        }
+        let (k, l) = close::pair_slots(key);
+        // SAFETY: k < l < src.n; the record holds PAIR_WORDS doubles.
+        unsafe {
+            s.launch(
+                "pair_record",
+                1,
+                &[
+                    int(k)?,
+                    int(l)?,
+                    Arg::Ptr(tree.order),
+                    Arg::Ptr(src.pos),
+                    Arg::Ptr(id.unwrap_or(0)),
+                    Arg::I32(id.is_some() as i32),
+                    ptr(&self.pair_record),
+                ],
+            )?;
+        }
+        let r = s.fetch(&self.pair_record, PAIR_WORDS)?;
+        let at = |j: usize| DVec3::new(r[2 + 3 * j], r[3 + 3 * j], r[4 + 3 * j]);
+        Ok(Some(ClosePair::of(
+            [at(0), at(1)],
+            [r[0] as usize, r[1] as usize],
+            &tree.grid,
+            id.map(|_| [r[8].to_bits(), r[9].to_bits()]),
+        )))
     }
 
     /// The view of the arrays of a tree of `n` particles and `cells` cells in `grid`.

@@ -8,11 +8,13 @@
 
 pub mod build;
 pub mod build_gpu;
+pub mod close;
 pub mod moments;
 mod refit;
 pub mod threading;
 
 pub use build::build_topology;
+pub use close::ClosePair;
 pub use moments::compute_moments;
 pub use threading::FlatTree;
 

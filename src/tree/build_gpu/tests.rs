@@ -9,7 +9,7 @@ use crate::gpu::GpuContext;
 use crate::particles::Particles;
 use crate::particles_gpu::DeviceParticles;
 use crate::sfc::Order;
-use crate::tree::{Tree, TreeParams};
+use crate::tree::{close, Tree, TreeParams};
 use crate::walk::mac::Mac;
 use glam::DVec3;
 
@@ -128,6 +128,17 @@ fn emulated_device_build_equals_the_host_build() {
         let host = Tree::build(pos, mass, &p, &mut PhaseTimes::default());
         let d = on_device(&s, pos, mass);
         assert_same(&build(&s, &mut builder, &d, &p), &host, &what);
+        // The same worst resolved pair along the curve (loaded without ids).
+        let g = &host.grid;
+        let pair = close::closest_pair(&host.index, pos, g, 1e-4)
+            .map(|k| close::pair_at(k, &host.index, pos, g, None));
+        assert_eq!(
+            builder.closest_pair(&s, d.positions(), None, 1e-4).unwrap(),
+            pair,
+            "{what}: closest pair"
+        );
+        let distinct = pos.iter().any(|x| *x != pos[0]);
+        assert_eq!(pair.is_some(), distinct, "{what}: closest pair");
         // A host tree copied up comes down the same.
         builder.upload(&s, &host).unwrap();
         assert_same(&builder.download(&s).unwrap().unwrap(), &host, &what);
