@@ -42,7 +42,7 @@ fn targets(tree: &Tree, p: &Particles) -> Vec<[f32; 4]> {
     tree.index
         .iter()
         .map(|&i| {
-            let [x, y, z] = tree.grid.to_frame(p.pos[i as usize]);
+            let [x, y, z] = tree.frame.to_frame(p.pos[i as usize]);
             [x, y, z, 0.0]
         })
         .collect()
@@ -99,10 +99,10 @@ fn bench_walks(c: &mut Criterion) {
     let t = targets(&tree, &p);
     // The targets are the tree's particles, in its order.
     let own: Vec<u32> = (0..t.len() as u32).collect();
-    let wp = f.walk_params(tree.grid.side);
+    let wp = f.walk_params(tree.frame.side());
     // The CPU groups of `hinoki::forces`: tree cells of at most `group` particles.
     let groups = tree_groups(&tree, f.group);
-    let flat = FlatTree::from_tree(&tree, (f.eps / tree.grid.side) as f32);
+    let flat = FlatTree::from_tree(&tree, (f.eps / tree.frame.side()) as f32);
     let mut g = configure(c, "walk");
     // The single walk takes one to two seconds per evaluation on two cores: flat sampling, one
     // evaluation per sample.

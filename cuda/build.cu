@@ -76,15 +76,25 @@ __device__ u64 hilbert_key(unsigned c[3])
     return (spread_bits(x0 ^ t) << 2) | (spread_bits(x1 ^ t) << 1) | spread_bits(x2 ^ t);
 }
 
-// A coordinate x in the frame of the cube centred at c with `scale` = 1 / side
-// (GridBox::to_frame): (x - c) * scale in float64, rounded to float32.
+// A coordinate x in the frame centred at c with `scale` = 1 / side (of its cube,
+// Frame::to_frame): (x - c) * scale in float64, rounded to float32.
 __device__ __forceinline__ float frame_coord(double x, double c, double scale)
 {
     return (float)((x - c) * scale);
 }
 
-// The particles as float32 records (x, y, z, m) in the frame of the cube centred at (cx, cy,
-// cz) with `scale` = 1 / side, as the host takes them (Tree::build_in).
+// Every stride-th of the n positions (3 doubles each) from the first, into out: the sample the
+// frame's centre is chosen from (src/sfc/frame.rs strided).
+extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
+    sample_positions(int n, const double *__restrict__ pos, int stride, double *__restrict__ out)
+{
+    const int m = (n + stride - 1) / stride;
+    for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < m; j += gridDim.x * blockDim.x)
+        for (int d = 0; d < 3; d++) out[3ll * j + d] = pos[3ll * j * stride + d];
+}
+
+// The particles as float32 records (x, y, z, m) in the frame centred at (cx, cy, cz) with
+// `scale` = 1 / side (of its cube), as the host takes them (Tree::build_in).
 extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
     to_frame(const double *__restrict__ pos, const double *__restrict__ mass, int n, double cx,
              double cy, double cz, double scale, float4 *__restrict__ pos_mass)
@@ -284,21 +294,24 @@ __device__ __forceinline__ u64 pair_key(double q, unsigned k, unsigned j)
     return ((u64)__double_as_longlong(q) >> 36 << 36) | ((u64)(j - 1) << 32) | k;
 }
 
-// The larger distance, in the maximum norm, of the particles at a and b from c.
-__device__ __forceinline__ double pair_m(const double *a, const double *b, const double c[3])
+// The larger distance, in the maximum norm, of the particles at a and b from c, at least
+// `near` (close.rs distance).
+__device__ __forceinline__ double pair_m(const double *a, const double *b, const double c[3],
+                                         double near)
 {
     double m = 0.0;
     for (int d = 0; d < 3; d++) m = fmax(m, fmax(fabs(a[d] - c[d]), fabs(b[d] - c[d])));
-    return m;
+    return fmax(m, near);
 }
 
 // *best (all ones on entry) gets the smallest pair_key of the pairs of the n particles within
 // PAIR_WINDOW of each other in the tree's order `index` (positions pos, 3 doubles each; the
-// frame's centre (cx, cy, cz), squared softening eps2): each block reduces its pairs, then one
-// atomic minimum.
+// frame's centre (cx, cy, cz), the least distance from it `near`, squared softening eps2): each
+// block reduces its pairs, then one atomic minimum.
 extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
     closest_pair(int n, const unsigned *__restrict__ index, const double *__restrict__ pos,
-                 double cx, double cy, double cz, double eps2, u64 *__restrict__ best)
+                 double cx, double cy, double cz, double near, double eps2,
+                 u64 *__restrict__ best)
 {
     __shared__ u64 least[BUILD_BLOCK];
     const double c[3] = {cx, cy, cz};
@@ -310,7 +323,7 @@ extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
             const double dx = b[0] - a[0], dy = b[1] - a[1], dz = b[2] - a[2];
             const double s2 = dx * dx + dy * dy + dz * dz;
             if (s2 > 0.0) {
-                const double m = pair_m(a, b, c);
+                const double m = pair_m(a, b, c, near);
                 const u64 key = pair_key(fmax(s2, eps2) / (m * m), (unsigned)k, (unsigned)j);
                 least_key = key < least_key ? key : least_key;
             }

@@ -53,6 +53,7 @@ std::span<const std::span<const Kernel>> kernel_tables()
         HINOKI_EMULATE(selftest_group_ops),
         HINOKI_EMULATE(selftest_mismatched_masks),
         // build.cu (the GPU tree build and refit, src/tree/build_gpu.rs; scans, src/gpu/stages.rs)
+        HINOKI_EMULATE(sample_positions),
         HINOKI_EMULATE(to_frame),
         HINOKI_EMULATE(tree_keys),
         HINOKI_EMULATE(scan_tiles),

@@ -10,7 +10,7 @@ use crate::error::Result;
 use crate::forces::{TreeTopology, WalkKind};
 use crate::lets::{self, Region};
 use crate::particles::Particles;
-use crate::sfc::{GridBox, Order};
+use crate::sfc::{Frame, GridBox, Order};
 use crate::tree::{close, Cells, ClosePair, FlatTree, Tree, TreeParams};
 use crate::walk::cpu::{grouped_walk, single_walk, Forces, Units, WalkOutput, WalkParams};
 use crate::walk::direct::direct_forces;
@@ -147,22 +147,26 @@ impl Backend for CpuBackend {
         Ok(dest.len() - plan.kept())
     }
 
-    fn build_tree(&mut self, grid: &GridBox, p: &TreeParams, times: &mut PhaseTimes) -> Result<()> {
+    fn samples(&mut self, count: usize) -> Result<Vec<DVec3>> {
+        Ok(crate::sfc::frame::strided(&self.p.pos, count))
+    }
+
+    fn build_tree(&mut self, frame: &Frame, p: &TreeParams, times: &mut PhaseTimes) -> Result<()> {
         self.forest = None;
         if self.p.is_empty() {
             self.tree = None;
             return Ok(());
         }
-        let t = Tree::build_in(grid, &self.p.pos, &self.p.mass, p, times);
+        let t = Tree::build_in(frame, &self.p.pos, &self.p.mass, p, times);
         self.built.clone_from(&t.cells.boxes);
-        let eps = (self.eps / grid.side) as f32;
+        let eps = (self.eps / frame.side()) as f32;
         self.flat = (self.walk == WalkKind::Single)
             .then(|| times.time("thread", || FlatTree::from_tree(&t, eps)));
         self.tree = Some(t);
         Ok(())
     }
 
-    fn refit_tree(&mut self, p: &TreeParams, times: &mut PhaseTimes) -> Result<Option<GridBox>> {
+    fn refit_tree(&mut self, p: &TreeParams, times: &mut PhaseTimes) -> Result<Option<Frame>> {
         self.forest = None;
         let Some(t) = self.tree.as_mut() else {
             return Ok(None);
@@ -170,10 +174,10 @@ impl Backend for CpuBackend {
         let (pos, mass, built) = (&self.p.pos, &self.p.mass, &self.built);
         times.time("refit", || t.refit(pos, mass, built, p));
         if self.walk == WalkKind::Single {
-            let eps = (self.eps / t.grid.side) as f32;
+            let eps = (self.eps / t.frame.side()) as f32;
             self.flat = Some(times.time("thread", || FlatTree::from_tree(t, eps)));
         }
-        Ok(Some(t.grid))
+        Ok(Some(t.frame))
     }
 
     fn closest_pair(&mut self, eps: f64) -> Result<Option<ClosePair>> {
@@ -181,13 +185,13 @@ impl Backend for CpuBackend {
             return Ok(None);
         };
         let id = self.payload.then_some(&self.p.id[..]);
-        Ok(close::closest_pair(&t.index, &self.p.pos, &t.grid, eps)
-            .map(|slots| close::pair_at(slots, &t.index, &self.p.pos, &t.grid, id)))
+        Ok(close::closest_pair(&t.index, &self.p.pos, &t.frame, eps)
+            .map(|slots| close::pair_at(slots, &t.index, &self.p.pos, &t.frame, id)))
     }
 
     fn topology(&mut self) -> Result<Option<TreeTopology>> {
         Ok(self.tree.as_ref().map(|t| TreeTopology {
-            grid: t.grid,
+            frame: t.frame,
             index: t.index.clone(),
             first: t.cells.first.clone(),
             count: t.cells.count.clone(),
@@ -201,7 +205,7 @@ impl Backend for CpuBackend {
     fn restore_topology(&mut self, t: &TreeTopology) -> Result<()> {
         self.built.clone_from(&t.boxes);
         self.tree = Some(Tree {
-            grid: t.grid,
+            frame: t.frame,
             particles: Vec::new(),
             index: t.index.clone(),
             cells: Cells {
@@ -235,23 +239,25 @@ impl Backend for CpuBackend {
                 let own = (0..n as u32).into_par_iter().collect();
                 (targets, own, tree_groups(t, spec.group))
             }
-            tree => {
+            Some(t) => {
                 self.walk_order = (0..n as u32).collect();
-                let grid = tree.as_ref().map_or(GridBox::FRAME, |t| t.grid);
                 let targets = self
                     .p
                     .pos
                     .par_iter()
                     .enumerate()
                     .map(|(i, x)| {
-                        let [x, y, z] = grid.to_frame(*x);
+                        let [x, y, z] = t.frame.to_frame(*x);
                         [x, y, z, amag(i as u32)]
                     })
                     .collect();
-                let own = tree
-                    .as_ref()
-                    .map_or_else(Vec::new, |t| inverse_permutation(&t.index));
+                let own = inverse_permutation(&t.index);
                 (targets, own, chunk_groups(n, spec.group))
+            }
+            // No tree: no particles.
+            None => {
+                self.walk_order.clear();
+                (Vec::new(), Vec::new(), Vec::new())
             }
         });
         let walk = Walk {

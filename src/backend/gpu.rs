@@ -18,7 +18,8 @@ use crate::lets::export_gpu::LetArrays;
 use crate::lets::Region;
 use crate::particles::Particles;
 use crate::particles_gpu::DeviceParticles;
-use crate::sfc::{GridBox, Order};
+use crate::sfc::frame::{centre_of, strided, CENTRE_SAMPLES};
+use crate::sfc::{Frame, GridBox, Order};
 use crate::tree::build_gpu::{DeviceTree, TreeArrays, TreeBuilder};
 use crate::tree::{ClosePair, Tree, TreeParams};
 use crate::walk::cpu::{Forces, Units, WalkOutput, WalkParams};
@@ -220,7 +221,12 @@ impl Backend for GpuBackend {
         Ok(left)
     }
 
-    fn build_tree(&mut self, grid: &GridBox, p: &TreeParams, times: &mut PhaseTimes) -> Result<()> {
+    fn samples(&mut self, count: usize) -> Result<Vec<DVec3>> {
+        self.builder
+            .samples(&self.stages, self.particles.positions(), count)
+    }
+
+    fn build_tree(&mut self, frame: &Frame, p: &TreeParams, times: &mut PhaseTimes) -> Result<()> {
         self.forest = None;
         self.targets = None;
         if self.particles.n == 0 {
@@ -230,25 +236,25 @@ impl Backend for GpuBackend {
         match self.tree_build {
             TreeBuild::Gpu => {
                 let src = self.particles.positions();
-                self.builder.build(&self.stages, src, grid, p, times)?;
+                self.builder.build(&self.stages, src, frame, p, times)?;
             }
             TreeBuild::Host => {
                 let q = self.particles.download(&self.stages)?;
-                let tree = Tree::build_in(grid, &q.pos, &q.mass, p, times);
+                let tree = Tree::build_in(frame, &q.pos, &q.mass, p, times);
                 times.time("upload", || self.builder.upload(&self.stages, &tree))?;
             }
         }
         Ok(())
     }
 
-    fn refit_tree(&mut self, p: &TreeParams, times: &mut PhaseTimes) -> Result<Option<GridBox>> {
+    fn refit_tree(&mut self, p: &TreeParams, times: &mut PhaseTimes) -> Result<Option<Frame>> {
         self.forest = None;
         self.targets = None;
         if self.particles.n == 0 {
             return Ok(None);
         }
         let src = self.particles.positions();
-        Ok(Some(self.builder.refit(&self.stages, src, p, times)?.grid))
+        Ok(Some(self.builder.refit(&self.stages, src, p, times)?.frame))
     }
 
     fn closest_pair(&mut self, eps: f64) -> Result<Option<ClosePair>> {
@@ -455,20 +461,24 @@ impl Backend for GpuBackend {
         if pos.is_empty() {
             return Ok((Vec::new(), Vec::new()));
         }
-        // In the float32 frame of the particles' cube, as the tree's.
+        // In the float32 frame of the particles, as the tree's.
         let (lo, hi) = crate::sfc::bounding_box(pos);
-        let grid = GridBox::frame_for(lo, hi, eps)?;
+        let centre = centre_of(&strided(pos, CENTRE_SAMPLES));
+        let frame = Frame {
+            cube: GridBox::frame_for(lo, hi, eps)?,
+            centre,
+        };
         let src: Vec<[f32; 4]> = pos
             .iter()
             .zip(mass)
             .map(|(x, &m)| {
-                let [x, y, z] = grid.to_frame(*x);
+                let [x, y, z] = frame.to_frame(*x);
                 [x, y, z, m as f32]
             })
             .collect();
-        let eps = eps / grid.side;
+        let eps = eps / frame.side();
         let out = self.walk.direct(&src, (eps * eps) as f32, times)?;
-        let units = Units::of_frame(1.0, grid.side);
+        let units = Units::of_frame(1.0, frame.side());
         // The GPU sums for every particle; only the active ones are reported.
         Ok(out
             .iter()

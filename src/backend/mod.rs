@@ -19,7 +19,7 @@ use crate::error::Result;
 use crate::forces::TreeTopology;
 use crate::lets::Region;
 use crate::particles::Particles;
-use crate::sfc::{GridBox, Order};
+use crate::sfc::{Frame, GridBox, Order};
 use crate::tree::{ClosePair, TreeParams};
 use crate::walk::cpu::{Forces, Units, WalkParams};
 use crate::walk::gpu::GpuLayout;
@@ -94,15 +94,20 @@ pub trait Backend {
     /// source rank. Collective. Returns the particles that left. Forgets the tree.
     fn migrate(&mut self, comm: &dyn Comm, splitters: &[u64]) -> Result<usize>;
 
-    /// Builds the tree of the particles in the cube `grid` (which holds them): its float32
-    /// values, and those of the targets, region and LETs formed from it, are in the cube's
-    /// frame ([`GridBox::to_frame`]). Times `sort`, `build`, `moments`.
-    fn build_tree(&mut self, grid: &GridBox, p: &TreeParams, times: &mut PhaseTimes) -> Result<()>;
+    /// `count` positions of the particles (length units) at even strides in their order (all of
+    /// them where there are fewer), from which the job's frame takes its centre
+    /// ([`crate::sfc::frame::centre_of`]).
+    fn samples(&mut self, count: usize) -> Result<Vec<DVec3>>;
+
+    /// Builds the tree of the particles in `frame` (whose cube holds them): its float32
+    /// values, and those of the targets, region and LETs formed from it, are in the frame
+    /// ([`Frame::to_frame`]). Times `sort`, `build`, `moments`.
+    fn build_tree(&mut self, frame: &Frame, p: &TreeParams, times: &mut PhaseTimes) -> Result<()>;
 
     /// Refits the last tree to the particles' current positions (the same particles, in the
-    /// same order, as at its build), in the frame of its build's cube, which it returns
-    /// (`None` without a tree). Times `refit`.
-    fn refit_tree(&mut self, p: &TreeParams, times: &mut PhaseTimes) -> Result<Option<GridBox>>;
+    /// same order, as at its build), in the frame of its build, which it returns (`None`
+    /// without a tree). Times `refit`.
+    fn refit_tree(&mut self, p: &TreeParams, times: &mut PhaseTimes) -> Result<Option<Frame>>;
 
     /// The pair of this rank's particles, among those near each other along the tree's curve,
     /// that the frame of the tree's cube resolves worst with softening `eps` (length units;

@@ -10,7 +10,8 @@ use crate::comm::Comm;
 use crate::diag::PhaseTimes;
 use crate::error::{Error, Result};
 use crate::lets::{gather_regions, LetStats};
-use crate::sfc::GridBox;
+use crate::sfc::frame::{centre_of, CENTRE_SAMPLES};
+use crate::sfc::{Frame, GridBox};
 use crate::tree::TreeParams;
 use crate::walk::cpu::{Forces, Units, WalkParams};
 use crate::walk::mac::{Criterion, Mac};
@@ -53,24 +54,28 @@ pub(super) fn tree_forces(
         mac: params.mac,
         theta: params.theta,
     };
-    // The cube's bounds are the keys' (timed with them when the tree is rebuilt).
+    // The frame's cube and centre are the keys' (timed with them when the tree is rebuilt).
     let t0 = Instant::now();
-    let (rebuild, grid) = agree(backend, comm, rebuild, params.eps)?;
+    let (rebuild, frame) = agree(backend, comm, rebuild, params.eps)?;
     if rebuild {
         times.add("sort", t0.elapsed().as_secs_f64());
     }
-    // The cube whose frame the trees, targets, regions and LETs are in.
-    let grid = match grid {
-        Some(grid) if rebuild => {
-            backend.build_tree(&grid, &tp, times)?;
-            Some(grid)
+    // The frame the trees, targets, regions and LETs are in.
+    let frame = match frame {
+        Some(frame) => {
+            backend.build_tree(&frame, &tp, times)?;
+            Some(frame)
         }
         // Nobody holds a particle: there is no tree to build.
         None if rebuild => {
-            backend.build_tree(&GridBox::FRAME, &tp, times)?;
+            let nowhere = Frame {
+                cube: GridBox::around(DVec3::ZERO, DVec3::ZERO),
+                centre: DVec3::ZERO,
+            };
+            backend.build_tree(&nowhere, &tp, times)?;
             None
         }
-        _ => backend.refit_tree(&tp, times)?,
+        None => backend.refit_tree(&tp, times)?,
     };
     let t0 = Instant::now();
     let pair = backend.closest_pair(params.eps)?;
@@ -78,11 +83,11 @@ pub(super) fn tree_forces(
         if rebuild { "sort" } else { "refit" },
         t0.elapsed().as_secs_f64(),
     );
-    let resolution = resolution::of_job(comm, pair, grid.map(|g| g.side), params.eps)?;
+    let resolution = resolution::of_job(comm, pair, frame.map(|f| f.side()), params.eps)?;
     if let Some(e) = resolution.as_ref().and_then(Resolution::error) {
         return Err(e);
     }
-    let side = grid.map_or(1.0, |g| g.side);
+    let side = frame.map_or(1.0, |f| f.side());
     let amag: Option<Vec<f32>> = old_acc.map(|a| {
         times.time("targets", || {
             a.par_iter()
@@ -121,17 +126,19 @@ pub(super) fn tree_forces(
 }
 
 /// Whether this evaluation rebuilds its trees (on every rank when any must: a rank whose
-/// particles are not those of its tree has to, and the rebuilds share one cube), and the cube
-/// the trees are built in: around every rank's particles ([`GridBox::frame_for`] softening
-/// `eps`), so that every rank's cells are cells of one global octree and every rank's float32
-/// values are in one frame (`None` when no rank holds a particle). Fails when the particles
-/// span more than float64 can hold. Collective on several ranks.
+/// particles are not those of its tree has to, and the rebuilds share one frame), and then the
+/// frame the trees are built in: the cube around every rank's particles
+/// ([`GridBox::frame_for`] softening `eps`), so that every rank's cells are cells of one
+/// global octree, centred in the bulk of a sample of every rank's particles
+/// ([`centre_of`]), so that every rank's float32 values are in one frame (`None` when no rank
+/// holds a particle, or without a rebuild). Fails when the particles span more than float64
+/// can hold. Collective on several ranks.
 fn agree(
     backend: &mut dyn Backend,
     comm: &dyn Comm,
     rebuild: bool,
     eps: f64,
-) -> Result<(bool, Option<GridBox>)> {
+) -> Result<(bool, Option<Frame>)> {
     if comm.size() == 1 && !rebuild {
         return Ok((false, None));
     }
@@ -140,11 +147,29 @@ fn agree(
     if comm.size() > 1 {
         comm.allreduce_max_f64(&mut v);
     }
+    let rebuild = v[0] > 0.0;
     let (lo, hi) = (-DVec3::new(v[1], v[2], v[3]), DVec3::new(v[4], v[5], v[6]));
-    if lo.x > hi.x {
-        return Ok((v[0] > 0.0, None));
+    if !rebuild || lo.x > hi.x {
+        return Ok((rebuild, None));
     }
-    Ok((v[0] > 0.0, Some(GridBox::frame_for(lo, hi, eps)?)))
+    let cube = GridBox::frame_for(lo, hi, eps)?;
+    let mine: Vec<f64> = backend
+        .samples(CENTRE_SAMPLES)?
+        .iter()
+        .flat_map(|x| x.to_array())
+        .collect();
+    let all = match comm.size() {
+        1 => mine,
+        _ => comm.allgatherv_f64(&mine)?,
+    };
+    let points: Vec<DVec3> = all.chunks_exact(3).map(DVec3::from_slice).collect();
+    Ok((
+        true,
+        Some(Frame {
+            cube,
+            centre: centre_of(&points),
+        }),
+    ))
 }
 
 /// The walks of every particle of the job for the targets: the local tree and, with several

@@ -25,7 +25,7 @@
 use crate::comm::Comm;
 use crate::diag::PhaseTimes;
 use crate::error::{Error, Result};
-use crate::sfc::GridBox;
+use crate::sfc::Frame;
 use rayon::prelude::*;
 use serde::de::Deserializer;
 use serde::Deserialize;
@@ -148,8 +148,8 @@ impl RebuildClock {
 /// run refits the very tree the uninterrupted run would have.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TreeTopology {
-    /// The cube of the rebuild, whose float32 frame the tree's values are in.
-    pub grid: GridBox,
+    /// The frame of the rebuild (its cube and centre), which the tree's values are in.
+    pub frame: Frame,
     /// For each tree particle, its index in the rank's particle arrays.
     pub index: Vec<u32>,
     /// Per cell: first particle (see [`Cells::first`]).
@@ -162,7 +162,7 @@ pub struct TreeTopology {
     pub nchild: Vec<u8>,
     /// Per cell: cells in its subtree, itself included.
     pub subtree: Vec<u32>,
-    /// Per cell: the box at the rebuild, centre and half side (in the frame of `grid`).
+    /// Per cell: the box at the rebuild, centre and half side (in `frame`).
     pub boxes: Vec<[f32; 4]>,
 }
 

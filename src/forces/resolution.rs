@@ -1,35 +1,35 @@
-//! Whether float32 resolves the job's particles in the frame of its cube (see
-//! [`crate::sfc::GridBox::to_frame`]): a coordinate there keeps 2⁻²⁴ of its magnitude, the
-//! particle's distance m from the cube's centre, so two particles at separation s with
-//! softening ε are resolved to about 2⁻²⁴ m / λ of their scale λ = max(s, ε). The pair of the
-//! largest m / λ along every rank's tree curve ([`crate::tree::close`]) gives the job's
-//! dynamic range m / λ (for particles near the cube's faces, m ≈ L / 2: half the cube's side
-//! over the smallest separation or ε).
+//! Whether float32 resolves the job's particles in its frame (see [`crate::sfc::Frame`]): a
+//! coordinate there keeps 2⁻²⁴ of its magnitude, the particle's distance m from the frame's
+//! centre, so two particles at separation s with softening ε are resolved to about 2⁻²⁴ m / λ
+//! of their scale λ = max(s, ε); and the frame's exponent range holds the inverse powers of
+//! separations down to 2⁻⁴⁰ of the cube's side L. The pair of the largest
+//! max(m, 2⁻¹⁸ L) / λ along every rank's tree curve ([`crate::tree::close`]) decides: the job
+//! fails before any step where that ratio exceeds [`MAX_RANGE`] = 2²² (a precision of λ / 4,
+//! or L / λ beyond 2⁴⁰), and warns where m / λ exceeds [`WARN_RANGE`] = 2¹⁸.
 //!
-//! Measured (a Plummer sphere of 2000 particles, ε = 0.01, and one particle far away at d, so
-//! that the sphere sits at m ≈ d / 2 in the frame; errors against float64 direct summation):
-//! m / λ = 5·10⁴ costs nothing visible (p99 6.5e-4 against 4.6e-4 without the far particle),
-//! 5·10⁵ gives p99 0.7 % and max 1.7 %, 5·10⁶ p99 6 % and max 29 %, 5·10⁷ p99 68 %. Hence a
-//! warning beyond [`WARN_RANGE`] = 2¹⁸ and an error, before any step, beyond [`MAX_RANGE`] =
-//! 2²².
+//! Measured (`scripts/float32_edges.py`, docs/performance.md: two Plummer spheres of 2000
+//! particles, ε = 0.01, at a distance d, the frame centred in one of them; errors against
+//! float64 direct summation): m / λ = 10⁵ gives p99 1.0e-3 (4.7e-4 at d = 100), 10⁶ p99
+//! 0.9 %, 3·10⁶ p99 2.3 %, 10⁷ (refused) 10 %, 3·10⁷ 44 %.
 
 use crate::comm::Comm;
 use crate::error::{Error, Result};
+use crate::tree::close::NEAR;
 use crate::tree::ClosePair;
 use glam::DVec3;
 
-/// The dynamic range m / λ beyond which the job warns: float32 keeps coordinates to 1/64 of
-/// λ there.
+/// The ratio m / λ beyond which the job warns: float32 keeps coordinates to 1/64 of λ there.
 pub const WARN_RANGE: f64 = (1u64 << 18) as f64;
 
-/// The dynamic range m / λ beyond which the job fails: float32 keeps coordinates only to 1/4
-/// of λ, and the forces between the closest particles are tens of percent off or worse.
+/// The ratio max(m, 2⁻¹⁸ L) / λ beyond which the job fails: float32 keeps coordinates only to
+/// 1/4 of λ, or the frame's exponent range ends, and the forces between the closest
+/// particles would be tens of percent off, or overflow.
 pub const MAX_RANGE: f64 = (1u64 << 22) as f64;
 
-/// What a job's float32 frame makes of the pair it resolves worst.
+/// What a job's float32 frame makes of the pair it serves worst.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Resolution {
-    /// The pair of the largest m / λ of all ranks.
+    /// The pair of the largest max(m, 2⁻¹⁸ L) / λ of all ranks.
     pub pair: ClosePair,
     /// The rank holding it.
     pub rank: usize,
@@ -39,7 +39,7 @@ pub struct Resolution {
     pub eps: f64,
 }
 
-/// `x` for a message: three digits, or "more than 1.8e308" where float64 overflowed.
+/// `x` for a message: four digits, or "more than 1.8e308" where float64 overflowed.
 fn number(x: f64) -> String {
     match x.is_finite() {
         true => format!("{x:.3e}"),
@@ -48,9 +48,9 @@ fn number(x: f64) -> String {
 }
 
 impl Resolution {
-    /// The job's dynamic range m / λ.
-    pub fn range(&self) -> f64 {
-        self.pair.range(self.eps)
+    /// The scale the pair needs resolved, λ = max(s, ε) (length units).
+    pub fn scale(&self) -> f64 {
+        self.pair.s.max(self.eps)
     }
 
     /// What float32 keeps of the pair's coordinates: 2⁻²⁴ m (length units).
@@ -58,9 +58,8 @@ impl Resolution {
         self.pair.m * 2f64.powi(-24)
     }
 
-    /// The pair and where float32 leaves it: by id where the rank holds ids and by index on
-    /// its rank otherwise, with positions, separation, softening, distance from the cube's
-    /// centre and what float32 keeps there.
+    /// The pair, by id where the rank holds ids and by index on its rank otherwise, with
+    /// positions, separation, softening and where it is in the frame.
     fn describe(&self) -> String {
         let p = &self.pair;
         let name = |j: usize| match p.id {
@@ -69,9 +68,8 @@ impl Resolution {
         };
         let at = |x: DVec3| format!("({:.9e}, {:.9e}, {:.9e})", x.x, x.y, x.z);
         format!(
-            "particles {} at {} and {} at {} are {} apart (softening {}) at {} from the centre \
-             of the cube around all particles (side {}), where float32 keeps coordinates to \
-             {} (2^-24 of that distance): that distance over max(separation, softening) is {}",
+            "particles {} at {} and {} at {}, {} apart with softening {}, {} from the centre \
+             of the job's float32 frame (the cube around all particles has side {})",
             name(0),
             at(p.at[0]),
             name(1),
@@ -79,43 +77,66 @@ impl Resolution {
             number(p.s),
             number(self.eps),
             number(p.m),
-            number(self.side),
-            number(self.step()),
-            number(self.range())
+            number(self.side)
+        )
+    }
+
+    /// How float32 keeps the pair's coordinates there: to 2⁻²⁴ of their distance from the
+    /// centre, a fraction of λ.
+    fn precision(&self) -> String {
+        format!(
+            "their distance from the centre is {} times max(separation, softening), and float32 \
+             keeps their coordinates to {} (2^-24 of that distance)",
+            number(self.pair.range(self.eps)),
+            number(self.step())
         )
     }
 
     /// The error for a job beyond [`MAX_RANGE`]; `None` within it.
     pub fn error(&self) -> Option<Error> {
-        (self.range() > MAX_RANGE).then(|| {
-            Error::input(format!(
-                "float32 cannot resolve these particles: {}, beyond the limit 2^22 = {} (their \
-                 forces would be wrong); keep far-away particles out of this job, or soften more",
-                self.describe(),
+        if self.pair.worst(self.side, self.eps) <= MAX_RANGE {
+            return None;
+        }
+        let why = match self.pair.m >= NEAR * self.side {
+            true => format!(
+                "{}, beyond the limit 2^22 = {} (their forces would be wrong)",
+                self.precision(),
                 number(MAX_RANGE)
-            ))
-        })
+            ),
+            false => format!(
+                "the cube's side is {} times max(separation, softening), beyond the limit \
+                 2^40 = {} of float32's exponent range (their forces would overflow)",
+                number(self.side / self.scale()),
+                number(MAX_RANGE / NEAR)
+            ),
+        };
+        Some(Error::input(format!(
+            "float32 cannot resolve {}: {why}; keep far-away particles out of this job, or soften \
+             more",
+            self.describe()
+        )))
     }
 
-    /// The warning for a job beyond [`WARN_RANGE`]; `None` within it.
+    /// The warning for a job beyond [`WARN_RANGE`] (in m / λ); `None` within it.
     pub fn warning(&self) -> Option<String> {
-        (self.range() > WARN_RANGE).then(|| {
+        (self.pair.range(self.eps) > WARN_RANGE).then(|| {
             format!(
-                "{}, beyond 2^18 = {}: forces between particles this close carry errors up to \
-                 about {:.1e} of theirs",
+                "{}: {}, beyond 2^18 = {}, so forces between particles this close carry errors \
+                 up to about {:.1e} of theirs",
                 self.describe(),
+                self.precision(),
                 number(WARN_RANGE),
-                self.step() / self.pair.s.max(self.eps)
+                self.step() / self.scale()
             )
         })
     }
 }
 
-/// The job's [`Resolution`] where it is beyond [`WARN_RANGE`] (`None` otherwise, or without
-/// a pair): this rank's pair `local` ([`crate::backend::Backend::closest_pair`]), the side of
-/// its cube `side` (`None` without a tree; the cube is the same on every rank that has one)
-/// and the softening `eps`. Collective on several ranks (one allreduce, and three more when
-/// the range is exceeded).
+/// The job's [`Resolution`] where its pair is beyond [`WARN_RANGE`] in max(m, 2⁻¹⁸ L) / λ
+/// (`None` otherwise, or without a pair): this rank's pair `local`
+/// ([`crate::backend::Backend::closest_pair`]), the side of its cube `side` (`None` without a
+/// tree; the cube is the same on every rank that has one) and the softening `eps`. Collective
+/// on several ranks (one allreduce, and three more when the range is exceeded).
 pub fn of_job(
     comm: &dyn Comm,
     local: Option<ClosePair>,
@@ -123,8 +144,9 @@ pub fn of_job(
     eps: f64,
 ) -> Result<Option<Resolution>> {
     // The largest range and side over the ranks.
-    let range = local.map_or(0.0, |p| p.range(eps));
-    let mut v = [-range, -side.unwrap_or(0.0)];
+    let side = side.unwrap_or(0.0);
+    let range = local.map_or(0.0, |p| p.worst(side, eps));
+    let mut v = [-range, -side];
     if comm.size() > 1 {
         comm.allreduce_min_f64(&mut v);
     }
@@ -203,18 +225,33 @@ mod tests {
         let warned = of(1e-6, 0.0).unwrap().unwrap();
         assert!(warned.error().is_none());
         let w = warned.warning().unwrap();
-        assert!(
-            w.contains("id 30") && w.contains("id 70") && w.contains("is 5.000e5"),
-            "{w}"
-        );
+        assert!(w.contains("id 30") && w.contains("id 70"), "{w}");
+        assert!(w.contains("is 5.000e5 times"), "{w}");
         let failed = of(1e-9, 1e-8).unwrap().unwrap();
         let e = failed.error().unwrap().message;
-        assert!(e.starts_with("float32 cannot resolve"), "{e}");
         assert!(
-            e.contains("particles id 30") && e.contains("is 5.000e7"),
+            e.starts_with("float32 cannot resolve particles id 30"),
+            "{e}"
+        );
+        assert!(
+            e.contains("is 5.000e7 times") && e.contains("limit 2^22"),
             "{e}"
         );
         assert!(!e.contains('\n'));
         assert_eq!(of_job(&SingleProcess, None, Some(1.0), 0.0).unwrap(), None);
+        // Near the centre the exponent range ends first: 2^-40 of the side.
+        let near = |s: f64| ClosePair { m: 1e-9, ..pair(s) };
+        let r = of_job(&SingleProcess, Some(near(1e-11)), Some(1.0), 0.0)
+            .unwrap()
+            .unwrap();
+        assert!(r.error().is_none() && r.warning().is_none());
+        let r = of_job(&SingleProcess, Some(near(1e-13)), Some(1.0), 0.0)
+            .unwrap()
+            .unwrap();
+        let e = r.error().unwrap().message;
+        assert!(
+            e.contains("exponent range") && e.contains("1.000e13 times"),
+            "{e}"
+        );
     }
 }

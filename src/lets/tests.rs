@@ -4,7 +4,7 @@
 use super::*;
 use crate::forces::ForceParams;
 use crate::ics::{generate, Model};
-use crate::sfc::{keys, GridBox, Order};
+use crate::sfc::{keys, Frame, GridBox, Order};
 use crate::tree::Tree;
 use crate::tree::TreeParams;
 use crate::walk::cpu::{grouped_walk, WalkOutput};
@@ -32,8 +32,8 @@ fn halves(p: &Particles) -> [Particles; 2] {
 }
 
 /// Forces on the particles of `mine` (tree order) from its own tree and the LET of `other`,
-/// both built in the cube around all of them as the ranks of a job build theirs (the results
-/// in its frame: accelerations in units of 1 / side²), and that cube's side.
+/// both built in the frame of all of them as the ranks of a job build theirs (the results in
+/// that frame: accelerations in units of 1 / side²), and the side of the frame's cube.
 fn forces(
     mine: &Particles,
     other: &Particles,
@@ -46,17 +46,17 @@ fn forces(
         theta: params.theta,
     };
     let mut t = crate::diag::PhaseTimes::default();
-    let grid = GridBox::of_points(&[&mine.pos[..], &other.pos].concat());
+    let frame = Frame::of_points(&[&mine.pos[..], &other.pos].concat());
     let (a, b) = (
-        Tree::build_in(&grid, &mine.pos, &mine.mass, &tp, &mut t),
-        Tree::build_in(&grid, &other.pos, &other.mass, &tp, &mut t),
+        Tree::build_in(&frame, &mine.pos, &mine.mass, &tp, &mut t),
+        Tree::build_in(&frame, &other.pos, &other.mass, &tp, &mut t),
     );
     let targets: Vec<[f32; 4]> = a
         .particles
         .iter()
         .map(|p| [p[0], p[1], p[2], 0.0])
         .collect();
-    let wp = params.walk_params(grid.side);
+    let wp = params.walk_params(frame.side());
     let region = Region::of_tree(&a, 0.0, 64);
     let buf = export(&b, &wp.criterion, &region);
     if params.theta >= 0.5 {
@@ -75,7 +75,7 @@ fn forces(
             x[d] += y[d];
         }
     }
-    (a.index.clone(), out, grid.side)
+    (a.index.clone(), out, frame.side())
 }
 
 /// Relative acceleration errors of `out` (targets `index` of `mine`, in the frame of a cube of
@@ -134,10 +134,10 @@ fn malformed_buffers_are_refused() {
         mac: crate::walk::mac::Mac::Modified,
         theta: 0.5,
     };
-    let grid = GridBox::of_points(&all.pos);
-    let tree = Tree::build_in(&grid, &b.pos, &b.mass, &tp, &mut t);
-    let mine = Tree::build_in(&grid, &a.pos, &a.mass, &tp, &mut t);
-    let crit = ForceParams::default().walk_params(grid.side).criterion;
+    let frame = Frame::of_points(&all.pos);
+    let tree = Tree::build_in(&frame, &b.pos, &b.mass, &tp, &mut t);
+    let mine = Tree::build_in(&frame, &a.pos, &a.mass, &tp, &mut t);
+    let crit = ForceParams::default().walk_params(frame.side()).criterion;
     let buf = export(&tree, &crit, &Region::of_tree(&mine, 0.0, 1));
     assert!(wire::unpack_forest(&buf, &[buf.len()]).is_ok());
     let e = wire::unpack_forest(&buf[..buf.len() - 1], &[buf.len() - 1]).unwrap_err();

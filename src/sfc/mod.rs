@@ -1,8 +1,11 @@
 //! Space-filling-curve keys: 63-bit Morton and Peano–Hilbert keys, 21 bits per axis, of positions
 //! quantised on a 2²¹ grid spanning a cubic bounding box.
 
+pub mod frame;
 pub mod hilbert;
 pub mod morton;
+
+pub use frame::Frame;
 
 /// The particle ordering used to build the tree and to order the walk.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -24,8 +27,8 @@ use rayon::prelude::*;
 /// Grid resolution per axis: 2²¹ cells, so that three coordinates fill a 63-bit key.
 pub const GRID: u32 = 1 << 21;
 
-/// The largest softening length a [`GridBox`]'s frame holds, in units of its side: 2³² (its
-/// square stays far inside float32).
+/// The largest softening length a [`Frame`] holds, in units of its side: 2³² (its square
+/// stays far inside float32).
 pub const MAX_EPS_PER_SIDE: f64 = 4294967296.0;
 
 /// A cube that contains every particle, quantised into a 2²¹ grid per axis.
@@ -54,8 +57,8 @@ impl GridBox {
         }
     }
 
-    /// The cube whose frame ([`GridBox::to_frame`]) the float32 values of particles in the
-    /// bounding box `[lo, hi]` are taken to, for a softening length `eps` (length units): the
+    /// The cube of the [`Frame`] that the float32 values of particles in the bounding box
+    /// `[lo, hi]` are taken to, for a softening length `eps` (length units): the
     /// cube [`GridBox::around`] them, widened where needed to ε / [`MAX_EPS_PER_SIDE`] (its
     /// particles are then closer than float32 tells apart within ε anyway), so that ε² in the
     /// frame stays far inside float32. Fails, naming the box, when float64 cannot hold the
@@ -82,27 +85,6 @@ impl GridBox {
     pub fn centre(&self) -> DVec3 {
         self.origin + DVec3::splat(0.5 * self.side)
     }
-
-    /// A point in the cube's frame, where the trees, targets, LETs and regions hold their
-    /// float32 positions: `(p − centre) / side`, computed in float64 (the GPU's `to_frame`
-    /// does the same operations) and rounded to float32, so that a point of the cube lies in
-    /// [−½, ½]³ with float32's relative precision whatever the cube's offset and size.
-    #[inline]
-    pub fn to_frame(&self, p: DVec3) -> [f32; 3] {
-        let (c, s) = (self.centre(), 1.0 / self.side);
-        [
-            ((p.x - c.x) * s) as f32,
-            ((p.y - c.y) * s) as f32,
-            ((p.z - c.z) * s) as f32,
-        ]
-    }
-
-    /// The cube of the frame itself: side 1 around the origin, the cube a tree's keys are
-    /// computed in from its frame positions.
-    pub const FRAME: GridBox = GridBox {
-        origin: DVec3::new(-0.5, -0.5, -0.5),
-        side: 1.0,
-    };
 
     /// The cube around a set of (finite) points.
     pub fn of_points(pos: &[DVec3]) -> Self {

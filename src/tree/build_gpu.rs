@@ -10,9 +10,9 @@
 use crate::diag::PhaseTimes;
 use crate::error::Result;
 use crate::forces::TreeTopology;
-use crate::gpu::launch::{with_headroom, Arg, DeviceArray, KernelRunner};
+use crate::gpu::launch::{grow, with_headroom, Arg, DeviceArray, KernelRunner};
 use crate::gpu::stages::{blocks, int, ptr, Stages};
-use crate::sfc::{GridBox, Order, GRID};
+use crate::sfc::{Frame, Order, GRID};
 use crate::tree::{close, Cells, ClosePair, Tree, TreeParams, MAX_LEVEL};
 use crate::walk::mac::Mac;
 use bfs::bfs_layout;
@@ -76,8 +76,8 @@ pub struct DeviceTree {
     pub particles: usize,
     /// Its cells.
     pub cells: usize,
-    /// The cube it was built in, whose float32 frame its values are in.
-    pub grid: GridBox,
+    /// The frame it was built in (cube and centre), which its values are in.
+    pub frame: Frame,
     /// Its arrays.
     pub arrays: TreeArrays,
     /// Device address of the tree's order: for each sorted particle, its index in the
@@ -139,6 +139,8 @@ pub struct TreeBuilder<R: KernelRunner> {
     /// The closest pair along the curve: its key, then its record.
     pair_key: R::Array<u64>,
     pair_record: R::Array<f64>,
+    /// A sample of the positions (3 doubles each).
+    samples: R::Array<f64>,
     /// The last tree, and where each of its levels starts in the breadth-first arrays (then
     /// their number of cells): what a refit needs.
     last: Option<(DeviceTree, Vec<usize>)>,
@@ -153,6 +155,7 @@ impl<R: KernelRunner> TreeBuilder<R> {
             next_total: r.alloc(1)?,
             pair_key: r.alloc(1)?,
             pair_record: r.alloc(PAIR_WORDS)?,
+            samples: r.alloc(3)?,
             particles: None,
             cells: None,
             last: None,
@@ -205,24 +208,24 @@ impl<R: KernelRunner> TreeBuilder<R> {
     }
 
     /// The tree over the `src.n` particles on the device (positions taken to the float32 frame
-    /// of the cube `grid`, which holds them, first), built there and kept there: the tree
+    /// `frame`, whose cube holds them, first), built there and kept there: the tree
     /// [`Tree::build_in`] builds. Times `sort` (the rounding, keys, sort and gather), `build`
     /// (topology, preorder) and `moments`. `src.n` must be at least 1 and the positions finite.
     pub fn build(
         &mut self,
         s: &Stages<R>,
         src: Positions,
-        grid: &GridBox,
+        frame: &Frame,
         p: &TreeParams,
         times: &mut PhaseTimes,
     ) -> Result<DeviceTree> {
         self.last = None;
         let n = src.n;
-        let grid = *grid;
-        times.time("sort", || self.sort(s, src, &grid, p.order))?;
+        let frame = *frame;
+        times.time("sort", || self.sort(s, src, &frame, p.order))?;
         let levels = times.time("build", || self.cell_levels(s, n, p.ncrit))?;
-        times.time("moments", || self.moments(s, &levels, p))?;
-        let tree = self.device_tree(n, levels[levels.len() - 1], grid);
+        times.time("moments", || self.moments(s, &levels, &frame, p))?;
+        let tree = self.device_tree(n, levels[levels.len() - 1], frame);
         self.last = Some((tree, levels));
         Ok(tree)
     }
@@ -259,7 +262,7 @@ impl<R: KernelRunner> TreeBuilder<R> {
                             ptr(&a.index[0]),
                             int(src.n)?,
                         ][..],
-                        &frame_args(&tree.grid),
+                        &frame_args(&tree.frame),
                         &[ptr(&a.sorted)],
                     ]
                     .concat(),
@@ -326,7 +329,7 @@ impl<R: KernelRunner> TreeBuilder<R> {
             return Ok(None);
         };
         s.runner().upload(&[u64::MAX], &mut self.pair_key)?;
-        let c = tree.grid.centre();
+        let c = tree.frame.centre;
         // SAFETY: the tree's order holds src.n indices of particles at src.
         unsafe {
             s.launch(
@@ -339,6 +342,7 @@ impl<R: KernelRunner> TreeBuilder<R> {
                     Arg::F64(c.x),
                     Arg::F64(c.y),
                     Arg::F64(c.z),
+                    Arg::F64(close::NEAR * tree.frame.side()),
                     Arg::F64(eps * eps),
                     ptr(&self.pair_key),
                 ],
@@ -370,13 +374,38 @@ impl<R: KernelRunner> TreeBuilder<R> {
         Ok(Some(ClosePair::of(
             [at(0), at(1)],
             [r[0] as usize, r[1] as usize],
-            &tree.grid,
+            &tree.frame,
             id.map(|_| [r[8].to_bits(), r[9].to_bits()]),
         )))
     }
 
-    /// The view of the arrays of a tree of `n` particles and `cells` cells in `grid`.
-    fn device_tree(&self, n: usize, cells: usize, grid: GridBox) -> DeviceTree {
+    /// `count` of the positions at `src` at even strides, copied down: the sample
+    /// [`crate::sfc::frame::strided`] takes.
+    pub fn samples(&mut self, s: &Stages<R>, src: Positions, count: usize) -> Result<Vec<DVec3>> {
+        let stride = src.n.div_ceil(count.max(1)).max(1);
+        let m = src.n.div_ceil(stride);
+        if m == 0 {
+            return Ok(Vec::new());
+        }
+        grow(s.runner(), &mut self.samples, 3 * m)?;
+        // SAFETY: the positions hold src.n particles, the samples 3 doubles for each of m.
+        unsafe {
+            s.launch(
+                "sample_positions",
+                blocks(m),
+                &[
+                    int(src.n)?,
+                    Arg::Ptr(src.pos),
+                    int(stride)?,
+                    ptr(&self.samples),
+                ],
+            )?;
+        }
+        s.fetch_as(&self.samples, m)
+    }
+
+    /// The view of the arrays of a tree of `n` particles and `cells` cells in `frame`.
+    fn device_tree(&self, n: usize, cells: usize, frame: Frame) -> DeviceTree {
         let (a, c) = (
             self.particles.as_ref().expect("built"),
             self.cells.as_ref().expect("built"),
@@ -384,7 +413,7 @@ impl<R: KernelRunner> TreeBuilder<R> {
         DeviceTree {
             particles: n,
             cells,
-            grid,
+            frame,
             arrays: TreeArrays {
                 particles: a.sorted.ptr(),
                 com_mass: c.com_mass.ptr(),
@@ -464,16 +493,16 @@ impl<R: KernelRunner> TreeBuilder<R> {
         Ok(())
     }
 
-    /// Takes the particles at `src` to the float32 frame of the cube `grid`, computes their
-    /// keys (in [`GridBox::FRAME`]) on the curve `order`, sorts (key, index) pairs and gathers the particles in key order. The
+    /// Takes the particles at `src` to the float32 `frame`, computes their keys (in its
+    /// [`Frame::key_grid`]) on the curve `order`, sorts (key, index) pairs and gathers the particles in key order. The
     /// sorted keys and order end in `keys[0]`, `index[0]`, the particles in `sorted`.
-    fn sort(&mut self, s: &Stages<R>, src: Positions, grid: &GridBox, order: Order) -> Result<()> {
+    fn sort(&mut self, s: &Stages<R>, src: Positions, frame: &Frame, order: Order) -> Result<()> {
         let n = src.n;
         self.reserve_particles(s, n)?;
         s.runner()
             .upload(&[0u32; 8 * 256], &mut self.digit_counts)?;
         let a = self.particles.as_ref().expect("reserved");
-        let o = GridBox::FRAME.origin;
+        let o = frame.key_grid().origin;
         // SAFETY (every launch below): the particle arrays hold at least n particles, the
         // tile counts 256 per tile, the digit counts 8 * 256.
         unsafe {
@@ -482,7 +511,7 @@ impl<R: KernelRunner> TreeBuilder<R> {
                 blocks(n),
                 &[
                     &[Arg::Ptr(src.pos), Arg::Ptr(src.mass), int(n)?][..],
-                    &frame_args(grid),
+                    &frame_args(frame),
                     &[ptr(&a.pos_mass)],
                 ]
                 .concat(),
@@ -496,7 +525,7 @@ impl<R: KernelRunner> TreeBuilder<R> {
                     Arg::F64(o.x),
                     Arg::F64(o.y),
                     Arg::F64(o.z),
-                    Arg::F64(GRID as f64 / GridBox::FRAME.side),
+                    Arg::F64(GRID as f64),
                     Arg::I32((order == Order::Hilbert) as i32),
                     ptr(&a.keys[0]),
                     ptr(&a.index[0]),
@@ -727,13 +756,19 @@ impl<R: KernelRunner> TreeBuilder<R> {
     }
 
     /// The upward pass (deepest level first), then every cell stored at its preorder position
-    /// with its box (in [`GridBox::FRAME`]) and S_eff.
-    fn moments(&mut self, s: &Stages<R>, levels: &[usize], p: &TreeParams) -> Result<()> {
+    /// with its box (in `frame`'s [`Frame::key_grid`]) and S_eff.
+    fn moments(
+        &mut self,
+        s: &Stages<R>,
+        levels: &[usize],
+        frame: &Frame,
+        p: &TreeParams,
+    ) -> Result<()> {
         let c = self.cells.as_ref().expect("reserved");
         let a = self.particles.as_ref().expect("sorted");
         let depth = levels.len() - 1;
         let ncells = levels[depth];
-        let o = GridBox::FRAME.origin;
+        let o = frame.key_grid().origin;
         // SAFETY: the cell arrays hold every cell, the particle arrays every particle.
         unsafe {
             self.per_level(
@@ -766,7 +801,7 @@ impl<R: KernelRunner> TreeBuilder<R> {
                     Arg::F64(o.x),
                     Arg::F64(o.y),
                     Arg::F64(o.z),
-                    Arg::F64(GridBox::FRAME.side),
+                    Arg::F64(1.0),
                     Arg::I32((p.mac != Mac::BarnesHut) as i32),
                     Arg::F32(p.theta),
                     ptr(&c.first),
@@ -826,7 +861,7 @@ impl<R: KernelRunner> TreeBuilder<R> {
             s_eff: s.fetch(&c.s_eff, ncells)?,
         };
         Ok(Some(Tree {
-            grid: tree.grid,
+            frame: tree.frame,
             particles: s.fetch_as(&a.sorted, n)?,
             index: s.fetch(&a.index[0], n)?,
             cells,
@@ -850,7 +885,7 @@ impl<R: KernelRunner> TreeBuilder<R> {
         let a = self.particles.as_ref().expect("built");
         let c = self.cells.as_ref().expect("built");
         Ok(Some(TreeTopology {
-            grid: tree.grid,
+            frame: tree.frame,
             index: s.fetch(&a.index[0], n)?,
             first: s.fetch(&c.first, ncells)?,
             count: s.fetch(&c.count, ncells)?,
@@ -887,7 +922,7 @@ impl<R: KernelRunner> TreeBuilder<R> {
         r.upload(&t.subtree, &mut c.subtree)?;
         r.upload(bytemuck::cast_slice(&t.boxes), &mut c.built)?;
         self.parents(s, ncells)?;
-        let tree = self.device_tree(n, ncells, t.grid);
+        let tree = self.device_tree(n, ncells, t.frame);
         self.last = Some((tree, bfs.levels));
         Ok(())
     }
@@ -900,7 +935,7 @@ impl<R: KernelRunner> TreeBuilder<R> {
         self.restore(
             s,
             &TreeTopology {
-                grid: tree.grid,
+                frame: tree.frame,
                 index: tree.index.clone(),
                 first: cells.first.clone(),
                 count: cells.count.clone(),
@@ -924,15 +959,15 @@ impl<R: KernelRunner> TreeBuilder<R> {
     }
 }
 
-/// The kernel arguments that take float64 positions to the float32 frame of `grid`
-/// ([`GridBox::to_frame`]): its centre and the inverse of its side.
-pub(crate) fn frame_args(grid: &GridBox) -> [Arg; 4] {
-    let c = grid.centre();
+/// The kernel arguments that take float64 positions to the float32 `frame`
+/// ([`Frame::to_frame`]): its centre and the inverse of its cube's side.
+pub(crate) fn frame_args(frame: &Frame) -> [Arg; 4] {
+    let c = frame.centre;
     [
         Arg::F64(c.x),
         Arg::F64(c.y),
         Arg::F64(c.z),
-        Arg::F64(1.0 / grid.side),
+        Arg::F64(1.0 / frame.side()),
     ]
 }
 

@@ -1,9 +1,12 @@
-//! The pair of particles that the float32 frame of a job's cube (see
-//! [`GridBox::to_frame`]) resolves worst, among those near each other along a tree's curve:
-//! float32 keeps a coordinate to 2⁻²⁴ of its magnitude, here its distance m from the cube's
-//! centre, so a pair at separation s with softening ε is resolved to about 2⁻²⁴ m / λ of its
-//! scale λ = max(s, ε). The pair of the largest m / λ is the one the frame serves worst
-//! (`forces::resolution` decides what to make of it).
+//! The pair of particles that the float32 frame of a job (see [`Frame`]) resolves worst,
+//! among those near each other along a tree's curve: float32 keeps a coordinate to 2⁻²⁴ of
+//! its magnitude, here its distance m from the frame's centre, so a pair at separation s with
+//! softening ε is resolved to about 2⁻²⁴ m / λ of its scale λ = max(s, ε); and near the centre,
+//! where that resolution is finer, float32's exponent range bounds the frame instead: the
+//! interactions form (L / λ)³ for a cube of side L, which must stay far below float32's 2¹²⁸,
+//! so a pair counts as at least [`NEAR`] L from the centre. The pair of the largest
+//! max(m, [`NEAR`] L) / λ is the one the frame serves worst (`forces::resolution` decides what
+//! to make of it).
 //!
 //! Neighbours on the curve are neighbours in space (the curve is local down to the level-21
 //! key cells, whose particles are consecutive), so every particle compared with the [`WINDOW`]
@@ -11,12 +14,18 @@
 //! holds more than [`WINDOW`] + 1 particles, and otherwise pairs closer than a key cell. The
 //! device finds the same pair (`closest_pair` in `cuda/build.cu`).
 
-use crate::sfc::GridBox;
+use crate::sfc::Frame;
 use glam::DVec3;
 use rayon::prelude::*;
 
 /// How many particles that follow it along the curve each particle is compared with.
 pub const WINDOW: usize = 16;
+
+/// The least distance from the frame's centre a pair counts as at, in units of the cube's
+/// side: 2⁻¹⁸, so that max(m, NEAR L) / λ ≤ 2²² (the limit of `forces::resolution`) keeps
+/// L / λ ≤ 2⁴⁰: the interactions' (L / λ)³ below 2¹²⁰ and their squared separations above
+/// float32's smallest normal number.
+pub const NEAR: f64 = 1.0 / 262_144.0;
 
 /// Two particles of one rank close to each other.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -39,6 +48,12 @@ impl ClosePair {
     pub fn range(&self, eps: f64) -> f64 {
         self.m / self.s.max(eps)
     }
+
+    /// The range that decides which pair a frame with a cube of side `side` serves worst
+    /// with softening `eps`: max(m, [`NEAR`] L) / max(s, ε).
+    pub fn worst(&self, side: f64, eps: f64) -> f64 {
+        self.m.max(NEAR * side) / self.s.max(eps)
+    }
 }
 
 /// The order of the pair of sorted slots `k`, `k + j` (1 ≤ j ≤ [`WINDOW`]) with
@@ -55,18 +70,25 @@ pub fn pair_slots(key: u64) -> (usize, usize) {
     (k, k + 1 + ((key >> 32) & 0xf) as usize)
 }
 
-/// The [`pair_key`] of particles at `a` and `b`, sorted slots `k` and `k + j`, in the frame
-/// centred at `c` with squared softening `eps2`; `None` where they coincide. The device's
-/// `pair_q` does the same operations.
+/// The [`ClosePair::m`] of particles at `a` and `b` in the frame centred at `c` (the device's
+/// `pair_m` does the same operations, and takes at least `NEAR` times the side).
 #[inline]
-fn key_of(a: DVec3, b: DVec3, c: DVec3, eps2: f64, k: usize, j: usize) -> Option<u64> {
+fn distance(a: DVec3, b: DVec3, c: DVec3) -> f64 {
+    (a - c).abs().max_element().max((b - c).abs().max_element())
+}
+
+/// The [`pair_key`] of particles at `a` and `b`, sorted slots `k` and `k + j`, in `frame`
+/// with squared softening `eps2`; `None` where they coincide. The device's `closest_pair`
+/// does the same operations.
+#[inline]
+fn key_of(a: DVec3, b: DVec3, frame: &Frame, eps2: f64, k: usize, j: usize) -> Option<u64> {
     let d = b - a;
     let s2 = d.x * d.x + d.y * d.y + d.z * d.z;
-    let m = (a - c).abs().max_element().max((b - c).abs().max_element());
+    let m = distance(a, b, frame.centre).max(NEAR * frame.side());
     (s2 > 0.0).then(|| pair_key(s2.max(eps2) / (m * m), k, j))
 }
 
-/// The sorted slots of the pair that the frame of `grid` resolves worst with softening `eps`
+/// The sorted slots of the pair that `frame` resolves worst with softening `eps`
 /// (length units), among the particles at distinct positions `pos` (length units) within
 /// [`WINDOW`] of each other in the tree's order `index` (for each sorted slot, its particle):
 /// the smallest [`pair_key`]. `None` when all particles coincide (or there are fewer than
@@ -74,11 +96,11 @@ fn key_of(a: DVec3, b: DVec3, c: DVec3, eps2: f64, k: usize, j: usize) -> Option
 pub fn closest_pair(
     index: &[u32],
     pos: &[DVec3],
-    grid: &GridBox,
+    frame: &Frame,
     eps: f64,
 ) -> Option<(usize, usize)> {
     const CHUNK: usize = 4096;
-    let (n, c, eps2) = (index.len(), grid.centre(), eps * eps);
+    let (n, eps2) = (index.len(), eps * eps);
     (0..n.div_ceil(CHUNK))
         .into_par_iter()
         .map(|chunk| {
@@ -91,7 +113,7 @@ pub fn closest_pair(
             let mut best = u64::MAX;
             for k in 0..CHUNK.min(n - first) {
                 for j in 1..=WINDOW.min(x.len() - 1 - k) {
-                    if let Some(key) = key_of(x[k], x[k + j], c, eps2, first + k, j) {
+                    if let Some(key) = key_of(x[k], x[k + j], frame, eps2, first + k, j) {
                         best = best.min(key);
                     }
                 }
@@ -103,30 +125,25 @@ pub fn closest_pair(
         .map(pair_slots)
 }
 
-/// The pair at sorted slots `slots` of the tree's order `index` in the frame of `grid`:
-/// positions `pos`, ids `id` where the rank holds them.
+/// The pair at sorted slots `slots` of the tree's order `index` in `frame`: positions `pos`,
+/// ids `id` where the rank holds them.
 pub fn pair_at(
     slots: (usize, usize),
     index: &[u32],
     pos: &[DVec3],
-    grid: &GridBox,
+    frame: &Frame,
     id: Option<&[u64]>,
 ) -> ClosePair {
     let [a, b] = [index[slots.0] as usize, index[slots.1] as usize];
-    ClosePair::of([pos[a], pos[b]], [a, b], grid, id.map(|id| [id[a], id[b]]))
+    ClosePair::of([pos[a], pos[b]], [a, b], frame, id.map(|id| [id[a], id[b]]))
 }
 
 impl ClosePair {
-    /// The pair of particles `index` at `at` (length units) with ids `id`, in the frame of
-    /// `grid`.
-    pub fn of(at: [DVec3; 2], index: [usize; 2], grid: &GridBox, id: Option<[u64; 2]>) -> Self {
-        let c = grid.centre();
+    /// The pair of particles `index` at `at` (length units) with ids `id`, in `frame`.
+    pub fn of(at: [DVec3; 2], index: [usize; 2], frame: &Frame, id: Option<[u64; 2]>) -> Self {
         Self {
             s: (at[1] - at[0]).length(),
-            m: (at[0] - c)
-                .abs()
-                .max_element()
-                .max((at[1] - c).abs().max_element()),
+            m: distance(at[0], at[1], frame.centre),
             at,
             index,
             id,
@@ -147,20 +164,23 @@ mod tests {
             DVec3::new(1.0, 0.0, 0.0),
             DVec3::new(1.0, 1e-8, 0.0),
         ];
-        let grid = GridBox::around(DVec3::splat(-1.0), DVec3::splat(1.0));
+        let frame = Frame {
+            cube: crate::sfc::GridBox::around(DVec3::splat(-1.0), DVec3::splat(1.0)),
+            centre: DVec3::ZERO,
+        };
         // The worst pair two slots apart, with a third particle between them: 1e-8 apart at
         // 1 from the centre is worse resolved than 1e-9 apart at 1e-9.
         let index = [3, 0, 4, 1, 2];
-        let slots = closest_pair(&index, &pos, &grid, 0.0).unwrap();
+        let slots = closest_pair(&index, &pos, &frame, 0.0).unwrap();
         assert_eq!(slots, (0, 2));
-        let pair = pair_at(slots, &index, &pos, &grid, Some(&[10, 11, 12, 13, 14]));
+        let pair = pair_at(slots, &index, &pos, &frame, Some(&[10, 11, 12, 13, 14]));
         assert_eq!(pair.index, [3, 4]);
         assert_eq!(pair.id, Some([13, 14]));
         assert_eq!((pair.s, pair.m), (1e-8, 1.0));
         assert_eq!(pair.range(0.0), 1e8);
         assert_eq!(pair.range(1e-4), 1e4);
         assert_eq!(pair_slots(pair_key(0.5, 7, WINDOW)), (7, 7 + WINDOW));
-        assert_eq!(closest_pair(&[0, 1], &[DVec3::ONE; 2], &grid, 0.0), None);
-        assert_eq!(closest_pair(&[0], &[DVec3::ONE], &grid, 0.0), None);
+        assert_eq!(closest_pair(&[0, 1], &[DVec3::ONE; 2], &frame, 0.0), None);
+        assert_eq!(closest_pair(&[0], &[DVec3::ONE], &frame, 0.0), None);
     }
 }

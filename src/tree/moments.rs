@@ -196,16 +196,16 @@ pub(super) fn store_moments(cells: &mut Cells, moments: &[Moment]) {
 
 /// Fills geometry (`boxes`), moments (`com_mass`, `quad`) and `s_eff` of every cell.
 /// `particles` and `keys` are the key-sorted particles (frame positions) and keys the topology
-/// was built on, on the curve of `params.order`, in [`GridBox::FRAME`]; `params` also gives
-/// the criterion and θ.
+/// was built on, on the curve of `params.order`, in `grid` (the frame's
+/// [`crate::sfc::Frame::key_grid`]); `params` also gives the criterion and θ.
 pub fn compute_moments(
     cells: &mut Cells,
     particles: &[[f32; 4]],
     keys: &[u64],
+    grid: &GridBox,
     params: &TreeParams,
 ) {
     let n = cells.len();
-    let grid = GridBox::FRAME;
     // Geometry from the key of each cell's first particle (exactly the grid cell the tree was
     // built on), truncated to the cell's level.
     cells.boxes = (0..n)

@@ -84,7 +84,7 @@ fn cube(built: [f32; 4], b: &Bounds) -> [f32; 4] {
 impl Tree {
     /// Refits this tree to the particles at `pos` (length units) with masses `mass`, in the
     /// same input order as when it was built: gathers them in the tree's order (in the frame
-    /// of its build's cube), then
+    /// of its build), then
     /// recomputes every cell's box (see the module documentation; `built` holds the boxes of
     /// the last rebuild, one per cell), moments and S_eff (for `params.mac` and
     /// `params.theta`), in parallel. `pos.len()` must equal the tree's particle count.
@@ -95,7 +95,7 @@ impl Tree {
             .index
             .par_iter()
             .map(|&i| {
-                let [x, y, z] = self.grid.to_frame(pos[i as usize]);
+                let [x, y, z] = self.frame.to_frame(pos[i as usize]);
                 [x, y, z, mass[i as usize] as f32]
             })
             .collect();
@@ -190,7 +190,7 @@ mod tests {
         assert!(grown > cells.len() / 2, "{grown} of {} grew", cells.len());
         // The particles are the drifted ones, in the tree's order.
         for (k, &i) in t.index.iter().enumerate() {
-            assert_eq!(t.particles[k][..3], t.grid.to_frame(p.pos[i as usize]));
+            assert_eq!(t.particles[k][..3], t.frame.to_frame(p.pos[i as usize]));
         }
     }
 

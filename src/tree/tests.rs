@@ -109,7 +109,7 @@ fn sorted_particles_follow_the_index() {
     let mut seen = vec![false; pos.len()];
     for (k, &i) in t.index.iter().enumerate() {
         assert!(!std::mem::replace(&mut seen[i as usize], true));
-        assert_eq!(t.particles[k][..3], t.grid.to_frame(pos[i as usize]));
+        assert_eq!(t.particles[k][..3], t.frame.to_frame(pos[i as usize]));
         assert_eq!(t.particles[k][3], mass[i as usize] as f32);
     }
 }
@@ -132,6 +132,6 @@ fn single_particle_is_one_leaf() {
     let t = build(&[DVec3::ONE], &[2.0], Order::Hilbert, 16);
     assert_eq!(t.cells.len(), 1);
     // At the centre of its frame.
-    assert_eq!(t.grid.centre(), DVec3::ONE);
+    assert_eq!(t.frame.centre, DVec3::ONE);
     assert_eq!(t.cells.com_mass[0], [0.0, 0.0, 0.0, 2.0]);
 }

@@ -377,7 +377,7 @@ impl<R: KernelRunner> GroupFormer<R> {
                 blocks(n),
                 &[
                     &[int(n)?, Arg::Ptr(pos)][..],
-                    &frame_args(&tree.grid),
+                    &frame_args(&tree.frame),
                     &[ptr(&self.amag), Arg::I32(has as i32), Arg::Ptr(tree.spare)],
                 ]
                 .concat(),

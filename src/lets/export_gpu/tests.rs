@@ -7,7 +7,7 @@ use crate::forces::ForceParams;
 use crate::gpu::GpuContext;
 use crate::ics::{generate, Model};
 use crate::lets::{export, wire, Region};
-use crate::sfc::{keys, GridBox, Order};
+use crate::sfc::{keys, Frame, GridBox, Order};
 use crate::tree::build_gpu::tests::{on_device, stages};
 use crate::tree::build_gpu::TreeBuilder;
 use crate::tree::{Tree, TreeParams};
@@ -21,12 +21,11 @@ use glam::DVec3;
 /// One "rank"'s particles: positions and masses.
 type Half = (Vec<DVec3>, Vec<f64>);
 
-/// Two halves of a Plummer sphere along the curve, and the cube around both that the two
-/// "ranks" build their trees in (so that their values are in one frame).
-fn halves() -> ([Half; 2], GridBox) {
+/// Two halves of a Plummer sphere along the curve, and the frame of both that the two "ranks"
+/// build their trees in.
+fn halves() -> ([Half; 2], Frame) {
     let p = generate(Model::Plummer, 12_000, 3).unwrap();
-    let grid = GridBox::of_points(&p.pos);
-    let k = keys(Order::Hilbert, &grid, &p.pos);
+    let k = keys(Order::Hilbert, &GridBox::of_points(&p.pos), &p.pos);
     let mut sorted = k.clone();
     sorted.sort_unstable();
     let cut = sorted[k.len() / 2];
@@ -36,13 +35,13 @@ fn halves() -> ([Half; 2], GridBox) {
             .map(|i| (p.pos[i], p.mass[i]))
             .unzip()
     };
-    ([half(true), half(false)], grid)
+    ([half(true), half(false)], Frame::of_points(&p.pos))
 }
 
 #[test]
 fn emulated_lets_equal_the_hosts_word_for_word() {
     let s = stages();
-    let ([(pa, ma), (pb, mb)], grid) = halves();
+    let ([(pa, ma), (pb, mb)], frame) = halves();
     let tp = |mac| TreeParams {
         order: Order::Hilbert,
         ncrit: 8,
@@ -58,15 +57,15 @@ fn emulated_lets_equal_the_hosts_word_for_word() {
         (Mac::Acceleration, 16),
     ] {
         let what = format!("{mac}, {pieces} boxes");
-        let a = Tree::build_in(&grid, &pa, &ma, &tp(mac), &mut PhaseTimes::default());
-        let b = Tree::build_in(&grid, &pb, &mb, &tp(mac), &mut PhaseTimes::default());
+        let a = Tree::build_in(&frame, &pa, &ma, &tp(mac), &mut PhaseTimes::default());
+        let b = Tree::build_in(&frame, &pb, &mb, &tp(mac), &mut PhaseTimes::default());
         // Rank 1 holds b on the device, with previous accelerations for its region's amin.
         let d = on_device(&s, &pb, &mb);
         let tree = builder
             .build(
                 &s,
                 d.positions(),
-                &grid,
+                &frame,
                 &tp(mac),
                 &mut PhaseTimes::default(),
             )
@@ -80,7 +79,7 @@ fn emulated_lets_equal_the_hosts_word_for_word() {
             mac,
             ..ForceParams::default()
         }
-        .walk_params(grid.side)
+        .walk_params(frame.side())
         .criterion;
         let regions = [theirs.clone(), mine.clone(), Region::default()];
         let (words, counts) = lets.export(&s, &tree, &regions, 1, &crit).unwrap();
@@ -99,16 +98,16 @@ fn emulated_forest_walks_as_the_hosts_and_refuses_what_the_host_refuses() {
     let layout = GpuLayout::default();
     let mut walk = GpuWalk::new(&ctx, WalkKernel::List, layout).unwrap();
     let mut lets = LetArrays::new(&s).unwrap();
-    let ([(pa, ma), (pb, mb)], grid) = halves();
+    let ([(pa, ma), (pb, mb)], frame) = halves();
     let tp = TreeParams {
         order: Order::Hilbert,
         ncrit: 8,
         mac: Mac::Modified,
         theta: 0.6,
     };
-    let a = Tree::build_in(&grid, &pa, &ma, &tp, &mut PhaseTimes::default());
-    let b = Tree::build_in(&grid, &pb, &mb, &tp, &mut PhaseTimes::default());
-    let wp = ForceParams::default().walk_params(grid.side);
+    let a = Tree::build_in(&frame, &pa, &ma, &tp, &mut PhaseTimes::default());
+    let b = Tree::build_in(&frame, &pb, &mb, &tp, &mut PhaseTimes::default());
+    let wp = ForceParams::default().walk_params(frame.side());
     // Rank 0 receives b's LET from rank 1 and a piece of itself from rank 2 (any tree will do).
     let from_b = export(&b, &wp.criterion, &Region::of_tree(&a, 0.0, 64));
     let from_c = export(&a, &wp.criterion, &Region::of_tree(&b, 0.0, 4));
