@@ -285,7 +285,7 @@ extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
 // frame resolves worst (src/tree/close.rs): how finely the job must be resolved.
 
 // Particles that follow it each particle is compared with (close.rs WINDOW).
-#define PAIR_WINDOW 16
+#define PAIR_WINDOW 8
 
 // The pair of sorted slots k, k + j with q = (max(s, eps) / m)^2 as a word whose minimum over
 // all pairs is the worst resolved one (close.rs pair_key).
@@ -294,14 +294,11 @@ __device__ __forceinline__ u64 pair_key(double q, unsigned k, unsigned j)
     return ((u64)__double_as_longlong(q) >> 36 << 36) | ((u64)(j - 1) << 32) | k;
 }
 
-// The larger distance, in the maximum norm, of the particles at a and b from c, at least
-// `near` (close.rs distance).
-__device__ __forceinline__ double pair_m(const double *a, const double *b, const double c[3],
-                                         double near)
+// The distance, in the maximum norm, of the particle at a from c, at least `near` (close.rs
+// distance, and NEAR times the side).
+__device__ __forceinline__ double centre_distance(const double *a, const double c[3], double near)
 {
-    double m = 0.0;
-    for (int d = 0; d < 3; d++) m = fmax(m, fmax(fabs(a[d] - c[d]), fabs(b[d] - c[d])));
-    return fmax(m, near);
+    return fmax(fmax(fmax(fabs(a[0] - c[0]), fabs(a[1] - c[1])), fabs(a[2] - c[2])), near);
 }
 
 // *best (all ones on entry) gets the smallest pair_key of the pairs of the n particles within
@@ -318,12 +315,13 @@ extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
     u64 least_key = ~0ull;
     for (int k = blockIdx.x * blockDim.x + threadIdx.x; k < n - 1; k += gridDim.x * blockDim.x) {
         const double *a = pos + 3ll * index[k];
+        const double ma = centre_distance(a, c, near);
         for (int j = 1; j <= PAIR_WINDOW && k + j < n; j++) {
             const double *b = pos + 3ll * index[k + j];
             const double dx = b[0] - a[0], dy = b[1] - a[1], dz = b[2] - a[2];
             const double s2 = dx * dx + dy * dy + dz * dz;
             if (s2 > 0.0) {
-                const double m = pair_m(a, b, c, near);
+                const double m = fmax(ma, centre_distance(b, c, near));
                 const u64 key = pair_key(fmax(s2, eps2) / (m * m), (unsigned)k, (unsigned)j);
                 least_key = key < least_key ? key : least_key;
             }

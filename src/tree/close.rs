@@ -19,7 +19,7 @@ use glam::DVec3;
 use rayon::prelude::*;
 
 /// How many particles that follow it along the curve each particle is compared with.
-pub const WINDOW: usize = 16;
+pub const WINDOW: usize = 8;
 
 /// The least distance from the frame's centre a pair counts as at, in units of the cube's
 /// side: 2⁻¹⁸, so that max(m, NEAR L) / λ ≤ 2²² (the limit of `forces::resolution`) keeps
@@ -70,22 +70,11 @@ pub fn pair_slots(key: u64) -> (usize, usize) {
     (k, k + 1 + ((key >> 32) & 0xf) as usize)
 }
 
-/// The [`ClosePair::m`] of particles at `a` and `b` in the frame centred at `c` (the device's
-/// `pair_m` does the same operations, and takes at least `NEAR` times the side).
+/// The distance of `a` from the frame's centre `c` in the maximum norm (the device's
+/// `centre_distance` does the same operations).
 #[inline]
-fn distance(a: DVec3, b: DVec3, c: DVec3) -> f64 {
-    (a - c).abs().max_element().max((b - c).abs().max_element())
-}
-
-/// The [`pair_key`] of particles at `a` and `b`, sorted slots `k` and `k + j`, in `frame`
-/// with squared softening `eps2`; `None` where they coincide. The device's `closest_pair`
-/// does the same operations.
-#[inline]
-fn key_of(a: DVec3, b: DVec3, frame: &Frame, eps2: f64, k: usize, j: usize) -> Option<u64> {
-    let d = b - a;
-    let s2 = d.x * d.x + d.y * d.y + d.z * d.z;
-    let m = distance(a, b, frame.centre).max(NEAR * frame.side());
-    (s2 > 0.0).then(|| pair_key(s2.max(eps2) / (m * m), k, j))
+fn distance(a: DVec3, c: DVec3) -> f64 {
+    (a - c).abs().max_element()
 }
 
 /// The sorted slots of the pair that `frame` resolves worst with softening `eps`
@@ -110,11 +99,20 @@ pub fn closest_pair(
                 .iter()
                 .map(|&i| pos[i as usize])
                 .collect();
+            // Each one's distance from the centre, at least NEAR L.
+            let near = NEAR * frame.side();
+            let m: Vec<f64> = x
+                .iter()
+                .map(|&a| distance(a, frame.centre).max(near))
+                .collect();
             let mut best = u64::MAX;
             for k in 0..CHUNK.min(n - first) {
                 for j in 1..=WINDOW.min(x.len() - 1 - k) {
-                    if let Some(key) = key_of(x[k], x[k + j], frame, eps2, first + k, j) {
-                        best = best.min(key);
+                    let d = x[k + j] - x[k];
+                    let s2 = d.x * d.x + d.y * d.y + d.z * d.z;
+                    if s2 > 0.0 {
+                        let mm = m[k].max(m[k + j]);
+                        best = best.min(pair_key(s2.max(eps2) / (mm * mm), first + k, j));
                     }
                 }
             }
@@ -143,7 +141,7 @@ impl ClosePair {
     pub fn of(at: [DVec3; 2], index: [usize; 2], frame: &Frame, id: Option<[u64; 2]>) -> Self {
         Self {
             s: (at[1] - at[0]).length(),
-            m: distance(at[0], at[1], frame.centre),
+            m: distance(at[0], frame.centre).max(distance(at[1], frame.centre)),
             at,
             index,
             id,
