@@ -42,8 +42,8 @@ fn targets(tree: &Tree, p: &Particles) -> Vec<[f32; 4]> {
     tree.index
         .iter()
         .map(|&i| {
-            let x = p.pos[i as usize];
-            [x.x as f32, x.y as f32, x.z as f32, 0.0]
+            let [x, y, z] = tree.frame.to_frame(p.pos[i as usize]);
+            [x, y, z, 0.0]
         })
         .collect()
 }
@@ -97,10 +97,12 @@ fn bench_walks(c: &mut Criterion) {
         &mut PhaseTimes::default(),
     );
     let t = targets(&tree, &p);
-    let wp = f.walk_params();
+    // The targets are the tree's particles, in its order.
+    let own: Vec<u32> = (0..t.len() as u32).collect();
+    let wp = f.walk_params(tree.frame.side());
     // The CPU groups of `hinoki::forces`: tree cells of at most `group` particles.
     let groups = tree_groups(&tree, f.group);
-    let flat = FlatTree::from_tree(&tree, f.eps as f32);
+    let flat = FlatTree::from_tree(&tree, (f.eps / tree.frame.side()) as f32);
     let mut g = configure(c, "walk");
     // The single walk takes one to two seconds per evaluation on two cores: flat sampling, one
     // evaluation per sample.
@@ -108,10 +110,10 @@ fn bench_walks(c: &mut Criterion) {
         .measurement_time(Duration::from_secs(20))
         .throughput(Throughput::Elements(N as u64));
     g.bench_function(BenchmarkId::new("grouped", N), |b| {
-        b.iter(|| grouped_walk(&tree, black_box(&t), &groups, &wp))
+        b.iter(|| grouped_walk(&tree, black_box(&t), Some(&own), &groups, &wp))
     });
     g.bench_function(BenchmarkId::new("single", N), |b| {
-        b.iter(|| single_walk(&tree, &flat, black_box(&t), &wp))
+        b.iter(|| single_walk(&tree, &flat, black_box(&t), Some(&own), &wp))
     });
     g.finish();
 }

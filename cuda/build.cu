@@ -76,7 +76,36 @@ __device__ u64 hilbert_key(unsigned c[3])
     return (spread_bits(x0 ^ t) << 2) | (spread_bits(x1 ^ t) << 1) | spread_bits(x2 ^ t);
 }
 
-// Key of every particle and the identity order.
+// A coordinate x in the frame centred at c with `scale` = 1 / side (of its cube,
+// Frame::to_frame): (x - c) * scale in float64, rounded to float32.
+__device__ __forceinline__ float frame_coord(double x, double c, double scale)
+{
+    return (float)((x - c) * scale);
+}
+
+// Every stride-th of the n positions (3 doubles each) from the first, into out: the sample the
+// frame's centre is chosen from (src/sfc/frame.rs strided).
+extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
+    sample_positions(int n, const double *__restrict__ pos, int stride, double *__restrict__ out)
+{
+    const int m = (n + stride - 1) / stride;
+    for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < m; j += gridDim.x * blockDim.x)
+        for (int d = 0; d < 3; d++) out[3ll * j + d] = pos[3ll * j * stride + d];
+}
+
+// The particles as float32 records (x, y, z, m) in the frame centred at (cx, cy, cz) with
+// `scale` = 1 / side (of its cube), as the host takes them (Tree::build_in).
+extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
+    to_frame(const double *__restrict__ pos, const double *__restrict__ mass, int n, double cx,
+             double cy, double cz, double scale, float4 *__restrict__ pos_mass)
+{
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+        pos_mass[i] = make_float4(frame_coord(pos[3ll * i], cx, scale),
+                                  frame_coord(pos[3ll * i + 1], cy, scale),
+                                  frame_coord(pos[3ll * i + 2], cz, scale), (float)mass[i]);
+}
+
+// Key of every particle (frame positions, in the frame's own cube) and the identity order.
 extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
     tree_keys(const float4 *__restrict__ pos_mass, int n, double ox, double oy, double oz,
               double scale, int hilbert, u64 *__restrict__ keys, unsigned *__restrict__ index)
@@ -249,6 +278,78 @@ extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
 {
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
         sorted[i] = pos_mass[index[i]];
+}
+
+// ---------------------------------------------------------------------------------------------
+// The pair of particles within PAIR_WINDOW of each other in the tree's order that the float32
+// frame resolves worst (src/tree/close.rs): how finely the job must be resolved.
+
+// Particles that follow it each particle is compared with (close.rs WINDOW).
+#define PAIR_WINDOW 8
+
+// The pair of sorted slots k, k + j with q = (max(s, eps) / m)^2 as a word whose minimum over
+// all pairs is the worst resolved one (close.rs pair_key).
+__device__ __forceinline__ u64 pair_key(double q, unsigned k, unsigned j)
+{
+    return ((u64)__double_as_longlong(q) >> 36 << 36) | ((u64)(j - 1) << 32) | k;
+}
+
+// The distance, in the maximum norm, of the particle at a from c, at least `near` (close.rs
+// distance, and NEAR times the side).
+__device__ __forceinline__ double centre_distance(const double *a, const double c[3], double near)
+{
+    return fmax(fmax(fmax(fabs(a[0] - c[0]), fabs(a[1] - c[1])), fabs(a[2] - c[2])), near);
+}
+
+// *best (all ones on entry) gets the smallest pair_key of the pairs of the n particles within
+// PAIR_WINDOW of each other in the tree's order `index` (positions pos, 3 doubles each; the
+// frame's centre (cx, cy, cz), the least distance from it `near`, squared softening eps2): each
+// block reduces its pairs, then one atomic minimum.
+extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
+    closest_pair(int n, const unsigned *__restrict__ index, const double *__restrict__ pos,
+                 double cx, double cy, double cz, double near, double eps2,
+                 u64 *__restrict__ best)
+{
+    __shared__ u64 least[BUILD_BLOCK];
+    const double c[3] = {cx, cy, cz};
+    u64 least_key = ~0ull;
+    for (int k = blockIdx.x * blockDim.x + threadIdx.x; k < n - 1; k += gridDim.x * blockDim.x) {
+        const double *a = pos + 3ll * index[k];
+        const double ma = centre_distance(a, c, near);
+        for (int j = 1; j <= PAIR_WINDOW && k + j < n; j++) {
+            const double *b = pos + 3ll * index[k + j];
+            const double dx = b[0] - a[0], dy = b[1] - a[1], dz = b[2] - a[2];
+            const double s2 = dx * dx + dy * dy + dz * dz;
+            if (s2 > 0.0) {
+                const double m = fmax(ma, centre_distance(b, c, near));
+                const u64 key = pair_key(fmax(s2, eps2) / (m * m), (unsigned)k, (unsigned)j);
+                least_key = key < least_key ? key : least_key;
+            }
+        }
+    }
+    least[threadIdx.x] = least_key;
+    __syncthreads();
+    for (unsigned half = BUILD_BLOCK / 2; half > 0; half >>= 1) {
+        if (threadIdx.x < half && least[threadIdx.x + half] < least[threadIdx.x])
+            least[threadIdx.x] = least[threadIdx.x + half];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0 && least[0] != ~0ull) atomicMin(best, least[0]);
+}
+
+// The pair of sorted slots k, l (ClosePair, close.rs pair_at) as ten doubles: the two
+// particles' indices, their positions, and their ids' bits (has_id: the rank holds ids).
+extern "C" __global__ void pair_record(int k, int l, const unsigned *__restrict__ index,
+                                       const double *__restrict__ pos, const u64 *__restrict__ id,
+                                       int has_id, double *__restrict__ rec)
+{
+    if (blockIdx.x != 0 || threadIdx.x != 0) return;
+    for (int j = 0; j < 2; j++) {
+        const long long i = index[j == 0 ? k : l];
+        rec[j] = (double)i;
+        for (int d = 0; d < 3; d++) rec[2 + 3 * j + d] = pos[3 * i + d];
+        rec[8 + j] = has_id ? __longlong_as_double((long long)id[i]) : 0.0;
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -533,16 +634,18 @@ extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
 // in the tree's order from the current positions, moments and particle bounds recomputed level
 // by level (cell_moments, cell_bounds), and every box grown where its particles left it.
 
-// The particles in the tree's order (index[k]: the particle of sorted slot k), rounded to
-// float32 from the float64 positions and masses.
+// The particles in the tree's order (index[k]: the particle of sorted slot k), in the frame of
+// the build's cube (to_frame) from the float64 positions, masses rounded to float32.
 extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
     refit_particles(const double *__restrict__ pos, const double *__restrict__ mass,
-                    const unsigned *__restrict__ index, int n, float4 *__restrict__ sorted)
+                    const unsigned *__restrict__ index, int n, double cx, double cy, double cz,
+                    double scale, float4 *__restrict__ sorted)
 {
     for (int k = blockIdx.x * blockDim.x + threadIdx.x; k < n; k += gridDim.x * blockDim.x) {
         const long long i = index[k];
-        sorted[k] = make_float4((float)pos[3 * i], (float)pos[3 * i + 1], (float)pos[3 * i + 2],
-                                (float)mass[i]);
+        sorted[k] = make_float4(frame_coord(pos[3 * i], cx, scale),
+                                frame_coord(pos[3 * i + 1], cy, scale),
+                                frame_coord(pos[3 * i + 2], cz, scale), (float)mass[i]);
     }
 }
 

@@ -1,8 +1,8 @@
 // Direct summation on the GPU (seed 002, Fig. 2-4): every target against every source, float32.
 // Each thread owns DIRECT_I targets (the i-loop unrolled in registers); the block stages BLOCK
 // sources at a time in shared memory and every thread sweeps that tile (the j-loop unrolled).
-// Output per target: (ax, ay, az, phi) with G = 1; a source at the target's position (itself)
-// contributes nothing, as in the walk.
+// Output per target: (ax, ay, az, phi) with G = 1; the target itself contributes nothing (by
+// index, as in the walk).
 
 #include "gravity.cuh"
 
@@ -31,7 +31,8 @@ direct(const float4 *__restrict__ pos_mass, int n, float eps2, float4 *__restric
         for (int k = 0; k < DIRECT_BLOCK; k++) {
             const float4 s = tile[k];
 #pragma unroll
-            for (int u = 0; u < DIRECT_I; u++) p2p(x[u], s, eps2, acc[u]);
+            for (int u = 0; u < DIRECT_I; u++)
+                p2p(x[u], s, eps2, j0 + k != base + u * DIRECT_BLOCK, acc[u]);
         }
         __syncthreads();
     }

@@ -6,15 +6,25 @@
 
 #define HINOKI_INF __int_as_float(0x7f800000)
 
-// Point mass src (x, y, z, m) on a target at x: adds m d / r^3 and -m / r, r^2 = |d|^2 + eps2;
-// nothing for a source at the target's own position (d = 0 exactly, as on the CPU: testing
-// r^2 > eps2 instead saves an add but drops every neighbour closer than 2^-12 eps, which in a
-// tight enough cluster adds up).
-__device__ __forceinline__ void p2p(float3 x, float4 src, float eps2, float4 &acc)
+// The particle of the walked tree that target t is (its index among the tree's sorted
+// particles), so that its sums leave out only itself: own_kind 0, none (a forest of LETs never
+// holds a target); 1, particle t (targets in the tree's order); 2, particle own[t].
+#define NOT_OWN 0xffffffffu
+__device__ __forceinline__ unsigned own_particle(int own_kind, const unsigned *__restrict__ own,
+                                                 int t)
+{
+    return own_kind == 0 ? NOT_OWN : own_kind == 1 ? (unsigned)t : own[t];
+}
+
+// Point mass src (x, y, z, m) on a target at x: adds m d / r^3 and -m / r, r^2 = |d|^2 + eps2,
+// unless the source is the target itself (`other` false, by index as on the CPU: coincident
+// particles feel each other's softened potential) or r = 0 (coincident without softening,
+// where the potential is not defined).
+__device__ __forceinline__ void p2p(float3 x, float4 src, float eps2, bool other, float4 &acc)
 {
     const float dx = src.x - x.x, dy = src.y - x.y, dz = src.z - x.z;
-    const float d2 = fmaf(dx, dx, fmaf(dy, dy, dz * dz));
-    const float rinv = d2 > 0.f ? rsqrtf(d2 + eps2) : 0.f;
+    const float r2 = fmaf(dx, dx, fmaf(dy, dy, fmaf(dz, dz, eps2)));
+    const float rinv = other && r2 > 0.f ? rsqrtf(r2) : 0.f;
     const float mr = src.w * rinv;
     const float mr3 = mr * rinv * rinv;
     acc.x += dx * mr3;

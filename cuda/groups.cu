@@ -199,15 +199,28 @@ extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
 }
 
 // Without a curve order (`--order none`): the targets are the particles in their own order,
+// in the tree's frame (centre (cx, cy, cz), `scale` = 1 / side, build.cu to_frame),
 // each with its previous |a| (zero when has_amag is 0), and the groups fixed chunks of `chunk`
 // consecutive ones (src/walk/groups.rs `chunk_groups`).
 extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
-    input_targets(int n, const double *__restrict__ pos, const float *__restrict__ amag,
-                  int has_amag, float4 *__restrict__ targets)
+    input_targets(int n, const double *__restrict__ pos, double cx, double cy, double cz,
+                  double scale, const float *__restrict__ amag, int has_amag,
+                  float4 *__restrict__ targets)
 {
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
-        targets[i] = make_float4((float)pos[3ll * i], (float)pos[3ll * i + 1],
-                                 (float)pos[3ll * i + 2], has_amag ? amag[i] : 0.0f);
+        targets[i] = make_float4(frame_coord(pos[3ll * i], cx, scale),
+                                 frame_coord(pos[3ll * i + 1], cy, scale),
+                                 frame_coord(pos[3ll * i + 2], cz, scale),
+                                 has_amag ? amag[i] : 0.0f);
+}
+
+// The inverse of the tree's order (order[k]: the particle of sorted slot k): inverse[i] is the
+// sorted slot of particle i, the walk's own particle of target i without a curve order.
+extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
+    invert_order(int n, const unsigned *__restrict__ order, unsigned *__restrict__ inverse)
+{
+    for (int k = blockIdx.x * blockDim.x + threadIdx.x; k < n; k += gridDim.x * blockDim.x)
+        inverse[order[k]] = (unsigned)k;
 }
 
 extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)

@@ -52,32 +52,35 @@ extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
 
 // The walk's results (acceleration and potential with G = 1, interaction counts with the
 // particle itself, in the particles' order) taken into the state, as the host converts them
-// (WalkOutput::scaled, others): acceleration and potential times g, the cost p2p - 1 + m2p.
+// (WalkOutput::scaled, others): acceleration times acc_unit, potential times pot_unit (G / L^2,
+// G / L for the frame of a cube of side L), the cost p2p - 1 + m2p.
 // Only the particles flagged in `active` when has_active.
 extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
-    keep_forces(int n, const float4 *__restrict__ out, const uint2 *__restrict__ counts, double g,
-                const unsigned char *__restrict__ active, int has_active, double *__restrict__ acc,
-                double *__restrict__ pot, double *__restrict__ cost)
+    keep_forces(int n, const float4 *__restrict__ out, const uint2 *__restrict__ counts,
+                double acc_unit, double pot_unit, const unsigned char *__restrict__ active,
+                int has_active, double *__restrict__ acc, double *__restrict__ pot,
+                double *__restrict__ cost)
 {
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
         if (has_active && !active[i]) continue;
         const float4 f = out[i];
-        acc[3ll * i] = (double)f.x * g;
-        acc[3ll * i + 1] = (double)f.y * g;
-        acc[3ll * i + 2] = (double)f.z * g;
-        pot[i] = (double)f.w * g;
+        acc[3ll * i] = (double)f.x * acc_unit;
+        acc[3ll * i + 1] = (double)f.y * acc_unit;
+        acc[3ll * i + 2] = (double)f.z * acc_unit;
+        pot[i] = (double)f.w * pot_unit;
         const uint2 c = counts[i];
         cost[i] = (double)((c.x > 0u ? c.x - 1u : 0u) + c.y);
     }
 }
 
-// Each particle's |a| of the state in float32: the acceleration criterion's previous |a|.
+// Each particle's |a| of the state times `scale` (L^2: in the frame of a cube of side L) in
+// float32: the acceleration criterion's previous |a|.
 extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
-    acc_magnitudes(int n, const double *__restrict__ acc, float *__restrict__ amag)
+    acc_magnitudes(int n, const double *__restrict__ acc, double scale, float *__restrict__ amag)
 {
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
         const double *a = acc + 3ll * i;
-        amag[i] = (float)sqrt(a[0] * a[0] + a[1] * a[1] + a[2] * a[2]);
+        amag[i] = (float)(sqrt(a[0] * a[0] + a[1] * a[1] + a[2] * a[2]) * scale);
     }
 }
 

@@ -1,8 +1,7 @@
 // A rank's particles on the device (src/particles_gpu.rs): positions and velocities as three
 // doubles each, masses (double) and ids (u64), and in a run the integrator's state, kept there
-// for the whole run. These kernels
-// reduce their bounds, round them to the float32 records the tree is built from, and move the
-// particles that leave or arrive in a domain decomposition (src/domain/gpu.rs).
+// for the whole run. These kernels reduce their bounds and move the particles that leave or
+// arrive in a domain decomposition (src/domain/gpu.rs).
 //
 // Part of the stage program: compiled after cuda/build.cu (BUILD_BLOCK, u64), IEEE arithmetic.
 
@@ -35,16 +34,6 @@ extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
         __syncthreads();
     }
     if (threadIdx.x < 6) partial[6ll * blockIdx.x + threadIdx.x] = box[threadIdx.x][0];
-}
-
-// The particles as float32 records (x, y, z, m), as the host rounds them (Tree::build).
-extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
-    to_float32(const double *__restrict__ pos, const double *__restrict__ mass, int n,
-               float4 *__restrict__ pos_mass)
-{
-    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
-        pos_mass[i] = make_float4((float)pos[3ll * i], (float)pos[3ll * i + 1],
-                                  (float)pos[3ll * i + 2], (float)mass[i]);
 }
 
 // Doubles per record with the integrator's state too: its bin, acceleration, potential, cost.

@@ -44,6 +44,8 @@ walk_vg(const float4 *__restrict__ particles,       // sorted particles: positio
         int n_cells,
         const float4 *__restrict__ targets,    // per target: position, |a_old|
         int n_targets,
+        int own_kind,                          // which particle each target is (own_particle)
+        const unsigned *__restrict__ own,      //   for own_kind 2: per target, its particle
         const uint2 *__restrict__ groups,      // per group: first target, count (<= V*G)
         int n_groups,
         float eps2, int quadrupole, int accel_mac, float alpha, float grav,
@@ -67,8 +69,12 @@ walk_vg(const float4 *__restrict__ particles,       // sorted particles: positio
     load_group<V, G>(targets, first, count, lane, mask, x, bc, bh, amin);
 
     float4 acc[V];
+    unsigned me[V];
 #pragma unroll
-    for (int v = 0; v < V; v++) acc[v] = make_float4(0.f, 0.f, 0.f, 0.f);
+    for (int v = 0; v < V; v++) {
+        acc[v] = make_float4(0.f, 0.f, 0.f, 0.f);
+        me[v] = own_particle(own_kind, own, first + min(lane * V + v, count - 1));
+    }
     unsigned np = 0, nm = 0;
 
     // Cells are in depth-first preorder: opening a cell goes to c + 1 (its first child),
@@ -95,7 +101,7 @@ walk_vg(const float4 *__restrict__ particles,       // sorted particles: positio
             for (int j = j0; j < j0 + nl; j++) {
                 const float4 pj = particles[j];
 #pragma unroll
-                for (int v = 0; v < V; v++) p2p(x[v], pj, eps2, acc[v]);
+                for (int v = 0; v < V; v++) p2p(x[v], pj, eps2, (unsigned)j != me[v], acc[v]);
             }
             np += nl;
         }

@@ -70,6 +70,8 @@ walk_list(const float4 *__restrict__ particles,       // sorted particles: posit
           const uint4 *__restrict__ cell_children,    // per cell: 8 child slots (link_children)
           const float4 *__restrict__ targets,    // per target: position, |a_old|
           int n_targets,
+          int own_kind,                          // which particle each target is (own_particle)
+          const unsigned *__restrict__ own,      //   for own_kind 2: per target, its particle
           const uint2 *__restrict__ groups,      // per group: first target, count (<= 32 V)
           int n_groups,
           float eps2, int quadrupole, int accel_mac, float alpha, float grav,
@@ -84,10 +86,12 @@ walk_list(const float4 *__restrict__ particles,       // sorted particles: posit
     __shared__ float4 s_qa[LIST_WARPS][LIST_CAP];   //   quadrupole xx yy zz xy
     __shared__ float4 s_qb[LIST_WARPS][LIST_CAP];   //   quadrupole xz yz, trace eps^2
     __shared__ float4 s_src[LIST_WARPS][LIST_CAP];  // point sources: position, mass
+    __shared__ unsigned s_idx[LIST_WARPS][LIST_CAP]; //   and their index among the particles
     const unsigned lane = threadIdx.x & 31u;
     const unsigned warp = threadIdx.x >> 5;
     const unsigned below = (1u << lane) - 1u;       // lanes before this one
     float4 *cm = s_cm[warp], *qa = s_qa[warp], *qb = s_qb[warp], *src = s_src[warp];
+    unsigned *idx = s_idx[warp];
     unsigned *stack = stacks + (size_t)(blockIdx.x * LIST_WARPS + warp) * stack_cap;
 
     while (true) {
@@ -104,8 +108,12 @@ walk_list(const float4 *__restrict__ particles,       // sorted particles: posit
         load_group<HINOKI_V, 32>(targets, first, count, (int)lane, FULL_MASK, x, bc, bh, amin);
 
         float4 acc[HINOKI_V];
+        unsigned me[HINOKI_V];
 #pragma unroll
-        for (int v = 0; v < HINOKI_V; v++) acc[v] = make_float4(0.f, 0.f, 0.f, 0.f);
+        for (int v = 0; v < HINOKI_V; v++) {
+            acc[v] = make_float4(0.f, 0.f, 0.f, 0.f);
+            me[v] = own_particle(own_kind, own, first + min((int)lane * HINOKI_V + v, count - 1));
+        }
         unsigned np = 0, nm = 0;   // interactions evaluated (the same on every lane)
         int n_cm = 0, n_src = 0;   // entries waiting in the two lists
 
@@ -135,8 +143,9 @@ walk_list(const float4 *__restrict__ particles,       // sorted particles: posit
 #pragma unroll 4
             for (int j = 0; j < k; j++) {
                 const float4 s = src[j];
+                const unsigned i = idx[j];
 #pragma unroll
-                for (int v = 0; v < HINOKI_V; v++) p2p(x[v], s, eps2, acc[v]);
+                for (int v = 0; v < HINOKI_V; v++) p2p(x[v], s, eps2, i != me[v], acc[v]);
             }
             np += k;
         };
@@ -215,7 +224,10 @@ walk_list(const float4 *__restrict__ particles,       // sorted particles: posit
                     const int off = warp_exclusive_scan(leaf_count, lane, &total);
                     const int space = LIST_CAP - n_src;
                     const int take = max(0, min((int)leaf_count, space - off));
-                    for (int j = 0; j < take; j++) src[n_src + off + j] = particles[leaf_first + j];
+                    for (int j = 0; j < take; j++) {
+                        src[n_src + off + j] = particles[leaf_first + j];
+                        idx[n_src + off + j] = leaf_first + j;
+                    }
                     leaf_first += take;
                     leaf_count -= take;
                     n_src += min((int)total, space);
@@ -223,7 +235,10 @@ walk_list(const float4 *__restrict__ particles,       // sorted particles: posit
                     while (n_src >= 32) {
                         apply_sources(32);
                         __syncwarp();
-                        if ((int)lane < n_src - 32) src[lane] = src[32 + lane];
+                        if ((int)lane < n_src - 32) {
+                            src[lane] = src[32 + lane];
+                            idx[lane] = idx[32 + lane];
+                        }
                         n_src -= 32;
                         __syncwarp();
                     }

@@ -340,10 +340,12 @@ fn n_beyond_memory_is_a_one_line_error() {
     ]);
 }
 
-/// Forces that are not finite (float32 overflows in the walk, here from particles 1e30 apart,
-/// or from one flung to 1e33 by its velocity during the first step) end `forces` and `run`
-/// with an error naming the first bad particle, before anything is written with them (they
-/// ended up as NaN in the run's snapshots and summary).
+/// Forces that are not finite (float32 overflows in the walk, here from masses of 1e37 that
+/// sum beyond float32's range) end `forces` and `run` with an error naming the first bad
+/// particle, before anything is written with them (they ended up as NaN in the run's snapshots
+/// and summary); a particle flung to 1e33 by its velocity during the first step (whose forces
+/// overflowed before the float32 frame) is refused by the resolution check before the walk,
+/// and the run ends with the snapshots written before it.
 #[test]
 fn non_finite_forces_are_errors_naming_the_particle() {
     let dir = TempDir::new("nan-forces");
@@ -354,7 +356,7 @@ fn non_finite_forces_are_errors_naming_the_particle() {
         common::writing_hdf5(|| write_snapshot_file(&path, &p, 0.0)).unwrap();
         path
     };
-    let far = file("far.hdf5", &|p| p.pos.iter_mut().for_each(|x| *x *= 1e30));
+    let heavy = file("heavy.hdf5", &|p| p.mass.iter_mut().for_each(|m| *m = 1e37));
     let flung = file("flung.hdf5", &|p| p.vel[7] = DVec3::new(1e35, 0.0, 0.0));
     let run = |input: &Path, out: &Path| {
         let cfg = dir.join("run.toml");
@@ -367,16 +369,16 @@ fn non_finite_forces_are_errors_naming_the_particle() {
         vec!["run".to_string(), arg(&cfg), "-o".into(), arg(out)]
     };
     let needles = ["the force evaluation gave particle id", "non-finite"];
-    let (far_out, flung_out) = (dir.join("far-out"), dir.join("flung-out"));
+    let (heavy_out, flung_out) = (dir.join("heavy-out"), dir.join("flung-out"));
     for args in [
         vec![
             "forces".to_string(),
             "--input".into(),
-            arg(&far),
+            arg(&heavy),
             "--backend".into(),
             "cpu".into(),
         ],
-        run(&far, &far_out),
+        run(&heavy, &heavy_out),
     ] {
         check_all(&[Case {
             args,
@@ -384,15 +386,15 @@ fn non_finite_forces_are_errors_naming_the_particle() {
             needles: needles.iter().map(|s| s.to_string()).collect(),
         }]);
     }
-    assert!(!far_out.join("snapshots").exists() && !far_out.join("final").exists());
+    assert!(!heavy_out.join("snapshots").exists() && !heavy_out.join("final").exists());
     let out = hinoki(&run(&flung, &flung_out));
     let err = text(&out.stderr);
     assert!(!out.status.success());
     assert!(
-        err.starts_with("error: the force evaluation gave particle id"),
+        err.starts_with("error: float32 cannot resolve particles"),
         "{err}"
     );
-    // The snapshot at t = 0 is written; none after the step whose forces are bad.
+    // The snapshot at t = 0 is written; none after the step that flung the particle.
     let snapshots = std::fs::read_dir(flung_out.join("snapshots"))
         .unwrap()
         .count();

@@ -6,15 +6,17 @@ use hinoki::comm::SingleProcess;
 use hinoki::diag::error_stats::relative_acc_errors;
 use hinoki::diag::report::check_against_direct;
 use hinoki::diag::{ErrorStats, PhaseTimes};
-use hinoki::forces::{compute_forces, Backend, ForceParams};
+use hinoki::forces::{compute_forces, Backend, ForceParams, Method};
 use hinoki::gpu::GpuContext;
 use hinoki::ics::{generate, Model};
 use hinoki::sfc::Order;
 use hinoki::tree::{Tree, TreeParams};
-use hinoki::walk::cpu::{grouped_walk, WalkOutput, WalkParams};
+use hinoki::walk::cpu::{grouped_walk, Units, WalkOutput, WalkParams};
 use hinoki::walk::gpu::{GpuLayout, GpuWalk, WalkKernel};
 use hinoki::walk::groups::tree_groups;
 use hinoki::walk::mac::{Criterion, Mac};
+
+mod common;
 
 /// `n` particles on a GPU; a tenth (at least 2000) on the CPU kernel emulator
 /// (`HINOKI_GPU_EMULATOR`), which runs the same kernels and launch sequences far slower.
@@ -70,7 +72,8 @@ fn gpu_matches_cpu_on_the_same_tree() {
             },
             &mut PhaseTimes::default(),
         );
-        // Targets in tree order with a previous acceleration for the acceleration criterion.
+        // Targets in tree order (the tree's frame: lengths in units of its side L) with a
+        // previous acceleration for the acceleration criterion (times L² in that frame).
         let direct = compute_forces(
             &SingleProcess,
             &p,
@@ -81,15 +84,18 @@ fn gpu_matches_cpu_on_the_same_tree() {
             None,
         )
         .unwrap();
+        let side = tree.frame.side();
         let targets: Vec<[f32; 4]> = tree
             .index
             .iter()
-            .map(|&i| {
-                let x = p.pos[i as usize];
-                let a = direct.acc[i as usize].length() as f32;
-                [x.x as f32, x.y as f32, x.z as f32, a]
+            .zip(&tree.particles)
+            .map(|(&i, x)| {
+                let a = (direct.acc[i as usize].length() * side * side) as f32;
+                [x[0], x[1], x[2], a]
             })
             .collect();
+        // The targets are the tree's particles, in its order.
+        let own: Vec<u32> = (0..targets.len() as u32).collect();
         let vg = |v, g| (WalkKernel::Vg, GpuLayout { v, g });
         let list = |v| (WalkKernel::List, GpuLayout { v, g: 32 });
         for (kernel, layout) in [
@@ -111,13 +117,20 @@ fn gpu_matches_cpu_on_the_same_tree() {
                         alpha: 0.001,
                         g: 1.0,
                     },
-                    eps2: 1e-4,
+                    eps2: (1e-4 / (side * side)) as f32,
                     quadrupole,
                 };
                 let groups = tree_groups(&tree, layout.group());
-                let cpu = grouped_walk(&tree, &targets, &groups, &wp);
+                let cpu = grouped_walk(&tree, &targets, Some(&own), &groups, &wp);
                 let gpu = g
-                    .walk_host(&tree, &targets, &groups, &wp, &mut PhaseTimes::default())
+                    .walk_host(
+                        &tree,
+                        &targets,
+                        true,
+                        &groups,
+                        &wp,
+                        &mut PhaseTimes::default(),
+                    )
                     .unwrap();
                 let e = ErrorStats::of(&relative_acc_errors(
                     &to_dvec(&gpu.acc_pot),
@@ -270,6 +283,8 @@ fn gpu_walks_a_forest_like_the_cpu() {
         mac: Mac::Modified,
         theta: 0.5,
     };
+    // Both in the frame of all particles, as ranks build their trees.
+    let frame = hinoki::sfc::Frame::of_points(&p.pos);
     let half = |left: bool| {
         let (pos, mass): (Vec<DVec3>, Vec<f64>) = p
             .pos
@@ -277,7 +292,7 @@ fn gpu_walks_a_forest_like_the_cpu() {
             .zip(&p.mass)
             .filter(|(x, _)| (x.x < 0.0) == left)
             .unzip();
-        Tree::build(&pos, &mass, &tp, &mut PhaseTimes::default())
+        Tree::build_in(&frame, &pos, &mass, &tp, &mut PhaseTimes::default())
     };
     let (a, b) = (half(true), half(false));
     let all = forest(&a, &b);
@@ -288,7 +303,7 @@ fn gpu_walks_a_forest_like_the_cpu() {
             alpha: 0.001,
             g: 1.0,
         },
-        eps2: 1e-4,
+        eps2: (1e-4 / (frame.side() * frame.side())) as f32,
         quadrupole: true,
     };
     // Groups of the first tree's targets then the second's (tree cells of each).
@@ -300,11 +315,19 @@ fn gpu_walks_a_forest_like_the_cpu() {
             .iter()
             .map(|g| [g[0] + shift, g[1]]),
     );
-    let cpu = grouped_walk(&all, &targets, &groups, &wp);
+    // As a forest of LETs, which never holds the targets.
+    let cpu = grouped_walk(&all, &targets, None, &groups, &wp);
     for kernel in KERNELS {
         let mut g = gpu(kernel, layout).unwrap();
         let out = g
-            .walk_host(&all, &targets, &groups, &wp, &mut PhaseTimes::default())
+            .walk_host(
+                &all,
+                &targets,
+                false,
+                &groups,
+                &wp,
+                &mut PhaseTimes::default(),
+            )
             .unwrap();
         let e = ErrorStats::of(&relative_acc_errors(
             &to_dvec(&out.acc_pot),
@@ -327,26 +350,7 @@ fn gpu_kernels_handle_degenerate_particle_sets() {
     if gpu(WalkKernel::default(), GpuLayout::default()).is_none() {
         return;
     }
-    // Coincident particles (one leaf at the deepest level), a hierarchy of clusters each 2^-3
-    // the size of the last (a tree as deep as the keys allow), and a pair far from the rest.
-    let mut p = hinoki::particles::Particles::default();
-    let mut id = 0;
-    let mut add = |p: &mut hinoki::particles::Particles, x: DVec3| {
-        p.push(x, DVec3::ZERO, 1.0, id);
-        id += 1;
-    };
-    for _ in 0..3000 {
-        add(&mut p, DVec3::new(0.25, 0.25, 0.25));
-    }
-    for level in 0..20 {
-        let s = 0.5f64.powi(3 * level / 2);
-        for k in 0..64 {
-            let t = k as f64 * 0.7;
-            add(&mut p, DVec3::new(t.sin(), t.cos(), (1.3 * t).sin()) * s);
-        }
-    }
-    add(&mut p, DVec3::new(1e3, 0.0, 0.0));
-    add(&mut p, DVec3::new(1e3, 1e-3, 0.0));
+    let p = common::sets::nested_clusters();
     for kernel in KERNELS {
         // The same tree (N_crit 8) and group size on both; the GPU's groups are full chunks of
         // the curve, the CPU's tree cells, so decisions differ a little: agreement to 1e-4.
@@ -364,8 +368,18 @@ fn gpu_kernels_handle_degenerate_particle_sets() {
         assert!(g.pot.iter().all(|v| v.is_finite()), "{kernel}");
         let d = ErrorStats::of(&relative_acc_errors(&g.acc, &c.acc));
         assert!(d.p99 <= 1e-4, "{kernel}: {d:?}");
-        // And both within the tree error against float64 direct summation.
-        let e = check_against_direct(&SingleProcess, &p, &params(Backend::Gpu), &g, 2000, 1)
+        // And within the tree error of float64 direct summation over the positions the job's
+        // float32 frame holds: centred on the coincident particles, it keeps the clusters
+        // near the origin to 3e-8, coarser than the deepest ones' separations (the relative
+        // errors of their small accelerations inside the softened core would measure the
+        // frame, not the kernels).
+        let frame = hinoki::sfc::Frame::of_points(&p.pos);
+        let mut held = p.clone();
+        for x in held.pos.iter_mut() {
+            let r = DVec3::from_array(frame.to_frame(*x).map(f64::from));
+            *x = frame.centre + r * frame.side();
+        }
+        let e = check_against_direct(&SingleProcess, &held, &params(Backend::Gpu), &g, 2000, 1)
             .unwrap()
             .acc;
         assert!(e.p99 <= 1e-3, "{kernel}: {e:?}");
@@ -405,15 +419,18 @@ fn gpu_forces_are_converted_on_the_way_down_as_on_the_host() {
         eps2: 1e-4,
         quadrupole: true,
     };
-    let out = g.walk_host(&tree, &targets, &groups, &wp, &mut t).unwrap();
+    let out = g
+        .walk_host(&tree, &targets, false, &groups, &wp, &mut t)
+        .unwrap();
     let n = targets.len();
-    let big_g = 0.37;
-    let (acc, pot, p2p, m2p) = g.download_forces(n, big_g, false, &mut t).unwrap();
+    // G and the side of the frame's cube, different factors for accelerations and potentials.
+    let units = Units::of_frame(0.37, 3.0);
+    let (acc, pot, p2p, m2p) = g.download_forces(n, units, false, &mut t).unwrap();
     // What the host made of the results copied down: the same bits.
     let (host_acc, host_pot): (Vec<DVec3>, Vec<f64>) = out
         .acc_pot
         .iter()
-        .map(|f| WalkOutput::scaled(f, big_g))
+        .map(|f| WalkOutput::scaled(f, units))
         .unzip();
     let bits = |a: &[DVec3]| -> Vec<u64> {
         a.iter()
@@ -500,10 +517,14 @@ fn gpu_tree_build_and_refit_equal_the_hosts() {
         d.load(&s, &p, false).unwrap();
         let host = Tree::build(&p.pos, &p.mass, &tp, &mut PhaseTimes::default());
         for _ in 0..2 {
-            let (lo, hi) = d.bounds(&s).unwrap();
-            let bounds = &hinoki::sfc::GridBox::around_float32(lo, hi);
             builder
-                .build(&s, d.positions(), bounds, &tp, &mut PhaseTimes::default())
+                .build(
+                    &s,
+                    d.positions(),
+                    &host.frame,
+                    &tp,
+                    &mut PhaseTimes::default(),
+                )
                 .unwrap();
             let dev = builder.download(&s).unwrap().unwrap();
             assert_eq!(dev.index, host.index, "{model}: order");
@@ -812,4 +833,116 @@ fn gpu_runs_restart_bit_for_bit_between_rebuilds() {
     );
     assert!(pa == pb, "the restarted run ends elsewhere");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn gpu_accuracy_does_not_depend_on_a_common_offset() {
+    if gpu(WalkKernel::default(), GpuLayout::default()).is_none() {
+        return;
+    }
+    // The device's trees, targets and walks are in the frame of the particles' cube too.
+    let p = generate(Model::Plummer, size(20_000), 5).unwrap();
+    for kernel in KERNELS {
+        let params = ForceParams {
+            backend: Backend::Gpu,
+            kernel,
+            ..ForceParams::default()
+        };
+        let errors = |offset: f64| {
+            let mut q = p.clone();
+            let shift = DVec3::new(1.0, 0.7, -0.3) * offset;
+            q.pos.iter_mut().for_each(|x| *x += shift);
+            let r = compute_forces(&SingleProcess, &q, &params, None).unwrap();
+            check_against_direct(&SingleProcess, &q, &params, &r, 1000, 3)
+                .unwrap()
+                .acc
+        };
+        let at_origin = errors(0.0);
+        for e in [2, 4, 6, 8] {
+            let got = errors(10f64.powi(e));
+            assert!(
+                got.p50 <= 1.5 * at_origin.p50 && got.p99 <= 1.5 * at_origin.p99,
+                "{kernel}, offset 1e{e}: {got:?}, at the origin {at_origin:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn gpu_coincident_particles_feel_each_others_softened_potential() {
+    if gpu(WalkKernel::default(), GpuLayout::default()).is_none() {
+        return;
+    }
+    // Each target leaves out only itself, by index, in both kernels and direct summation.
+    for (set, p) in common::sets::coincident().iter().enumerate() {
+        let all: Vec<usize> = (0..p.len()).collect();
+        let (_, exact) = hinoki::walk::direct::direct_forces(&p.pos, &p.mass, 0.01, &all);
+        for (kernel, order, method) in [
+            (WalkKernel::List, Order::Hilbert, Method::Tree),
+            (WalkKernel::Vg, Order::Hilbert, Method::Tree),
+            (WalkKernel::List, Order::None, Method::Tree),
+            (WalkKernel::List, Order::Hilbert, Method::Direct),
+        ] {
+            let params = ForceParams {
+                backend: Backend::Gpu,
+                kernel,
+                order,
+                method,
+                ..ForceParams::default()
+            };
+            let r = compute_forces(&SingleProcess, p, &params, None).unwrap();
+            let worst = r
+                .pot
+                .iter()
+                .zip(&exact)
+                .map(|(a, b)| (a - b).abs() / b.abs())
+                .fold(0.0, f64::max);
+            assert!(
+                worst < 1e-3,
+                "set {set}, {kernel} {order:?} {method:?}: worst {worst}"
+            );
+            assert!(r.acc.iter().all(|a| a.is_finite()));
+        }
+    }
+}
+
+#[test]
+fn gpu_far_particles_and_tight_clusters_are_resolved_or_refused() {
+    if gpu(WalkKernel::default(), GpuLayout::default()).is_none() {
+        return;
+    }
+    for kernel in KERNELS {
+        let params = |eps| ForceParams {
+            backend: Backend::Gpu,
+            kernel,
+            eps,
+            ..ForceParams::default()
+        };
+        let check = |p: &hinoki::Particles, eps| {
+            let r = compute_forces(&SingleProcess, p, &params(eps), None).unwrap();
+            assert!(r.acc.iter().all(|a| a.is_finite()) && r.pot.iter().all(|v| v.is_finite()));
+            check_against_direct(&SingleProcess, p, &params(eps), &r, p.len(), 1).unwrap()
+        };
+        // With a particle 1000 away the sphere stays within the default accuracy; one 1e20
+        // away is refused, on the device's own closest pair, before the walk.
+        let far = check(&common::sets::far_particle(1e3), 0.01);
+        assert!(far.acc.p99 <= 1e-3, "{kernel}: {far:?}");
+        let e = compute_forces(
+            &SingleProcess,
+            &common::sets::far_particle(1e20),
+            &params(0.01),
+            None,
+        )
+        .unwrap_err();
+        assert!(
+            e.message.starts_with("float32 cannot resolve particles"),
+            "{e}"
+        );
+        // Two clusters of size 1e-12, 1e-8 apart, without softening.
+        let tight = check(&common::sets::tight_clusters(500), 0.0);
+        assert!(
+            tight.acc.p50 <= 1e-3 && tight.acc.p99 <= 1e-2,
+            "{kernel}: {tight:?}"
+        );
+    }
 }

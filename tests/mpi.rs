@@ -51,7 +51,13 @@ fn launch(nps: &[&str], apps: &[&[&str]], options: &[&str]) -> Option<Output> {
             .arg(env!("CARGO_BIN_EXE_hinoki"))
             .args(*args);
     }
-    let out = common::output(cmd.env("HINOKI_LOG", "off"));
+    // Each launch keeps its OpenMPI session directory apart: launches that start at once
+    // raced to create the shared one ("unable to create the desired directory").
+    let session = common::TempDir::new("ompi");
+    let out = common::output(
+        cmd.env("HINOKI_LOG", "off")
+            .env("OMPI_MCA_orte_tmpdir_base", session.path()),
+    );
     assert!(
         t0.elapsed() < Duration::from_secs(110),
         "mpirun {nps:?} hung"
@@ -615,5 +621,62 @@ fn the_gpu_backend_gives_the_cpu_backends_domains_and_lets_on_one_to_four_ranks(
             down <= 24.0 * particles + lets + 64.0 * 6001.0 + 65536.0,
             "np {np}: {down} bytes came down"
         );
+    }
+}
+
+#[test]
+fn tight_clusters_and_far_particles_fare_alike_on_every_rank_count() {
+    // Two clusters of size 1e-12 1e-8 apart without softening (before: NaN forces on one rank,
+    // an internal error on two), and a particle 1e20 away from a Plummer sphere (before: NaN
+    // forces): the same finite, correct forces, or the same one-line error, on 1 and 2 ranks,
+    // on the CPU and on the GPU path (emulated).
+    let dir = common::TempDir::new("float32-edge");
+    let (tight, far) = (dir.join("tight.hdf5"), dir.join("far.hdf5"));
+    let write = |file: &std::path::Path, p: hinoki::Particles| {
+        common::writing_hdf5(|| hinoki::io::write_snapshot_file(file, &p, 0.0)).unwrap()
+    };
+    write(&tight, common::sets::tight_clusters(500));
+    write(&far, common::sets::far_particle(1e20));
+    let args = |file: &std::path::Path, backend: &'static str| -> Vec<String> {
+        let file = file.to_str().unwrap();
+        ["forces", "--input", file, "--check", "1000", "--json"]
+            .into_iter()
+            .chain(["--eps", "0", "--backend", backend])
+            .map(String::from)
+            .collect()
+    };
+    let on = |np: &str, args: &[String], gpu: bool| {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let options: &[&str] = if gpu {
+            &["-x", "HINOKI_GPU_EMULATOR=1"]
+        } else {
+            &[]
+        };
+        launch(&[np], &[&args], options)
+    };
+    let Some(one) = on("1", &args(&tight, "cpu"), false) else {
+        return;
+    };
+    let one = report(&one);
+    // The GPU path where hinoki has the CPU kernel emulator (build.rs needs a C++ compiler).
+    let emulator = hinoki::gpu::GpuContext::emulated().is_ok();
+    let cases = [("2", false), ("1", true), ("2", true)];
+    for (np, gpu) in cases.into_iter().filter(|c| emulator || !c.1) {
+        let backend = if gpu { "gpu" } else { "cpu" };
+        let r = report(&on(np, &args(&tight, backend), gpu).unwrap());
+        same_particles(&r, &one, &format!("{backend} np {np}"));
+        let (p50, p99) = (r["error"]["p50"].as_f64(), r["error"]["p99"].as_f64());
+        assert!(
+            p50.unwrap() <= 1e-3 && p99.unwrap() <= 1e-2,
+            "{backend} np {np}: {}",
+            r["error"]
+        );
+        for np in ["1", "2"] {
+            let out = on(np, &args(&far, backend), gpu).unwrap();
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(!out.status.success() && out.stdout.is_empty(), "{err}");
+            assert!(err.contains("float32 cannot resolve particles"), "{err}");
+            assert!(!err.contains("panicked"), "{err}");
+        }
     }
 }

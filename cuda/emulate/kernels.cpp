@@ -54,6 +54,8 @@ std::span<const std::span<const Kernel>> kernel_tables()
         HINOKI_EMULATE(selftest_group_ops),
         HINOKI_EMULATE(selftest_mismatched_masks),
         // build.cu (the GPU tree build and refit, src/tree/build_gpu.rs; scans, src/gpu/stages.rs)
+        HINOKI_EMULATE(sample_positions),
+        HINOKI_EMULATE(to_frame),
         HINOKI_EMULATE(tree_keys),
         HINOKI_EMULATE(scan_tiles),
         HINOKI_EMULATE(scan_add),
@@ -62,6 +64,8 @@ std::span<const std::span<const Kernel>> kernel_tables()
         HINOKI_EMULATE(radix_tile_counts),
         HINOKI_EMULATE(radix_scatter),
         HINOKI_EMULATE(gather_particles),
+        HINOKI_EMULATE(closest_pair),
+        HINOKI_EMULATE(pair_record),
         HINOKI_EMULATE(tree_root),
         HINOKI_EMULATE(split_octants),
         HINOKI_EMULATE(split_emit),
@@ -82,13 +86,13 @@ std::span<const std::span<const Kernel>> kernel_tables()
         HINOKI_EMULATE(chunk_pieces),
         HINOKI_EMULATE(emit_pieces),
         HINOKI_EMULATE(input_targets),
+        HINOKI_EMULATE(invert_order),
         HINOKI_EMULATE(chunk_groups),
         HINOKI_EMULATE(active_groups),
         HINOKI_EMULATE(keep_groups),
         HINOKI_EMULATE(bootstrap_amag),
         // particles.cu (the particles on the device, src/backend/gpu/store.rs)
         HINOKI_EMULATE(particle_bounds),
-        HINOKI_EMULATE(to_float32),
         HINOKI_EMULATE(pack_particles),
         HINOKI_EMULATE(unpack_particles),
         // domain.cu (domain decomposition, src/domain/gpu.rs)

@@ -12,9 +12,9 @@ use crate::forces::{TreeTopology, WalkKind};
 use crate::integrate::{drift, BinSummary, IntegratorState, NonFinite, Timeline};
 use crate::lets::{self, Region};
 use crate::particles::Particles;
-use crate::sfc::{GridBox, Order};
-use crate::tree::{Cells, FlatTree, Tree, TreeParams};
-use crate::walk::cpu::{grouped_walk, single_walk, Forces, WalkOutput, WalkParams};
+use crate::sfc::{Frame, GridBox, Order};
+use crate::tree::{close, Cells, ClosePair, FlatTree, Tree, TreeParams};
+use crate::walk::cpu::{grouped_walk, single_walk, Forces, Units, WalkOutput, WalkParams};
 use crate::walk::direct::direct_forces;
 use crate::walk::gpu::GpuLayout;
 use crate::walk::groups::{chunk_groups, tree_groups, Group};
@@ -41,9 +41,10 @@ pub struct CpuBackend {
     flat: Option<FlatTree>,
     /// For each walk slot, its particle (the tree's order, or the identity).
     walk_order: Vec<u32>,
-    /// The targets, in walk order (packed to the active groups' with block steps), and their
-    /// groups.
+    /// The targets, in walk order (packed to the active groups' with block steps), which of
+    /// the local tree's sorted particles each is, and their groups.
     targets: Vec<[f32; 4]>,
+    own: Vec<u32>,
     groups: Vec<Group>,
     /// Block steps: for each walk slot, its packed target (`u32::MAX`: not walked), and the
     /// active particles' flags.
@@ -70,6 +71,7 @@ impl CpuBackend {
             flat: None,
             walk_order: Vec::new(),
             targets: Vec::new(),
+            own: Vec::new(),
             groups: Vec::new(),
             packed: None,
             state: None,
@@ -161,36 +163,51 @@ impl Backend for CpuBackend {
         Ok(dest.len() - plan.kept())
     }
 
-    fn build_tree(&mut self, grid: &GridBox, p: &TreeParams, times: &mut PhaseTimes) -> Result<()> {
+    fn samples(&mut self, count: usize) -> Result<Vec<DVec3>> {
+        Ok(crate::sfc::frame::strided(&self.p.pos, count))
+    }
+
+    fn build_tree(&mut self, frame: &Frame, p: &TreeParams, times: &mut PhaseTimes) -> Result<()> {
         self.forest = None;
         if self.p.is_empty() {
             self.tree = None;
             return Ok(());
         }
-        let t = Tree::build_in(grid, &self.p.pos, &self.p.mass, p, times);
+        let t = Tree::build_in(frame, &self.p.pos, &self.p.mass, p, times);
         self.built.clone_from(&t.cells.boxes);
+        let eps = (self.eps / frame.side()) as f32;
         self.flat = (self.walk == WalkKind::Single)
-            .then(|| times.time("thread", || FlatTree::from_tree(&t, self.eps as f32)));
+            .then(|| times.time("thread", || FlatTree::from_tree(&t, eps)));
         self.tree = Some(t);
         Ok(())
     }
 
-    fn refit_tree(&mut self, p: &TreeParams, times: &mut PhaseTimes) -> Result<()> {
+    fn refit_tree(&mut self, p: &TreeParams, times: &mut PhaseTimes) -> Result<Option<Frame>> {
         self.forest = None;
         let Some(t) = self.tree.as_mut() else {
-            return Ok(());
+            return Ok(None);
         };
         let (pos, mass, built) = (&self.p.pos, &self.p.mass, &self.built);
         times.time("refit", || t.refit(pos, mass, built, p));
         if self.walk == WalkKind::Single {
-            self.flat = Some(times.time("thread", || FlatTree::from_tree(t, self.eps as f32)));
+            let eps = (self.eps / t.frame.side()) as f32;
+            self.flat = Some(times.time("thread", || FlatTree::from_tree(t, eps)));
         }
-        Ok(())
+        Ok(Some(t.frame))
+    }
+
+    fn closest_pair(&mut self, eps: f64) -> Result<Option<ClosePair>> {
+        let Some(t) = &self.tree else {
+            return Ok(None);
+        };
+        let id = self.payload.then_some(&self.p.id[..]);
+        Ok(close::closest_pair(&t.index, &self.p.pos, &t.frame, eps)
+            .map(|slots| close::pair_at(slots, &t.index, &self.p.pos, &t.frame, id)))
     }
 
     fn topology(&mut self) -> Result<Option<TreeTopology>> {
         Ok(self.tree.as_ref().map(|t| TreeTopology {
-            grid: t.grid,
+            frame: t.frame,
             index: t.index.clone(),
             first: t.cells.first.clone(),
             count: t.cells.count.clone(),
@@ -204,7 +221,7 @@ impl Backend for CpuBackend {
     fn restore_topology(&mut self, t: &TreeTopology) -> Result<()> {
         self.built.clone_from(&t.boxes);
         self.tree = Some(Tree {
-            grid: t.grid,
+            frame: t.frame,
             particles: Vec::new(),
             index: t.index.clone(),
             cells: Cells {
@@ -221,21 +238,34 @@ impl Backend for CpuBackend {
 
     fn targets(&mut self, spec: &TargetSpec, times: &mut PhaseTimes) -> Result<usize> {
         let n = self.p.len();
-        let kept: Vec<f32>;
-        let amag: Option<&[f32]> = match spec.amag {
+        // The previous |a| in the tree's frame (times L² for a cube of side L).
+        let side = self.tree.as_ref().map_or(1.0, |t| t.frame.side());
+        let frame_acc = side * side;
+        let amag: Option<Vec<f32>> = match spec.amag {
             PreviousAcc::None => None,
-            PreviousAcc::Given(a) => Some(a),
+            PreviousAcc::Given(a) => Some(
+                a.par_iter()
+                    .map(|&a| (a as f64 * frame_acc) as f32)
+                    .collect(),
+            ),
             PreviousAcc::Kept => {
                 let state = self.state.as_ref().ok_or_else(no_state)?;
-                kept = state.acc.par_iter().map(|a| a.length() as f32).collect();
-                Some(&kept)
+                Some(
+                    state
+                        .acc
+                        .par_iter()
+                        .map(|a| (a.length() * frame_acc) as f32)
+                        .collect(),
+                )
             }
         };
+        let amag = amag.as_deref();
         let amag = |i: u32| amag.map_or(0.0, |a| a[i as usize]);
         let curve = matches!(spec.order, Order::Hilbert | Order::Morton);
         // Targets in walk order: the tree's float32 particles when the walk follows the tree,
-        // read in sequence, else the particles in their own order.
-        let (targets, groups): (Vec<[f32; 4]>, _) = times.time("targets", || match &self.tree {
+        // read in sequence, else the particles in their own order; and which of the tree's
+        // particles each is.
+        let (targets, own, groups) = times.time("targets", || match &self.tree {
             Some(t) if curve => {
                 self.walk_order.clone_from(&t.index);
                 let targets = t
@@ -244,18 +274,28 @@ impl Backend for CpuBackend {
                     .zip(&t.index)
                     .map(|(x, &i)| [x[0], x[1], x[2], amag(i)])
                     .collect();
-                (targets, tree_groups(t, spec.group))
+                let own = (0..n as u32).into_par_iter().collect();
+                (targets, own, tree_groups(t, spec.group))
             }
-            _ => {
+            Some(t) => {
                 self.walk_order = (0..n as u32).collect();
                 let targets = self
                     .p
                     .pos
                     .par_iter()
                     .enumerate()
-                    .map(|(i, x)| [x.x as f32, x.y as f32, x.z as f32, amag(i as u32)])
+                    .map(|(i, x)| {
+                        let [x, y, z] = t.frame.to_frame(*x);
+                        [x, y, z, amag(i as u32)]
+                    })
                     .collect();
-                (targets, chunk_groups(n, spec.group))
+                let own = inverse_permutation(&t.index);
+                (targets, own, chunk_groups(n, spec.group))
+            }
+            // No tree: no particles.
+            None => {
+                self.walk_order.clear();
+                (Vec::new(), Vec::new(), Vec::new())
             }
         });
         let active: Option<Vec<bool>> = match spec.active {
@@ -268,13 +308,20 @@ impl Backend for CpuBackend {
                     .active_at(&timeline, tick),
             ),
         };
-        (self.targets, self.groups, self.packed) = match active {
-            None => (targets, groups, None),
+        let walk = Walk {
+            targets,
+            own,
+            groups,
+        };
+        let (walk, packed) = match active {
+            None => (walk, None),
             Some(active) => {
-                let (g, t, k) = active_groups(&groups, &targets, &self.walk_order, &active);
-                (t, g, Some((k, active)))
+                let (w, k) = active_groups(&walk, &self.walk_order, &active);
+                (w, Some((k, active)))
             }
         };
+        (self.targets, self.own, self.groups, self.packed) =
+            (walk.targets, walk.own, walk.groups, packed);
         Ok(self.targets.len())
     }
 
@@ -332,12 +379,14 @@ impl Backend for CpuBackend {
     }
 
     fn walk(&mut self, source: Source, p: &WalkParams, times: &mut PhaseTimes) -> Result<()> {
-        let (targets, groups) = (&self.targets, &self.groups);
+        let (targets, own, groups) = (&self.targets, Some(&self.own[..]), &self.groups);
         match source {
             Source::Local => {
                 self.out = match (&self.tree, &self.flat) {
-                    (Some(t), Some(f)) => times.time("walk", || single_walk(t, f, targets, p)),
-                    (Some(t), None) => times.time("walk", || grouped_walk(t, targets, groups, p)),
+                    (Some(t), Some(f)) => times.time("walk", || single_walk(t, f, targets, own, p)),
+                    (Some(t), None) => {
+                        times.time("walk", || grouped_walk(t, targets, own, groups, p))
+                    }
                     (None, _) => WalkOutput::default(),
                 };
             }
@@ -345,7 +394,8 @@ impl Backend for CpuBackend {
                 let Some(forest) = self.forest.as_ref().filter(|f| !f.cells.is_empty()) else {
                     return Ok(());
                 };
-                let far = times.time("walk", || grouped_walk(forest, targets, groups, p));
+                // A forest of the other ranks' LETs never holds a target.
+                let far = times.time("walk", || grouped_walk(forest, targets, None, groups, p));
                 let out = &mut self.out;
                 for (k, (a, b)) in out.acc_pot.iter_mut().zip(&far.acc_pot).enumerate() {
                     for d in 0..4 {
@@ -359,7 +409,7 @@ impl Backend for CpuBackend {
         Ok(())
     }
 
-    fn forces(&mut self, g: f64, times: &mut PhaseTimes) -> Result<Forces> {
+    fn forces(&mut self, units: Units, times: &mut PhaseTimes) -> Result<Forces> {
         let out = std::mem::take(&mut self.out);
         let (walk_order, packed) = (&self.walk_order, &self.packed);
         let forces: Forces = times.time("unsort", || {
@@ -377,7 +427,7 @@ impl Backend for CpuBackend {
                 .map(|&k| {
                     let f = out.acc_pot.get(k as usize).unwrap_or(&none);
                     let p2p = WalkOutput::others(count(&out.p2p, k));
-                    (WalkOutput::scaled(f, g), (p2p, count(&out.m2p, k)))
+                    (WalkOutput::scaled(f, units), (p2p, count(&out.m2p, k)))
                 })
                 .unzip();
             (acc, pot, p2p, m2p)
@@ -402,9 +452,9 @@ impl Backend for CpuBackend {
         Ok(self.state.clone())
     }
 
-    fn keep_forces(&mut self, g: f64, times: &mut PhaseTimes) -> Result<()> {
+    fn keep_forces(&mut self, units: Units, times: &mut PhaseTimes) -> Result<()> {
         let active = self.packed.as_ref().map(|(_, a)| a.clone());
-        let f = self.forces(g, times)?;
+        let f = self.forces(units, times)?;
         let state = self.state.as_mut().ok_or_else(no_state)?;
         let all = vec![true; f.0.len()];
         let result = crate::forces::ForceResult {
@@ -478,36 +528,43 @@ fn no_state() -> crate::Error {
     crate::Error::input("a time step without an integrator state")
 }
 
-/// The groups holding at least one active particle (`active` in particle order, `walk_order`
-/// mapping walk slots to particles), renumbered over their targets packed in order, and for
-/// every walk slot its packed index (`u32::MAX` for inactive particles, whose results are
-/// zero). A walked group keeps all its targets, so its walk, and every force in it, is the
-/// full evaluation's.
-fn active_groups(
-    groups: &[Group],
-    targets: &[[f32; 4]],
-    walk_order: &[u32],
-    active: &[bool],
-) -> (Vec<Group>, Vec<[f32; 4]>, Vec<u32>) {
-    let mut packed = vec![u32::MAX; targets.len()];
-    let mut kept = Vec::new();
-    let mut packed_targets = Vec::new();
-    for &[s, k] in groups {
+/// The walk's targets in walk order, which of the local tree's particles each is, and their
+/// groups.
+struct Walk {
+    targets: Vec<[f32; 4]>,
+    own: Vec<u32>,
+    groups: Vec<Group>,
+}
+
+/// The groups of `all` holding at least one active particle (`active` in particle order,
+/// `walk_order` mapping walk slots to particles), renumbered over their targets packed in
+/// order, and for every walk slot its packed index (`u32::MAX` for inactive particles, whose
+/// results are zero). A walked group keeps all its targets, so its walk, and every force in
+/// it, is the full evaluation's.
+fn active_groups(all: &Walk, walk_order: &[u32], active: &[bool]) -> (Walk, Vec<u32>) {
+    let mut packed = vec![u32::MAX; all.targets.len()];
+    let mut kept = Walk {
+        targets: Vec::new(),
+        own: Vec::new(),
+        groups: Vec::new(),
+    };
+    for &[s, k] in &all.groups {
         let range = s as usize..(s + k) as usize;
         if walk_order[range.clone()]
             .iter()
             .any(|&i| active[i as usize])
         {
-            kept.push([packed_targets.len() as u32, k]);
+            kept.groups.push([kept.targets.len() as u32, k]);
             for j in range {
                 if active[walk_order[j] as usize] {
-                    packed[j] = packed_targets.len() as u32;
+                    packed[j] = kept.targets.len() as u32;
                 }
-                packed_targets.push(targets[j]);
+                kept.targets.push(all.targets[j]);
+                kept.own.push(all.own[j]);
             }
         }
     }
-    (kept, packed_targets, packed)
+    (kept, packed)
 }
 
 /// The inverse of the permutation `p` (`q[p[k]] = k`), scattered in parallel. Relaxed atomic

@@ -20,11 +20,12 @@ use crate::lets::export_gpu::LetArrays;
 use crate::lets::Region;
 use crate::particles::Particles;
 use crate::particles_gpu::DeviceParticles;
-use crate::sfc::{GridBox, Order};
+use crate::sfc::frame::{centre_of, strided, CENTRE_SAMPLES};
+use crate::sfc::{Frame, GridBox, Order};
 use crate::tree::build_gpu::{DeviceTree, TreeArrays, TreeBuilder};
-use crate::tree::{Tree, TreeParams};
-use crate::walk::cpu::{Forces, WalkParams};
-use crate::walk::gpu::{GpuLayout, GpuWalk, WalkKernel};
+use crate::tree::{ClosePair, Tree, TreeParams};
+use crate::walk::cpu::{Forces, Units, WalkOutput, WalkParams};
+use crate::walk::gpu::{DeviceOwn, GpuLayout, GpuWalk, WalkKernel};
 use crate::walk::groups_gpu::{DeviceGroups, GroupFormer};
 use crate::walk::mac::Criterion;
 use glam::DVec3;
@@ -42,6 +43,8 @@ struct Targets {
     /// Device address of each walk slot's particle (the tree's order); `None`: the walk
     /// order is the particles' own.
     order: Option<u64>,
+    /// Which of the local tree's particles each target is.
+    own: DeviceOwn,
     /// Block steps: device address of the active particles' flags (only their groups walk).
     partial: Option<u64>,
 }
@@ -143,6 +146,7 @@ impl GpuBackend {
                 tree.cells,
                 t.at,
                 t.n,
+                t.own,
                 groups,
                 p,
                 false,
@@ -240,7 +244,12 @@ impl Backend for GpuBackend {
         Ok(left)
     }
 
-    fn build_tree(&mut self, grid: &GridBox, p: &TreeParams, times: &mut PhaseTimes) -> Result<()> {
+    fn samples(&mut self, count: usize) -> Result<Vec<DVec3>> {
+        self.builder
+            .samples(&self.stages, self.particles.positions(), count)
+    }
+
+    fn build_tree(&mut self, frame: &Frame, p: &TreeParams, times: &mut PhaseTimes) -> Result<()> {
         self.forest = None;
         self.targets = None;
         if self.particles.n == 0 {
@@ -250,26 +259,35 @@ impl Backend for GpuBackend {
         match self.tree_build {
             TreeBuild::Gpu => {
                 let src = self.particles.positions();
-                self.builder.build(&self.stages, src, grid, p, times)?;
+                self.builder.build(&self.stages, src, frame, p, times)?;
             }
             TreeBuild::Host => {
                 let q = self.particles.download(&self.stages)?;
-                let tree = Tree::build_in(grid, &q.pos, &q.mass, p, times);
+                let tree = Tree::build_in(frame, &q.pos, &q.mass, p, times);
                 times.time("upload", || self.builder.upload(&self.stages, &tree))?;
             }
         }
         Ok(())
     }
 
-    fn refit_tree(&mut self, p: &TreeParams, times: &mut PhaseTimes) -> Result<()> {
+    fn refit_tree(&mut self, p: &TreeParams, times: &mut PhaseTimes) -> Result<Option<Frame>> {
         self.forest = None;
         self.targets = None;
         if self.particles.n == 0 {
-            return Ok(());
+            return Ok(None);
         }
         let src = self.particles.positions();
-        self.builder.refit(&self.stages, src, p, times)?;
-        Ok(())
+        Ok(Some(self.builder.refit(&self.stages, src, p, times)?.frame))
+    }
+
+    fn closest_pair(&mut self, eps: f64) -> Result<Option<ClosePair>> {
+        let id = self
+            .particles
+            .held
+            .payload
+            .then(|| self.particles.arrays.id.ptr());
+        let src = self.particles.positions();
+        self.builder.closest_pair(&self.stages, src, id, eps)
     }
 
     fn topology(&mut self) -> Result<Option<TreeTopology>> {
@@ -290,25 +308,29 @@ impl Backend for GpuBackend {
         let tree = self.tree()?;
         let curve = matches!(spec.order, Order::Hilbert | Order::Morton);
         let size = self.walk.layout().group();
+        // The previous |a| in the tree's frame (times L² for a cube of side L).
+        let frame_acc = tree.frame.side() * tree.frame.side();
         let amag = match spec.amag {
             PreviousAcc::None => None,
-            PreviousAcc::Given(a) => Some(self.groups.upload_amag(&self.stages, a)?),
+            PreviousAcc::Given(a) => {
+                let a: Vec<f32> = a.iter().map(|&a| (a as f64 * frame_acc) as f32).collect();
+                Some(self.groups.upload_amag(&self.stages, &a)?)
+            }
             PreviousAcc::Kept => {
                 let at = self.groups.amag_room(&self.stages, n)?;
                 self.state_held()?;
                 self.steps
-                    .acc_magnitudes(&self.stages, &self.particles, at)?;
+                    .acc_magnitudes(&self.stages, &self.particles, frame_acc, at)?;
                 Some(at)
             }
         };
-        let (at, order) = if curve {
+        let (at, order, own) = if curve {
             let at = self.groups.tree_targets(&self.stages, &tree, amag)?;
-            (at, Some(tree.order))
+            (at, Some(tree.order), DeviceOwn::Sorted)
         } else {
             let pos = self.particles.positions().pos;
-            self.groups
-                .input_targets(&self.stages, n, pos, amag, tree.spare)?;
-            (tree.spare, None)
+            let own = self.groups.input_targets(&self.stages, &tree, pos, amag)?;
+            (tree.spare, None, DeviceOwn::At(own))
         };
         let all = self.form_groups(&tree, curve, size)?;
         let active = match spec.active {
@@ -337,6 +359,7 @@ impl Backend for GpuBackend {
             n,
             groups,
             order,
+            own,
             partial: active,
         });
         Ok(walked)
@@ -417,22 +440,32 @@ impl Backend for GpuBackend {
                     tree.cells,
                     t.at,
                     t.n,
+                    t.own,
                     t.groups,
                     p,
                     false,
                     times,
                 )
             }
+            // A forest of the other ranks' LETs never holds a target.
             Source::Forest => match self.forest {
-                Some((forest, cells)) => self
-                    .walk
-                    .walk(forest, cells, t.at, t.n, t.groups, p, true, times),
+                Some((forest, cells)) => self.walk.walk(
+                    forest,
+                    cells,
+                    t.at,
+                    t.n,
+                    DeviceOwn::Absent,
+                    t.groups,
+                    p,
+                    true,
+                    times,
+                ),
                 None => Ok(()),
             },
         }
     }
 
-    fn forces(&mut self, g: f64, times: &mut PhaseTimes) -> Result<Forces> {
+    fn forces(&mut self, units: Units, times: &mut PhaseTimes) -> Result<Forces> {
         let n = self.particles.n;
         let Some(t) = self.targets else {
             return Ok(Forces::default());
@@ -443,7 +476,9 @@ impl Backend for GpuBackend {
         if let Some(active) = t.partial {
             self.walk.mask_inactive(active, n, t.order.is_some())?;
         }
-        let f = self.walk.download_forces(n, g, t.order.is_some(), times)?;
+        let f = self
+            .walk
+            .download_forces(n, units, t.order.is_some(), times)?;
         // The counts in the particles' order are the next decomposition's cost.
         self.cost = Some(match t.order {
             Some(_) => self.walk.results_in_input_order().1,
@@ -460,7 +495,7 @@ impl Backend for GpuBackend {
         self.particles.state(&self.stages)
     }
 
-    fn keep_forces(&mut self, g: f64, times: &mut PhaseTimes) -> Result<()> {
+    fn keep_forces(&mut self, units: Units, times: &mut PhaseTimes) -> Result<()> {
         self.state_held()?;
         let n = self.particles.n;
         let Some(t) = self.targets else {
@@ -475,7 +510,7 @@ impl Backend for GpuBackend {
         };
         let t0 = Instant::now();
         self.steps
-            .keep_forces(&self.stages, &mut self.particles, results, g, t.partial)?;
+            .keep_forces(&self.stages, &mut self.particles, results, units, t.partial)?;
         times.add("download", t0.elapsed().as_secs_f64());
         Ok(())
     }
@@ -526,22 +561,34 @@ impl Backend for GpuBackend {
                  (use --backend cpu for a multi-rank direct sum)",
             ));
         }
+        if pos.is_empty() {
+            return Ok((Vec::new(), Vec::new()));
+        }
+        // In the float32 frame of the particles, as the tree's.
+        let (lo, hi) = crate::sfc::bounding_box(pos);
+        let centre = centre_of(&strided(pos, CENTRE_SAMPLES));
+        let frame = Frame {
+            cube: GridBox::frame_for(lo, hi, eps)?,
+            centre,
+        };
         let src: Vec<[f32; 4]> = pos
             .iter()
             .zip(mass)
-            .map(|(x, &m)| [x.x as f32, x.y as f32, x.z as f32, m as f32])
+            .map(|(x, &m)| {
+                let [x, y, z] = frame.to_frame(*x);
+                [x, y, z, m as f32]
+            })
             .collect();
+        let eps = eps / frame.side();
         let out = self.walk.direct(&src, (eps * eps) as f32, times)?;
+        let units = Units::of_frame(1.0, frame.side());
         // The GPU sums for every particle; only the active ones are reported.
         Ok(out
             .iter()
             .enumerate()
             .map(|(i, f)| match active {
                 Some(a) if !a[i] => (DVec3::ZERO, 0.0),
-                _ => (
-                    DVec3::new(f[0] as f64, f[1] as f64, f[2] as f64),
-                    f[3] as f64,
-                ),
+                _ => WalkOutput::scaled(f, units),
             })
             .unzip())
     }

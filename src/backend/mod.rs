@@ -20,9 +20,9 @@ use crate::forces::TreeTopology;
 use crate::integrate::{BinSummary, IntegratorState, NonFinite, Timeline};
 use crate::lets::Region;
 use crate::particles::Particles;
-use crate::sfc::{GridBox, Order};
-use crate::tree::TreeParams;
-use crate::walk::cpu::{Forces, WalkParams};
+use crate::sfc::{Frame, GridBox, Order};
+use crate::tree::{ClosePair, TreeParams};
+use crate::walk::cpu::{Forces, Units, WalkParams};
 use crate::walk::gpu::GpuLayout;
 use crate::walk::mac::Criterion;
 use glam::DVec3;
@@ -125,13 +125,26 @@ pub trait Backend {
     /// source rank. Collective. Returns the particles that left. Forgets the tree.
     fn migrate(&mut self, comm: &dyn Comm, splitters: &[u64]) -> Result<usize>;
 
-    /// Builds the tree of the particles on the keys of the cube `grid` (which holds them,
-    /// rounded to float32). Times `sort`, `build`, `moments`.
-    fn build_tree(&mut self, grid: &GridBox, p: &TreeParams, times: &mut PhaseTimes) -> Result<()>;
+    /// `count` positions of the particles (length units) at even strides in their order (all of
+    /// them where there are fewer), from which the job's frame takes its centre
+    /// ([`crate::sfc::frame::centre_of`]).
+    fn samples(&mut self, count: usize) -> Result<Vec<DVec3>>;
+
+    /// Builds the tree of the particles in `frame` (whose cube holds them): its float32
+    /// values, and those of the targets, region and LETs formed from it, are in the frame
+    /// ([`Frame::to_frame`]). Times `sort`, `build`, `moments`.
+    fn build_tree(&mut self, frame: &Frame, p: &TreeParams, times: &mut PhaseTimes) -> Result<()>;
 
     /// Refits the last tree to the particles' current positions (the same particles, in the
-    /// same order, as at its build). Times `refit`.
-    fn refit_tree(&mut self, p: &TreeParams, times: &mut PhaseTimes) -> Result<()>;
+    /// same order, as at its build), in the frame of its build, which it returns (`None`
+    /// without a tree). Times `refit`.
+    fn refit_tree(&mut self, p: &TreeParams, times: &mut PhaseTimes) -> Result<Option<Frame>>;
+
+    /// The pair of this rank's particles, among those near each other along the tree's curve,
+    /// that the frame of the tree's cube resolves worst with softening `eps` (length units;
+    /// [`crate::tree::close`]): how finely the job must be resolved. `None` without a tree or
+    /// when all its particles coincide.
+    fn closest_pair(&mut self, eps: f64) -> Result<Option<ClosePair>>;
 
     /// What a refit needs of the last tree, for a checkpoint (`None` without a tree).
     fn topology(&mut self) -> Result<Option<TreeTopology>>;
@@ -144,7 +157,7 @@ pub trait Backend {
     fn targets(&mut self, spec: &TargetSpec, times: &mut PhaseTimes) -> Result<usize>;
 
     /// The acceleration criterion's first evaluation: each target's previous |a| becomes `g`
-    /// times the |a| (G = 1) of the last walk's result for it.
+    /// times the |a| (G = 1, in the tree's frame) of the last walk's result for it.
     fn bootstrap_amag(&mut self, g: f32) -> Result<()>;
 
     /// The region of this rank's particles ([`Region::of_tree`]) cut into `pieces` boxes,
@@ -174,10 +187,10 @@ pub trait Backend {
     /// forest's added to them. Times `walk`.
     fn walk(&mut self, source: Source, p: &WalkParams, times: &mut PhaseTimes) -> Result<()>;
 
-    /// The results of the walks, in the particles' order: accelerations and potentials with
-    /// the gravitational constant `g` applied, p2p counts without the particle itself, m2p
-    /// counts. Times `download` (and `unsort`).
-    fn forces(&mut self, g: f64, times: &mut PhaseTimes) -> Result<Forces>;
+    /// The results of the walks, in the particles' order: accelerations and potentials in
+    /// `units` (the tree's frame and the gravitational constant), p2p counts without the
+    /// particle itself, m2p counts. Times `download` (and `unsort`).
+    fn forces(&mut self, units: Units, times: &mut PhaseTimes) -> Result<Forces>;
 
     /// Takes `s` as the integrator's state of the particles loaded (a run: bins, last
     /// accelerations and potentials, costs); it then travels with them in migrations.
@@ -186,10 +199,11 @@ pub trait Backend {
     /// The integrator's state (on the GPU: copied down); `None` where none was loaded.
     fn state(&mut self) -> Result<Option<IntegratorState>>;
 
-    /// The last walks' results taken into the integrator's state, G = `g` applied: every
-    /// particle's, or the active ones' when only those walked. Times `download` (nothing comes
+    /// The last walks' results taken into the integrator's state in `units` (the tree's frame
+    /// and the gravitational constant): every particle's, or the active ones' when only those
+    /// walked. Times `download` (nothing comes
     /// down on the GPU).
-    fn keep_forces(&mut self, g: f64, times: &mut PhaseTimes) -> Result<()>;
+    fn keep_forces(&mut self, units: Units, times: &mut PhaseTimes) -> Result<()>;
 
     /// Half kick of the particles whose step ends at `tick` of `tl`.
     fn half_kick(&mut self, tl: &Timeline, tick: u64) -> Result<()>;

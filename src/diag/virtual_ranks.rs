@@ -68,7 +68,6 @@ pub fn study(
             .map(|&i| weights.map_or(1.0, |w| w[i as usize]))
             .sum()
     };
-    let wp = params.walk_params();
     let tp = TreeParams {
         order: Order::Hilbert,
         ncrit: params
@@ -77,17 +76,17 @@ pub fn study(
         mac: params.mac,
         theta: params.theta,
     };
-    // Every rank's tree, in the cube around all particles as a job builds them, and the region
+    // Every rank's tree, in the frame of all particles as a job builds them, and the region
     // it publishes.
-    let (lo, hi) = crate::sfc::bounding_box(&p.pos);
-    let cube = crate::sfc::GridBox::around_float32(lo, hi);
+    let frame = crate::sfc::Frame::of_points(&p.pos);
+    let wp = params.walk_params(frame.side());
     let trees: Vec<Option<Tree>> = members
         .par_iter()
         .map(|m| {
             (!m.is_empty()).then(|| {
                 let pos: Vec<_> = m.iter().map(|&i| p.pos[i as usize]).collect();
                 let mass: Vec<_> = m.iter().map(|&i| p.mass[i as usize]).collect();
-                Tree::build_in(&cube, &pos, &mass, &tp, &mut Default::default())
+                Tree::build_in(&frame, &pos, &mass, &tp, &mut Default::default())
             })
         })
         .collect();

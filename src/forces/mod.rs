@@ -8,6 +8,7 @@ pub mod leaf_size;
 pub mod params;
 mod pipeline;
 pub mod rebuild;
+pub mod resolution;
 
 pub use leaf_size::LeafSize;
 pub use params::{Backend, ForceParams, Method, TreeBuild, WalkKind};
@@ -87,6 +88,8 @@ pub struct ForceEngine {
     ids: Option<u64>,
     /// LET traffic of the last evaluation.
     let_stats: LetStats,
+    /// The float32 frame's warning (see [`resolution`]) has been given.
+    warned: bool,
 }
 
 impl ForceEngine {
@@ -135,6 +138,7 @@ impl ForceEngine {
             has_tree: false,
             ids: None,
             let_stats: LetStats::default(),
+            warned: false,
         })
     }
 
@@ -477,7 +481,7 @@ impl ForceEngine {
                 // are not those of its tree rebuilds whatever it says.
                 let due = self.schedule.due();
                 let rebuild = due || !self.has_tree;
-                let (forces, stats, walked) = pipeline::tree_forces(
+                let e = pipeline::tree_forces(
                     self.backend.as_mut(),
                     comm,
                     params,
@@ -488,9 +492,15 @@ impl ForceEngine {
                     &mut times,
                 )?;
                 self.has_tree = true;
-                self.schedule.record(comm, due, &times, walked);
-                self.let_stats = stats;
-                ForceResult::of(forces.unwrap_or_default(), times, device)
+                self.schedule.record(comm, due, &times, e.walked);
+                self.let_stats = e.stats;
+                // Said once per engine (its evaluations would repeat it every step).
+                if let Some(w) = e.resolution.as_ref().and_then(|r| r.warning()) {
+                    if !std::mem::replace(&mut self.warned, true) && comm.rank() == 0 {
+                        tracing::warn!("{w}");
+                    }
+                }
+                ForceResult::of(e.forces.unwrap_or_default(), times, device)
             }
         };
         let bus = self.backend.bus_bytes();

@@ -200,15 +200,17 @@ impl Default for ForceParams {
 }
 
 impl ForceParams {
-    /// What the walks need of these parameters (θ is already in the tree's S_eff).
-    pub fn walk_params(&self) -> WalkParams {
+    /// What the walks need of these parameters (θ is already in the tree's S_eff) in the frame
+    /// of a tree whose cube has side `side` (length units): ε² in units of side².
+    pub fn walk_params(&self, side: f64) -> WalkParams {
+        let eps = self.eps / side;
         WalkParams {
             criterion: Criterion {
                 mac: self.mac,
                 alpha: self.alpha,
                 g: self.g as f32,
             },
-            eps2: (self.eps * self.eps) as f32,
+            eps2: (eps * eps) as f32,
             quadrupole: self.multipole >= 2,
         }
     }

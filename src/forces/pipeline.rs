@@ -3,26 +3,44 @@
 //! ranks the LETs (region, export, exchange in a communication thread while the local tree is
 //! walked, the received forest walked after it), and the results in the particles' order.
 
+use super::resolution::{self, Resolution};
 use super::ForceParams;
 use crate::backend::{Active, Backend, PreviousAcc, Source, TargetSpec};
 use crate::comm::Comm;
 use crate::diag::PhaseTimes;
 use crate::error::{Error, Result};
 use crate::lets::{gather_regions, LetStats};
-use crate::sfc::GridBox;
+use crate::sfc::frame::{centre_of, CENTRE_SAMPLES};
+use crate::sfc::{Frame, GridBox};
 use crate::tree::TreeParams;
-use crate::walk::cpu::{Forces, WalkParams};
+use crate::walk::cpu::{Forces, Units, WalkParams};
 use crate::walk::mac::{Criterion, Mac};
 use glam::DVec3;
 use std::time::Instant;
 
+/// What one evaluation of the tree pipeline gives.
+pub(super) struct Evaluation {
+    /// The results in the particles' order (`None` where they went into the backend's
+    /// integrator state).
+    pub forces: Option<Forces>,
+    /// The LET traffic of this rank.
+    pub stats: LetStats,
+    /// The number of targets walked.
+    pub walked: usize,
+    /// What the float32 frame makes of the closest particles, where the job's dynamic range
+    /// is beyond [`resolution::WARN_RANGE`] (but within [`resolution::MAX_RANGE`]: beyond it,
+    /// the evaluation fails before it walks).
+    pub resolution: Option<Resolution>,
+}
+
 /// Forces on this rank's particles (those `backend` holds) from the particles of every rank of
 /// `comm`, by the tree walk: the tree rebuilt when `rebuild`, else refitted; `amag` (the
-/// previous accelerations) feeds the acceleration criterion, whose first evaluation without
-/// them walks first with the modified criterion; with `active` other than all, only the groups
-/// holding an active particle walk. The results come down in the particles' order, or with
-/// `keep` go into the backend's integrator state (`None` is returned). Returns them, the LET
-/// traffic of this rank and the number of targets walked. Collective.
+/// previous accelerations, acceleration units) feeds the acceleration criterion, whose first
+/// evaluation without them walks first with the modified criterion; with `active` other than
+/// all, only the groups holding an active particle walk. The results come down in the
+/// particles' order, or with `keep` go into the backend's integrator state (the evaluation's
+/// `forces` are then `None`). Fails, before it walks, where float32 cannot resolve the closest
+/// particles ([`resolution`]). Collective.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn tree_forces(
     backend: &mut dyn Backend,
@@ -33,32 +51,52 @@ pub(super) fn tree_forces(
     active: Active,
     keep: bool,
     times: &mut PhaseTimes,
-) -> Result<(Option<Forces>, LetStats, usize)> {
+) -> Result<Evaluation> {
     let tp = TreeParams {
         order: params.order,
         ncrit: params.ncrit.resolve(backend.layout().is_some()),
         mac: params.mac,
         theta: params.theta,
     };
-    // The cube's bounds are the keys' (timed with them when the tree is rebuilt).
+    // The frame's cube and centre are the keys' (timed with them when the tree is rebuilt).
     let t0 = Instant::now();
-    let (rebuild, grid) = agree(backend, comm, rebuild)?;
+    let (rebuild, frame) = agree(backend, comm, rebuild, params.eps)?;
     if rebuild {
         times.add("sort", t0.elapsed().as_secs_f64());
     }
-    match grid {
-        Some(grid) if rebuild => backend.build_tree(&grid, &tp, times)?,
+    // The frame the trees, targets, regions and LETs are in.
+    let frame = match frame {
+        Some(frame) => {
+            backend.build_tree(&frame, &tp, times)?;
+            Some(frame)
+        }
         // Nobody holds a particle: there is no tree to build.
         None if rebuild => {
-            backend.build_tree(&GridBox::around(DVec3::ZERO, DVec3::ZERO), &tp, times)?
+            let nowhere = Frame {
+                cube: GridBox::around(DVec3::ZERO, DVec3::ZERO),
+                centre: DVec3::ZERO,
+            };
+            backend.build_tree(&nowhere, &tp, times)?;
+            None
         }
-        _ => backend.refit_tree(&tp, times)?,
+        None => backend.refit_tree(&tp, times)?,
+    };
+    let t0 = Instant::now();
+    let pair = backend.closest_pair(params.eps)?;
+    times.add(
+        if rebuild { "sort" } else { "refit" },
+        t0.elapsed().as_secs_f64(),
+    );
+    let resolution = resolution::of_job(comm, pair, frame.map(|f| f.side()), params.eps)?;
+    if let Some(e) = resolution.as_ref().and_then(Resolution::error) {
+        return Err(e);
     }
     // Only the acceleration criterion reads the previous accelerations.
     let amag = match params.mac {
         Mac::Acceleration => amag,
         _ => PreviousAcc::None,
     };
+    let side = frame.map_or(1.0, |f| f.side());
     let spec = TargetSpec {
         order: params.order,
         group: params.group,
@@ -66,7 +104,7 @@ pub(super) fn tree_forces(
         active,
     };
     let walked = backend.targets(&spec, times)?;
-    let wp = params.walk_params();
+    let wp = params.walk_params(side);
     let mut stats = LetStats::default();
     if params.mac == Mac::Acceleration && matches!(amag, PreviousAcc::None) {
         let boot = WalkParams {
@@ -80,26 +118,36 @@ pub(super) fn tree_forces(
         backend.bootstrap_amag(wp.criterion.g)?;
     }
     walk_everything(backend, comm, &wp, params.let_boxes, times, &mut stats)?;
+    let units = Units::of_frame(params.g, side);
     let forces = match keep {
         true => {
-            backend.keep_forces(params.g, times)?;
+            backend.keep_forces(units, times)?;
             None
         }
-        false => Some(backend.forces(params.g, times)?),
+        false => Some(backend.forces(units, times)?),
     };
-    Ok((forces, stats, walked))
+    Ok(Evaluation {
+        forces,
+        stats,
+        walked,
+        resolution,
+    })
 }
 
 /// Whether this evaluation rebuilds its trees (on every rank when any must: a rank whose
-/// particles are not those of its tree has to, and the rebuilds share one cube), and the cube
-/// the keys are computed in: around every rank's particles, rounded to float32 as the trees'
-/// particles are, so that every rank's cells are cells of one global octree (`None` when no
-/// rank holds a particle). Collective on several ranks.
+/// particles are not those of its tree has to, and the rebuilds share one frame), and then the
+/// frame the trees are built in: the cube around every rank's particles
+/// ([`GridBox::frame_for`] softening `eps`), so that every rank's cells are cells of one
+/// global octree, centred in the bulk of a sample of every rank's particles
+/// ([`centre_of`]), so that every rank's float32 values are in one frame (`None` when no rank
+/// holds a particle, or without a rebuild). Fails when the particles span more than float64
+/// can hold. Collective on several ranks.
 fn agree(
     backend: &mut dyn Backend,
     comm: &dyn Comm,
     rebuild: bool,
-) -> Result<(bool, Option<GridBox>)> {
+    eps: f64,
+) -> Result<(bool, Option<Frame>)> {
     if comm.size() == 1 && !rebuild {
         return Ok((false, None));
     }
@@ -108,9 +156,29 @@ fn agree(
     if comm.size() > 1 {
         comm.allreduce_max_f64(&mut v);
     }
+    let rebuild = v[0] > 0.0;
     let (lo, hi) = (-DVec3::new(v[1], v[2], v[3]), DVec3::new(v[4], v[5], v[6]));
-    let grid = (lo.x <= hi.x).then(|| GridBox::around_float32(lo, hi));
-    Ok((v[0] > 0.0, grid))
+    if !rebuild || lo.x > hi.x {
+        return Ok((rebuild, None));
+    }
+    let cube = GridBox::frame_for(lo, hi, eps)?;
+    let mine: Vec<f64> = backend
+        .samples(CENTRE_SAMPLES)?
+        .iter()
+        .flat_map(|x| x.to_array())
+        .collect();
+    let all = match comm.size() {
+        1 => mine,
+        _ => comm.allgatherv_f64(&mine)?,
+    };
+    let points: Vec<DVec3> = all.chunks_exact(3).map(DVec3::from_slice).collect();
+    Ok((
+        true,
+        Some(Frame {
+            cube,
+            centre: centre_of(&points),
+        }),
+    ))
 }
 
 /// The walks of every particle of the job for the targets: the local tree and, with several

@@ -27,7 +27,7 @@
 use crate::comm::Comm;
 use crate::diag::PhaseTimes;
 use crate::error::{Error, Result};
-use crate::sfc::GridBox;
+use crate::sfc::Frame;
 use rayon::prelude::*;
 use serde::de::Deserializer;
 use serde::Deserialize;
@@ -134,9 +134,11 @@ impl RebuildClock {
                 0 => {}
                 1 => self.skip = self.skip.saturating_sub(1),
                 2 => {
-                    // What the probe lost against a rebuild, and the evaluations that keep
-                    // such losses under PROBE_SHARE of the force time.
-                    let lost = self.excess - (self.rebuild_cost - self.refit_cost);
+                    // What the probe lost against a rebuild (this one's cost: the first
+                    // build of a run is slower than the others, it warms the device up),
+                    // and the evaluations that keep such losses under PROBE_SHARE of the
+                    // force time.
+                    let lost = self.excess - (rebuild - self.refit_cost);
                     let share = (lost / (PROBE_SHARE * (walk + rebuild))).ceil();
                     let share = if share.is_finite() {
                         share.max(0.0) as u64
@@ -164,8 +166,8 @@ impl RebuildClock {
 /// run refits the very tree the uninterrupted run would have.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TreeTopology {
-    /// The cube the keys of the rebuild were computed in.
-    pub grid: GridBox,
+    /// The frame of the rebuild (its cube and centre), which the tree's values are in.
+    pub frame: Frame,
     /// For each tree particle, its index in the rank's particle arrays.
     pub index: Vec<u32>,
     /// Per cell: first particle (see [`Cells::first`]).
@@ -178,7 +180,7 @@ pub struct TreeTopology {
     pub nchild: Vec<u8>,
     /// Per cell: cells in its subtree, itself included.
     pub subtree: Vec<u32>,
-    /// Per cell: the box at the rebuild, centre and half side (length units).
+    /// Per cell: the box at the rebuild, centre and half side (in `frame`).
     pub boxes: Vec<[f32; 4]>,
 }
 

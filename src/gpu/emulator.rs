@@ -693,8 +693,8 @@ mod tests {
         for (v, g) in layouts() {
             let emu = Emulator::for_layout(v, g);
             for (name, arity) in [
-                ("walk_vg", 23),
-                ("walk_list", 27),
+                ("walk_vg", 25),
+                ("walk_list", 29),
                 ("link_children", 4),
                 ("direct", 4),
                 ("unsort_results", 6),

@@ -9,6 +9,7 @@ use crate::error::Result;
 use crate::gpu::launch::{grow, Arg, DeviceArray, KernelRunner};
 use crate::gpu::stages::{blocks, int, ptr, Stages};
 use crate::particles_gpu::DeviceParticles;
+use crate::walk::cpu::Units;
 use glam::DVec3;
 
 /// Blocks of the per-block reductions (their partial results come down).
@@ -142,16 +143,16 @@ impl<R: KernelRunner> StepArrays<R> {
         Ok(self.flags.ptr())
     }
 
-    /// The walk's results at device addresses `out` (acceleration and potential, G = 1) and
-    /// `counts` (p2p with the particle itself, m2p), in the particles' order, taken into the
-    /// state of `p` with the gravitational constant `g`: for every particle, or for those
-    /// flagged at device address `active`.
+    /// The walk's results at device addresses `out` (acceleration and potential in a tree's
+    /// frame, G = 1) and `counts` (p2p with the particle itself, m2p), in the particles' order,
+    /// taken into the state of `p` in `units`: for every particle, or for those flagged at
+    /// device address `active`.
     pub fn keep_forces(
         &self,
         s: &Stages<R>,
         p: &mut DeviceParticles<R>,
         (out, counts): (u64, u64),
-        g: f64,
+        units: Units,
         active: Option<u64>,
     ) -> Result<()> {
         let a = &p.arrays;
@@ -164,7 +165,8 @@ impl<R: KernelRunner> StepArrays<R> {
                     int(p.n)?,
                     Arg::Ptr(out),
                     Arg::Ptr(counts),
-                    Arg::F64(g),
+                    Arg::F64(units.acc),
+                    Arg::F64(units.pot),
                     Arg::Ptr(active.unwrap_or(0)),
                     Arg::I32(active.is_some() as i32),
                     ptr(&a.acc),
@@ -175,15 +177,27 @@ impl<R: KernelRunner> StepArrays<R> {
         }
     }
 
-    /// Each particle's |a| of the state of `p` in float32, written at device address `into`:
-    /// the acceleration criterion's previous accelerations.
-    pub fn acc_magnitudes(&self, s: &Stages<R>, p: &DeviceParticles<R>, into: u64) -> Result<()> {
+    /// Each particle's |a| of the state of `p` times `scale` (L² for the frame of a cube of
+    /// side L) in float32, written at device address `into`: the acceleration criterion's
+    /// previous accelerations.
+    pub fn acc_magnitudes(
+        &self,
+        s: &Stages<R>,
+        p: &DeviceParticles<R>,
+        scale: f64,
+        into: u64,
+    ) -> Result<()> {
         // SAFETY: `into` holds p.n floats, the state p.n accelerations.
         unsafe {
             s.launch(
                 "acc_magnitudes",
                 blocks(p.n),
-                &[int(p.n)?, ptr(&p.arrays.acc), Arg::Ptr(into)],
+                &[
+                    int(p.n)?,
+                    ptr(&p.arrays.acc),
+                    Arg::F64(scale),
+                    Arg::Ptr(into),
+                ],
             )
         }
     }

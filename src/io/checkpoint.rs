@@ -11,19 +11,20 @@
 //! - the header, `h` bytes of JSON: format version, sequence number, step, tick, time, config
 //!   hash, rank, size, particle counts, force evaluations, the diagnostics baseline and the last
 //!   diagnostics, the tree-rebuild clock (`since_rebuild`, `clock`, `backoff`), the number of cells of the
-//!   saved tree (`tree_cells`, 0: none) and its key cube (`tree_grid`), and the byte length of
-//!   every array;
+//!   saved tree (`tree_cells`, 0: none), its frame's key cube (`tree_grid`) and centre
+//!   (`tree_centre`), and the byte length of every array;
 //! - the arrays, raw: `pos`, `vel` (3 f64 per particle), `mass` (f64), `id` (u64), `bin` (u8),
 //!   `acc` (3 f64), `pot` (f64), `cost` (f64: interactions of the last evaluation);
 //! - with a saved tree (a run with `[gravity] rebuild` ≠ 1 stopped between two rebuilds, see
 //!   [`crate::forces::rebuild`]): its particle order `tree_index` (u32 per particle) and per
 //!   cell `tree_first`, `tree_count`, `tree_subtree` (u32), `tree_level`, `tree_nchild` (u8)
-//!   and `tree_boxes` (4 f32: the box at the rebuild), so that the restarted run refits the
-//!   very tree the uninterrupted run would have;
+//!   and `tree_boxes` (4 f32: the box at the rebuild, in the frame), so that the restarted run
+//!   refits the very tree the uninterrupted run would have;
 //! - the XXH64 checksum (u64) of every byte before it.
 //!
 //! Version 2 files (written before the rebuild interval existed) are read too, as "rebuild the
-//! tree at the next evaluation": bit for bit the uninterrupted run with `rebuild = 1`.
+//! tree at the next evaluation": bit for bit the uninterrupted run with `rebuild = 1`; so are
+//! version 3 files (written before trees were built in a frame), without their tree.
 
 use crate::comm::Comm;
 use crate::diag::conservation::Conserved;
@@ -33,7 +34,7 @@ use crate::integrate::IntegratorState;
 use crate::io::xxh64::Xxh64;
 use crate::io::{write_atomic, RunConfig};
 use crate::particles::Particles;
-use crate::sfc::GridBox;
+use crate::sfc::{Frame, GridBox};
 use crate::simulation::RunState;
 use glam::DVec3;
 use serde::{Deserialize, Serialize};
@@ -47,10 +48,14 @@ const _: () = assert!(
 );
 
 const MAGIC: &[u8; 8] = b"HINOKICK";
-/// The layout version this hinoki writes (and reads, with [`OLD_VERSION`]).
-const VERSION: u32 = 3;
+/// The layout version this hinoki writes (and reads, with [`OLD_VERSION`] and
+/// [`UNFRAMED_VERSION`]).
+const VERSION: u32 = 4;
 /// The older layout still read: no tree-rebuild state.
 const OLD_VERSION: u32 = 2;
+/// The layout whose saved tree is in absolute coordinates (before [`crate::sfc::Frame`]): read
+/// without it (the tree is rebuilt at the next evaluation).
+const UNFRAMED_VERSION: u32 = 3;
 /// The arrays of a checkpoint, in file order, with their bytes per particle.
 const ARRAYS: [(&str, usize); 8] = [
     ("pos", 24),
@@ -109,6 +114,9 @@ struct Header {
     /// The saved tree's key cube: origin (x, y, z) and side, as f64 bit patterns.
     #[serde(default)]
     tree_grid: [u64; 4],
+    /// The saved tree's frame centre (x, y, z) as f64 bit patterns (absent before version 4).
+    #[serde(default)]
+    tree_centre: [u64; 3],
     /// (name, bytes) of every array, in file order.
     arrays: Vec<(String, usize)>,
 }
@@ -181,9 +189,10 @@ pub fn write_checkpoint(
         backoff: [c.skip, c.backoff],
         tree_cells: cells,
         tree_grid: tree.map_or([0; 4], |t| {
-            let o = t.grid.origin;
-            [o.x, o.y, o.z, t.grid.side].map(f64::to_bits)
+            let (o, side) = (t.frame.cube.origin, t.frame.cube.side);
+            [o.x, o.y, o.z, side].map(f64::to_bits)
         }),
+        tree_centre: tree.map_or([0; 3], |t| t.frame.centre.to_array().map(f64::to_bits)),
         arrays: array_lengths(n, cells),
     };
     let json = serde_json::to_vec(&header).expect("the header serialises");
@@ -263,9 +272,9 @@ pub fn read_checkpoint(
     if hash.finish() != stored {
         return Err(bad("corrupt: checksum mismatch".into()));
     }
-    if header.version != VERSION && header.version != OLD_VERSION {
+    if ![OLD_VERSION, UNFRAMED_VERSION, VERSION].contains(&header.version) {
         return Err(bad(format!(
-            "checkpoint version {} (this hinoki reads versions {OLD_VERSION} and {VERSION})",
+            "checkpoint version {} (this hinoki reads versions {OLD_VERSION} to {VERSION})",
             header.version
         )));
     }
@@ -305,9 +314,12 @@ pub fn read_checkpoint(
     let topology = (cells > 0).then(|| {
         let g = header.tree_grid.map(f64::from_bits);
         TreeTopology {
-            grid: GridBox {
-                origin: DVec3::new(g[0], g[1], g[2]),
-                side: g[3],
+            frame: Frame {
+                cube: GridBox {
+                    origin: DVec3::new(g[0], g[1], g[2]),
+                    side: g[3],
+                },
+                centre: DVec3::from_array(header.tree_centre.map(f64::from_bits)),
             },
             index: pod_vec(take(4 * n)),
             first: pod_vec(take(4 * cells)),
@@ -322,6 +334,7 @@ pub fn read_checkpoint(
         t.check(n)
             .map_err(|e| bad(format!("corrupt saved tree: {e}")))?;
     }
+    let topology = topology.filter(|_| header.version != UNFRAMED_VERSION);
     let [reference, excess, rebuild_cost, refit_cost] = header.clock.map(f64::from_bits);
     let refit = RefitState {
         clock: RebuildClock {
@@ -478,7 +491,7 @@ mod tests {
     }
 
     #[test]
-    fn the_tree_survives_and_version_2_reads_as_rebuild_now() {
+    fn the_tree_survives_and_versions_2_and_3_read_without_it() {
         let dir = TestDir::new("checkpoint-tree");
         let (s, refit) = states();
         assert!(refit.topology.is_some() && refit.clock.since_rebuild == 1);
@@ -486,10 +499,27 @@ mod tests {
         let c = read_checkpoint(&path, (0, 1), 42).unwrap();
         assert!(c.state == s, "the run state differs");
         assert!(c.refit == refit, "the refit state differs");
-        // The same file as version 2 wrote it: no rebuild clock, no tree.
         let data = std::fs::read(&path).unwrap();
         let h_len = u64::from_le_bytes(data[8..16].try_into().unwrap()) as usize;
         let mut header: serde_json::Value = serde_json::from_slice(&data[16..16 + h_len]).unwrap();
+        // The same file as version 3 wrote it: the rebuild clock kept, the tree (then in
+        // absolute coordinates) left out.
+        let mut v3 = header.clone();
+        v3["version"] = UNFRAMED_VERSION.into();
+        v3.as_object_mut().unwrap().remove("tree_centre").unwrap();
+        let json = serde_json::to_vec(&v3).unwrap();
+        let mut old = MAGIC.to_vec();
+        old.extend((json.len() as u64).to_le_bytes());
+        old.extend(&json);
+        old.extend(&data[16 + h_len..data.len() - 8]);
+        let mut hash = Xxh64::new();
+        hash.update(&old);
+        old.extend(hash.finish().to_le_bytes());
+        std::fs::write(&path, old).unwrap();
+        let c = read_checkpoint(&path, (0, 1), 42).unwrap();
+        assert_eq!((&c.state, c.refit.clock), (&s, refit.clock));
+        assert!(c.refit.topology.is_none());
+        // The same file as version 2 wrote it: no rebuild clock, no tree.
         let o = header.as_object_mut().unwrap();
         for key in [
             "since_rebuild",
@@ -497,6 +527,7 @@ mod tests {
             "backoff",
             "tree_cells",
             "tree_grid",
+            "tree_centre",
         ] {
             o.remove(key).unwrap();
         }

@@ -166,6 +166,8 @@ mod tests {
     fn parallel_export_equals_the_sequential_one() {
         let p = generate(Model::Nfw, 20_000, 9).unwrap();
         let (a, b): (Vec<usize>, Vec<usize>) = (0..p.len()).partition(|&i| p.pos[i].x < 0.05);
+        // Both "ranks" build in the frame of all particles, as a job's do.
+        let frame = crate::sfc::Frame::of_points(&p.pos);
         let build = |ix: &[usize]| {
             let pos: Vec<_> = ix.iter().map(|&i| p.pos[i]).collect();
             let mass: Vec<_> = ix.iter().map(|&i| p.mass[i]).collect();
@@ -175,10 +177,10 @@ mod tests {
                 mac: crate::walk::mac::Mac::Modified,
                 theta: 0.6,
             };
-            Tree::build(&pos, &mass, &tp, &mut Default::default())
+            Tree::build_in(&frame, &pos, &mass, &tp, &mut Default::default())
         };
         let (src, dst) = (build(&a), build(&b));
-        let crit = ForceParams::default().walk_params().criterion;
+        let crit = ForceParams::default().walk_params(frame.side()).criterion;
         let region = Region::of_tree(&dst, 0.0, 16);
         let serial = export_splitting_above(&src, &crit, &region, u32::MAX);
         let parallel = export_splitting_above(&src, &crit, &region, 1);

@@ -4,7 +4,7 @@
 use super::*;
 use crate::forces::ForceParams;
 use crate::ics::{generate, Model};
-use crate::sfc::{keys, GridBox, Order};
+use crate::sfc::{keys, Frame, GridBox, Order};
 use crate::tree::Tree;
 use crate::tree::TreeParams;
 use crate::walk::cpu::{grouped_walk, WalkOutput};
@@ -31,8 +31,14 @@ fn halves(p: &Particles) -> [Particles; 2] {
     [pick(true), pick(false)]
 }
 
-/// Forces on the particles of `mine` (tree order) from its own tree and the LET of `other`.
-fn forces(mine: &Particles, other: &Particles, params: &ForceParams) -> (Vec<u32>, WalkOutput) {
+/// Forces on the particles of `mine` (tree order) from its own tree and the LET of `other`,
+/// both built in the frame of all of them as the ranks of a job build theirs (the results in
+/// that frame: accelerations in units of 1 / side²), and the side of the frame's cube.
+fn forces(
+    mine: &Particles,
+    other: &Particles,
+    params: &ForceParams,
+) -> (Vec<u32>, WalkOutput, f64) {
     let tp = TreeParams {
         order: Order::Hilbert,
         ncrit: params.ncrit.resolve(false),
@@ -40,16 +46,17 @@ fn forces(mine: &Particles, other: &Particles, params: &ForceParams) -> (Vec<u32
         theta: params.theta,
     };
     let mut t = crate::diag::PhaseTimes::default();
+    let frame = Frame::of_points(&[&mine.pos[..], &other.pos].concat());
     let (a, b) = (
-        Tree::build(&mine.pos, &mine.mass, &tp, &mut t),
-        Tree::build(&other.pos, &other.mass, &tp, &mut t),
+        Tree::build_in(&frame, &mine.pos, &mine.mass, &tp, &mut t),
+        Tree::build_in(&frame, &other.pos, &other.mass, &tp, &mut t),
     );
     let targets: Vec<[f32; 4]> = a
         .particles
         .iter()
         .map(|p| [p[0], p[1], p[2], 0.0])
         .collect();
-    let wp = params.walk_params();
+    let wp = params.walk_params(frame.side());
     let region = Region::of_tree(&a, 0.0, 64);
     let buf = export(&b, &wp.criterion, &region);
     if params.theta >= 0.5 {
@@ -60,19 +67,26 @@ fn forces(mine: &Particles, other: &Particles, params: &ForceParams) -> (Vec<u32
     }
     let forest = wire::unpack_forest(&buf, &[buf.len()]).unwrap();
     let groups = tree_groups(&a, params.group);
-    let mut out = grouped_walk(&a, &targets, &groups, &wp);
-    let far = grouped_walk(&forest, &targets, &groups, &wp);
+    let own: Vec<u32> = (0..targets.len() as u32).collect();
+    let mut out = grouped_walk(&a, &targets, Some(&own), &groups, &wp);
+    let far = grouped_walk(&forest, &targets, None, &groups, &wp);
     for (x, y) in out.acc_pot.iter_mut().zip(&far.acc_pot) {
         for d in 0..4 {
             x[d] += y[d];
         }
     }
-    (a.index.clone(), out)
+    (a.index.clone(), out, frame.side())
 }
 
-/// Relative acceleration errors of `out` (targets `index` of `mine`) against direct summation
-/// over `all`.
-fn errors(mine: &Particles, all: &Particles, index: &[u32], out: &WalkOutput) -> Vec<f64> {
+/// Relative acceleration errors of `out` (targets `index` of `mine`, in the frame of a cube of
+/// side `side`) against direct summation over `all`.
+fn errors(
+    mine: &Particles,
+    all: &Particles,
+    index: &[u32],
+    out: &WalkOutput,
+    side: f64,
+) -> Vec<f64> {
     let ids: Vec<usize> = index
         .iter()
         .map(|&i| {
@@ -86,7 +100,8 @@ fn errors(mine: &Particles, all: &Particles, index: &[u32], out: &WalkOutput) ->
     acc.iter()
         .zip(&out.acc_pot)
         .map(|(r, a)| {
-            (DVec3::new(a[0] as f64, a[1] as f64, a[2] as f64) - *r).length() / r.length()
+            let a = DVec3::new(a[0] as f64, a[1] as f64, a[2] as f64) / (side * side);
+            (a - *r).length() / r.length()
         })
         .collect()
 }
@@ -100,8 +115,8 @@ fn own_tree_plus_let_matches_direct_summation() {
             theta,
             ..ForceParams::default()
         };
-        let (index, out) = forces(&a, &b, &params);
-        let mut e = errors(&a, &all, &index, &out);
+        let (index, out, side) = forces(&a, &b, &params);
+        let mut e = errors(&a, &all, &index, &out, side);
         e.sort_by(f64::total_cmp);
         let p99 = e[e.len() * 99 / 100];
         assert!(p99 < bound, "theta {theta}: p99 {p99}");
@@ -119,9 +134,10 @@ fn malformed_buffers_are_refused() {
         mac: crate::walk::mac::Mac::Modified,
         theta: 0.5,
     };
-    let tree = Tree::build(&b.pos, &b.mass, &tp, &mut t);
-    let mine = Tree::build(&a.pos, &a.mass, &tp, &mut t);
-    let crit = ForceParams::default().walk_params().criterion;
+    let frame = Frame::of_points(&all.pos);
+    let tree = Tree::build_in(&frame, &b.pos, &b.mass, &tp, &mut t);
+    let mine = Tree::build_in(&frame, &a.pos, &a.mass, &tp, &mut t);
+    let crit = ForceParams::default().walk_params(frame.side()).criterion;
     let buf = export(&tree, &crit, &Region::of_tree(&mine, 0.0, 1));
     assert!(wire::unpack_forest(&buf, &[buf.len()]).is_ok());
     let e = wire::unpack_forest(&buf[..buf.len() - 1], &[buf.len() - 1]).unwrap_err();

@@ -10,7 +10,7 @@
 //! Received buffers are checked before use: a malformed buffer is an error, never a bad walk.
 
 use crate::error::{Error, Result};
-use crate::sfc::GridBox;
+use crate::sfc::{Frame, GridBox};
 use crate::tree::{Cells, Tree};
 use glam::DVec3;
 
@@ -183,8 +183,13 @@ pub fn unpack_forest(data: &[f32], counts: &[usize]) -> Result<Tree> {
             particles.push([p[0], p[1], p[2], p[3]]);
         }
     }
+    // The LETs are in the job's frame, which the receiving rank holds; the forest's own is
+    // never read.
     Ok(Tree {
-        grid: GridBox::around(DVec3::ZERO, DVec3::ZERO),
+        frame: Frame {
+            cube: GridBox::around(DVec3::ZERO, DVec3::ZERO),
+            centre: DVec3::ZERO,
+        },
         particles,
         index: Vec::new(),
         cells,

@@ -1,8 +1,11 @@
 //! Space-filling-curve keys: 63-bit Morton and Peano–Hilbert keys, 21 bits per axis, of positions
 //! quantised on a 2²¹ grid spanning a cubic bounding box.
 
+pub mod frame;
 pub mod hilbert;
 pub mod morton;
+
+pub use frame::Frame;
 
 /// The particle ordering used to build the tree and to order the walk.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -17,11 +20,16 @@ pub enum Order {
     None,
 }
 
+use crate::error::{Error, Result};
 use glam::DVec3;
 use rayon::prelude::*;
 
 /// Grid resolution per axis: 2²¹ cells, so that three coordinates fill a 63-bit key.
 pub const GRID: u32 = 1 << 21;
+
+/// The largest softening length a [`Frame`] holds, in units of its side: 2³² (its square
+/// stays far inside float32).
+pub const MAX_EPS_PER_SIDE: f64 = 4294967296.0;
 
 /// A cube that contains every particle, quantised into a 2²¹ grid per axis.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -49,10 +57,33 @@ impl GridBox {
         }
     }
 
-    /// The cube around the bounding box `[lo, hi]` rounded to float32 (rounding is monotone:
-    /// it bounds the points rounded to float32), as the trees take it.
-    pub fn around_float32(lo: DVec3, hi: DVec3) -> Self {
-        Self::around(lo.as_vec3().as_dvec3(), hi.as_vec3().as_dvec3())
+    /// The cube of the [`Frame`] that the float32 values of particles in the bounding box
+    /// `[lo, hi]` are taken to, for a softening length `eps` (length units): the
+    /// cube [`GridBox::around`] them, widened where needed to ε / [`MAX_EPS_PER_SIDE`] (its
+    /// particles are then closer than float32 tells apart within ε anyway), so that ε² in the
+    /// frame stays far inside float32. Fails, naming the box, when float64 cannot hold the
+    /// distances between its corners.
+    pub fn frame_for(lo: DVec3, hi: DVec3, eps: f64) -> Result<Self> {
+        let mut g = Self::around(lo, hi);
+        let least = eps / MAX_EPS_PER_SIDE;
+        if g.side < least {
+            g = Self {
+                origin: g.centre() - DVec3::splat(0.5 * least),
+                side: least,
+            };
+        }
+        if !(g.origin.is_finite() && g.side.is_finite()) {
+            return Err(Error::input(format!(
+                "the particles span [{lo}, {hi}], farther than float64 arithmetic reaches: \
+                 the distances between them cannot be computed"
+            )));
+        }
+        Ok(g)
+    }
+
+    /// The cube's centre (length units).
+    pub fn centre(&self) -> DVec3 {
+        self.origin + DVec3::splat(0.5 * self.side)
     }
 
     /// The cube around a set of (finite) points.

@@ -10,17 +10,20 @@
 use crate::diag::PhaseTimes;
 use crate::error::Result;
 use crate::forces::TreeTopology;
-use crate::gpu::launch::{with_headroom, Arg, DeviceArray, KernelRunner};
+use crate::gpu::launch::{grow, with_headroom, Arg, DeviceArray, KernelRunner};
 use crate::gpu::stages::{blocks, int, ptr, Stages};
-use crate::sfc::{GridBox, Order, GRID};
-use crate::tree::{Cells, Tree, TreeParams, MAX_LEVEL};
+use crate::sfc::{Frame, Order, GRID};
+use crate::tree::{close, Cells, ClosePair, Tree, TreeParams, MAX_LEVEL};
 use crate::walk::mac::Mac;
 use bfs::bfs_layout;
+use glam::DVec3;
 
 /// Keys per block of a radix pass (RADIX_TILE in cuda/build.cu).
 const TILE: usize = 2048;
 /// Float64 words of one cell's moments (MOMENT_WORDS).
 const MOMENT_WORDS: usize = 11;
+/// Float64 words of a closest pair's record (`pair_record` in cuda/build.cu).
+const PAIR_WORDS: usize = 10;
 
 /// Device addresses of a tree's arrays, as the walk and LET kernels read them: sorted particles
 /// (x, y, z, m), and per cell in preorder its centre of mass and mass, S_eff, box (centre, half
@@ -73,8 +76,8 @@ pub struct DeviceTree {
     pub particles: usize,
     /// Its cells.
     pub cells: usize,
-    /// The cube its keys were computed in.
-    pub grid: GridBox,
+    /// The frame it was built in (cube and centre), which its values are in.
+    pub frame: Frame,
     /// Its arrays.
     pub arrays: TreeArrays,
     /// Device address of the tree's order: for each sorted particle, its index in the
@@ -133,6 +136,11 @@ pub struct TreeBuilder<R: KernelRunner> {
     /// Digit counts of the eight radix passes, and the size of the next tree level.
     digit_counts: R::Array<u32>,
     next_total: R::Array<u32>,
+    /// The closest pair along the curve: its key, then its record.
+    pair_key: R::Array<u64>,
+    pair_record: R::Array<f64>,
+    /// A sample of the positions (3 doubles each).
+    samples: R::Array<f64>,
     /// The last tree, and where each of its levels starts in the breadth-first arrays (then
     /// their number of cells): what a refit needs.
     last: Option<(DeviceTree, Vec<usize>)>,
@@ -145,6 +153,9 @@ impl<R: KernelRunner> TreeBuilder<R> {
         Ok(Self {
             digit_counts: r.alloc(8 * 256)?,
             next_total: r.alloc(1)?,
+            pair_key: r.alloc(1)?,
+            pair_record: r.alloc(PAIR_WORDS)?,
+            samples: r.alloc(3)?,
             particles: None,
             cells: None,
             last: None,
@@ -196,25 +207,25 @@ impl<R: KernelRunner> TreeBuilder<R> {
         p + c
     }
 
-    /// The tree over the `src.n` particles on the device (positions rounded to float32 first)
-    /// on the keys of the cube `grid`, which holds them, built there and kept there: the tree
+    /// The tree over the `src.n` particles on the device (positions taken to the float32 frame
+    /// `frame`, whose cube holds them, first), built there and kept there: the tree
     /// [`Tree::build_in`] builds. Times `sort` (the rounding, keys, sort and gather), `build`
     /// (topology, preorder) and `moments`. `src.n` must be at least 1 and the positions finite.
     pub fn build(
         &mut self,
         s: &Stages<R>,
         src: Positions,
-        grid: &GridBox,
+        frame: &Frame,
         p: &TreeParams,
         times: &mut PhaseTimes,
     ) -> Result<DeviceTree> {
         self.last = None;
         let n = src.n;
-        let grid = *grid;
-        times.time("sort", || self.sort(s, src, &grid, p.order))?;
+        let frame = *frame;
+        times.time("sort", || self.sort(s, src, &frame, p.order))?;
         let levels = times.time("build", || self.cell_levels(s, n, p.ncrit))?;
-        times.time("moments", || self.moments(s, &levels, &grid, p))?;
-        let tree = self.device_tree(n, levels[levels.len() - 1], grid);
+        times.time("moments", || self.moments(s, &levels, &frame, p))?;
+        let tree = self.device_tree(n, levels[levels.len() - 1], frame);
         self.last = Some((tree, levels));
         Ok(tree)
     }
@@ -245,12 +256,16 @@ impl<R: KernelRunner> TreeBuilder<R> {
                     "refit_particles",
                     blocks(src.n),
                     &[
-                        Arg::Ptr(src.pos),
-                        Arg::Ptr(src.mass),
-                        ptr(&a.index[0]),
-                        int(src.n)?,
-                        ptr(&a.sorted),
-                    ],
+                        &[
+                            Arg::Ptr(src.pos),
+                            Arg::Ptr(src.mass),
+                            ptr(&a.index[0]),
+                            int(src.n)?,
+                        ][..],
+                        &frame_args(&tree.frame),
+                        &[ptr(&a.sorted)],
+                    ]
+                    .concat(),
                 )?;
                 let common = [
                     ptr(&a.sorted),
@@ -298,8 +313,99 @@ impl<R: KernelRunner> TreeBuilder<R> {
         Ok(tree)
     }
 
-    /// The view of the arrays of a tree of `n` particles and `cells` cells in `grid`.
-    fn device_tree(&self, n: usize, cells: usize, grid: GridBox) -> DeviceTree {
+    /// The pair of particles near each other along the last tree's curve that the frame of
+    /// its cube resolves worst with softening `eps` (length units; see
+    /// [`crate::tree::close`], which it equals), of the particles at `src` (those of the tree,
+    /// in the same order) with ids at device address `id` (u64 each) where the rank holds
+    /// them. `None` when they all coincide or there is no tree.
+    pub fn closest_pair(
+        &mut self,
+        s: &Stages<R>,
+        src: Positions,
+        id: Option<u64>,
+        eps: f64,
+    ) -> Result<Option<ClosePair>> {
+        let Some(tree) = self.tree().filter(|t| t.particles == src.n) else {
+            return Ok(None);
+        };
+        s.runner().upload(&[u64::MAX], &mut self.pair_key)?;
+        let c = tree.frame.centre;
+        // SAFETY: the tree's order holds src.n indices of particles at src.
+        unsafe {
+            s.launch(
+                "closest_pair",
+                blocks(src.n).min(1024),
+                &[
+                    int(src.n)?,
+                    Arg::Ptr(tree.order),
+                    Arg::Ptr(src.pos),
+                    Arg::F64(c.x),
+                    Arg::F64(c.y),
+                    Arg::F64(c.z),
+                    Arg::F64(close::NEAR * tree.frame.side()),
+                    Arg::F64(eps * eps),
+                    ptr(&self.pair_key),
+                ],
+            )?;
+        }
+        let key = s.fetch(&self.pair_key, 1)?[0];
+        if key == u64::MAX {
+            return Ok(None);
+        }
+        let (k, l) = close::pair_slots(key);
+        // SAFETY: k < l < src.n; the record holds PAIR_WORDS doubles.
+        unsafe {
+            s.launch(
+                "pair_record",
+                1,
+                &[
+                    int(k)?,
+                    int(l)?,
+                    Arg::Ptr(tree.order),
+                    Arg::Ptr(src.pos),
+                    Arg::Ptr(id.unwrap_or(0)),
+                    Arg::I32(id.is_some() as i32),
+                    ptr(&self.pair_record),
+                ],
+            )?;
+        }
+        let r = s.fetch(&self.pair_record, PAIR_WORDS)?;
+        let at = |j: usize| DVec3::new(r[2 + 3 * j], r[3 + 3 * j], r[4 + 3 * j]);
+        Ok(Some(ClosePair::of(
+            [at(0), at(1)],
+            [r[0] as usize, r[1] as usize],
+            &tree.frame,
+            id.map(|_| [r[8].to_bits(), r[9].to_bits()]),
+        )))
+    }
+
+    /// `count` of the positions at `src` at even strides, copied down: the sample
+    /// [`crate::sfc::frame::strided`] takes.
+    pub fn samples(&mut self, s: &Stages<R>, src: Positions, count: usize) -> Result<Vec<DVec3>> {
+        let stride = src.n.div_ceil(count.max(1)).max(1);
+        let m = src.n.div_ceil(stride);
+        if m == 0 {
+            return Ok(Vec::new());
+        }
+        grow(s.runner(), &mut self.samples, 3 * m)?;
+        // SAFETY: the positions hold src.n particles, the samples 3 doubles for each of m.
+        unsafe {
+            s.launch(
+                "sample_positions",
+                blocks(m),
+                &[
+                    int(src.n)?,
+                    Arg::Ptr(src.pos),
+                    int(stride)?,
+                    ptr(&self.samples),
+                ],
+            )?;
+        }
+        s.fetch_as(&self.samples, m)
+    }
+
+    /// The view of the arrays of a tree of `n` particles and `cells` cells in `frame`.
+    fn device_tree(&self, n: usize, cells: usize, frame: Frame) -> DeviceTree {
         let (a, c) = (
             self.particles.as_ref().expect("built"),
             self.cells.as_ref().expect("built"),
@@ -307,7 +413,7 @@ impl<R: KernelRunner> TreeBuilder<R> {
         DeviceTree {
             particles: n,
             cells,
-            grid,
+            frame,
             arrays: TreeArrays {
                 particles: a.sorted.ptr(),
                 com_mass: c.com_mass.ptr(),
@@ -387,28 +493,28 @@ impl<R: KernelRunner> TreeBuilder<R> {
         Ok(())
     }
 
-    /// Rounds the particles at `src` to float32, computes their keys in the cube `grid` on the
-    /// curve `order`, sorts (key, index) pairs and gathers the particles in key order. The
+    /// Takes the particles at `src` to the float32 `frame`, computes their keys (in its
+    /// [`Frame::key_grid`]) on the curve `order`, sorts (key, index) pairs and gathers the particles in key order. The
     /// sorted keys and order end in `keys[0]`, `index[0]`, the particles in `sorted`.
-    fn sort(&mut self, s: &Stages<R>, src: Positions, grid: &GridBox, order: Order) -> Result<()> {
+    fn sort(&mut self, s: &Stages<R>, src: Positions, frame: &Frame, order: Order) -> Result<()> {
         let n = src.n;
         self.reserve_particles(s, n)?;
         s.runner()
             .upload(&[0u32; 8 * 256], &mut self.digit_counts)?;
         let a = self.particles.as_ref().expect("reserved");
-        let o = grid.origin;
+        let o = frame.key_grid().origin;
         // SAFETY (every launch below): the particle arrays hold at least n particles, the
         // tile counts 256 per tile, the digit counts 8 * 256.
         unsafe {
             s.launch(
-                "to_float32",
+                "to_frame",
                 blocks(n),
                 &[
-                    Arg::Ptr(src.pos),
-                    Arg::Ptr(src.mass),
-                    int(n)?,
-                    ptr(&a.pos_mass),
-                ],
+                    &[Arg::Ptr(src.pos), Arg::Ptr(src.mass), int(n)?][..],
+                    &frame_args(frame),
+                    &[ptr(&a.pos_mass)],
+                ]
+                .concat(),
             )?;
             s.launch(
                 "tree_keys",
@@ -419,7 +525,7 @@ impl<R: KernelRunner> TreeBuilder<R> {
                     Arg::F64(o.x),
                     Arg::F64(o.y),
                     Arg::F64(o.z),
-                    Arg::F64(GRID as f64 / grid.side),
+                    Arg::F64(GRID as f64),
                     Arg::I32((order == Order::Hilbert) as i32),
                     ptr(&a.keys[0]),
                     ptr(&a.index[0]),
@@ -650,19 +756,19 @@ impl<R: KernelRunner> TreeBuilder<R> {
     }
 
     /// The upward pass (deepest level first), then every cell stored at its preorder position
-    /// with its box and S_eff.
+    /// with its box (in `frame`'s [`Frame::key_grid`]) and S_eff.
     fn moments(
         &mut self,
         s: &Stages<R>,
         levels: &[usize],
-        grid: &GridBox,
+        frame: &Frame,
         p: &TreeParams,
     ) -> Result<()> {
         let c = self.cells.as_ref().expect("reserved");
         let a = self.particles.as_ref().expect("sorted");
         let depth = levels.len() - 1;
         let ncells = levels[depth];
-        let o = grid.origin;
+        let o = frame.key_grid().origin;
         // SAFETY: the cell arrays hold every cell, the particle arrays every particle.
         unsafe {
             self.per_level(
@@ -695,7 +801,7 @@ impl<R: KernelRunner> TreeBuilder<R> {
                     Arg::F64(o.x),
                     Arg::F64(o.y),
                     Arg::F64(o.z),
-                    Arg::F64(grid.side),
+                    Arg::F64(1.0),
                     Arg::I32((p.mac != Mac::BarnesHut) as i32),
                     Arg::F32(p.theta),
                     ptr(&c.first),
@@ -755,7 +861,7 @@ impl<R: KernelRunner> TreeBuilder<R> {
             s_eff: s.fetch(&c.s_eff, ncells)?,
         };
         Ok(Some(Tree {
-            grid: tree.grid,
+            frame: tree.frame,
             particles: s.fetch_as(&a.sorted, n)?,
             index: s.fetch(&a.index[0], n)?,
             cells,
@@ -779,7 +885,7 @@ impl<R: KernelRunner> TreeBuilder<R> {
         let a = self.particles.as_ref().expect("built");
         let c = self.cells.as_ref().expect("built");
         Ok(Some(TreeTopology {
-            grid: tree.grid,
+            frame: tree.frame,
             index: s.fetch(&a.index[0], n)?,
             first: s.fetch(&c.first, ncells)?,
             count: s.fetch(&c.count, ncells)?,
@@ -816,7 +922,7 @@ impl<R: KernelRunner> TreeBuilder<R> {
         r.upload(&t.subtree, &mut c.subtree)?;
         r.upload(bytemuck::cast_slice(&t.boxes), &mut c.built)?;
         self.parents(s, ncells)?;
-        let tree = self.device_tree(n, ncells, t.grid);
+        let tree = self.device_tree(n, ncells, t.frame);
         self.last = Some((tree, bfs.levels));
         Ok(())
     }
@@ -829,7 +935,7 @@ impl<R: KernelRunner> TreeBuilder<R> {
         self.restore(
             s,
             &TreeTopology {
-                grid: tree.grid,
+                frame: tree.frame,
                 index: tree.index.clone(),
                 first: cells.first.clone(),
                 count: cells.count.clone(),
@@ -851,6 +957,18 @@ impl<R: KernelRunner> TreeBuilder<R> {
         r.upload(&cells.s_eff, &mut c.s_eff)?;
         Ok(self.tree().expect("restored"))
     }
+}
+
+/// The kernel arguments that take float64 positions to the float32 `frame`
+/// ([`Frame::to_frame`]): its centre and the inverse of its cube's side.
+pub(crate) fn frame_args(frame: &Frame) -> [Arg; 4] {
+    let c = frame.centre;
+    [
+        Arg::F64(c.x),
+        Arg::F64(c.y),
+        Arg::F64(c.z),
+        Arg::F64(1.0 / frame.side()),
+    ]
 }
 
 mod bfs;

@@ -8,15 +8,17 @@
 
 pub mod build;
 pub mod build_gpu;
+pub mod close;
 pub mod moments;
 mod refit;
 pub mod threading;
 
 pub use build::build_topology;
+pub use close::ClosePair;
 pub use moments::compute_moments;
 pub use threading::FlatTree;
 
-use crate::sfc::GridBox;
+use crate::sfc::Frame;
 
 /// Deepest tree level: 21 bits per axis. Cells at this level are leaves whatever their count,
 /// which keeps coincident particles in one leaf instead of recursing forever.
@@ -71,13 +73,15 @@ impl Cells {
 /// A complete tree over one set of particles.
 #[derive(Clone, Debug)]
 pub struct Tree {
-    /// The cube the keys were computed in.
-    pub grid: GridBox,
-    /// Sorted particles: position (length units) and mass (mass units), float32.
+    /// The frame the tree was built in (its cube and centre); its float32 values are in it
+    /// (see [`Frame::to_frame`]: lengths in units of the cube's side, positions from the
+    /// frame's centre).
+    pub frame: Frame,
+    /// Sorted particles: frame position and mass (mass units), float32.
     pub particles: Vec<[f32; 4]>,
     /// For each sorted particle, its index in the input arrays.
     pub index: Vec<u32>,
-    /// The cells.
+    /// The cells, in the frame.
     pub cells: Cells,
 }
 
@@ -101,30 +105,31 @@ pub struct TreeParams {
 }
 
 impl Tree {
-    /// Builds the tree over particles at `pos` (length units) with masses `mass` in the cube
-    /// around them: [`Tree::build_in`] that cube.
+    /// Builds the tree over particles at `pos` (length units) with masses `mass` in the frame
+    /// of the points ([`Frame::of_points`]): [`Tree::build_in`] that frame.
     pub fn build(pos: &[DVec3], mass: &[f64], p: &TreeParams, times: &mut PhaseTimes) -> Self {
-        let (lo, hi) = crate::sfc::bounding_box(pos);
-        Self::build_in(&GridBox::around_float32(lo, hi), pos, mass, p, times)
+        Self::build_in(&Frame::of_points(pos), pos, mass, p, times)
     }
 
-    /// Builds the tree over particles at `pos` (length units) with masses `mass`, rounded to
-    /// float32 first, on the keys of the cube `grid`, which must hold them (every rank of a job
-    /// builds in the cube around all ranks' particles, so that their trees' cells are cells of
-    /// one global octree). Keys, cells and moments come from the rounded values, as the GPU
-    /// builds it: both give the same tree for the same particles. Times the phases `sort`
-    /// (keys, sort, gather), `build` (topology) and `moments`. `pos` must be non-empty and
-    /// finite.
+    /// Builds the tree over particles at `pos` (length units) with masses `mass` in `frame`,
+    /// whose cube must hold them (every rank of a job builds in the frame of the cube around
+    /// all ranks' particles, so that their trees' cells are cells of one global octree and
+    /// their float32 values are in one frame). The positions are taken to the float32 frame
+    /// first ([`Frame::to_frame`]) and the masses rounded to float32; keys (in the frame's
+    /// [`Frame::key_grid`]), cells and moments come from those values, as the GPU builds it:
+    /// both give the same tree for the same particles. Times the phases `sort` (keys, sort,
+    /// gather), `build` (topology) and `moments`. `pos` must be non-empty and finite.
     pub fn build_in(
-        grid: &GridBox,
+        frame: &Frame,
         pos: &[DVec3],
         mass: &[f64],
         p: &TreeParams,
         times: &mut PhaseTimes,
     ) -> Self {
-        let grid = *grid;
-        let (grid, index, particles) = times.time("sort", || {
-            let k = keys_by(p.order, &grid, pos.len(), |i| pos[i].as_vec3().as_dvec3());
+        let (frame, keys_in) = (*frame, frame.key_grid());
+        let (index, particles) = times.time("sort", || {
+            let at = |i: usize| DVec3::from_array(frame.to_frame(pos[i]).map(f64::from));
+            let k = keys_by(p.order, &keys_in, pos.len(), at);
             let mut pairs: Vec<(u64, u32)> = k
                 .into_par_iter()
                 .enumerate()
@@ -135,20 +140,19 @@ impl Tree {
             let ((index, particles), sorted): ((Vec<u32>, Vec<_>), Vec<_>) = pairs
                 .par_iter()
                 .map(|&(k, i)| {
-                    let x = pos[i as usize];
-                    let m = mass[i as usize] as f32;
-                    ((i, [x.x as f32, x.y as f32, x.z as f32, m]), k)
+                    let [x, y, z] = frame.to_frame(pos[i as usize]);
+                    ((i, [x, y, z, mass[i as usize] as f32]), k)
                 })
                 .unzip();
-            (grid, index, (particles, sorted))
+            (index, (particles, sorted))
         });
         let (particles, sorted_keys) = particles;
         let mut cells = times.time("build", || build_topology(&sorted_keys, p.ncrit));
         times.time("moments", || {
-            compute_moments(&mut cells, &particles, &sorted_keys, &grid, p)
+            compute_moments(&mut cells, &particles, &sorted_keys, &keys_in, p)
         });
         Tree {
-            grid,
+            frame,
             particles,
             index,
             cells,

@@ -195,8 +195,9 @@ pub(super) fn store_moments(cells: &mut Cells, moments: &[Moment]) {
 }
 
 /// Fills geometry (`boxes`), moments (`com_mass`, `quad`) and `s_eff` of every cell.
-/// `particles` and `keys` are the key-sorted particles and keys the topology was built on, on
-/// the curve of `params.order`, in the cube `grid`; `params` also gives the criterion and θ.
+/// `particles` and `keys` are the key-sorted particles (frame positions) and keys the topology
+/// was built on, on the curve of `params.order`, in `grid` (the frame's
+/// [`crate::sfc::Frame::key_grid`]); `params` also gives the criterion and θ.
 pub fn compute_moments(
     cells: &mut Cells,
     particles: &[[f32; 4]],

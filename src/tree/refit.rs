@@ -83,7 +83,8 @@ fn cube(built: [f32; 4], b: &Bounds) -> [f32; 4] {
 
 impl Tree {
     /// Refits this tree to the particles at `pos` (length units) with masses `mass`, in the
-    /// same input order as when it was built: gathers them in the tree's order, then
+    /// same input order as when it was built: gathers them in the tree's order (in the frame
+    /// of its build), then
     /// recomputes every cell's box (see the module documentation; `built` holds the boxes of
     /// the last rebuild, one per cell), moments and S_eff (for `params.mac` and
     /// `params.theta`), in parallel. `pos.len()` must equal the tree's particle count.
@@ -94,8 +95,8 @@ impl Tree {
             .index
             .par_iter()
             .map(|&i| {
-                let x = pos[i as usize];
-                [x.x as f32, x.y as f32, x.z as f32, mass[i as usize] as f32]
+                let [x, y, z] = self.frame.to_frame(pos[i as usize]);
+                [x, y, z, mass[i as usize] as f32]
             })
             .collect();
         let (cells, particles) = (&self.cells, &self.particles);
@@ -189,7 +190,7 @@ mod tests {
         assert!(grown > cells.len() / 2, "{grown} of {} grew", cells.len());
         // The particles are the drifted ones, in the tree's order.
         for (k, &i) in t.index.iter().enumerate() {
-            assert_eq!(t.particles[k][0], p.pos[i as usize].x as f32);
+            assert_eq!(t.particles[k][..3], t.frame.to_frame(p.pos[i as usize]));
         }
     }
 

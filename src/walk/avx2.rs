@@ -23,13 +23,58 @@ fn rsqrt(x: __m256) -> __m256 {
     )
 }
 
-/// Accelerations and potentials (G = 1) on up to eight targets `tg` from the point masses of
-/// `ranges` (index ranges into `particles`) and the cells `cells` (indices into `com_mass`,
-/// `quad` and `trace`), written to `out` (one entry per target).
+/// Accelerations (x, y, z) and potentials of eight targets.
+struct Acc {
+    ax: __m256,
+    ay: __m256,
+    az: __m256,
+    ph: __m256,
+}
+
+/// Adds to `acc` the point masses `sources` (the particles `first`, `first + 1`, … of the tree)
+/// on the targets at `x` (x, y, z of eight lanes) with squared softening `e2`; with `OWN`, the
+/// lane whose own particle (`me`) a source is leaves it out. A source at r = 0 (no softening)
+/// adds nothing.
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+fn p2p<const OWN: bool>(
+    acc: &mut Acc,
+    x: [__m256; 3],
+    sources: &[[f32; 4]],
+    first: u32,
+    me: __m256i,
+    e2: __m256,
+) {
+    let zero = _mm256_setzero_ps();
+    for (j, src) in (first..).zip(sources) {
+        let dx = _mm256_sub_ps(_mm256_set1_ps(src[0]), x[0]);
+        let dy = _mm256_sub_ps(_mm256_set1_ps(src[1]), x[1]);
+        let dz = _mm256_sub_ps(_mm256_set1_ps(src[2]), x[2]);
+        let r2 = _mm256_fmadd_ps(dx, dx, _mm256_fmadd_ps(dy, dy, _mm256_fmadd_ps(dz, dz, e2)));
+        let mut live = _mm256_cmp_ps::<_CMP_GT_OQ>(r2, zero);
+        if OWN {
+            let itself = _mm256_cmpeq_epi32(_mm256_set1_epi32(j as i32), me);
+            live = _mm256_andnot_ps(_mm256_castsi256_ps(itself), live);
+        }
+        let rinv = _mm256_and_ps(rsqrt(r2), live);
+        let mr = _mm256_mul_ps(_mm256_set1_ps(src[3]), rinv);
+        let mr3 = _mm256_mul_ps(mr, _mm256_mul_ps(rinv, rinv));
+        acc.ax = _mm256_fmadd_ps(dx, mr3, acc.ax);
+        acc.ay = _mm256_fmadd_ps(dy, mr3, acc.ay);
+        acc.az = _mm256_fmadd_ps(dz, mr3, acc.az);
+        acc.ph = _mm256_sub_ps(acc.ph, mr);
+    }
+}
+
+/// Accelerations and potentials (G = 1) on up to eight targets `tg`, which are the particles
+/// `own` (one per lane; `u32::MAX`: none), from the point masses of `ranges` (index ranges into
+/// `particles`) but their own, and the cells `cells` (indices into `com_mass`, `quad` and
+/// `trace`), written to `out` (one entry per target).
 #[target_feature(enable = "avx2,fma")]
 #[allow(clippy::too_many_arguments)]
 pub fn evaluate_batch(
     tg: &[[f32; 4]],
+    own: [u32; LANES],
     particles: &[[f32; 4]],
     ranges: &[(u32, u32)],
     com_mass: &[[f32; 4]],
@@ -46,26 +91,32 @@ pub fn evaluate_batch(
     let xi = unsafe { _mm256_loadu_ps(xs.as_ptr()) };
     let yi = unsafe { _mm256_loadu_ps(ys.as_ptr()) };
     let zi = unsafe { _mm256_loadu_ps(zs.as_ptr()) };
-    let e2 = _mm256_set1_ps(eps2);
+    // SAFETY: `own` holds LANES u32s.
+    let me = unsafe { _mm256_loadu_si256(own.as_ptr().cast()) };
     let zero = _mm256_setzero_ps();
-    let (mut ax, mut ay, mut az, mut ph) = (zero, zero, zero, zero);
+    let mut acc = Acc {
+        ax: zero,
+        ay: zero,
+        az: zero,
+        ph: zero,
+    };
+    let x = [xi, yi, zi];
+    let e2 = _mm256_set1_ps(eps2);
     for &(s, e) in ranges {
-        for src in &particles[s as usize..e as usize] {
-            let dx = _mm256_sub_ps(_mm256_set1_ps(src[0]), xi);
-            let dy = _mm256_sub_ps(_mm256_set1_ps(src[1]), yi);
-            let dz = _mm256_sub_ps(_mm256_set1_ps(src[2]), zi);
-            let d2 = _mm256_fmadd_ps(dx, dx, _mm256_fmadd_ps(dy, dy, _mm256_mul_ps(dz, dz)));
-            // The target itself (d2 = 0) adds nothing.
-            let live = _mm256_cmp_ps::<_CMP_GT_OQ>(d2, zero);
-            let rinv = _mm256_and_ps(rsqrt(_mm256_add_ps(d2, e2)), live);
-            let mr = _mm256_mul_ps(_mm256_set1_ps(src[3]), rinv);
-            let mr3 = _mm256_mul_ps(mr, _mm256_mul_ps(rinv, rinv));
-            ax = _mm256_fmadd_ps(dx, mr3, ax);
-            ay = _mm256_fmadd_ps(dy, mr3, ay);
-            az = _mm256_fmadd_ps(dz, mr3, az);
-            ph = _mm256_sub_ps(ph, mr);
+        let sources = &particles[s as usize..e as usize];
+        // Only the range holding a target's own particle needs the index test.
+        if own.iter().any(|o| (s..e).contains(o)) {
+            p2p::<true>(&mut acc, x, sources, s, me, e2);
+        } else {
+            p2p::<false>(&mut acc, x, sources, s, me, e2);
         }
     }
+    let Acc {
+        mut ax,
+        mut ay,
+        mut az,
+        mut ph,
+    } = acc;
     for &c in cells {
         let cm = com_mass[c as usize];
         let dx = _mm256_sub_ps(_mm256_set1_ps(cm[0]), xi);
@@ -96,9 +147,11 @@ pub fn evaluate_batch(
             _mm256_fmadd_ps(dy, qy, _mm256_fmadd_ps(dz, qz, t_eps2)),
         );
         let rinv5 = _mm256_mul_ps(_mm256_mul_ps(rinv2, rinv2), rinv);
+        // (2.5 dqd / r⁵) / r², in this order as in the portable formula: 1/r⁷ alone
+        // overflows float32 for cells accepted within 2⁻¹⁸ of a target.
         let radial = _mm256_fmadd_ps(
-            _mm256_mul_ps(_mm256_set1_ps(2.5), dqd),
-            _mm256_mul_ps(rinv5, rinv2),
+            _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(2.5), dqd), rinv5),
+            rinv2,
             mr3,
         );
         ax = _mm256_fnmadd_ps(qx, rinv5, _mm256_fmadd_ps(dx, radial, ax));

@@ -49,6 +49,28 @@ pub struct WalkOutput {
 /// counts without the target itself and particle–cell counts.
 pub type Forces = (Vec<DVec3>, Vec<f64>, Vec<u32>, Vec<u32>);
 
+/// The factors that take a walk's results, in a tree's frame with G = 1 (lengths in units of
+/// the side L of the tree's cube, see [`crate::sfc::GridBox::to_frame`]), to physical units:
+/// G / L² for accelerations and G / L for potentials.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Units {
+    /// Acceleration per frame acceleration (G / L²).
+    pub acc: f64,
+    /// Potential per frame potential (G / L).
+    pub pot: f64,
+}
+
+impl Units {
+    /// The units of results in the frame of a cube of side `side` (length units) with the
+    /// gravitational constant `g`.
+    pub fn of_frame(g: f64, side: f64) -> Self {
+        Self {
+            acc: g / side / side,
+            pot: g / side,
+        }
+    }
+}
+
 impl WalkOutput {
     fn zeros(n: usize) -> Self {
         Self {
@@ -58,11 +80,11 @@ impl WalkOutput {
         }
     }
 
-    /// A target's result `f` (acceleration and potential, G = 1) as float64 acceleration
-    /// (length/time²) and potential (energy/mass), the gravitational constant `g` applied.
-    pub fn scaled(f: &[f32; 4], g: f64) -> (DVec3, f64) {
-        let a = DVec3::new(f[0] as f64, f[1] as f64, f[2] as f64) * g;
-        (a, f[3] as f64 * g)
+    /// A target's result `f` (acceleration and potential in a frame, G = 1) as float64
+    /// acceleration (length/time²) and potential (energy/mass) in `units`.
+    pub fn scaled(f: &[f32; 4], units: Units) -> (DVec3, f64) {
+        let a = DVec3::new(f[0] as f64, f[1] as f64, f[2] as f64) * units.acc;
+        (a, f[3] as f64 * units.pot)
     }
 
     /// A target's particle–particle count from the walk of a tree that holds it, without the
@@ -79,11 +101,22 @@ struct List {
     cells: Vec<u32>,
 }
 
+/// Which of a walked tree's particles each target is, so that its sums leave out only itself
+/// (coincident particles still feel each other's softened potential): for every target, its
+/// index among the tree's sorted particles; `None` when the tree does not hold the targets (a
+/// forest of LETs).
+pub type Own<'a> = Option<&'a [u32]>;
+
+/// The index [`Own`] gives no particle: a target that is none of the tree's particles.
+const NOT_OWN: u32 = u32::MAX;
+
 /// Forces on `targets` (x, y, z, |a_old|) from `tree`, by the grouped walk over `groups`
-/// (consecutive ranges covering all targets in order).
+/// (consecutive ranges covering all targets in order); `own` says which of the tree's
+/// particles the targets are.
 pub fn grouped_walk(
     tree: &Tree,
     targets: &[[f32; 4]],
+    own: Own,
     groups: &[Group],
     p: &WalkParams,
 ) -> WalkOutput {
@@ -96,14 +129,21 @@ pub fn grouped_walk(
         .zip(acc)
         .zip(np.into_par_iter().zip(nm))
         .for_each_init(List::default, |list, ((&[s, k], acc), (np, nm))| {
-            let tg = &targets[s as usize..(s + k) as usize];
+            let range = s as usize..(s + k) as usize;
+            let tg = &targets[range.clone()];
             collect(tree, tg, &p.criterion, list);
             let n_p2p: u32 = list.ranges.iter().map(|r| r.1 - r.0).sum();
             np.fill(n_p2p);
             nm.fill(list.cells.len() as u32);
-            evaluate(tree, tg, list, p, acc);
+            evaluate(tree, tg, own.map(|o| &o[range]), list, p, acc);
         });
     out
+}
+
+/// The tree particles of up to [`LANES`] targets (`own` of a batch, `None`: none of them),
+/// padded with the last one's.
+fn own_lanes(own: Own, len: usize) -> [u32; LANES] {
+    std::array::from_fn(|l| own.map_or(NOT_OWN, |o| o[l.min(len - 1)]))
 }
 
 /// Cuts `v` into the consecutive pieces of `groups`.
@@ -155,27 +195,43 @@ fn collect(tree: &Tree, tg: &[[f32; 4]], crit: &Criterion, list: &mut List) {
     }
 }
 
-/// Evaluates the interaction list for every target of the group, writing `acc`.
-fn evaluate(tree: &Tree, tg: &[[f32; 4]], list: &List, p: &WalkParams, acc: &mut [[f32; 4]]) {
+/// Evaluates the interaction list for every target of the group (`own`: which of the tree's
+/// particles they are), writing `acc`.
+fn evaluate(
+    tree: &Tree,
+    tg: &[[f32; 4]],
+    own: Own,
+    list: &List,
+    p: &WalkParams,
+    acc: &mut [[f32; 4]],
+) {
     #[cfg(target_arch = "x86_64")]
     {
         if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
         {
             // SAFETY: the CPU supports the features the function is compiled for.
-            unsafe { evaluate_avx2(tree, tg, list, p, acc) };
+            unsafe { evaluate_avx2(tree, tg, own, list, p, acc) };
             return;
         }
     }
-    evaluate_lanes(tree, tg, list, p, acc);
+    evaluate_lanes(tree, tg, own, list, p, acc);
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-fn evaluate_avx2(tree: &Tree, tg: &[[f32; 4]], list: &List, p: &WalkParams, acc: &mut [[f32; 4]]) {
+fn evaluate_avx2(
+    tree: &Tree,
+    tg: &[[f32; 4]],
+    own: Own,
+    list: &List,
+    p: &WalkParams,
+    acc: &mut [[f32; 4]],
+) {
     let lanes = super::avx2::LANES;
-    for (batch, out) in tg.chunks(lanes).zip(acc.chunks_mut(lanes)) {
+    for (b, (batch, out)) in tg.chunks(lanes).zip(acc.chunks_mut(lanes)).enumerate() {
         super::avx2::evaluate_batch(
             batch,
+            own_lanes(own.map(|o| &o[b * lanes..]), batch.len()),
             &tree.particles,
             &list.ranges,
             &tree.cells.com_mass,
@@ -189,19 +245,31 @@ fn evaluate_avx2(tree: &Tree, tg: &[[f32; 4]], list: &List, p: &WalkParams, acc:
     }
 }
 
-/// The list evaluation proper: targets in batches of [`LANES`], sources broadcast.
+/// The list evaluation proper: targets in batches of [`LANES`], sources broadcast, each
+/// target's own particle left out.
 #[inline(always)]
-fn evaluate_lanes(tree: &Tree, tg: &[[f32; 4]], list: &List, p: &WalkParams, acc: &mut [[f32; 4]]) {
-    for (batch, out) in tg.chunks(LANES).zip(acc.chunks_mut(LANES)) {
+fn evaluate_lanes(
+    tree: &Tree,
+    tg: &[[f32; 4]],
+    own: Own,
+    list: &List,
+    p: &WalkParams,
+    acc: &mut [[f32; 4]],
+) {
+    for (b, (batch, out)) in tg.chunks(LANES).zip(acc.chunks_mut(LANES)).enumerate() {
         // Pad a short batch with its last target; the padded lanes are not written back.
         let x: [[f32; 3]; LANES] = std::array::from_fn(|l| {
             let t = batch[l.min(batch.len() - 1)];
             [t[0], t[1], t[2]]
         });
+        let me = own_lanes(own.map(|o| &o[b * LANES..]), batch.len());
         let mut a = [[0.0f32; 4]; LANES];
         for &(s, e) in &list.ranges {
-            for src in &tree.particles[s as usize..e as usize] {
+            for (j, src) in (s..e).zip(&tree.particles[s as usize..e as usize]) {
                 for l in 0..LANES {
+                    if j == me[l] {
+                        continue;
+                    }
                     let f = p2p(x[l], *src, p.eps2);
                     for k in 0..4 {
                         a[l][k] += f[k];
@@ -226,19 +294,24 @@ fn evaluate_lanes(tree: &Tree, tg: &[[f32; 4]], list: &List, p: &WalkParams, acc
 }
 
 /// Forces on `targets` (x, y, z, |a_old|) by one iterative next/more walk per target over the
-/// flat node arrays `flat` of `tree` (seed 004, Fig. 6).
+/// flat node arrays `flat` of `tree` (seed 004, Fig. 6); `own` says which of the tree's
+/// particles the targets are.
 pub fn single_walk(
     tree: &Tree,
     flat: &FlatTree,
     targets: &[[f32; 4]],
+    own: Own,
     p: &WalkParams,
 ) -> WalkOutput {
     let n = flat.n_particles;
     let cells = &tree.cells;
     let results: Vec<([f32; 4], u32, u32)> = targets
         .par_iter()
-        .map(|t| {
+        .enumerate()
+        .map(|(i, t)| {
             let x = [t[0], t[1], t[2]];
+            // Particle nodes are the tree's sorted particles.
+            let me = own.map_or(NOT_OWN, |o| o[i]) as usize;
             let mut a = [0.0f32; 4];
             let (mut np, mut nm) = (0u32, 0u32);
             let mut cur = flat.root() as i32;
@@ -247,6 +320,9 @@ pub fn single_walk(
                 let f = if node < n {
                     np += 1;
                     cur = flat.next[node];
+                    if node == me {
+                        continue;
+                    }
                     p2p(x, flat.pos_mass[node], p.eps2)
                 } else if p.criterion.accepts(cells, node - n, x, [0.0; 3], t[3]) {
                     nm += 1;
@@ -296,12 +372,14 @@ mod tests {
             eprintln!("skipping: this CPU has no AVX2/FMA");
             return;
         }
-        let pos: Vec<DVec3> = (0..4000)
+        let mut pos: Vec<DVec3> = (0..4000)
             .map(|i| {
                 let t = i as f64 * 0.61;
                 DVec3::new(t.sin(), (1.3 * t).cos(), (0.37 * t).sin()) * (0.2 + (i % 11) as f64)
             })
             .collect();
+        // Coincident particles, which feel each other (but not themselves) in both.
+        pos.extend_from_within(..400);
         let mass: Vec<f64> = (0..pos.len()).map(|i| 1.0 + (i % 3) as f64).collect();
         let tree = Tree::build(
             &pos,
@@ -319,6 +397,7 @@ mod tests {
             .iter()
             .map(|q| [q[0], q[1], q[2], 0.0])
             .collect();
+        let own: Vec<u32> = (0..targets.len() as u32).collect();
         for quadrupole in [false, true] {
             let p = WalkParams {
                 criterion: Criterion {
@@ -336,9 +415,10 @@ mod tests {
                 collect(&tree, tg, &p.criterion, &mut list);
                 let mut a = vec![[0.0f32; 4]; tg.len()];
                 let mut b = vec![[0.0f32; 4]; tg.len()];
-                evaluate_lanes(&tree, tg, &list, &p, &mut a);
+                let own = Some(&own[s as usize..(s + k) as usize]);
+                evaluate_lanes(&tree, tg, own, &list, &p, &mut a);
                 // SAFETY: AVX2 and FMA were detected above.
-                unsafe { evaluate_avx2(&tree, tg, &list, &p, &mut b) };
+                unsafe { evaluate_avx2(&tree, tg, own, &list, &p, &mut b) };
                 for (x, y) in a.iter().zip(&b) {
                     let d: f32 = (0..3).map(|i| (x[i] - y[i]).powi(2)).sum::<f32>().sqrt();
                     let n: f32 = (0..3).map(|i| x[i].powi(2)).sum::<f32>().sqrt();

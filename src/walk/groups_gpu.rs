@@ -9,7 +9,7 @@ use super::groups::{median_width, wide_chunk_limit, LEVELS};
 use crate::error::Result;
 use crate::gpu::launch::{grow, Arg, DeviceArray, KernelRunner};
 use crate::gpu::stages::{blocks, int, ptr, Stages};
-use crate::tree::build_gpu::DeviceTree;
+use crate::tree::build_gpu::{frame_args, DeviceTree};
 
 /// Forms target groups and targets on the device, keeping its arrays across evaluations.
 pub struct GroupFormer<R: KernelRunner> {
@@ -36,6 +36,8 @@ pub struct GroupFormer<R: KernelRunner> {
     groups: R::Array<u32>,
     kept: R::Array<u32>,
     walked: R::Array<u32>,
+    /// Without a curve order: for every particle, its slot in the tree's order.
+    inverse: R::Array<u32>,
 }
 
 /// Where the walk's groups are on the device, and how many.
@@ -64,6 +66,7 @@ impl<R: KernelRunner> GroupFormer<R> {
             groups: r.alloc(1)?,
             kept: r.alloc(1)?,
             walked: r.alloc(1)?,
+            inverse: r.alloc(1)?,
         })
     }
 
@@ -79,7 +82,8 @@ impl<R: KernelRunner> GroupFormer<R> {
             + self.pieces.len()
             + self.groups.len()
             + self.kept.len()
-            + self.walked.len())
+            + self.walked.len()
+            + self.inverse.len())
             + self.active.len()
     }
 
@@ -353,32 +357,45 @@ impl<R: KernelRunner> GroupFormer<R> {
         Ok(tree.spare)
     }
 
-    /// The walk's targets in the particle arrays' own order (no curve order): the `n`
-    /// positions at device address `pos` (3 doubles each) rounded to float32, with the previous
-    /// |a| from the floats at device address `amag`, written at device address `into` (4
-    /// floats per particle).
+    /// The walk's targets in the particle arrays' own order (no curve order): the positions
+    /// of `tree`'s particles at device address `pos` (3 doubles each) in the float32 frame of
+    /// its cube, with the previous |a| (in that frame) from the floats at device address
+    /// `amag`, zero without, written into the tree's spare room (4 floats per particle).
+    /// Returns the device address of each target's slot in the tree's order (u32), the
+    /// particle of the tree each target is.
     pub fn input_targets(
         &mut self,
         s: &Stages<R>,
-        n: usize,
+        tree: &DeviceTree,
         pos: u64,
         amag: Option<u64>,
-        into: u64,
-    ) -> Result<()> {
-        // SAFETY: `into` holds 4 floats per particle, `pos` 3 doubles; amag one per particle.
+    ) -> Result<u64> {
+        let n = tree.particles;
+        grow(s.runner(), &mut self.inverse, n)?;
+        // SAFETY: the spare room holds 4 floats per particle, `pos` 3 doubles; amag, the
+        // tree's order and the inverse one per particle.
         unsafe {
             s.launch(
                 "input_targets",
                 blocks(n),
                 &[
-                    int(n)?,
-                    Arg::Ptr(pos),
-                    Arg::Ptr(amag.unwrap_or(0)),
-                    Arg::I32(amag.is_some() as i32),
-                    Arg::Ptr(into),
-                ],
-            )
+                    &[int(n)?, Arg::Ptr(pos)][..],
+                    &frame_args(&tree.frame),
+                    &[
+                        Arg::Ptr(amag.unwrap_or(0)),
+                        Arg::I32(amag.is_some() as i32),
+                        Arg::Ptr(tree.spare),
+                    ],
+                ]
+                .concat(),
+            )?;
+            s.launch(
+                "invert_order",
+                blocks(n),
+                &[int(n)?, Arg::Ptr(tree.order), ptr(&self.inverse)],
+            )?;
         }
+        Ok(self.inverse.ptr())
     }
 }
 

@@ -2,7 +2,8 @@
 //! (m2p, monopole or quadrupole), Plummer-softened, with G = 1 (the caller scales by G).
 //!
 //! With d = x_j − x_i, r² = |d|² + ε²:
-//! - p2p: a = m d / r³, φ = −m / r; a source at zero distance (the target itself) adds nothing.
+//! - p2p: a = m d / r³, φ = −m / r; a source at r = 0 (coincident without softening, where φ is
+//!   not defined) adds nothing. The walks leave the target itself out by its index.
 //! - m2p: a = M d / r³ − Q d / r⁵ + (5/2)(dᵀQd − T ε²) d / r⁷, φ = −M / r − (1/2)(dᵀQd − T ε²) / r⁵,
 //!   with Q the traceless quadrupole about the centre of mass and T = Σ m |y|² its dropped trace:
 //!   the exact second-order term of the Plummer-softened potential (the `T ε²` part vanishes
@@ -12,15 +13,15 @@
 //! The walks call these inside fixed-width loops over targets, which the compiler vectorises.
 
 /// Acceleration (x, y, z) and potential on a target at `x` from the point mass `src`
-/// (position, mass) with squared softening `eps2`. Zero for a source at the target's position.
+/// (position, mass) with squared softening `eps2`: at the target's position, −m/ε (zero
+/// without softening). The caller leaves the target itself out.
 #[inline(always)]
 pub fn p2p(x: [f32; 3], src: [f32; 4], eps2: f32) -> [f32; 4] {
     let dx = src[0] - x[0];
     let dy = src[1] - x[1];
     let dz = src[2] - x[2];
-    let d2 = dx * dx + dy * dy + dz * dz;
-    let rinv = 1.0 / (d2 + eps2).sqrt();
-    let rinv = if d2 > 0.0 { rinv } else { 0.0 };
+    let r2 = dx * dx + dy * dy + dz * dz + eps2;
+    let rinv = if r2 > 0.0 { 1.0 / r2.sqrt() } else { 0.0 };
     let mr = src[3] * rinv;
     let mr3 = mr * rinv * rinv;
     [dx * mr3, dy * mr3, dz * mr3, -mr]
@@ -162,8 +163,10 @@ mod tests {
     }
 
     #[test]
-    fn self_interaction_is_zero() {
+    fn a_source_at_the_targets_position_adds_its_softened_potential() {
         let f = p2p([1.0, 2.0, 3.0], [1.0, 2.0, 3.0, 5.0], 0.0);
         assert_eq!(f, [0.0; 4]);
+        let f = p2p([1.0, 2.0, 3.0], [1.0, 2.0, 3.0, 5.0], 0.25);
+        assert_eq!(f, [0.0, 0.0, 0.0, -10.0]);
     }
 }

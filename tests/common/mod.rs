@@ -4,6 +4,8 @@
 // Each test crate compiles this module on its own and uses only part of it.
 #![allow(dead_code)]
 
+pub mod sets;
+
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 

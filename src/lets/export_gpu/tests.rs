@@ -7,20 +7,23 @@ use crate::forces::ForceParams;
 use crate::gpu::GpuContext;
 use crate::ics::{generate, Model};
 use crate::lets::{export, wire, Region};
-use crate::sfc::{keys, GridBox, Order};
+use crate::sfc::{keys, Frame, GridBox, Order};
 use crate::tree::build_gpu::tests::{on_device, stages};
 use crate::tree::build_gpu::TreeBuilder;
 use crate::tree::{Tree, TreeParams};
 use crate::walk::cpu::grouped_walk;
-use crate::walk::gpu::{GpuLayout, GpuWalk, WalkKernel};
+use crate::walk::gpu::{DeviceOwn, GpuLayout, GpuWalk, WalkKernel};
 use crate::walk::groups::tree_groups;
 use crate::walk::groups_gpu::GroupFormer;
 use crate::walk::mac::Mac;
 use glam::DVec3;
 
-/// Two halves of a Plummer sphere along the curve, positions and masses rounded to float32
-/// (the device builds from those, so both sides build the same trees).
-fn halves() -> [(Vec<DVec3>, Vec<f64>); 2] {
+/// One "rank"'s particles: positions and masses.
+type Half = (Vec<DVec3>, Vec<f64>);
+
+/// Two halves of a Plummer sphere along the curve, and the frame of both that the two "ranks"
+/// build their trees in.
+fn halves() -> ([Half; 2], Frame) {
     let p = generate(Model::Plummer, 12_000, 3).unwrap();
     let k = keys(Order::Hilbert, &GridBox::of_points(&p.pos), &p.pos);
     let mut sorted = k.clone();
@@ -29,16 +32,16 @@ fn halves() -> [(Vec<DVec3>, Vec<f64>); 2] {
     let half = |low: bool| {
         (0..p.len())
             .filter(|&i| (k[i] < cut) == low)
-            .map(|i| (p.pos[i].as_vec3().as_dvec3(), p.mass[i] as f32 as f64))
+            .map(|i| (p.pos[i], p.mass[i]))
             .unzip()
     };
-    [half(true), half(false)]
+    ([half(true), half(false)], Frame::of_points(&p.pos))
 }
 
 #[test]
 fn emulated_lets_equal_the_hosts_word_for_word() {
     let s = stages();
-    let [(pa, ma), (pb, mb)] = halves();
+    let ([(pa, ma), (pb, mb)], frame) = halves();
     let tp = |mac| TreeParams {
         order: Order::Hilbert,
         ncrit: 8,
@@ -54,17 +57,15 @@ fn emulated_lets_equal_the_hosts_word_for_word() {
         (Mac::Acceleration, 16),
     ] {
         let what = format!("{mac}, {pieces} boxes");
-        let a = Tree::build(&pa, &ma, &tp(mac), &mut PhaseTimes::default());
-        let b = Tree::build(&pb, &mb, &tp(mac), &mut PhaseTimes::default());
+        let a = Tree::build_in(&frame, &pa, &ma, &tp(mac), &mut PhaseTimes::default());
+        let b = Tree::build_in(&frame, &pb, &mb, &tp(mac), &mut PhaseTimes::default());
         // Rank 1 holds b on the device, with previous accelerations for its region's amin.
         let d = on_device(&s, &pb, &mb);
-        let (lo, hi) = d.bounds(&s).unwrap();
-        let bounds = &crate::sfc::GridBox::around_float32(lo, hi);
         let tree = builder
             .build(
                 &s,
                 d.positions(),
-                bounds,
+                &frame,
                 &tp(mac),
                 &mut PhaseTimes::default(),
             )
@@ -79,7 +80,7 @@ fn emulated_lets_equal_the_hosts_word_for_word() {
             mac,
             ..ForceParams::default()
         }
-        .walk_params()
+        .walk_params(frame.side())
         .criterion;
         let regions = [theirs.clone(), mine.clone(), Region::default()];
         let (words, counts) = lets.export(&s, &tree, &regions, 1, &crit).unwrap();
@@ -98,16 +99,16 @@ fn emulated_forest_walks_as_the_hosts_and_refuses_what_the_host_refuses() {
     let layout = GpuLayout::default();
     let mut walk = GpuWalk::new(&ctx, WalkKernel::List, layout).unwrap();
     let mut lets = LetArrays::new(&s).unwrap();
-    let [(pa, ma), (pb, mb)] = halves();
+    let ([(pa, ma), (pb, mb)], frame) = halves();
     let tp = TreeParams {
         order: Order::Hilbert,
         ncrit: 8,
         mac: Mac::Modified,
         theta: 0.6,
     };
-    let a = Tree::build(&pa, &ma, &tp, &mut PhaseTimes::default());
-    let b = Tree::build(&pb, &mb, &tp, &mut PhaseTimes::default());
-    let wp = ForceParams::default().walk_params();
+    let a = Tree::build_in(&frame, &pa, &ma, &tp, &mut PhaseTimes::default());
+    let b = Tree::build_in(&frame, &pb, &mb, &tp, &mut PhaseTimes::default());
+    let wp = ForceParams::default().walk_params(frame.side());
     // Rank 0 receives b's LET from rank 1 and a piece of itself from rank 2 (any tree will do).
     let from_b = export(&b, &wp.criterion, &Region::of_tree(&a, 0.0, 64));
     let from_c = export(&a, &wp.criterion, &Region::of_tree(&b, 0.0, 4));
@@ -124,13 +125,14 @@ fn emulated_forest_walks_as_the_hosts_and_refuses_what_the_host_refuses() {
         .map(|x| [x[0], x[1], x[2], 0.0])
         .collect();
     let groups = tree_groups(&a, layout.group());
-    let cpu = grouped_walk(&host, &targets, &groups, &wp);
+    let cpu = grouped_walk(&host, &targets, None, &groups, &wp);
     let (at, g) = walk.upload_targets(&targets, &groups).unwrap();
     walk.walk(
         forest,
         cells,
         at,
         targets.len(),
+        DeviceOwn::Absent,
         g,
         &wp,
         false,

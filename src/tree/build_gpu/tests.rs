@@ -8,8 +8,9 @@ use crate::gpu::stages::Stages;
 use crate::gpu::GpuContext;
 use crate::particles::Particles;
 use crate::particles_gpu::DeviceParticles;
-use crate::sfc::Order;
-use crate::tree::{Tree, TreeParams};
+use crate::sfc::frame::{centre_of, CENTRE_SAMPLES};
+use crate::sfc::{Frame, GridBox, Order};
+use crate::tree::{close, Tree, TreeParams};
 use crate::walk::mac::Mac;
 use glam::DVec3;
 
@@ -46,7 +47,7 @@ pub(crate) fn particles(n: usize, dup: usize, seed: u64) -> (Vec<DVec3>, Vec<f64
 }
 
 pub(crate) fn assert_same(device: &Tree, host: &Tree, what: &str) {
-    assert_eq!(device.grid, host.grid, "{what}: grid");
+    assert_eq!(device.frame, host.frame, "{what}: frame");
     assert_eq!(device.index, host.index, "{what}: order");
     assert_eq!(device.particles, host.particles, "{what}: particles");
     let (d, h) = (&device.cells, &host.cells);
@@ -85,7 +86,8 @@ pub(crate) fn on_device(
     d
 }
 
-/// The tree of `d` built on the device and copied down.
+/// The tree of `d` built on the device, in the frame of its bounds and a sample of its
+/// positions taken there, and copied down.
 fn build(
     s: &Stages<Runner>,
     b: &mut TreeBuilder<Runner>,
@@ -93,8 +95,12 @@ fn build(
     p: &TreeParams,
 ) -> Tree {
     let (lo, hi) = d.bounds(s).unwrap();
-    let bounds = &crate::sfc::GridBox::around_float32(lo, hi);
-    b.build(s, d.positions(), bounds, p, &mut PhaseTimes::default())
+    let sample = b.samples(s, d.positions(), CENTRE_SAMPLES).unwrap();
+    let frame = Frame {
+        cube: GridBox::around(lo, hi),
+        centre: centre_of(&sample),
+    };
+    b.build(s, d.positions(), &frame, p, &mut PhaseTimes::default())
         .unwrap();
     b.download(s).unwrap().unwrap()
 }
@@ -128,6 +134,17 @@ fn emulated_device_build_equals_the_host_build() {
         let host = Tree::build(pos, mass, &p, &mut PhaseTimes::default());
         let d = on_device(&s, pos, mass);
         assert_same(&build(&s, &mut builder, &d, &p), &host, &what);
+        // The same worst resolved pair along the curve (loaded without ids).
+        let g = &host.frame;
+        let pair = close::closest_pair(&host.index, pos, g, 1e-4)
+            .map(|k| close::pair_at(k, &host.index, pos, g, None));
+        assert_eq!(
+            builder.closest_pair(&s, d.positions(), None, 1e-4).unwrap(),
+            pair,
+            "{what}: closest pair"
+        );
+        let distinct = pos.iter().any(|x| *x != pos[0]);
+        assert_eq!(pair.is_some(), distinct, "{what}: closest pair");
         // A host tree copied up comes down the same.
         builder.upload(&s, &host).unwrap();
         assert_same(&builder.download(&s).unwrap().unwrap(), &host, &what);

@@ -10,7 +10,7 @@ use crate::gpu::launch::{grow, piece_len, DeviceArray, KernelRunner, Pieces};
 use crate::gpu::runner::{Runner, RunnerArray};
 use crate::tree::build_gpu::TreeArrays;
 use crate::tree::Tree;
-use crate::walk::cpu::{Forces, WalkOutput};
+use crate::walk::cpu::{Forces, Units, WalkOutput};
 use crate::walk::groups::Group;
 use rayon::prelude::*;
 
@@ -216,15 +216,15 @@ impl Buffers {
     }
 
     /// The results of `n` targets, in input order (`unsort_results`) when `input_order`, else
-    /// in walk order, converted as they come down, with no host copy of them: accelerations (length/time²) and potentials
-    /// (energy/mass) in float64 with the gravitational constant `g` applied
+    /// in walk order, converted as they come down, with no host copy of them: accelerations
+    /// (length/time²) and potentials (energy/mass) in float64, in `units`
     /// ([`WalkOutput::scaled`]), particle–particle counts without the target itself
     /// ([`WalkOutput::others`]) and particle–cell counts.
     pub fn download_forces(
         &self,
         r: &Runner,
         n: usize,
-        g: f64,
+        units: Units,
         input_order: bool,
     ) -> Result<Forces> {
         let (out, counts_on_device) = if input_order {
@@ -250,7 +250,7 @@ impl Buffers {
                 let (mut acc, mut pot) = (acc.share(first / 4), pot.share(first / 4));
                 let results = bytemuck::cast_slice::<f32, [f32; 4]>(piece);
                 for ((a, p), f) in acc.iter_mut().zip(pot.iter_mut()).zip(results) {
-                    (*a, *p) = WalkOutput::scaled(f, g);
+                    (*a, *p) = WalkOutput::scaled(f, units);
                 }
             })?;
         }

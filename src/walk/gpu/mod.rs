@@ -9,7 +9,7 @@ mod layout;
 
 pub use layout::{GpuLayout, VgChoice, WalkKernel};
 
-use super::cpu::{Forces, WalkOutput, WalkParams};
+use super::cpu::{Forces, Units, WalkOutput, WalkParams};
 use super::groups::Group;
 use super::groups_gpu::DeviceGroups;
 use super::mac::Mac;
@@ -32,6 +32,29 @@ const LIST_STACK_PER_LEVEL: usize = 8 * 32;
 
 /// Stack entries per warp of the list kernel: every level below a root, plus one batch.
 const LIST_STACK: usize = LIST_STACK_PER_LEVEL * (MAX_LEVEL as usize + 1) + 32;
+
+/// Which of a walked tree's particles the targets are, so that each target's sums leave out
+/// only itself (the walk kernels' `own_kind` and `own`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DeviceOwn {
+    /// None of them: the tree does not hold the targets (a forest of LETs).
+    Absent,
+    /// Target `t` is the tree's sorted particle `t` (targets in the tree's order).
+    Sorted,
+    /// Target `t` is the tree's sorted particle `own[t]`, at this device address (u32 each).
+    At(u64),
+}
+
+impl DeviceOwn {
+    /// The kernel arguments `own_kind, own`.
+    fn args(self) -> [Arg; 2] {
+        match self {
+            DeviceOwn::Absent => [Arg::I32(0), Arg::Ptr(0)],
+            DeviceOwn::Sorted => [Arg::I32(1), Arg::Ptr(0)],
+            DeviceOwn::At(own) => [Arg::I32(2), Arg::Ptr(own)],
+        }
+    }
+}
 
 /// The GPU walk: its program, layout and buffers.
 pub struct GpuWalk {
@@ -185,10 +208,10 @@ impl GpuWalk {
         )
     }
 
-    /// Forces on `targets` (device address, `nt` targets of x, y, z, |a_old|) from the tree at
-    /// `t` (`nc` cells), one group of G threads per group of `groups` (at most V·G targets
-    /// each), into the results in walk order, written there, or added to what is there when
-    /// `accumulate`. Times `walk`.
+    /// Forces on `targets` (device address, `nt` targets of x, y, z, |a_old|), which are the
+    /// tree's particles `own`, from the tree at `t` (`nc` cells), one group of G threads per
+    /// group of `groups` (at most V·G targets each), into the results in walk order, written
+    /// there, or added to what is there when `accumulate`. Times `walk`.
     #[allow(clippy::too_many_arguments)]
     pub fn walk(
         &mut self,
@@ -196,6 +219,7 @@ impl GpuWalk {
         nc: usize,
         targets: u64,
         nt: usize,
+        own: DeviceOwn,
         groups: DeviceGroups,
         p: &WalkParams,
         accumulate: bool,
@@ -246,9 +270,9 @@ impl GpuWalk {
         if list {
             args.push(ptr(&b.children));
         }
+        args.extend([Arg::Ptr(targets), Arg::I32(nt as i32)]);
+        args.extend(own.args());
         args.extend([
-            Arg::Ptr(targets),
-            Arg::I32(nt as i32),
             Arg::Ptr(groups.at),
             Arg::I32(ngroups as i32),
             Arg::F32(p.eps2),
@@ -308,34 +332,35 @@ impl GpuWalk {
     }
 
     /// The results of `n` targets, converted while they come down with no host copy of them:
-    /// accelerations (length/time²) and potentials (energy/mass) in float64 with the
-    /// gravitational constant `g` applied, particle–particle counts without the target itself
-    /// and particle–cell counts; in the particles' order after [`GpuWalk::unsort`] when
+    /// accelerations (length/time²) and potentials (energy/mass) in float64 in `units` (the
+    /// walked tree's frame and the gravitational constant), particle–particle counts without
+    /// the target itself and particle–cell counts; in the particles' order after [`GpuWalk::unsort`] when
     /// `input_order`, else in walk order. Times `download`.
     pub fn download_forces(
         &mut self,
         n: usize,
-        g: f64,
+        units: Units,
         input_order: bool,
         times: &mut PhaseTimes,
     ) -> Result<Forces> {
         let t0 = Instant::now();
         let forces = self
             .buffers
-            .download_forces(&self.program, n, g, input_order)?;
+            .download_forces(&self.program, n, units, input_order)?;
         times.add("download", t0.elapsed().as_secs_f64());
         Ok(forces)
     }
 
-    /// Forces on `targets` (x, y, z, |a_old|, walk order) from a host `tree`, by the groups
-    /// `groups` (at most V·G targets each): everything copied up, walked, and the raw results
-    /// (G = 1) copied down in walk order. It equals
-    /// [`grouped_walk`](crate::walk::cpu::grouped_walk) on the same groups up to float32
-    /// rounding. Times `upload`, `walk` and `download`.
+    /// Forces on `targets` (x, y, z, |a_old|, walk order; the tree's particles in its order
+    /// when `sorted`, else none of them) from a host `tree`, by the groups `groups` (at most
+    /// V·G targets each): everything copied up, walked, and the raw results (G = 1) copied
+    /// down in walk order. It equals [`grouped_walk`](crate::walk::cpu::grouped_walk) on the
+    /// same groups up to float32 rounding. Times `upload`, `walk` and `download`.
     pub fn walk_host(
         &mut self,
         tree: &Tree,
         targets: &[[f32; 4]],
+        sorted: bool,
         groups: &[Group],
         p: &WalkParams,
         times: &mut PhaseTimes,
@@ -344,11 +369,16 @@ impl GpuWalk {
         let t = self.upload_tree(tree)?;
         let (at, groups) = self.upload_targets(targets, groups)?;
         times.add("upload", t0.elapsed().as_secs_f64());
+        let own = match sorted {
+            true => DeviceOwn::Sorted,
+            false => DeviceOwn::Absent,
+        };
         self.walk(
             t,
             tree.cells.len(),
             at,
             targets.len(),
+            own,
             groups,
             p,
             false,
@@ -360,9 +390,9 @@ impl GpuWalk {
         Ok(out)
     }
 
-    /// Forces on every particle of `pos_mass` (x, y, z, m) from all the others by direct
-    /// summation in float32 on the GPU (`cuda/direct.cu`), G = 1. Times `upload`, `walk` and
-    /// `download`.
+    /// Forces on every particle of `pos_mass` (x, y, z, m) from all the others (by index: a
+    /// coincident one counts) by direct summation in float32 on the GPU (`cuda/direct.cu`),
+    /// G = 1. Times `upload`, `walk` and `download`.
     pub fn direct(
         &mut self,
         pos_mass: &[[f32; 4]],

@@ -44,10 +44,14 @@ fn emulated_device_groups_and_targets_equal_the_hosts() {
         let what = format!("set {set}, {order:?}, ncrit {ncrit}, groups of {max}");
         let host = Tree::build(pos, mass, &p, &mut PhaseTimes::default());
         let d = on_device(&s, pos, mass);
-        let (lo, hi) = d.bounds(&s).unwrap();
-        let bounds = &crate::sfc::GridBox::around_float32(lo, hi);
         let tree = builder
-            .build(&s, d.positions(), bounds, &p, &mut PhaseTimes::default())
+            .build(
+                &s,
+                d.positions(),
+                &host.frame,
+                &p,
+                &mut PhaseTimes::default(),
+            )
             .unwrap();
         let count = former.cell_groups(&s, &tree, max).unwrap();
         let got: Vec<[u32; 2]> = s.fetch_as(&former.cell_groups, count).unwrap();
@@ -116,10 +120,14 @@ fn emulated_device_groups_of_a_refitted_tree_equal_the_hosts() {
     };
     let host = Tree::build(&pos, &mass, &p, &mut PhaseTimes::default());
     let mut d = on_device(&s, &pos, &mass);
-    let (lo, hi) = d.bounds(&s).unwrap();
-    let grid = crate::sfc::GridBox::around_float32(lo, hi);
     builder
-        .build(&s, d.positions(), &grid, &p, &mut PhaseTimes::default())
+        .build(
+            &s,
+            d.positions(),
+            &host.frame,
+            &p,
+            &mut PhaseTimes::default(),
+        )
         .unwrap();
     let moved: Vec<DVec3> = pos
         .iter()
