@@ -13,6 +13,7 @@
 
 pub mod backend;
 pub mod comm;
+pub mod cosmology;
 pub mod diag;
 pub mod domain;
 pub mod error;
