@@ -72,3 +72,17 @@ pub fn nested_clusters() -> Particles {
     add(&mut p, DVec3::new(1e3, 1e-3, 0.0));
     p
 }
+
+/// The float64 direct-summation potentials of every particle of `p` with softening 0.01, G = 1.
+pub fn exact_potentials(p: &Particles) -> Vec<f64> {
+    let all: Vec<usize> = (0..p.len()).collect();
+    hinoki::walk::direct::direct_forces(&p.pos, &p.mass, 0.01, &all).1
+}
+
+/// The largest relative difference |got − exact| / |exact| over the particles.
+pub fn worst_relative(got: &[f64], exact: &[f64]) -> f64 {
+    got.iter()
+        .zip(exact)
+        .map(|(a, b)| (a - b).abs() / b.abs())
+        .fold(0.0, f64::max)
+}
