@@ -14,13 +14,23 @@
 //! Files: `background.rs` (E(a), H(a), cosmic time t(a)), `growth.rs` (linear growth factor
 //! D(a) and rate f(a)), `factors.rs` (drift ∫dt/a² and kick ∫dt/a, tabulated once in ln a),
 //! `quadrature.rs` (the Gauss–Legendre quadrature they share).
+//!
+//! Initial conditions in a periodic box (these files use Mpc/h, km/s and 10¹⁰ M_sun/h
+//! throughout, whatever `hubble` is): `power.rs` (the linear power spectrum, Eisenstein & Hu
+//! 1998, normalised to σ8), `field.rs` (a Gaussian random field on a grid, FFTs, the
+//! Zel'dovich displacement), `zeldovich.rs` (particles displaced along it).
 
 mod background;
 mod factors;
+pub mod field;
 mod growth;
+mod power;
 mod quadrature;
+mod zeldovich;
 
 pub use factors::DriftKickTable;
+pub use power::{top_hat_window, PowerSpectrum, SIGMA8_RADIUS, T_CMB};
+pub use zeldovich::{zeldovich, CosmologicalIcs, RHO_CRIT};
 
 use crate::error::{Error, Result};
 
