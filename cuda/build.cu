@@ -352,6 +352,23 @@ extern "C" __global__ void pair_record(int k, int l, const unsigned *__restrict_
     }
 }
 
+// *most gets the largest count of the nc cells' deepest leaves (level TREE_MAX_LEVEL) whose
+// first and last particles in the tree's order `index` lie apart (positions pos, 3 doubles
+// each): particles at distinct positions the tree cannot separate (src/tree/close.rs crowded).
+extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
+    crowded_leaves(int nc, const unsigned *__restrict__ first, const unsigned *__restrict__ count,
+                   const unsigned char *__restrict__ level,
+                   const unsigned char *__restrict__ nchild, const unsigned *__restrict__ index,
+                   const double *__restrict__ pos, unsigned *__restrict__ most)
+{
+    for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < nc; c += gridDim.x * blockDim.x) {
+        if (nchild[c] != 0 || level[c] != TREE_MAX_LEVEL || count[c] < 2) continue;
+        const double *a = pos + 3ll * index[first[c]];
+        const double *b = pos + 3ll * index[first[c] + count[c] - 1];
+        if (a[0] != b[0] || a[1] != b[1] || a[2] != b[2]) atomicMax(most, count[c]);
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Topology, one level at a time (src/tree/build.rs): the cells of a level are listed in key
 // order in a breadth-first array; a cell with more than ncrit particles above TREE_MAX_LEVEL

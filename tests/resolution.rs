@@ -120,3 +120,53 @@ fn nested_clusters_get_finite_forces_on_every_walk() {
         assert!(r.pot.iter().all(|v| v.is_finite()), "{walk}");
     }
 }
+
+#[test]
+fn particles_crowded_into_the_deepest_cells_are_warned_about_once() {
+    // A Plummer sphere of 5000 with one particle 1e8 away: the tree's deepest cells are 48
+    // wide and hold the sphere's core, whose forces the walk sums pairwise. Correct, but a
+    // cost the user is told about, once per command.
+    let mut p = hinoki::ics::generate(hinoki::ics::Model::Plummer, 5000, 1).unwrap();
+    p.push(
+        glam::DVec3::new(1e8, 0.0, 0.0),
+        glam::DVec3::ZERO,
+        p.mass[0],
+        5000,
+    );
+    let dir = TempDir::new("crowded");
+    let file = dir.join("crowded.hdf5");
+    common::writing_hdf5(|| hinoki::io::write_snapshot_file(&file, &p, 0.0)).unwrap();
+    let file = file.to_str().unwrap();
+    let cfg = dir.join("run.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[ics]\nfile = {file:?}\n[gravity]\nbackend = \"cpu\"\n[time]\nstepping = \"shared\"\n\
+             dt_max = 0.01\nt_end = 0.03\n[output]\nsnapshot_every = 0\npictures = false\n"
+        ),
+    )
+    .unwrap();
+    let out = dir.join("out");
+    for args in [
+        vec!["forces", "--input", file, "--backend", "cpu"],
+        vec!["run", cfg.to_str().unwrap(), "-o", out.to_str().unwrap()],
+    ] {
+        let r = common::output(
+            Command::new(env!("CARGO_BIN_EXE_hinoki"))
+                .args(&args)
+                .env("HINOKI_LOG", "warn"),
+        );
+        let err = String::from_utf8_lossy(&r.stderr).to_string();
+        assert!(r.status.success(), "{args:?}: {err}");
+        let said: Vec<&str> = err
+            .lines()
+            .filter(|l| l.contains("share one of the tree's deepest cells"))
+            .collect();
+        assert_eq!(said.len(), 1, "{args:?}: {err}");
+        assert!(
+            said[0].contains("particles at distinct positions"),
+            "{}",
+            said[0]
+        );
+    }
+}

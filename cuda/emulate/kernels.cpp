@@ -66,6 +66,7 @@ std::span<const std::span<const Kernel>> kernel_tables()
         HINOKI_EMULATE(gather_particles),
         HINOKI_EMULATE(closest_pair),
         HINOKI_EMULATE(pair_record),
+        HINOKI_EMULATE(crowded_leaves),
         HINOKI_EMULATE(tree_root),
         HINOKI_EMULATE(split_octants),
         HINOKI_EMULATE(split_emit),

@@ -205,6 +205,13 @@ impl Backend for CpuBackend {
             .map(|slots| close::pair_at(slots, &t.index, &self.p.pos, &t.frame, id)))
     }
 
+    fn crowded_leaf(&mut self) -> Result<u32> {
+        Ok(self
+            .tree
+            .as_ref()
+            .map_or(0, |t| close::crowded(&t.cells, &t.index, &self.p.pos)))
+    }
+
     fn topology(&mut self) -> Result<Option<TreeTopology>> {
         Ok(self.tree.as_ref().map(|t| TreeTopology {
             frame: t.frame,

@@ -290,6 +290,11 @@ impl Backend for GpuBackend {
         self.builder.closest_pair(&self.stages, src, id, eps)
     }
 
+    fn crowded_leaf(&mut self) -> Result<u32> {
+        let src = self.particles.positions();
+        self.builder.crowded(&self.stages, src)
+    }
+
     fn topology(&mut self) -> Result<Option<TreeTopology>> {
         self.builder.topology(&self.stages)
     }

@@ -146,6 +146,11 @@ pub trait Backend {
     /// when all its particles coincide.
     fn closest_pair(&mut self, eps: f64) -> Result<Option<ClosePair>>;
 
+    /// The most particles at distinct positions that share one of the tree's deepest cells
+    /// ([`crate::tree::close::crowded`]): what the walk must sum directly, pairwise. 0 without
+    /// a tree.
+    fn crowded_leaf(&mut self) -> Result<u32>;
+
     /// What a refit needs of the last tree, for a checkpoint (`None` without a tree).
     fn topology(&mut self) -> Result<Option<TreeTopology>>;
 

@@ -88,8 +88,9 @@ pub struct ForceEngine {
     ids: Option<u64>,
     /// LET traffic of the last evaluation.
     let_stats: LetStats,
-    /// The float32 frame's warning (see [`resolution`]) has been given.
-    warned: bool,
+    /// The float32 frame's warnings (see [`resolution`]: its resolution, crowded deepest
+    /// cells) have been given.
+    warned: [bool; 2],
 }
 
 impl ForceEngine {
@@ -138,7 +139,7 @@ impl ForceEngine {
             has_tree: false,
             ids: None,
             let_stats: LetStats::default(),
-            warned: false,
+            warned: [false; 2],
         })
     }
 
@@ -494,10 +495,13 @@ impl ForceEngine {
                 self.has_tree = true;
                 self.schedule.record(comm, due, &times, e.walked);
                 self.let_stats = e.stats;
-                // Said once per engine (its evaluations would repeat it every step).
-                if let Some(w) = e.resolution.as_ref().and_then(|r| r.warning()) {
-                    if !std::mem::replace(&mut self.warned, true) && comm.rank() == 0 {
-                        tracing::warn!("{w}");
+                // Each said once per engine (its evaluations would repeat them every step).
+                let warnings = [e.resolution.as_ref().and_then(|r| r.warning()), e.crowding];
+                for (w, warned) in warnings.iter().zip(&mut self.warned) {
+                    if let Some(w) = w {
+                        if !std::mem::replace(warned, true) && comm.rank() == 0 {
+                            tracing::warn!("{w}");
+                        }
                     }
                 }
                 ForceResult::of(e.forces.unwrap_or_default(), times, device)

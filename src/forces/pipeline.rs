@@ -31,6 +31,9 @@ pub(super) struct Evaluation {
     /// is beyond [`resolution::WARN_RANGE`] (but within [`resolution::MAX_RANGE`]: beyond it,
     /// the evaluation fails before it walks).
     pub resolution: Option<Resolution>,
+    /// The warning that the tree's deepest cells hold more than
+    /// [`resolution::CROWDED_LIMIT`] particles at distinct positions (on some rank).
+    pub crowding: Option<String>,
 }
 
 /// Forces on this rank's particles (those `backend` holds) from the particles of every rank of
@@ -83,6 +86,10 @@ pub(super) fn tree_forces(
     };
     let t0 = Instant::now();
     let pair = backend.closest_pair(params.eps)?;
+    let mut crowded = [backend.crowded_leaf()? as f64];
+    if comm.size() > 1 {
+        comm.allreduce_max_f64(&mut crowded);
+    }
     times.add(
         if rebuild { "sort" } else { "refit" },
         t0.elapsed().as_secs_f64(),
@@ -97,6 +104,7 @@ pub(super) fn tree_forces(
         _ => PreviousAcc::None,
     };
     let side = frame.map_or(1.0, |f| f.side());
+    let crowding = resolution::crowding(crowded[0] as u32, side);
     let spec = TargetSpec {
         order: params.order,
         group: params.group,
@@ -131,6 +139,7 @@ pub(super) fn tree_forces(
         stats,
         walked,
         resolution,
+        crowding,
     })
 }
 

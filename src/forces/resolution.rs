@@ -26,6 +26,27 @@ pub const WARN_RANGE: f64 = (1u64 << 18) as f64;
 /// particles would be tens of percent off, or overflow.
 pub const MAX_RANGE: f64 = (1u64 << 22) as f64;
 
+/// The most particles at distinct positions in one of the tree's deepest cells beyond which
+/// the job warns: they are summed pairwise, and a walk of K of them costs K² interactions.
+pub const CROWDED_LIMIT: u32 = 1024;
+
+/// The warning for `crowded` particles at distinct positions sharing one of the deepest cells
+/// ([`crate::tree::close::crowded`]) of a tree whose cube has side `side` (length units);
+/// `None` within [`CROWDED_LIMIT`].
+pub fn crowding(crowded: u32, side: f64) -> Option<String> {
+    (crowded > CROWDED_LIMIT).then(|| {
+        format!(
+            "{crowded} particles at distinct positions share one of the tree's deepest cells \
+             (side {}: 2^-21 of the cube around all particles, side {}): the tree cannot \
+             separate them, so the walk sums their forces pairwise, {} interactions per \
+             evaluation; far-away particles stretch the cube, keep them out of this job",
+            number(side * 2f64.powi(-21)),
+            number(side),
+            number((crowded as f64).powi(2))
+        )
+    })
+}
+
 /// What a job's float32 frame makes of the pair it serves worst.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Resolution {

@@ -139,6 +139,8 @@ pub struct TreeBuilder<R: KernelRunner> {
     /// The closest pair along the curve: its key, then its record.
     pair_key: R::Array<u64>,
     pair_record: R::Array<f64>,
+    /// The most particles at distinct positions in one deepest leaf.
+    crowded: R::Array<u32>,
     /// A sample of the positions (3 doubles each).
     samples: R::Array<f64>,
     /// The last tree, and where each of its levels starts in the breadth-first arrays (then
@@ -155,6 +157,7 @@ impl<R: KernelRunner> TreeBuilder<R> {
             next_total: r.alloc(1)?,
             pair_key: r.alloc(1)?,
             pair_record: r.alloc(PAIR_WORDS)?,
+            crowded: r.alloc(1)?,
             samples: r.alloc(3)?,
             particles: None,
             cells: None,
@@ -377,6 +380,35 @@ impl<R: KernelRunner> TreeBuilder<R> {
             &tree.frame,
             id.map(|_| [r[8].to_bits(), r[9].to_bits()]),
         )))
+    }
+
+    /// The most particles at distinct positions (at `src`, the tree's particles) that share one
+    /// of the last tree's deepest leaves ([`close::crowded`]); 0 without a tree of them.
+    pub fn crowded(&mut self, s: &Stages<R>, src: Positions) -> Result<u32> {
+        let Some(tree) = self.tree().filter(|t| t.particles == src.n) else {
+            return Ok(0);
+        };
+        s.runner().upload(&[0u32], &mut self.crowded)?;
+        let a = &tree.arrays;
+        // SAFETY: the tree's cell arrays hold tree.cells cells, its order src.n indices of
+        // particles at src.
+        unsafe {
+            s.launch(
+                "crowded_leaves",
+                blocks(tree.cells).min(1024),
+                &[
+                    int(tree.cells)?,
+                    Arg::Ptr(a.first),
+                    Arg::Ptr(a.count),
+                    Arg::Ptr(a.level),
+                    Arg::Ptr(a.nchild),
+                    Arg::Ptr(tree.order),
+                    Arg::Ptr(src.pos),
+                    ptr(&self.crowded),
+                ],
+            )?;
+        }
+        Ok(s.fetch(&self.crowded, 1)?[0])
     }
 
     /// `count` of the positions at `src` at even strides, copied down: the sample

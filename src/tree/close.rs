@@ -14,6 +14,7 @@
 //! holds more than [`WINDOW`] + 1 particles, and otherwise pairs closer than a key cell. The
 //! device finds the same pair (`closest_pair` in `cuda/build.cu`).
 
+use super::{Cells, MAX_LEVEL};
 use crate::sfc::Frame;
 use glam::DVec3;
 use rayon::prelude::*;
@@ -136,6 +137,28 @@ pub fn pair_at(
     ClosePair::of([pos[a], pos[b]], [a, b], frame, id.map(|id| [id[a], id[b]]))
 }
 
+/// The most particles at distinct positions that share one of the tree's deepest cells (a
+/// leaf at [`MAX_LEVEL`], side 2⁻²¹ of the cube's): particles the tree cannot separate, whose
+/// forces on each other are summed directly, K² interactions for K of them. A far-away
+/// particle stretches the cube until the bulk of the set fits in a few such cells, and the walk
+/// turns into a direct summation. A leaf counts when its first and last particles in the
+/// tree's order `index` (positions `pos`, length units) lie apart, so that coincident particles
+/// (which one cell rightly holds) do not. 0 where no deepest leaf holds distinct particles. The
+/// device counts the same (`crowded_leaves` in `cuda/build.cu`).
+pub fn crowded(cells: &Cells, index: &[u32], pos: &[DVec3]) -> u32 {
+    (0..cells.len())
+        .into_par_iter()
+        .filter(|&c| cells.nchild[c] == 0 && cells.level[c] == MAX_LEVEL && cells.count[c] > 1)
+        .filter(|&c| {
+            let first = cells.first[c] as usize;
+            let last = first + cells.count[c] as usize - 1;
+            pos[index[first] as usize] != pos[index[last] as usize]
+        })
+        .map(|c| cells.count[c])
+        .max()
+        .unwrap_or(0)
+}
+
 impl ClosePair {
     /// The pair of particles `index` at `at` (length units) with ids `id`, in `frame`.
     pub fn of(at: [DVec3; 2], index: [usize; 2], frame: &Frame, id: Option<[u64; 2]>) -> Self {
@@ -180,5 +203,35 @@ mod tests {
         assert_eq!(pair_slots(pair_key(0.5, 7, WINDOW)), (7, 7 + WINDOW));
         assert_eq!(closest_pair(&[0, 1], &[DVec3::ONE; 2], &frame, 0.0), None);
         assert_eq!(closest_pair(&[0], &[DVec3::ONE], &frame, 0.0), None);
+    }
+
+    #[test]
+    fn a_far_particle_crowds_the_bulk_into_the_deepest_cells() {
+        use crate::diag::PhaseTimes;
+        use crate::ics::{generate, Model};
+        use crate::tree::{Tree, TreeParams};
+        let params = TreeParams {
+            order: crate::sfc::Order::Hilbert,
+            ncrit: 8,
+            mac: crate::walk::mac::Mac::Modified,
+            theta: 0.5,
+        };
+        let build = |pos: &[DVec3], mass: &[f64]| {
+            let t = Tree::build(pos, mass, &params, &mut PhaseTimes::default());
+            crowded(&t.cells, &t.index, pos)
+        };
+        // A Plummer sphere alone: no deepest cell holds distinct particles.
+        let p = generate(Model::Plummer, 2000, 1).unwrap();
+        assert_eq!(build(&p.pos, &p.mass), 0);
+        // With a particle 1e8 away the deepest cells are 48 wide: the sphere's core shares one.
+        let (mut pos, mut mass) = (p.pos.clone(), p.mass.clone());
+        pos.push(DVec3::new(1e8, 0.0, 0.0));
+        mass.push(mass[0]);
+        let k = build(&pos, &mass);
+        assert!(k > 1000, "{k}");
+        // Coincident particles share a deepest cell rightly: not counted.
+        let one_point = vec![DVec3::new(0.3, 0.2, 0.1); 500];
+        let with_outlier = [one_point, vec![DVec3::ONE]].concat();
+        assert_eq!(build(&with_outlier, &vec![1.0; 501]), 0);
     }
 }

@@ -145,10 +145,32 @@ fn emulated_device_build_equals_the_host_build() {
         );
         let distinct = pos.iter().any(|x| *x != pos[0]);
         assert_eq!(pair.is_some(), distinct, "{what}: closest pair");
+        assert_eq!(
+            builder.crowded(&s, d.positions()).unwrap(),
+            close::crowded(&host.cells, &host.index, pos),
+            "{what}: crowded deepest cells"
+        );
         // A host tree copied up comes down the same.
         builder.upload(&s, &host).unwrap();
         assert_same(&builder.download(&s).unwrap().unwrap(), &host, &what);
     }
+    // A far particle crowds the others into the deepest cells: the device counts them as the
+    // host does.
+    let (mut pos, mut mass) = particles(3000, 0, 4);
+    pos.push(DVec3::new(1e9, 0.0, 0.0));
+    mass.push(mass[0]);
+    let p = TreeParams {
+        order: Order::Hilbert,
+        ncrit: 16,
+        mac: Mac::Modified,
+        theta: 0.6,
+    };
+    let host = Tree::build(&pos, &mass, &p, &mut PhaseTimes::default());
+    let d = on_device(&s, &pos, &mass);
+    build(&s, &mut builder, &d, &p);
+    let crowded = close::crowded(&host.cells, &host.index, &pos);
+    assert!(crowded > 100, "{crowded}");
+    assert_eq!(builder.crowded(&s, d.positions()).unwrap(), crowded);
     assert!(builder.device_bytes() > 0);
 }
 
