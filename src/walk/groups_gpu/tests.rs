@@ -3,12 +3,29 @@
 use super::GroupFormer;
 use crate::diag::PhaseTimes;
 use crate::gpu::launch::DeviceArray;
+use crate::gpu::runner::Runner;
+use crate::gpu::stages::Stages;
+use crate::particles_gpu::DeviceParticles;
 use crate::sfc::Order;
 use crate::tree::build_gpu::tests::{on_device, particles, stages};
-use crate::tree::build_gpu::TreeBuilder;
+use crate::tree::build_gpu::{DeviceTree, TreeBuilder};
 use crate::tree::{Tree, TreeParams};
 use crate::walk::groups::{chunk_groups, curve_groups, tree_groups};
 use crate::walk::mac::Mac;
+
+/// The device's tree of `d` built in the frame of the host's tree `host` (so that the two
+/// trees are the same, cell for cell).
+fn in_frame_of(
+    host: &Tree,
+    s: &Stages<Runner>,
+    builder: &mut TreeBuilder<Runner>,
+    d: &DeviceParticles<Runner>,
+    p: &TreeParams,
+) -> DeviceTree {
+    builder
+        .build(s, d.positions(), &host.frame, p, &mut PhaseTimes::default())
+        .unwrap()
+}
 
 #[test]
 fn emulated_device_groups_and_targets_equal_the_hosts() {
@@ -44,15 +61,7 @@ fn emulated_device_groups_and_targets_equal_the_hosts() {
         let what = format!("set {set}, {order:?}, ncrit {ncrit}, groups of {max}");
         let host = Tree::build(pos, mass, &p, &mut PhaseTimes::default());
         let d = on_device(&s, pos, mass);
-        let tree = builder
-            .build(
-                &s,
-                d.positions(),
-                &host.frame,
-                &p,
-                &mut PhaseTimes::default(),
-            )
-            .unwrap();
+        let tree = in_frame_of(&host, &s, &mut builder, &d, &p);
         let count = former.cell_groups(&s, &tree, max).unwrap();
         let got: Vec<[u32; 2]> = s.fetch_as(&former.cell_groups, count).unwrap();
         assert_eq!(got, tree_groups(&host, max), "{what}: tree-cell groups");
@@ -120,15 +129,7 @@ fn emulated_device_groups_of_a_refitted_tree_equal_the_hosts() {
     };
     let host = Tree::build(&pos, &mass, &p, &mut PhaseTimes::default());
     let mut d = on_device(&s, &pos, &mass);
-    builder
-        .build(
-            &s,
-            d.positions(),
-            &host.frame,
-            &p,
-            &mut PhaseTimes::default(),
-        )
-        .unwrap();
+    in_frame_of(&host, &s, &mut builder, &d, &p);
     let moved: Vec<DVec3> = pos
         .iter()
         .enumerate()
