@@ -90,19 +90,51 @@ impl Spheroid {
 }
 
 /// The radius in `(0, r_max]` at which the increasing function `mass` of the radius reaches
-/// `target` (bisection in `ln r` down to `10⁻¹²·r_max`, to a relative 10⁻¹²; lengths in the
-/// caller's units).
+/// `target`, to a relative 10⁻¹² (lengths in the caller's units): regula falsi in `ln r` on
+/// `[ln(10⁻¹²·r_max), ln r_max]` with the Illinois modification (an end that stays twice in a
+/// row has its mass difference halved), which converges superlinearly on these smooth
+/// profiles: about 10 evaluations of `mass` where bisection took 45.
 pub(super) fn radius_enclosing(mass: impl Fn(f64) -> f64, target: f64, r_max: f64) -> f64 {
     let (mut lo, mut hi) = ((r_max * 1e-12).ln(), r_max.ln());
-    while hi - lo > 1e-12 {
-        let mid = 0.5 * (lo + hi);
-        if mass(mid.exp()) < target {
-            lo = mid;
+    let (mut f_lo, mut f_hi) = (mass(lo.exp()) - target, mass(hi.exp()) - target);
+    if f_lo >= 0.0 {
+        return lo.exp();
+    }
+    if f_hi <= 0.0 {
+        return hi.exp();
+    }
+    // Which end moved last (-1 low, 1 high, 0 none yet).
+    let mut last = 0;
+    for _ in 0..200 {
+        if hi - lo <= 1e-12 {
+            break;
+        }
+        let mid = (lo * f_hi - hi * f_lo) / (f_hi - f_lo);
+        // Where the secant leaves the bracket's interior (round-off), bisect.
+        let mid = if mid > lo && mid < hi {
+            mid
         } else {
-            hi = mid;
+            0.5 * (lo + hi)
+        };
+        let f = mass(mid.exp()) - target;
+        if f == 0.0 {
+            return mid.exp();
+        }
+        if f < 0.0 {
+            (lo, f_lo) = (mid, f);
+            if last == -1 {
+                f_hi *= 0.5;
+            }
+            last = -1;
+        } else {
+            (hi, f_hi) = (mid, f);
+            if last == 1 {
+                f_lo *= 0.5;
+            }
+            last = 1;
         }
     }
-    hi.exp()
+    (0.5 * (lo + hi)).exp()
 }
 
 #[cfg(test)]
@@ -173,7 +205,7 @@ mod tests {
                 let found =
                     radius_enclosing(|r| s.enclosed_mass(r), s.enclosed_mass(r), s.truncation);
                 assert!(
-                    (found / r - 1.0).abs() < 1e-9,
+                    (found / r - 1.0).abs() < 1e-10,
                     "{:?} r = {r}: {found}",
                     s.shape
                 );
