@@ -10,7 +10,10 @@ use hinoki::domain::Balance;
 use hinoki::forces::{ForceEngine, ForceParams};
 use hinoki::ics::Model;
 use hinoki::io::config::IcsConfig;
-use hinoki::io::{read_snapshot, write_snapshot_file, RunConfig};
+use hinoki::io::{
+    read_snapshot, write_cosmological_snapshot_file, write_snapshot_file, RunConfig,
+    SnapshotCosmology, SnapshotUnits,
+};
 use hinoki::render::{plot_diagnostics, render, Axis, RenderOptions};
 use hinoki::resources::{check_threads, FORCES_BYTES, PARTICLE_BYTES};
 use hinoki::simulation::{self, check_forces, initial_particles};
@@ -39,7 +42,9 @@ enum Command {
     /// Run a simulation: the built-in default problem (a Plummer sphere of 65,536 particles)
     /// without a config, or the problem a TOML config describes.
     Run(RunArgs),
-    /// Write initial conditions to an HDF5 snapshot (GADGET-4 layout) at time 0.
+    /// Write initial conditions to an HDF5 snapshot (GADGET-4 layout): a model at time 0
+    /// (`hinoki ics MODEL --n N -o FILE`), or cosmological initial conditions in GADGET's units
+    /// (`hinoki ics cosmology -o FILE`, see `hinoki ics cosmology --help`).
     Ics(IcsArgs),
     /// Compute one force evaluation and report times, interactions and (with --check) errors
     /// against float64 direct summation.
@@ -171,19 +176,102 @@ struct RunArgs {
 }
 
 #[derive(Args)]
+#[command(
+    args_conflicts_with_subcommands = true,
+    subcommand_negates_reqs = true,
+    disable_help_subcommand = true
+)]
 struct IcsArgs {
+    #[command(subcommand)]
+    cosmology: Option<IcsCommand>,
     /// Model: plummer, hernquist, nfw, uniform-sphere, uniform-cube, figure-eight-3,
-    /// figure-eight-4, random-bodies, disk-galaxy, cartwheel.
-    model: Model,
+    /// figure-eight-4, random-bodies, disk-galaxy, cartwheel (or `cosmology`, see
+    /// `hinoki ics cosmology --help`).
+    #[arg(required = true)]
+    model: Option<Model>,
     /// Number of particles.
-    #[arg(long, short)]
-    n: usize,
+    #[arg(long, short, required = true)]
+    n: Option<usize>,
     /// Random seed.
     #[arg(long, default_value_t = 1)]
     seed: u64,
     /// Output file (HDF5, e.g. plummer.hdf5).
+    #[arg(long, short, required = true)]
+    output: Option<PathBuf>,
+}
+
+#[derive(Subcommand)]
+enum IcsCommand {
+    /// Cosmological initial conditions (Zel'dovich) as a GADGET-4 snapshot in GADGET's units.
+    ///
+    /// An N³ grid of particles in a periodic box, moved by the Zel'dovich approximation from a
+    /// Gaussian field of the Eisenstein & Hu (1998) linear power spectrum normalised to σ8,
+    /// written in GADGET's default units, which GADGET-4 reads as initial conditions:
+    /// comoving positions in kpc/h in [0, BoxSize), velocities u = v_pec/√a in km/s
+    /// (GADGET's snapshot convention), masses in 10^10 M_sun/h, ids 1 … N³; `Time` = a,
+    /// `Redshift`, `BoxSize` (kpc/h), `Omega0`, `OmegaBaryon`, `OmegaLambda`, `HubbleParam` in
+    /// `/Header`, the units in `/Parameters`. `hinoki run` refuses these files until comoving
+    /// integration exists; `forces` and `render` take the positions as given.
+    Cosmology(CosmologyArgs),
+}
+
+#[derive(Args)]
+struct CosmologyArgs {
+    /// Output file (HDF5, e.g. ics.hdf5).
     #[arg(long, short)]
     output: PathBuf,
+    /// Particles per side: N³ particles on a grid; a power of two from 2 to 512.
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 64,
+        allow_negative_numbers = true
+    )]
+    grid: usize,
+    /// Side of the periodic box in Mpc/h (comoving; written as BoxSize in kpc/h).
+    #[arg(
+        long = "box",
+        value_name = "L",
+        default_value_t = 100.0,
+        allow_negative_numbers = true
+    )]
+    box_size: f64,
+    /// Starting redshift z (>= 0; the scale factor is a = 1/(1 + z)).
+    #[arg(
+        long,
+        value_name = "Z",
+        default_value_t = 49.0,
+        allow_negative_numbers = true
+    )]
+    z_start: f64,
+    /// Ω_m, matter density today in units of the critical density.
+    #[arg(long, default_value_t = 0.3, allow_negative_numbers = true)]
+    omega_m: f64,
+    /// Ω_b, baryon density today (0 < Ω_b < Ω_m; shapes the power spectrum, the particles
+    /// carry all the matter).
+    #[arg(long, default_value_t = 0.045, allow_negative_numbers = true)]
+    omega_b: f64,
+    /// Ω_Λ, the cosmological constant today.
+    #[arg(long, default_value_t = 0.7, allow_negative_numbers = true)]
+    omega_lambda: f64,
+    /// h, the Hubble constant in units of 100 km/s/Mpc.
+    #[arg(
+        long,
+        value_name = "H",
+        default_value_t = 0.7,
+        allow_negative_numbers = true
+    )]
+    hubble_param: f64,
+    /// σ8, the rms linear density contrast today in spheres of 8 Mpc/h.
+    #[arg(long, default_value_t = 0.8, allow_negative_numbers = true)]
+    sigma8: f64,
+    /// n_s, the primordial spectral index.
+    #[arg(long, default_value_t = 0.96, allow_negative_numbers = true)]
+    n_s: f64,
+    /// Random seed of the Gaussian field (the same particles for the same options, whatever
+    /// the number of threads).
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
 }
 
 #[derive(Args)]
@@ -328,18 +416,7 @@ fn dispatch(cli: Cli, comm: &dyn Comm) -> Result<()> {
     hinoki::comm::affinity::warn_if_starved(comm, cli.threads);
     match cli.command {
         Command::Run(a) => run(a, comm),
-        Command::Ics(a) => {
-            let source = particle_source(Some(a.model), a.n, a.seed, None);
-            let p = initial_particles(&source, &SingleProcess, PARTICLE_BYTES)?;
-            write_snapshot_file(&a.output, &p, 0.0)?;
-            tracing::info!(
-                "wrote {} {} particles to {}",
-                p.len(),
-                a.model,
-                a.output.display()
-            );
-            Ok(())
-        }
+        Command::Ics(a) => ics(a),
         Command::Forces(a) => forces(a, comm),
         Command::VirtualRanks(a) => virtual_ranks(a),
         Command::Render(a) => {
@@ -356,6 +433,72 @@ fn dispatch(cli: Cli, comm: &dyn Comm) -> Result<()> {
         }
         Command::Plot(a) => plot_diagnostics(&a.diagnostics, &a.output, a.width),
     }
+}
+
+fn ics(a: IcsArgs) -> Result<()> {
+    if let Some(IcsCommand::Cosmology(c)) = a.cosmology {
+        return ics_cosmology(c);
+    }
+    // Clap requires these without a subcommand.
+    let (Some(model), Some(n), Some(output)) = (a.model, a.n, a.output) else {
+        return Err(Error::input("hinoki ics needs MODEL, --n and --output"));
+    };
+    let source = particle_source(Some(model), n, a.seed, None);
+    let p = initial_particles(&source, &SingleProcess, PARTICLE_BYTES)?;
+    write_snapshot_file(&output, &p, 0.0)?;
+    tracing::info!(
+        "wrote {} {} particles to {}",
+        p.len(),
+        model,
+        output.display()
+    );
+    Ok(())
+}
+
+/// `hinoki ics cosmology`: every value is checked (by the cosmology library) before anything
+/// is computed, and the file is written atomically.
+fn ics_cosmology(c: CosmologyArgs) -> Result<()> {
+    use hinoki::cosmology::{hubble_for_units, zeldovich, Cosmology, PowerSpectrum};
+    if !(c.z_start.is_finite() && c.z_start >= 0.0) {
+        return Err(Error::input(format!(
+            "--z-start = {} must be finite and >= 0 (the scale factor a = 1/(1 + z) in (0, 1])",
+            c.z_start
+        )));
+    }
+    let a_start = 1.0 / (1.0 + c.z_start);
+    // GADGET's units: kpc/h and km/s, H0 = 0.1 per internal time unit (not used by the
+    // initial conditions, which work in Mpc/h and km/s).
+    let hubble = hubble_for_units(c.hubble_param, 1e-3 / c.hubble_param, 1.0);
+    let cosmology = Cosmology::new(c.omega_m, c.omega_lambda, c.hubble_param, hubble)?;
+    let power = PowerSpectrum::new(&cosmology, c.omega_b, c.n_s, c.sigma8)?;
+    hinoki::cosmology::field::Grid::new(c.grid, c.box_size)?;
+    let n = (c.grid as u64).pow(3);
+    hinoki::resources::ensure_memory(
+        hinoki::cosmology::ZELDOVICH_BYTES * n,
+        &format!("{n} cosmological particles ({}^3)", c.grid),
+    )?;
+    let ics = zeldovich(&cosmology, &power, c.grid, c.box_size, a_start, c.seed)?;
+    let header = SnapshotCosmology {
+        box_size: 1000.0 * ics.box_size,
+        redshift: ics.redshift,
+        omega0: c.omega_m,
+        omega_baryon: c.omega_b,
+        omega_lambda: c.omega_lambda,
+        hubble_param: c.hubble_param,
+    };
+    let a = ics.scale_factor;
+    let p = ics.into_gadget();
+    write_cosmological_snapshot_file(&c.output, &p, a, &header, &SnapshotUnits::GADGET)?;
+    tracing::info!(
+        "wrote {} particles ({}^3, box {} Mpc/h, z = {}, a = {a}) to {} in GADGET's units \
+         (kpc/h, km/s with u = v/sqrt(a), 10^10 M_sun/h)",
+        p.len(),
+        c.grid,
+        c.box_size,
+        c.z_start,
+        c.output.display()
+    );
+    Ok(())
 }
 
 /// Where the options `--ics`, `--n`, `--seed` and `--input` say the particles come from.

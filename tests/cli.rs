@@ -1103,3 +1103,110 @@ fn large_shared_steps_are_warned_about_and_the_defaults_are_not() {
     ));
     assert_eq!(default, "");
 }
+
+/// Bad `ics cosmology` options are one-line errors that name the value, and write nothing.
+#[test]
+fn bad_ics_cosmology_options_are_one_line_errors() {
+    let dir = TempDir::new("ics-cosmo-bad");
+    let f = arg(&dir.join("ics.hdf5"));
+    let cosmo = |extra: &[&str], status: Status, needles: &[&str]| {
+        let args = [&["ics", "cosmology", "-o", f.as_str()][..], extra].concat();
+        case(&args, status, needles)
+    };
+    check_all(&[
+        cosmo(
+            &["--grid", "48"],
+            Status::Failure,
+            &["grid n = 48", "power of two"],
+        ),
+        cosmo(&["--grid", "1024"], Status::Failure, &["grid n = 1024"]),
+        cosmo(&["--grid", "0"], Status::Failure, &["grid n = 0"]),
+        cosmo(&["--grid", "-4"], Status::Usage, &["--grid"]),
+        cosmo(&["--box", "0"], Status::Failure, &["box size L = 0"]),
+        cosmo(&["--box", "-5"], Status::Failure, &["box size L = -5"]),
+        cosmo(&["--box", "inf"], Status::Failure, &["box size L = inf"]),
+        cosmo(&["--z-start", "-1"], Status::Failure, &["--z-start = -1"]),
+        cosmo(&["--z-start", "nan"], Status::Failure, &["--z-start = NaN"]),
+        cosmo(&["--omega-m", "0"], Status::Failure, &["omega_m = 0"]),
+        cosmo(&["--omega-b", "0.5"], Status::Failure, &["omega_b = 0.5"]),
+        cosmo(&["--omega-b", "0"], Status::Failure, &["omega_b = 0"]),
+        cosmo(
+            &["--omega-lambda", "inf"],
+            Status::Failure,
+            &["omega_lambda = inf"],
+        ),
+        cosmo(
+            &["--omega-m", "0.1", "--omega-lambda", "2.5"],
+            Status::Failure,
+            &["no big bang"],
+        ),
+        cosmo(&["--hubble-param", "0"], Status::Failure, &["h = 0"]),
+        cosmo(&["--sigma8", "-0.8"], Status::Failure, &["sigma8 = -0.8"]),
+        cosmo(&["--n-s", "nan"], Status::Failure, &["n_s = NaN"]),
+        cosmo(&["--seed", "x"], Status::Usage, &["--seed", "x"]),
+        cosmo(&["--n", "10"], Status::Usage, &["--n"]),
+        case(&["ics", "cosmology"], Status::Usage, &["--output"]),
+        case(
+            &["ics", "plummer", "--n", "10", "-o", &f, "--grid", "8"],
+            Status::Usage,
+            &["--grid"],
+        ),
+    ]);
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+}
+
+/// A run from cosmological initial conditions stops with one line before it writes anything
+/// (comoving integration is not there yet); `forces` reads the file, warning that the
+/// positions are taken as given.
+#[test]
+fn run_refuses_a_cosmological_snapshot_and_forces_reads_it() {
+    let dir = TempDir::new("run-cosmo");
+    let ics = dir.join("ics.hdf5");
+    let out = hinoki(&["ics", "cosmology", "--grid", "8", "-o", &arg(&ics)]);
+    assert_success(&out, "ics cosmology");
+    let cfg = dir.join("run.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[ics]\nfile = {:?}\n[gravity]\nbackend = \"cpu\"\n[time]\ndt = 0.01\nt_end = 0.02\n",
+            arg(&ics)
+        ),
+    )
+    .unwrap();
+    let run_dir = dir.join("out");
+    check_all(&[case(
+        &["run", &arg(&cfg), "-o", &arg(&run_dir)],
+        Status::Failure,
+        &[
+            "ics.hdf5 is a cosmological snapshot",
+            "BoxSize 100000",
+            "z = 49",
+            "comoving integration is not implemented yet",
+        ],
+    )]);
+    assert!(!run_dir.exists(), "run wrote {}", run_dir.display());
+
+    let out = hinoki_logging(
+        &["forces", "--input", &arg(&ics), "--eps", "100", "--json"],
+        "warn",
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(one_json_object(&out)["n"], 512);
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("a cosmological snapshot") && stderr.contains("taken as given"),
+        "{stderr}"
+    );
+    let help = hinoki(&["ics", "cosmology", "--help"]);
+    assert!(help.status.success());
+    let help = text(&help.stdout);
+    for needle in [
+        "kpc/h",
+        "v_pec/√a",
+        "10^10 M_sun/h",
+        "--z-start",
+        "--hubble-param",
+    ] {
+        assert!(help.contains(needle), "{needle}: {help}");
+    }
+}

@@ -180,3 +180,179 @@ fn hinoki_reads_a_gadget_file_set_made_by_h5py() {
     let report: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(report["n"], 7);
 }
+
+/// Reads every attribute of `/Header` and `/Parameters` of a file with h5py (numpy type,
+/// shape and value), the particle counts and the `/Config` code name.
+const READ_ATTRS_WITH_H5PY: &str = r#"
+f = h5py.File(sys.argv[1], "r")
+def attrs(g):
+    return {k: {"dtype": str(np.asarray(v).dtype), "shape": list(np.shape(v)),
+                "value": np.asarray(v).tolist()} for k, v in g.attrs.items()}
+g = f["PartType1"]
+x = g["Coordinates"][...]
+print(json.dumps({"header": attrs(f["Header"]), "parameters": attrs(f["Parameters"]),
+                  "code": f["Config"].attrs["Code"], "groups": sorted(f.keys()),
+                  "datasets": sorted(g.keys()), "n": int(x.shape[0]),
+                  "min": float(x.min()), "max": float(x.max())}))
+"#;
+
+/// `hinoki ics cosmology` writes a GADGET-4 snapshot that hinoki reads back as written (the
+/// library's particles in GADGET's units, bit for bit) and h5py reads with every cosmological
+/// header field and the unit attributes where GADGET-4 keeps them.
+#[test]
+fn cosmological_ics_read_back_by_hinoki_and_h5py() {
+    use hinoki::cosmology::{zeldovich, Cosmology, PowerSpectrum, RHO_CRIT};
+    use hinoki::io::{read_snapshot_header, SnapshotCosmology, SnapshotUnits};
+    let dir = TempDir::new("cosmo-ics");
+    let file = dir.join("ics.hdf5");
+    let out = common::output(
+        Command::new(env!("CARGO_BIN_EXE_hinoki"))
+            .args([
+                "ics",
+                "cosmology",
+                "--grid",
+                "16",
+                "--box",
+                "50",
+                "--z-start",
+                "24",
+            ])
+            .args([
+                "--omega-m",
+                "0.31",
+                "--omega-b",
+                "0.049",
+                "--omega-lambda",
+                "0.69",
+            ])
+            .args([
+                "--hubble-param",
+                "0.68",
+                "--sigma8",
+                "0.81",
+                "--n-s",
+                "0.965",
+            ])
+            .args(["--seed", "5", "-o"])
+            .arg(&file)
+            .env("HINOKI_LOG", "off"),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Only the file: the atomic write left no temporary behind.
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+
+    // hinoki: the header as given, the particles in the box with unique ids.
+    let a = 1.0 / 25.0;
+    let h = read_snapshot_header(&file).unwrap();
+    assert_eq!((h.particles, h.time, h.files), (4096, a, 1));
+    assert!((h.cosmology.redshift - 24.0).abs() < 1e-12, "{h:?}");
+    assert_eq!(
+        h.cosmology,
+        SnapshotCosmology {
+            box_size: 50_000.0,
+            redshift: h.cosmology.redshift,
+            omega0: 0.31,
+            omega_baryon: 0.049,
+            omega_lambda: 0.69,
+            hubble_param: 0.68,
+        }
+    );
+    assert_eq!(h.units, Some(SnapshotUnits::GADGET));
+    assert!(h.is_cosmological());
+    let (p, time) = read_snapshot(&SingleProcess, &file).unwrap();
+    assert_eq!((p.len(), time), (4096, a));
+    let mut ids = p.id.clone();
+    ids.sort_unstable();
+    assert_eq!(ids, (1..=4096).collect::<Vec<u64>>());
+    for x in &p.pos {
+        assert!(
+            x.to_array().iter().all(|c| (0.0..50_000.0).contains(c)),
+            "{x}"
+        );
+    }
+    let total: f64 = p.mass.iter().sum();
+    assert!((total / (0.31 * RHO_CRIT * 50f64.powi(3)) - 1.0).abs() < 1e-12);
+    // The library's particles, converted to GADGET's units: kpc/h and u = v/sqrt(a).
+    let c = Cosmology::new(0.31, 0.69, 0.68, 0.1).unwrap();
+    let power = PowerSpectrum::new(&c, 0.049, 0.965, 0.81).unwrap();
+    let ics = zeldovich(&c, &power, 16, 50.0, a, 5).unwrap();
+    let v_pec = ics.velocities.clone();
+    assert_eq!(p, ics.into_gadget());
+    let largest = v_pec.iter().map(|v| v.length()).fold(0.0, f64::max);
+    for (u, v) in p.vel.iter().zip(&v_pec) {
+        assert!((*u * a.sqrt() - *v).length() <= 1e-14 * largest, "{u} {v}");
+    }
+
+    // h5py: every header attribute, GADGET-4's /Parameters with the units.
+    let v = python(READ_ATTRS_WITH_H5PY, &[&file]);
+    let check = |group: &str, name: &str, dtype: &str, shape: &[usize]| {
+        let attr = &v[group][name];
+        assert_eq!(attr["dtype"], dtype, "{group}/{name}: {attr}");
+        assert_eq!(
+            attr["shape"],
+            serde_json::json!(shape),
+            "{group}/{name}: {attr}"
+        );
+        attr["value"].clone()
+    };
+    let counts = serde_json::json!([0, 4096, 0, 0, 0, 0]);
+    assert_eq!(check("header", "NumPart_ThisFile", "uint64", &[6]), counts);
+    assert_eq!(check("header", "NumPart_Total", "uint64", &[6]), counts);
+    assert_eq!(
+        check("header", "NumPart_Total_HighWord", "uint32", &[6]),
+        serde_json::json!([0, 0, 0, 0, 0, 0])
+    );
+    assert_eq!(
+        check("header", "MassTable", "float64", &[6]),
+        serde_json::json!([0.0, 0.0, 0.0, 0.0, 0.0, 0.0])
+    );
+    assert_eq!(check("header", "NumFilesPerSnapshot", "int32", &[]), 1);
+    assert_eq!(check("header", "Time", "float64", &[]), a);
+    assert_eq!(
+        check("header", "Redshift", "float64", &[]),
+        h.cosmology.redshift
+    );
+    for (name, value) in [
+        ("BoxSize", 50_000.0),
+        ("Omega0", 0.31),
+        ("OmegaBaryon", 0.049),
+        ("OmegaLambda", 0.69),
+        ("HubbleParam", 0.68),
+    ] {
+        assert_eq!(check("header", name, "float64", &[]), value, "{name}");
+        assert_eq!(check("parameters", name, "float64", &[]), value, "{name}");
+    }
+    assert_eq!(
+        v["header"].as_object().unwrap().len(),
+        12,
+        "{}",
+        v["header"]
+    );
+    for (name, value) in [
+        ("UnitLength_in_cm", 3.085678e21),
+        ("UnitMass_in_g", 1.989e43),
+        ("UnitVelocity_in_cm_per_s", 1e5),
+        ("TimeBegin", a),
+    ] {
+        assert_eq!(check("parameters", name, "float64", &[]), value, "{name}");
+    }
+    assert_eq!(
+        check("parameters", "ComovingIntegrationOn", "int32", &[]),
+        1
+    );
+    assert_eq!(v["code"], "hinoki");
+    assert_eq!(
+        v["groups"],
+        serde_json::json!(["Config", "Header", "Parameters", "PartType1"])
+    );
+    assert_eq!(
+        v["datasets"],
+        serde_json::json!(["Coordinates", "Masses", "ParticleIDs", "Velocities"])
+    );
+    assert_eq!(v["n"], 4096);
+    assert!(v["min"].as_f64().unwrap() >= 0.0 && v["max"].as_f64().unwrap() < 50_000.0);
+}

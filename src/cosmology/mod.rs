@@ -30,7 +30,7 @@ mod zeldovich;
 
 pub use factors::DriftKickTable;
 pub use power::{top_hat_window, PowerSpectrum, SIGMA8_RADIUS, T_CMB};
-pub use zeldovich::{zeldovich, CosmologicalIcs, RHO_CRIT};
+pub use zeldovich::{zeldovich, CosmologicalIcs, RHO_CRIT, ZELDOVICH_BYTES};
 
 use crate::error::{Error, Result};
 

@@ -104,6 +104,37 @@ pub fn zeldovich(
     })
 }
 
+/// Bytes of host memory per particle that [`zeldovich`] and [`CosmologicalIcs::into_gadget`]
+/// need at their peak: the modes (16), the three displacements (24), positions, velocities
+/// and masses (56) and the ids (8).
+pub const ZELDOVICH_BYTES: u64 = 104;
+
+impl CosmologicalIcs {
+    /// The particles in GADGET's default units, as GADGET reads initial conditions: comoving
+    /// positions in kpc/h (1000 × Mpc/h, wrapped into [0, 1000 L)), velocities in GADGET's
+    /// snapshot convention u = v/√a (km/s, v the peculiar velocity), masses in 10¹⁰ M_sun/h,
+    /// ids 1 … n³ in grid order (GADGET's initial conditions count from 1). The box side in
+    /// kpc/h is `1000 * box_size`.
+    pub fn into_gadget(self) -> crate::particles::Particles {
+        let box_kpc = 1000.0 * self.box_size;
+        let to_u = 1.0 / self.scale_factor.sqrt();
+        let n = self.masses.len();
+        let mut pos = self.positions;
+        pos.par_iter_mut().for_each(|x| {
+            // x < L, so 1000 x rounds to at most 1000 L, which wraps to 0.
+            *x = (*x * 1000.0).to_array().map(|c| wrap(c, box_kpc)).into();
+        });
+        let mut vel = self.velocities;
+        vel.par_iter_mut().for_each(|v| *v *= to_u);
+        crate::particles::Particles {
+            pos,
+            vel,
+            mass: self.masses,
+            id: (1..=n as u64).collect(),
+        }
+    }
+}
+
 /// `x` wrapped into [0, `period`): `rem_euclid`, whose result rounds up to `period` itself
 /// for a tiny negative `x`, which is then taken as 0.
 fn wrap(x: f64, period: f64) -> f64 {
@@ -210,6 +241,31 @@ mod tests {
             worst / largest
         );
         assert!(checked > n * n * n / 2 && worst < 1e-8 * largest);
+    }
+
+    #[test]
+    fn gadget_units() {
+        let (c, p) = lcdm();
+        let (n, l, a) = (8, 50.0, 0.25);
+        let ics = zeldovich(&c, &p, n, l, a, 4).unwrap();
+        let g = ics.clone().into_gadget();
+        assert_eq!(g.len(), n * n * n);
+        assert_eq!(g.id, (1..=512).collect::<Vec<u64>>());
+        assert_eq!(g.mass, ics.masses);
+        for (i, (x, y)) in g.pos.iter().zip(&ics.positions).enumerate() {
+            for (gx, mx) in x.to_array().into_iter().zip(y.to_array()) {
+                assert!((0.0..50_000.0).contains(&gx), "{i}: {x}");
+                let same = (gx - 1000.0 * mx).abs() < 1e-9 || (gx == 0.0 && 1000.0 * mx == 5e4);
+                assert!(same, "{i}: {x} vs {y}");
+            }
+            assert_eq!(g.vel[i], ics.velocities[i] * 2.0);
+        }
+        // A position just below L that rounds up to 1000 L in kpc/h wraps to 0.
+        let l = 41.49550004702527;
+        let mut edge = zeldovich(&c, &p, 2, l, a, 4).unwrap();
+        edge.positions[0].x = f64::from_bits(l.to_bits() - 1);
+        assert!(edge.positions[0].x < l && edge.positions[0].x * 1000.0 == l * 1000.0);
+        assert_eq!(edge.into_gadget().pos[0].x, 0.0);
     }
 
     #[test]

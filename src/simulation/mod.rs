@@ -25,7 +25,7 @@ use crate::integrate::{IntegratorState, Stepping, Timeline};
 use crate::io::checkpoint::{config_hash, find_checkpoint, write_checkpoint};
 use crate::io::config::IcsConfig;
 use crate::io::snapshot::snapshot_path;
-use crate::io::{read_snapshot, write_snapshot, RunConfig, SnapshotExtras};
+use crate::io::{read_snapshot, read_snapshot_header, write_snapshot, RunConfig, SnapshotExtras};
 use crate::particles::Particles;
 use crate::resources::{ensure_memory, PARTICLE_BYTES, RUN_BYTES};
 use diagnostics::{Diagnostics, StepReport};
@@ -97,6 +97,28 @@ pub fn initial_particles(
     };
     p.validate_share(comm)?;
     Ok(p)
+}
+
+/// Refuses initial conditions from a cosmological snapshot
+/// ([`crate::io::SnapshotHeader::is_cosmological`]) before anything is written: a run would
+/// integrate its comoving positions and GADGET velocities as physical ones with open
+/// boundaries. Comoving integration is issue 16's next step. Collective.
+pub fn refuse_cosmological(ics: &IcsConfig, comm: &dyn Comm) -> Result<()> {
+    let IcsConfig::File(path) = ics else {
+        return Ok(());
+    };
+    let local = match read_snapshot_header(path) {
+        Ok(h) if h.is_cosmological() => Err(Error::input(format!(
+            "{} is a cosmological snapshot ({}); comoving integration is not implemented yet \
+             (issue 16), and a run would take its comoving positions for physical ones with \
+             open boundaries: hinoki forces and hinoki render read it as given",
+            path.display(),
+            h.summary()
+        ))),
+        // Other faults are reported as before, where the particles are read.
+        _ => Ok(()),
+    };
+    agree(comm, local)
 }
 
 /// Checks the forces of a finished evaluation before anything uses or writes them: the
@@ -182,6 +204,9 @@ pub fn run_with(
 ) -> Result<RunSummary> {
     cfg.validate()?;
     progress::check_line_seconds(opts.progress_seconds).map_err(Error::input)?;
+    if opts.restart.is_none() {
+        refuse_cosmological(&cfg.ics, comm)?;
+    }
     let wall = Instant::now();
     std::fs::create_dir_all(out).map_err(|e| Error::io(out, format!("cannot create: {e}")))?;
     // What an earlier run killed while writing left behind (a restart continues it).

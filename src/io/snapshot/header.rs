@@ -13,6 +13,124 @@ const MAX_VALUES: usize = 64;
 /// The type hinoki's particles are (GADGET's collisionless "halo" particles).
 pub(super) const HALO: usize = 1;
 
+/// The cosmological fields of a snapshot's `/Header` (GADGET's names in brackets). hinoki's
+/// N-body-unit files hold the values of [`SnapshotCosmology::NONE`]; a file that lacks one of
+/// these attributes (GADGET-4 keeps the Ω's and h in `/Parameters` only) is read with the
+/// value from `/Parameters`, else the one of `NONE`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SnapshotCosmology {
+    /// Side of the periodic box (`BoxSize`, length units: kpc/h in GADGET's units); 0 for
+    /// open boundaries.
+    pub box_size: f64,
+    /// Redshift z of the snapshot (`Redshift`); `Time` holds a = 1/(1 + z).
+    pub redshift: f64,
+    /// Ω_m today (`Omega0`).
+    pub omega0: f64,
+    /// Ω_b today (`OmegaBaryon`).
+    pub omega_baryon: f64,
+    /// Ω_Λ today (`OmegaLambda`).
+    pub omega_lambda: f64,
+    /// h, H0 in units of 100 km/s/Mpc (`HubbleParam`).
+    pub hubble_param: f64,
+}
+
+impl SnapshotCosmology {
+    /// What a non-cosmological file holds: no box, z = 0, Ω's 0, h = 1.
+    pub const NONE: Self = Self {
+        box_size: 0.0,
+        redshift: 0.0,
+        omega0: 0.0,
+        omega_baryon: 0.0,
+        omega_lambda: 0.0,
+        hubble_param: 1.0,
+    };
+
+    /// Whether a header with these fields describes a cosmological (comoving) snapshot:
+    /// `Redshift > 0`, or a periodic box (`BoxSize > 0`) with matter (`Omega0 > 0`). A z = 0
+    /// snapshot of a cosmological run has its box and Ω_m; a GADGET run without comoving
+    /// integration writes z = 0 and, unless periodic with Ω_m set, no box or Ω_m.
+    pub fn is_cosmological(&self) -> bool {
+        self.redshift > 0.0 || (self.box_size > 0.0 && self.omega0 > 0.0)
+    }
+
+    /// The names and values of the fields, in GADGET's spelling.
+    fn named(&self) -> [(&'static str, f64); 6] {
+        [
+            ("BoxSize", self.box_size),
+            ("Redshift", self.redshift),
+            ("Omega0", self.omega0),
+            ("OmegaBaryon", self.omega_baryon),
+            ("OmegaLambda", self.omega_lambda),
+            ("HubbleParam", self.hubble_param),
+        ]
+    }
+}
+
+/// The unit system of a snapshot in cgs, as GADGET-4 records it in `/Parameters`
+/// (`UnitLength_in_cm`, `UnitMass_in_g`, `UnitVelocity_in_cm_per_s`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SnapshotUnits {
+    /// The length unit in cm.
+    pub length_in_cm: f64,
+    /// The mass unit in g.
+    pub mass_in_g: f64,
+    /// The velocity unit in cm/s.
+    pub velocity_in_cm_per_s: f64,
+}
+
+impl SnapshotUnits {
+    /// GADGET's defaults: lengths in kpc/h (3.085678e21 cm), masses in 10¹⁰ M_sun/h
+    /// (1.989e43 g) and velocities in km/s (1e5 cm/s); the factors of h are implied.
+    pub const GADGET: Self = Self {
+        length_in_cm: 3.085678e21,
+        mass_in_g: 1.989e43,
+        velocity_in_cm_per_s: 1e5,
+    };
+
+    /// The names and values of the fields, in GADGET's spelling.
+    fn named(&self) -> [(&'static str, f64); 3] {
+        [
+            ("UnitLength_in_cm", self.length_in_cm),
+            ("UnitMass_in_g", self.mass_in_g),
+            ("UnitVelocity_in_cm_per_s", self.velocity_in_cm_per_s),
+        ]
+    }
+}
+
+/// What [`crate::io::read_snapshot_header`] tells of a snapshot without reading its particles.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SnapshotHeader {
+    /// PartType1 particles in the whole snapshot (`NumPart_Total[1]`).
+    pub particles: u64,
+    /// `Time`: the simulation time (time units), or the scale factor a of a cosmological
+    /// snapshot.
+    pub time: f64,
+    /// Files in the snapshot (`NumFilesPerSnapshot`).
+    pub files: usize,
+    /// The cosmological fields.
+    pub cosmology: SnapshotCosmology,
+    /// The unit system, when the file records one (`/Parameters`, or `/Header` as some
+    /// writers put it).
+    pub units: Option<SnapshotUnits>,
+}
+
+impl SnapshotHeader {
+    /// See [`SnapshotCosmology::is_cosmological`].
+    pub fn is_cosmological(&self) -> bool {
+        self.cosmology.is_cosmological()
+    }
+
+    /// The box, redshift, scale factor and Ω_m, in a few words: "BoxSize 100000, z = 49,
+    /// a = 0.02, Omega0 = 0.3".
+    pub fn summary(&self) -> String {
+        let c = &self.cosmology;
+        format!(
+            "BoxSize {}, z = {}, a = {}, Omega0 = {}",
+            c.box_size, c.redshift, self.time, c.omega0
+        )
+    }
+}
+
 /// What hinoki uses of a snapshot file's header.
 #[derive(Clone, Debug, PartialEq)]
 pub(super) struct Header {
@@ -26,6 +144,12 @@ pub(super) struct Header {
     pub time: f64,
     /// Files in the snapshot.
     pub files: usize,
+    /// `BoxSize`, `Redshift`, the Ω's and h.
+    pub cosmology: SnapshotCosmology,
+    /// The unit system. Only cosmological files get one when written: then `OmegaBaryon` joins
+    /// the header and a `/Parameters` group holds the units and the cosmology (GADGET-4's
+    /// place for them); hinoki's N-body-unit files have neither.
+    pub units: Option<SnapshotUnits>,
 }
 
 impl Header {
@@ -41,11 +165,25 @@ impl Header {
             mass_table: [0.0; TYPES],
             time,
             files,
+            cosmology: SnapshotCosmology::NONE,
+            units: None,
+        }
+    }
+
+    /// What [`crate::io::read_snapshot_header`] returns of this header.
+    pub fn public(&self) -> SnapshotHeader {
+        SnapshotHeader {
+            particles: self.total[HALO],
+            time: self.time,
+            files: self.files,
+            cosmology: self.cosmology,
+            units: self.units,
         }
     }
 
     /// Writes the header attributes into `group`, with GADGET-4's types, plus the GADGET-2
-    /// cosmology fields (a non-cosmological run: Ω₀ = Ω_Λ = 0, h = 1, z = 0, no box).
+    /// cosmology fields (for a non-cosmological run Ω₀ = Ω_Λ = 0, h = 1, z = 0, no box; a
+    /// file with units also gets `OmegaBaryon`).
     pub fn write(&self, group: &hdf5::Group) -> hdf5::Result<()> {
         group
             .new_attr::<u64>()
@@ -72,16 +210,44 @@ impl Header {
             .new_attr::<i32>()
             .create("NumFilesPerSnapshot")?
             .write_scalar(&files)?;
-        for (name, value) in [
-            ("Time", self.time),
-            ("Redshift", 0.0),
-            ("BoxSize", 0.0),
-            ("Omega0", 0.0),
-            ("OmegaLambda", 0.0),
-            ("HubbleParam", 1.0),
-        ] {
+        group
+            .new_attr::<f64>()
+            .create("Time")?
+            .write_scalar(&self.time)?;
+        let baryons = self.units.is_some();
+        for (name, value) in self.cosmology.named() {
+            if name != "OmegaBaryon" || baryons {
+                group.new_attr::<f64>().create(name)?.write_scalar(&value)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes `/Parameters` as GADGET-4 does, with the parameters that describe the file: the
+    /// units, the cosmology, `BoxSize`, `ComovingIntegrationOn` = 1 and `TimeBegin` = a.
+    /// Nothing for a file without units.
+    pub fn write_parameters(&self, file: &hdf5::File) -> hdf5::Result<()> {
+        let Some(units) = self.units else {
+            return Ok(());
+        };
+        let group = file.create_group("Parameters")?;
+        let values = units
+            .named()
+            .into_iter()
+            .chain(
+                self.cosmology
+                    .named()
+                    .into_iter()
+                    .filter(|(n, _)| *n != "Redshift"),
+            )
+            .chain([("TimeBegin", self.time)]);
+        for (name, value) in values {
             group.new_attr::<f64>().create(name)?.write_scalar(&value)?;
         }
+        group
+            .new_attr::<i32>()
+            .create("ComovingIntegrationOn")?
+            .write_scalar(&1)?;
         Ok(())
     }
 
@@ -152,20 +318,96 @@ impl Header {
                 )
             })?
         };
+        let parameters = file.group("Parameters").ok();
+        // A scalar f64 attribute of /Header, else of /Parameters, if either has it.
+        let optional = |name: &str| -> Result<Option<f64>> {
+            let place = [
+                ("Header", Some(&group)),
+                ("Parameters", parameters.as_ref()),
+            ]
+            .into_iter()
+            .find_map(|(where_, g)| g.and_then(|g| g.attr(name).ok()).map(|a| (where_, a)));
+            let Some((where_, a)) = place else {
+                return Ok(None);
+            };
+            let shape = a.shape();
+            if shape.iter().product::<usize>() != 1 {
+                return Err(Error::io(
+                    path,
+                    format!("/{where_} attribute {name} has shape {shape:?} (expected one value)"),
+                ));
+            }
+            let v = a.read_raw::<f64>().map_err(|e| {
+                Error::io(path, format!("cannot read /{where_} attribute {name}: {e}"))
+            })?;
+            if !v[0].is_finite() {
+                return Err(Error::io(
+                    path,
+                    format!("/{where_} {name} = {} is not finite", v[0]),
+                ));
+            }
+            Ok(Some(v[0]))
+        };
+        let none = SnapshotCosmology::NONE;
+        let cosmology = SnapshotCosmology {
+            box_size: optional("BoxSize")?.unwrap_or(none.box_size),
+            redshift: optional("Redshift")?.unwrap_or(none.redshift),
+            omega0: optional("Omega0")?.unwrap_or(none.omega0),
+            omega_baryon: optional("OmegaBaryon")?.unwrap_or(none.omega_baryon),
+            omega_lambda: optional("OmegaLambda")?.unwrap_or(none.omega_lambda),
+            hubble_param: optional("HubbleParam")?.unwrap_or(none.hubble_param),
+        };
+        let units = match (
+            optional("UnitLength_in_cm")?,
+            optional("UnitMass_in_g")?,
+            optional("UnitVelocity_in_cm_per_s")?,
+        ) {
+            (Some(length_in_cm), Some(mass_in_g), Some(velocity_in_cm_per_s)) => {
+                Some(SnapshotUnits {
+                    length_in_cm,
+                    mass_in_g,
+                    velocity_in_cm_per_s,
+                })
+            }
+            _ => None,
+        };
         let header = Self {
             this_file,
             total,
             mass_table,
             time,
             files,
+            cosmology,
+            units,
         };
         header.check(path)?;
         Ok(header)
     }
 
     /// Rejects values no snapshot can have: a non-finite time, a negative or non-finite table
-    /// mass, more particles in the file than in the snapshot.
+    /// mass, more particles in the file than in the snapshot, a negative box, units that are
+    /// not > 0 (the values were checked finite when read).
     fn check(&self, path: &Path) -> Result<()> {
+        if self.cosmology.box_size < 0.0 {
+            return Err(Error::io(
+                path,
+                format!(
+                    "/Header BoxSize = {} is negative (0 means no box)",
+                    self.cosmology.box_size
+                ),
+            ));
+        }
+        if let Some((name, v)) = self
+            .units
+            .iter()
+            .flat_map(|u| u.named())
+            .find(|(_, v)| *v <= 0.0)
+        {
+            return Err(Error::io(
+                path,
+                format!("unit attribute {name} = {v} (a unit must be > 0)"),
+            ));
+        }
         if !self.time.is_finite() {
             return Err(Error::io(
                 path,

@@ -7,7 +7,7 @@
 //!
 //! | object | content (type, shape) |
 //! |---|---|
-//! | `/Header` attributes | `NumPart_ThisFile` (u64 × 6), `NumPart_Total` (u64 × 6, the full count), `NumPart_Total_HighWord` (u32 × 6, zero: the totals are already 64-bit), `MassTable` (f64 × 6, zero: masses are per particle), `Time` (f64), `Redshift` (f64, 0), `BoxSize` (f64, 0: open boundaries), `NumFilesPerSnapshot` (i32), `Omega0` (f64, 0), `OmegaLambda` (f64, 0), `HubbleParam` (f64, 1) |
+//! | `/Header` attributes | `NumPart_ThisFile` (u64 × 6), `NumPart_Total` (u64 × 6, the full count), `NumPart_Total_HighWord` (u32 × 6, zero: the totals are already 64-bit), `MassTable` (f64 × 6, zero: masses are per particle), `Time` (f64), `Redshift` (f64, 0), `BoxSize` (f64, 0: open boundaries), `NumFilesPerSnapshot` (i32), `Omega0` (f64, 0), `OmegaLambda` (f64, 0), `HubbleParam` (f64, 1); the values in brackets are those of N-body-unit files, cosmological files hold theirs and `OmegaBaryon` (f64) |
 //! | `/PartType1/Coordinates` | positions, f64 × (n, 3), length units |
 //! | `/PartType1/Velocities` | velocities, f64 × (n, 3), length / time units |
 //! | `/PartType1/ParticleIDs` | ids, u64 × n |
@@ -15,11 +15,19 @@
 //! | `/PartType1/Acceleration` | optional, f64 × (n, 3), length / time² units |
 //! | `/PartType1/Potential` | optional, f64 × n, (length / time)² units, per unit mass |
 //! | `/Config` attributes | `Code` ("hinoki"), `Version` (of the hinoki that wrote it) |
+//! | `/Parameters` attributes | cosmological files only: `UnitLength_in_cm`, `UnitMass_in_g`, `UnitVelocity_in_cm_per_s`, `Omega0`, `OmegaBaryon`, `OmegaLambda`, `HubbleParam`, `BoxSize`, `TimeBegin` (f64), `ComovingIntegrationOn` (i32, 1) |
 //!
 //! The particles are GADGET's type 1 (collisionless "halo" particles); a file whose rank has no
 //! particles has no `/PartType1` group, as in GADGET. Units are those of the run (N-body units,
 //! G = 1, by default). Every file is written to a temporary name and renamed
 //! ([`crate::io::atomic::replace_atomic`]).
+//!
+//! Cosmological files ([`write_cosmological_snapshot_file`], `hinoki ics cosmology`) hold
+//! `Time` = a, the box, redshift, Ω's and h of [`SnapshotCosmology`] in `/Header` (with
+//! `OmegaBaryon`), and `/Parameters` as GADGET-4 writes it, with the units
+//! ([`SnapshotUnits`]). [`read_snapshot_header`] reads these fields (from `/Header`, else
+//! `/Parameters`); [`SnapshotCosmology::is_cosmological`] is the rule that tells a
+//! cosmological snapshot, which `hinoki run` refuses and the readers warn about.
 //!
 //! Reading accepts what GADGET-2, -3 and -4 write: coordinates and velocities in float32 or
 //! float64, ids as u32 or u64, particle counts as 32- or 64-bit integers, `Masses` absent when
@@ -34,5 +42,8 @@ mod tests;
 mod write;
 
 pub use files::snapshot_path;
-pub use read::read_snapshot;
-pub use write::{write_snapshot, write_snapshot_file, SnapshotExtras};
+pub use header::{SnapshotCosmology, SnapshotHeader, SnapshotUnits};
+pub use read::{read_snapshot, read_snapshot_header};
+pub use write::{
+    write_cosmological_snapshot_file, write_snapshot, write_snapshot_file, SnapshotExtras,
+};

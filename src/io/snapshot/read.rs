@@ -2,7 +2,7 @@
 //! ranks.
 
 use super::files::{first_file, set_members};
-use super::header::{Header, HALO};
+use super::header::{Header, SnapshotHeader, HALO};
 use crate::comm::{agree, Comm};
 use crate::error::{Error, Result};
 use crate::particles::Particles;
@@ -27,6 +27,14 @@ const CHUNK: usize = 1 << 20;
 /// ranks.
 pub fn read_snapshot(comm: &dyn Comm, path: &Path) -> Result<(Particles, f64)> {
     agree(comm, read_share(comm.rank(), comm.size(), path))
+}
+
+/// The header of the snapshot at `path` (one file, any file of a set, or its snapdir): its
+/// first file's header, checked as [`read_snapshot`] checks it, without reading particles.
+/// Not collective: each caller reads the file.
+pub fn read_snapshot_header(path: &Path) -> Result<SnapshotHeader> {
+    let first = first_file(path)?;
+    Ok(Header::read(&open(&first)?, &first)?.public())
 }
 
 /// Particles `[N rank / size, N (rank + 1) / size)` of the snapshot at `path`, and its time.
@@ -68,6 +76,15 @@ pub(super) fn read_share(rank: usize, size: usize, path: &Path) -> Result<(Parti
     check_total(&first, &header, total)?;
     if rank == 0 {
         warn_other_types(path, &headers);
+        if header.cosmology.is_cosmological() {
+            tracing::warn!(
+                "{}: a cosmological snapshot ({}); its positions are taken as given \
+                 (comoving, in the file's units, open boundaries: no periodic images), \
+                 velocities as stored",
+                path.display(),
+                header.public().summary()
+            );
+        }
     }
 
     let share = share(total, rank, size);

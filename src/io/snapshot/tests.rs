@@ -506,3 +506,212 @@ fn single_file_under_any_name() {
     assert_eq!(t, 0.25);
     assert_same(&p, &q);
 }
+
+/// The cosmological fields of a 100 Mpc/h box at z = 49 in GADGET's units.
+fn lcdm_fields() -> SnapshotCosmology {
+    SnapshotCosmology {
+        box_size: 100_000.0,
+        redshift: 49.0,
+        omega0: 0.3,
+        omega_baryon: 0.045,
+        omega_lambda: 0.7,
+        hubble_param: 0.7,
+    }
+}
+
+/// `n` particles inside the box [0, 1e5)³, the last one on the lower faces.
+fn in_box(n: usize) -> Particles {
+    let mut p = Particles::with_capacity(n);
+    for i in 0..n {
+        let x = (i as f64 * 7919.0) % 100_000.0;
+        p.push(
+            DVec3::new(x, 99_999.5, 0.0),
+            DVec3::splat(-3.5),
+            2.0,
+            i as u64 + 1,
+        );
+    }
+    p
+}
+
+#[test]
+fn cosmological_file_round_trips_its_header_and_units() {
+    let dir = TestDir::new("snap-cosmo");
+    let path = dir.path().join("ics.hdf5");
+    let p = in_box(30);
+    let c = lcdm_fields();
+    write_cosmological_snapshot_file(&path, &p, 0.02, &c, &SnapshotUnits::GADGET).unwrap();
+    let h = read_snapshot_header(&path).unwrap();
+    assert_eq!(
+        h,
+        SnapshotHeader {
+            particles: 30,
+            time: 0.02,
+            files: 1,
+            cosmology: c,
+            units: Some(SnapshotUnits::GADGET),
+        }
+    );
+    assert!(h.is_cosmological());
+    assert_eq!(
+        h.summary(),
+        "BoxSize 100000, z = 49, a = 0.02, Omega0 = 0.3"
+    );
+    let (q, t) = read_snapshot(&SingleProcess, &path).unwrap();
+    assert_eq!(t, 0.02);
+    assert_same(&p, &q);
+    // GADGET-4's place for the units and the cosmology: /Parameters.
+    let f = hdf5::File::open(&path).unwrap();
+    let params = f.group("Parameters").unwrap();
+    let v = |name: &str| params.attr(name).unwrap().read_scalar::<f64>().unwrap();
+    assert_eq!(v("UnitLength_in_cm"), 3.085678e21);
+    assert_eq!(v("UnitMass_in_g"), 1.989e43);
+    assert_eq!(v("UnitVelocity_in_cm_per_s"), 1e5);
+    assert_eq!((v("Omega0"), v("OmegaBaryon")), (0.3, 0.045));
+    assert_eq!((v("OmegaLambda"), v("HubbleParam")), (0.7, 0.7));
+    assert_eq!((v("BoxSize"), v("TimeBegin")), (100_000.0, 0.02));
+    let comoving = params.attr("ComovingIntegrationOn").unwrap();
+    assert_eq!(comoving.read_scalar::<i32>().unwrap(), 1);
+}
+
+#[test]
+fn hinoki_and_gadget2_files_are_not_cosmological() {
+    let dir = TestDir::new("snap-not-cosmo");
+    let h = read_snapshot_header(&good(&dir)).unwrap();
+    assert_eq!(
+        (h.cosmology, h.units, h.particles, h.time),
+        (SnapshotCosmology::NONE, None, 8, 0.0)
+    );
+    assert!(!h.is_cosmological());
+    // No OmegaBaryon and no /Parameters in hinoki's own files, as before.
+    let f = hdf5::File::open(good(&dir)).unwrap();
+    assert!(f.group("Header").unwrap().attr("OmegaBaryon").is_err());
+    assert!(f.group("Parameters").is_err());
+    // A GADGET-2 file without any of the fields reads as NONE.
+    let path = dir.path().join("g2.hdf5");
+    gadget_file(&path, 1, 3, 3, 1);
+    let h = read_snapshot_header(&path).unwrap();
+    assert_eq!((h.cosmology, h.units), (SnapshotCosmology::NONE, None));
+}
+
+#[test]
+fn the_cosmological_rule() {
+    let c = lcdm_fields();
+    assert!(c.is_cosmological());
+    // z = 0 at the end of a cosmological run: the box and Omega0 tell.
+    assert!(SnapshotCosmology { redshift: 0.0, ..c }.is_cosmological());
+    // A redshift alone tells, with or without a box.
+    assert!(SnapshotCosmology { box_size: 0.0, ..c }.is_cosmological());
+    // A periodic box without matter at z = 0 (a GADGET run without comoving integration),
+    // and Omega0 without a box at z = 0, do not.
+    let static_box = SnapshotCosmology {
+        redshift: 0.0,
+        omega0: 0.0,
+        ..c
+    };
+    assert!(!static_box.is_cosmological());
+    let open = SnapshotCosmology {
+        redshift: 0.0,
+        box_size: 0.0,
+        ..c
+    };
+    assert!(!open.is_cosmological());
+    assert!(!SnapshotCosmology::NONE.is_cosmological());
+}
+
+#[test]
+fn gadget4_file_keeps_the_cosmology_in_parameters() {
+    let dir = TestDir::new("snap-g4");
+    let path = dir.path().join("g4.hdf5");
+    gadget_file(&path, 1, 3, 3, 1);
+    let f = hdf5::File::open_rw(&path).unwrap();
+    let h = f.group("Header").unwrap();
+    for (name, v) in [("Redshift", 0.0), ("BoxSize", 50_000.0)] {
+        h.new_attr::<f64>()
+            .create(name)
+            .unwrap()
+            .write_scalar(&v)
+            .unwrap();
+    }
+    let params = f.create_group("Parameters").unwrap();
+    for (name, v) in [
+        ("Omega0", 0.31),
+        ("OmegaBaryon", 0.049),
+        ("OmegaLambda", 0.69),
+        ("HubbleParam", 0.68),
+        ("BoxSize", 1.0),
+        ("UnitLength_in_cm", 3.085678e24),
+        ("UnitMass_in_g", 1.989e43),
+        ("UnitVelocity_in_cm_per_s", 1e5),
+    ] {
+        params
+            .new_attr::<f64>()
+            .create(name)
+            .unwrap()
+            .write_scalar(&v)
+            .unwrap();
+    }
+    drop((h, params, f));
+    let got = read_snapshot_header(&path).unwrap();
+    // /Header's BoxSize wins over /Parameters'.
+    assert_eq!(
+        got.cosmology,
+        SnapshotCosmology {
+            box_size: 50_000.0,
+            redshift: 0.0,
+            omega0: 0.31,
+            omega_baryon: 0.049,
+            omega_lambda: 0.69,
+            hubble_param: 0.68,
+        }
+    );
+    assert_eq!(got.units.unwrap().length_in_cm, 3.085678e24);
+    assert!(got.is_cosmological());
+}
+
+#[test]
+fn bad_cosmological_fields_are_refused() {
+    let dir = TestDir::new("snap-cosmo-bad");
+    let c = lcdm_fields();
+    let units = SnapshotUnits::GADGET;
+    let path = dir.path().join("ics.hdf5");
+    // Writing: a particle outside the box, no box, a bad scale factor; nothing is written.
+    let mut p = in_box(5);
+    p.pos[3].y = 100_000.0;
+    let err = write_cosmological_snapshot_file(&path, &p, 0.02, &c, &units).unwrap_err();
+    assert_eq!(err.kind, ErrorKind::Input);
+    assert!(err.message.contains("particle 3"), "{err}");
+    let no_box = SnapshotCosmology { box_size: 0.0, ..c };
+    let err = write_cosmological_snapshot_file(&path, &in_box(5), 0.02, &no_box, &units);
+    assert!(err.unwrap_err().message.contains("BoxSize = 0"));
+    let err = write_cosmological_snapshot_file(&path, &in_box(5), f64::NAN, &c, &units);
+    assert!(err.unwrap_err().message.contains("a = NaN"));
+    assert!(!path.exists());
+    // Reading: a negative or non-finite field, a unit that is not > 0.
+    for (group, name, value, expect) in [
+        ("Header", "BoxSize", -1.0, "BoxSize = -1 is negative"),
+        (
+            "Header",
+            "Redshift",
+            f64::NAN,
+            "/Header Redshift = NaN is not finite",
+        ),
+        ("Header", "OmegaBaryon", f64::INFINITY, "OmegaBaryon = inf"),
+        ("Parameters", "UnitMass_in_g", 0.0, "UnitMass_in_g = 0"),
+    ] {
+        write_cosmological_snapshot_file(&path, &in_box(5), 0.02, &c, &units).unwrap();
+        let f = hdf5::File::open_rw(&path).unwrap();
+        let g = f.group(group).unwrap();
+        g.delete_attr(name).unwrap();
+        g.new_attr::<f64>()
+            .create(name)
+            .unwrap()
+            .write_scalar(&value)
+            .unwrap();
+        drop((g, f));
+        let err = read_snapshot_header(&path).unwrap_err();
+        assert!(err.message.contains(expect), "{name}: {err}");
+        let err = read_err(&path, &path);
+        assert!(err.message.contains(expect), "{name}: {err}");
+    }
+}

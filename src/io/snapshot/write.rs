@@ -1,7 +1,7 @@
 //! Writing a snapshot: one HDF5 file per rank, each atomically.
 
 use super::files::snapshot_path;
-use super::header::{write_config, Header};
+use super::header::{write_config, Header, SnapshotCosmology, SnapshotUnits};
 use crate::comm::{agree, Comm};
 use crate::error::{Error, Result};
 use crate::io::atomic::replace_atomic;
@@ -57,6 +57,49 @@ pub fn write_snapshot_file(path: &Path, p: &Particles, time: f64) -> Result<()> 
     )
 }
 
+/// Writes a one-file cosmological snapshot of the particles `p` to `path`, atomically:
+/// `Time` = `scale_factor` (a), the header fields of `cosmology` (`OmegaBaryon` among them),
+/// and `/Parameters` with `units` and the cosmology, as GADGET-4 writes them. The particles
+/// must be in the units `units` names, comoving positions in [0, `BoxSize`)³ (checked: a
+/// position outside is an input error and nothing is written). The directory that holds
+/// `path` must exist.
+pub fn write_cosmological_snapshot_file(
+    path: &Path,
+    p: &Particles,
+    scale_factor: f64,
+    cosmology: &SnapshotCosmology,
+    units: &SnapshotUnits,
+) -> Result<()> {
+    let bad = |what: String| Err(Error::input(format!("{}: {what}", path.display())));
+    if !(scale_factor.is_finite() && scale_factor > 0.0) {
+        return bad(format!(
+            "cannot write the scale factor a = {scale_factor} (must be finite and > 0)"
+        ));
+    }
+    let box_size = cosmology.box_size;
+    if !(box_size.is_finite() && box_size > 0.0 && cosmology.is_cosmological()) {
+        return bad(format!(
+            "cannot write a cosmological snapshot with BoxSize = {box_size}, Omega0 = {} \
+             (both must be > 0)",
+            cosmology.omega0
+        ));
+    }
+    let inside = |x: &DVec3| x.to_array().iter().all(|c| (0.0..box_size).contains(c));
+    if let Some(i) = p.pos.iter().position(|x| !inside(x)) {
+        return bad(format!(
+            "particle {i} at {:?} lies outside the box [0, {box_size})",
+            p.pos[i].to_array()
+        ));
+    }
+    let n = p.len() as u64;
+    let header = Header {
+        cosmology: *cosmology,
+        units: Some(*units),
+        ..Header::hinoki(n, n, scale_factor, 1)
+    };
+    write_one(path, &header, p, &SnapshotExtras::default())
+}
+
 /// Creates the directory that will hold `path` (every rank may call it at once).
 fn create_parent(path: &Path) -> Result<()> {
     match path.parent() {
@@ -108,6 +151,7 @@ fn write_file(
 ) -> hdf5::Result<()> {
     let file = hdf5::File::create(tmp)?;
     header.write(&file.create_group("Header")?)?;
+    header.write_parameters(&file)?;
     write_config(&file)?;
     // GADGET leaves out the group of a type without particles in this file.
     if !p.is_empty() {
