@@ -5,6 +5,7 @@
 use clap::{Args, Parser, Subcommand};
 use glam::DVec3;
 use hinoki::comm::{Comm, SingleProcess};
+use hinoki::cosmology::measure::ShotNoise;
 use hinoki::diag::report::{check_against_direct, forces_json, forces_table};
 use hinoki::domain::Balance;
 use hinoki::forces::{ForceEngine, ForceParams};
@@ -14,7 +15,7 @@ use hinoki::io::{
     read_snapshot, write_cosmological_snapshot_file, write_snapshot_file, RunConfig,
     SnapshotCosmology, SnapshotUnits,
 };
-use hinoki::render::{plot_diagnostics, render, Axis, RenderOptions};
+use hinoki::render::{plot_diagnostics, plot_power, render, Axis, PowerOptions, RenderOptions};
 use hinoki::resources::{check_threads, FORCES_BYTES, PARTICLE_BYTES};
 use hinoki::simulation::{self, check_forces, initial_particles};
 use hinoki::{Error, Particles, Result};
@@ -55,7 +56,9 @@ enum Command {
     VirtualRanks(VirtualRanksArgs),
     /// Draw a snapshot's projected surface density (log scale, viridis) as a PNG.
     Render(RenderArgs),
-    /// Draw a run's diagnostics.jsonl: energy error and seconds per phase versus time.
+    /// Draw a run's diagnostics.jsonl: energy error and seconds per phase versus time
+    /// (`hinoki plot DIAGNOSTICS -o FILE`), or a cosmological snapshot's power spectrum
+    /// (`hinoki plot power SNAPSHOT -o FILE`, see `hinoki plot power --help`).
     Plot(PlotArgs),
 }
 
@@ -107,15 +110,71 @@ struct RenderArgs {
 }
 
 #[derive(Args)]
+#[command(
+    args_conflicts_with_subcommands = true,
+    subcommand_negates_reqs = true,
+    disable_help_subcommand = true
+)]
 struct PlotArgs {
+    #[command(subcommand)]
+    power: Option<PlotCommand>,
     /// A run's diagnostics file (diagnostics.jsonl in its output directory).
-    diagnostics: PathBuf,
+    #[arg(required = true)]
+    diagnostics: Option<PathBuf>,
     /// Output picture (.png or .svg).
-    #[arg(long, short)]
-    output: PathBuf,
+    #[arg(long, short, required = true)]
+    output: Option<PathBuf>,
     /// Width of the picture in pixels (the height is 9/10 of it).
     #[arg(long, default_value_t = 900)]
     width: u32,
+}
+
+#[derive(Subcommand)]
+enum PlotCommand {
+    /// The matter power spectrum of a periodic cosmological snapshot against linear theory.
+    ///
+    /// Cloud-in-cell assignment on an N³ grid, FFT, the CIC window divided out and (by
+    /// default) the Poisson shot noise V Σm²/(Σm)² subtracted, averaged in shells of width
+    /// 2π/L up to the grid's Nyquist wave number; k in h/Mpc, P in (Mpc/h)³ (lengths converted
+    /// with the snapshot's UnitLength_in_cm, kpc/h when it records none). The linear curve is
+    /// D(a)² P_EH98(k) with Ω_m, Ω_Λ, Ω_b (0.045 if absent) and h from the header, a = Time,
+    /// and σ8 and n_s from the options.
+    Power(PowerArgs),
+}
+
+#[derive(Args)]
+struct PowerArgs {
+    /// The snapshot: one HDF5 file, any file of a multi-file set, or its snapdir.
+    snapshot: PathBuf,
+    /// Output picture (.png or .svg).
+    #[arg(long, short)]
+    output: PathBuf,
+    /// σ8 of the linear spectrum today (the header does not record it).
+    #[arg(long, default_value_t = 0.8, allow_negative_numbers = true)]
+    sigma8: f64,
+    /// n_s, the primordial spectral index of the linear spectrum.
+    #[arg(long, default_value_t = 0.96, allow_negative_numbers = true)]
+    n_s: f64,
+    /// Grid side N, a power of two from 2 to 512 (default: the largest power of two <=
+    /// 2 N_particles^(1/3), from 8 to 256).
+    #[arg(long, value_name = "N")]
+    grid: Option<usize>,
+    /// Shot noise: subtract the Poisson term, or keep it (right for a perturbed lattice such
+    /// as `hinoki ics cosmology`'s initial conditions, whose noise is far below Poisson).
+    #[arg(long, value_name = "subtract|keep", default_value = "subtract", value_parser = parse_shot_noise)]
+    shot_noise: ShotNoise,
+    /// Width of the picture in pixels (the height is 3/4 of it).
+    #[arg(long, default_value_t = 900)]
+    width: u32,
+}
+
+/// Parses `subtract` or `keep`.
+fn parse_shot_noise(s: &str) -> std::result::Result<ShotNoise, String> {
+    match s {
+        "subtract" => Ok(ShotNoise::Subtract),
+        "keep" => Ok(ShotNoise::Keep),
+        _ => Err(format!("expected subtract or keep, got {s:?}")),
+    }
 }
 
 /// Parses "x,y,z" into a point.
@@ -431,7 +490,21 @@ fn dispatch(cli: Cli, comm: &dyn Comm) -> Result<()> {
             tracing::info!("drew {} particles to {}", p.len(), a.output.display());
             Ok(())
         }
-        Command::Plot(a) => plot_diagnostics(&a.diagnostics, &a.output, a.width),
+        Command::Plot(a) => match (a.power, a.diagnostics, a.output) {
+            (Some(PlotCommand::Power(p)), _, _) => {
+                let opts = PowerOptions {
+                    sigma8: p.sigma8,
+                    n_s: p.n_s,
+                    grid: p.grid,
+                    shot_noise: p.shot_noise,
+                    width: p.width,
+                };
+                plot_power(&p.snapshot, &p.output, &opts)
+            }
+            (None, Some(d), Some(o)) => plot_diagnostics(&d, &o, a.width),
+            // clap requires both without the subcommand.
+            _ => Err(Error::input("plot: DIAGNOSTICS and --output are required")),
+        },
     }
 }
 

@@ -1210,3 +1210,83 @@ fn run_refuses_a_cosmological_snapshot_and_forces_reads_it() {
         assert!(help.contains(needle), "{needle}: {help}");
     }
 }
+
+/// `hinoki plot power` draws the power spectrum of `ics cosmology`'s snapshot as a PNG, and a
+/// snapshot without a periodic box (a Plummer sphere) or a bad option is a one-line error.
+#[test]
+fn plot_power_draws_a_png_and_refuses_non_cosmological_snapshots() {
+    let dir = TempDir::new("plot-power");
+    let ics = dir.join("f.hdf5");
+    let out = hinoki(&[
+        "ics",
+        "cosmology",
+        "--grid",
+        "32",
+        "--box",
+        "128",
+        "-o",
+        &arg(&ics),
+    ]);
+    assert_success(&out, "ics cosmology");
+    for (name, extra) in [("p.png", None), ("keep.png", Some("keep"))] {
+        let png = dir.join(name);
+        let mut args = vec![
+            "plot".to_string(),
+            "power".into(),
+            arg(&ics),
+            "-o".into(),
+            arg(&png),
+        ];
+        if let Some(mode) = extra {
+            args.extend(["--shot-noise".to_string(), mode.to_string()]);
+        }
+        let out = hinoki(&args);
+        assert_success(&out, "plot power");
+        let bytes = std::fs::read(&png).unwrap();
+        assert!(
+            bytes.starts_with(b"\x89PNG\r\n\x1a\n"),
+            "{name} is not a PNG: {:?}",
+            &bytes[..bytes.len().min(8)]
+        );
+    }
+    let plummer = dir.join("plummer.hdf5");
+    assert_success(
+        &hinoki(&["ics", "plummer", "-n", "100", "-o", &arg(&plummer)]),
+        "ics plummer",
+    );
+    let png = arg(&dir.join("x.png"));
+    let ics = arg(&ics);
+    check_all(&[
+        case(
+            &["plot", "power", &arg(&plummer), "-o", &png],
+            Status::Failure,
+            &[
+                "plummer.hdf5",
+                "not a periodic cosmological snapshot",
+                "BoxSize 0",
+            ],
+        ),
+        case(
+            &["plot", "power", &ics, "-o", &png, "--grid", "12"],
+            Status::Failure,
+            &["--grid", "12"],
+        ),
+        case(
+            &["plot", "power", &ics, "-o", &png, "--sigma8", "-1"],
+            Status::Failure,
+            &["sigma8 = -1"],
+        ),
+        case(
+            &["plot", "power", &ics, "-o", &png, "--shot-noise", "some"],
+            Status::Usage,
+            &["--shot-noise", "subtract or keep"],
+        ),
+        case(
+            &["plot", "power", &ics, "-o", &arg(&dir.join("x.gif"))],
+            Status::Failure,
+            &["x.gif", "png or .svg"],
+        ),
+        case(&["plot", "power", &ics], Status::Usage, &["--output"]),
+    ]);
+    assert!(!dir.join("x.png").exists());
+}

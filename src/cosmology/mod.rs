@@ -18,12 +18,14 @@
 //! Initial conditions in a periodic box (these files use Mpc/h, km/s and 10¹⁰ M_sun/h
 //! throughout, whatever `hubble` is): `power.rs` (the linear power spectrum, Eisenstein & Hu
 //! 1998, normalised to σ8), `field.rs` (a Gaussian random field on a grid, FFTs, the
-//! Zel'dovich displacement), `zeldovich.rs` (particles displaced along it).
+//! Zel'dovich displacement), `zeldovich.rs` (particles displaced along it), `measure.rs` (the
+//! power spectrum of particles, measured on a grid).
 
 mod background;
 mod factors;
 pub mod field;
 mod growth;
+pub mod measure;
 mod power;
 mod quadrature;
 mod zeldovich;

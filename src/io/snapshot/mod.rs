@@ -43,6 +43,7 @@ mod write;
 
 pub use files::snapshot_path;
 pub use header::{SnapshotCosmology, SnapshotHeader, SnapshotUnits};
+pub(crate) use read::read_periodic_snapshot;
 pub use read::{read_snapshot, read_snapshot_header};
 pub use write::{
     write_cosmological_snapshot_file, write_snapshot, write_snapshot_file, SnapshotExtras,

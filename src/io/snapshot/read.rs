@@ -37,8 +37,25 @@ pub fn read_snapshot_header(path: &Path) -> Result<SnapshotHeader> {
     Ok(Header::read(&open(&first)?, &first)?.public())
 }
 
+/// All the particles of the periodic snapshot at `path` and its time, on one process, for a
+/// caller that treats the box as periodic itself (`hinoki plot power`): as [`read_snapshot`]
+/// on one rank, without its warning that positions are taken with open boundaries.
+pub(crate) fn read_periodic_snapshot(path: &Path) -> Result<(Particles, f64)> {
+    read_share_warning(0, 1, path, false)
+}
+
 /// Particles `[N rank / size, N (rank + 1) / size)` of the snapshot at `path`, and its time.
 pub(super) fn read_share(rank: usize, size: usize, path: &Path) -> Result<(Particles, f64)> {
+    read_share_warning(rank, size, path, true)
+}
+
+/// [`read_share`], warning on rank 0 about a cosmological snapshot only when `warn_cosmological`.
+fn read_share_warning(
+    rank: usize,
+    size: usize,
+    path: &Path,
+    warn_cosmological: bool,
+) -> Result<(Particles, f64)> {
     let first = first_file(path)?;
     let header = Header::read(&open(&first)?, &first)?;
     let mut files = Vec::new();
@@ -76,7 +93,7 @@ pub(super) fn read_share(rank: usize, size: usize, path: &Path) -> Result<(Parti
     check_total(&first, &header, total)?;
     if rank == 0 {
         warn_other_types(path, &headers);
-        if header.cosmology.is_cosmological() {
+        if warn_cosmological && header.cosmology.is_cosmological() {
             tracing::warn!(
                 "{}: a cosmological snapshot ({}); its positions are taken as given \
                  (comoving, in the file's units, open boundaries: no periodic images), \
