@@ -1,6 +1,7 @@
 //! The `/Header` group of a snapshot file: GADGET's attributes, written with GADGET-4's types
 //! and read from any GADGET version's.
 
+use super::numbers::{read_numbers, Numbers};
 use crate::error::{Error, Result};
 use hdf5::types::VarLenUnicode;
 use std::path::Path;
@@ -280,14 +281,16 @@ impl Header {
         let bad = |name: &str, e: &dyn std::fmt::Display| {
             Error::io(path, format!("cannot read /Header attribute {name}: {e}"))
         };
-        let per_type_u64 = |name: &str| -> Result<[u64; TYPES]> {
-            let v = attr(name)?.read_raw::<u64>().map_err(|e| bad(name, &e))?;
-            per_type(path, name, &v)
+        let floats = |name: &str| -> Result<Vec<f64>> {
+            let v = read_numbers(&attr(name)?).map_err(|e| bad(name, &e))?;
+            Ok(v.into_f64())
         };
-        let scalar_f64 = |name: &str| -> Result<f64> {
-            let v = attr(name)?.read_raw::<f64>().map_err(|e| bad(name, &e))?;
-            one(path, name, &v)
+        let integers = |name: &str| -> Result<Vec<u64>> {
+            let v = read_numbers(&attr(name)?).map_err(|e| bad(name, &e))?;
+            v.into_integers().map_err(|e| bad(name, &e))
         };
+        let per_type_u64 = |name: &str| per_type(path, name, &integers(name)?);
+        let scalar_f64 = |name: &str| one(path, name, &floats(name)?);
 
         let this_file = per_type_u64("NumPart_ThisFile")?;
         let mut total = per_type_u64("NumPart_Total")?;
@@ -299,16 +302,11 @@ impl Header {
                 }
             }
         }
-        let mass_table = {
-            let v = attr("MassTable")?
-                .read_raw::<f64>()
-                .map_err(|e| bad("MassTable", &e))?;
-            per_type(path, "MassTable", &v)?
-        };
+        let mass_table = per_type(path, "MassTable", &floats("MassTable")?)?;
         let time = scalar_f64("Time")?;
         let files = {
-            let v = attr("NumFilesPerSnapshot")?
-                .read_raw::<i64>()
+            let v = read_numbers(&attr("NumFilesPerSnapshot")?)
+                .and_then(Numbers::into_integers::<i64>)
                 .map_err(|e| bad("NumFilesPerSnapshot", &e))?;
             let k = one(path, "NumFilesPerSnapshot", &v)?;
             usize::try_from(k).ok().filter(|&k| k >= 1).ok_or_else(|| {
@@ -337,7 +335,7 @@ impl Header {
                     format!("/{where_} attribute {name} has shape {shape:?} (expected one value)"),
                 ));
             }
-            let v = a.read_raw::<f64>().map_err(|e| {
+            let v = read_numbers(&a).map(Numbers::into_f64).map_err(|e| {
                 Error::io(path, format!("cannot read /{where_} attribute {name}: {e}"))
             })?;
             if !v[0].is_finite() {

@@ -20,7 +20,8 @@
 //! The particles are GADGET's type 1 (collisionless "halo" particles); a file whose rank has no
 //! particles has no `/PartType1` group, as in GADGET. Units are those of the run (N-body units,
 //! G = 1, by default). Every file is written to a temporary name and renamed
-//! ([`crate::io::atomic::replace_atomic`]).
+//! ([`crate::io::atomic::replace_atomic`]), in the HDF5 1.8 file format, whose metadata carry
+//! checksums: a damaged header is then an error, not a crash of the library's decoder.
 //!
 //! Cosmological files ([`write_cosmological_snapshot_file`], `hinoki ics cosmology`) hold
 //! `Time` = a, the box, redshift, Ω's and h of [`SnapshotCosmology`] in `/Header` (with
@@ -31,11 +32,13 @@
 //!
 //! Reading accepts what GADGET-2, -3 and -4 write: coordinates and velocities in float32 or
 //! float64, ids as u32 or u64, particle counts as 32- or 64-bit integers, `Masses` absent when
-//! `MassTable[1] > 0`. Only type 1 is read. A set of several files is read by any number of
+//! `MassTable[1] > 0`. Numbers are read as stored (any native little-endian integer or IEEE
+//! float type) and converted by hinoki, never by the library (`numbers`). Only type 1 is read. A set of several files is read by any number of
 //! ranks: each takes a contiguous share of the particles in file order.
 
 mod files;
 mod header;
+mod numbers;
 mod read;
 #[cfg(test)]
 mod tests;

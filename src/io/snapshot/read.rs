@@ -3,6 +3,7 @@
 
 use super::files::{first_file, set_members};
 use super::header::{Header, SnapshotHeader, HALO};
+use super::numbers::{read_numbers, Numbers, Rows};
 use crate::comm::{agree, Comm};
 use crate::error::{Error, Result};
 use crate::particles::Particles;
@@ -208,7 +209,13 @@ fn read_rows(
     };
     data.vectors("Coordinates", &rows, &mut p.pos)?;
     data.vectors("Velocities", &rows, &mut p.vel)?;
-    data.scalars("ParticleIDs", &rows, &mut p.id, None)?;
+    data.scalars(
+        "ParticleIDs",
+        &rows,
+        &mut p.id,
+        Numbers::into_integers,
+        None,
+    )?;
     let table = header.mass_table[HALO];
     if table > 0.0 {
         p.mass.resize(p.mass.len() + rows.len(), table);
@@ -223,6 +230,7 @@ fn read_rows(
             "Masses",
             &rows,
             &mut p.mass,
+            |v| Ok(v.into_f64()),
             Some((&valid, "finite and >= 0")),
         )?;
     }
@@ -257,15 +265,15 @@ impl Datasets<'_> {
         Ok(ds)
     }
 
-    /// The error for a dataset the library cannot read (or convert).
-    fn unreadable(&self, name: &str, e: hdf5::Error) -> Error {
-        Error::io(
-            self.path,
-            format!(
-                "cannot read /PartType1/{name}: {}",
-                first_line(&e.to_string())
-            ),
-        )
+    /// Rows `rows` of the dataset `name` (open as `ds`) as stored; the error names it.
+    fn numbers(&self, name: &str, ds: &hdf5::Dataset, rows: Range<usize>) -> Result<Numbers> {
+        let rows = Rows { dataset: ds, rows };
+        read_numbers(&rows).map_err(|e| self.unreadable(name, &e))
+    }
+
+    /// The error for a dataset hinoki cannot read.
+    fn unreadable(&self, name: &str, e: &str) -> Error {
+        Error::io(self.path, format!("cannot read /PartType1/{name}: {e}"))
     }
 
     /// Appends rows `rows` of the (n, 3) dataset `name`, as float64, which must be finite.
@@ -273,10 +281,7 @@ impl Datasets<'_> {
         let ds = self.open(name, &[self.n, 3])?;
         for a in rows.clone().step_by(CHUNK) {
             let b = (a + CHUNK).min(rows.end);
-            let block = ds
-                .read_slice_2d::<f64, _>((a..b, ..))
-                .map_err(|e| self.unreadable(name, e))?;
-            let flat = block.as_slice().expect("a fresh array is contiguous");
+            let flat = self.numbers(name, &ds, a..b)?.into_f64();
             let start = out.len();
             out.extend(flat.chunks_exact(3).map(DVec3::from_slice));
             if let Some(k) = out[start..].iter().position(|v| !v.is_finite()) {
@@ -293,23 +298,23 @@ impl Datasets<'_> {
         Ok(())
     }
 
-    /// Appends rows `rows` of the n-element dataset `name`; with `rule` = (test, what it
-    /// requires), each value must pass the test.
-    fn scalars<T: hdf5::H5Type + Copy + std::fmt::Display>(
+    /// Appends rows `rows` of the n-element dataset `name`, each value made a `T` by
+    /// `convert`; with `rule` = (test, what it requires), each value must pass the test.
+    fn scalars<T: Copy + std::fmt::Display>(
         &self,
         name: &str,
         rows: &Range<usize>,
         out: &mut Vec<T>,
+        convert: fn(Numbers) -> std::result::Result<Vec<T>, String>,
         rule: Option<(&dyn Fn(T) -> bool, &str)>,
     ) -> Result<()> {
         let ds = self.open(name, &[self.n])?;
         for a in rows.clone().step_by(CHUNK) {
             let b = (a + CHUNK).min(rows.end);
-            let block = ds
-                .read_slice_1d::<T, _>(a..b)
-                .map_err(|e| self.unreadable(name, e))?;
+            let block =
+                convert(self.numbers(name, &ds, a..b)?).map_err(|e| self.unreadable(name, &e))?;
             let start = out.len();
-            out.extend(block.iter().copied());
+            out.extend(block);
             let Some((ok, required)) = rule else {
                 continue;
             };

@@ -379,6 +379,71 @@ fn wrong_shapes_and_invalid_values() {
         .contains("total mass is zero"));
 }
 
+/// Replaces the `/Header` attribute `name` with the scalar `value`.
+fn replace_header<T: hdf5::H5Type>(path: &Path, name: &str, value: &T) {
+    let f = hdf5::File::open_rw(path).unwrap();
+    let h = f.group("Header").unwrap();
+    h.delete_attr(name).unwrap();
+    h.new_attr::<T>()
+        .create(name)
+        .unwrap()
+        .write_scalar(value)
+        .unwrap();
+}
+
+/// Values are read as stored and converted by hinoki: other integer and float widths are
+/// read, floats where integers belong, integers that do not fit and types that are not
+/// numbers are refused with the object's name (the library's own conversions crashed on a
+/// damaged type; `numbers`).
+#[test]
+fn stored_types_are_converted_by_hinoki_or_refused() {
+    let dir = TestDir::new("snap-types");
+    let path = good(&dir);
+    replace_header(&path, "Time", &3i16);
+    replace_header(&path, "NumFilesPerSnapshot", &1u8);
+    replace(&path, "ParticleIDs", &[8], &[1i32, 2, 3, 4, 5, 6, 7, 8]);
+    replace(&path, "Masses", &[8], &[2u16; 8]);
+    let (p, time) = read_snapshot(&SingleProcess, &path).unwrap();
+    assert_eq!(time, 3.0);
+    assert_eq!(p.id, (1..=8).collect::<Vec<u64>>());
+    assert_eq!(p.mass, vec![2.0; 8]);
+
+    for (change, expect) in [
+        (
+            (|path: &Path| replace(path, "ParticleIDs", &[8], &[1.0f64; 8])) as fn(&Path),
+            "cannot read /PartType1/ParticleIDs: stored as floating-point numbers, integers \
+             expected",
+        ),
+        (
+            |path| replace(path, "ParticleIDs", &[8], &[-3i64; 8]),
+            "cannot read /PartType1/ParticleIDs: holds -3, outside u64",
+        ),
+        (
+            |path| replace(path, "Masses", &[8], &[true; 8]),
+            "cannot read /PartType1/Masses: stored as bool (1 bytes), not a native",
+        ),
+        (
+            |path| replace_header(path, "NumFilesPerSnapshot", &2.0f32),
+            "cannot read /Header attribute NumFilesPerSnapshot: stored as floating-point",
+        ),
+        (
+            |path| {
+                replace_header(
+                    path,
+                    "Time",
+                    &hdf5::types::FixedAscii::<4>::from_ascii("1.5").unwrap(),
+                )
+            },
+            "cannot read /Header attribute Time: stored as string (len 4) (4 bytes)",
+        ),
+    ] {
+        let path = good(&dir);
+        change(&path);
+        let err = read_err(&path, &path);
+        assert!(err.message.contains(expect), "{err}");
+    }
+}
+
 /// A header that announces more particles than the machine can hold is refused before any
 /// allocation (it aborted the process: "memory allocation of … failed").
 #[test]

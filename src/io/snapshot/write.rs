@@ -149,7 +149,13 @@ fn write_file(
     p: &Particles,
     fields: &SnapshotExtras,
 ) -> hdf5::Result<()> {
-    let file = hdf5::File::create(tmp)?;
+    // The HDF5 1.8 file format (superblock and object headers of version 2) keeps checksums
+    // of the file's metadata, so that a damaged header is an error of the library's reader
+    // rather than a crash in its decoder; HDF5 1.8 and later read it (h5py, yt, GADGET-4).
+    let v18 = hdf5::file::LibraryVersion::V18;
+    let file = hdf5::File::with_options()
+        .with_fapl(|p| p.libver_bounds(v18, v18))
+        .create(tmp)?;
     header.write(&file.create_group("Header")?)?;
     header.write_parameters(&file)?;
     write_config(&file)?;
