@@ -630,6 +630,21 @@ fn gpu_particles_stay_on_the_device_between_evaluations() {
 }
 
 #[test]
+fn gpu_auto_probes_without_changing_the_forces() {
+    if context().is_none() {
+        return;
+    }
+    for mac in [Mac::Modified, Mac::BarnesHut] {
+        let params = ForceParams {
+            backend: Backend::Gpu,
+            mac,
+            ..ForceParams::default()
+        };
+        common::probe_leaves_the_forces_alone(&params, size(60_000));
+    }
+}
+
+#[test]
 fn gpu_active_forces_equal_the_full_evaluation_bit_for_bit() {
     use hinoki::forces::ForceEngine;
     if context().is_none() {

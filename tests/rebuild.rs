@@ -3,6 +3,8 @@
 //! tree error bound against float64 direct summation, next to a fresh rebuild's; an engine
 //! handed other particles between rebuilds rebuilds instead of refitting a wrong tree.
 
+mod common;
+
 use hinoki::comm::SingleProcess;
 use hinoki::diag::report::check_against_direct;
 use hinoki::forces::{Backend, ForceEngine, ForceParams, Rebuild};
@@ -126,5 +128,12 @@ fn other_particles_between_rebuilds_are_rebuilt_not_refitted() {
             .compute(&SingleProcess, q, None)
             .unwrap();
         assert!(bits(&r.acc) == bits(&fresh.acc));
+    }
+}
+
+#[test]
+fn auto_probes_without_changing_the_forces() {
+    for mac in [Mac::Modified, Mac::BarnesHut] {
+        common::probe_leaves_the_forces_alone(&ForceParams { mac, ..cpu() }, 20_000);
     }
 }

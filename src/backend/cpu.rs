@@ -314,6 +314,15 @@ impl Backend for CpuBackend {
                     .ok_or_else(no_state)?
                     .active_at(&timeline, tick),
             ),
+            Active::Sample { every } => {
+                let mut sampled = vec![false; n];
+                for &[s, k] in groups.iter().step_by(every.max(1)) {
+                    for &i in &self.walk_order[s as usize..(s + k) as usize] {
+                        sampled[i as usize] = true;
+                    }
+                }
+                Some(sampled)
+            }
         };
         let walk = Walk {
             targets,

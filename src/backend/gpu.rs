@@ -339,7 +339,7 @@ impl Backend for GpuBackend {
         };
         let all = self.form_groups(&tree, curve, size)?;
         let active = match spec.active {
-            Active::All => None,
+            Active::All | Active::Sample { .. } => None,
             Active::Given(a) => Some(self.groups.upload_active(&self.stages, a)?),
             Active::Due { timeline, tick } => {
                 self.state_held()?;
@@ -349,13 +349,16 @@ impl Backend for GpuBackend {
                 )
             }
         };
-        let (groups, walked) = match active {
-            Some(active) => {
+        let (groups, walked) = match (active, spec.active) {
+            (Some(active), _) => {
                 self.walk.clear_results(n)?;
                 self.groups
                     .active_groups(&self.stages, all, order, active)?
             }
-            None => (all, n),
+            (None, Active::Sample { every }) => {
+                self.groups.sample_groups(&self.stages, all, every)?
+            }
+            (None, _) => (all, n),
         };
         self.stages.synchronize()?;
         times.add("targets", t0.elapsed().as_secs_f64());

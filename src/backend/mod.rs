@@ -63,6 +63,13 @@ pub enum Active<'a> {
         /// The tick.
         tick: u64,
     },
+    /// Every `every`-th group of the walk, from the first, with all its targets: a sample of
+    /// the walk (`rebuild = "auto"`'s probe, [`crate::forces::Probe`]); the results of the
+    /// others are not computed.
+    Sample {
+        /// One group in this many walks.
+        every: usize,
+    },
 }
 
 /// What the walk's targets and groups are made of.

@@ -12,7 +12,7 @@ pub mod resolution;
 
 pub use leaf_size::LeafSize;
 pub use params::{Backend, ForceParams, Method, TreeBuild, WalkKind};
-pub use rebuild::{Rebuild, RebuildClock, RefitState, TreeTopology};
+pub use rebuild::{Probe, Rebuild, RebuildClock, RefitState, TreeTopology, PROBE_EVERY};
 
 use crate::backend::cpu::CpuBackend;
 use crate::backend::gpu::GpuBackend;
@@ -444,7 +444,7 @@ impl ForceEngine {
                     false => None,
                 };
                 let due: Option<Vec<bool>> = match active {
-                    Active::All => None,
+                    Active::All | Active::Sample { .. } => None,
                     Active::Given(a) => Some(a.to_vec()),
                     Active::Due { timeline, tick } => {
                         state.as_ref().map(|s| s.active_at(&timeline, tick))
@@ -482,18 +482,19 @@ impl ForceEngine {
                 // are not those of its tree rebuilds whatever it says.
                 let due = self.schedule.due();
                 let rebuild = due || !self.has_tree;
+                let probe = self.schedule.probe_due() && self.has_tree;
                 let e = pipeline::tree_forces(
                     self.backend.as_mut(),
                     comm,
                     params,
-                    rebuild,
+                    pipeline::Trees { rebuild, probe },
                     amag,
                     active,
                     keep,
                     &mut times,
                 )?;
                 self.has_tree = true;
-                self.schedule.record(comm, due, &times, e.walked);
+                self.schedule.record(comm, due, &times, e.walked, e.probe);
                 self.let_stats = e.stats;
                 // Each said once per engine (its evaluations would repeat them every step).
                 let warnings = [e.resolution.as_ref().and_then(|r| r.warning()), e.crowding];

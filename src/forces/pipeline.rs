@@ -3,6 +3,7 @@
 //! ranks the LETs (region, export, exchange in a communication thread while the local tree is
 //! walked, the received forest walked after it), and the results in the particles' order.
 
+use super::rebuild::{Probe, PROBE_EVERY};
 use super::resolution::{self, Resolution};
 use super::ForceParams;
 use crate::backend::{Active, Backend, PreviousAcc, Source, TargetSpec};
@@ -34,10 +35,23 @@ pub(super) struct Evaluation {
     /// The warning that the tree's deepest cells hold more than
     /// [`resolution::CROWDED_LIMIT`] particles at distinct positions (on some rank).
     pub crowding: Option<String>,
+    /// What the probe of `rebuild = "auto"` measured on this rank, where it probed.
+    pub probe: Option<Probe>,
+}
+
+/// What an evaluation does with its trees.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Trees {
+    /// Rebuild the tree (else refit the last one).
+    pub rebuild: bool,
+    /// Before the rebuild, probe whether refits would pay ([`Probe`]); this rank's last tree
+    /// holds its particles, in their order.
+    pub probe: bool,
 }
 
 /// Forces on this rank's particles (those `backend` holds) from the particles of every rank of
-/// `comm`, by the tree walk: the tree rebuilt when `rebuild`, else refitted; `amag` (the
+/// `comm`, by the tree walk: the tree rebuilt when `trees.rebuild` (probed first when
+/// `trees.probe`), else refitted; `amag` (the
 /// previous accelerations, acceleration units) feeds the acceleration criterion, whose first
 /// evaluation without them walks first with the modified criterion; with `active` other than
 /// all, only the groups holding an active particle walk. The results come down in the
@@ -49,7 +63,7 @@ pub(super) fn tree_forces(
     backend: &mut dyn Backend,
     comm: &dyn Comm,
     params: &ForceParams,
-    rebuild: bool,
+    trees: Trees,
     amag: PreviousAcc,
     active: Active,
     keep: bool,
@@ -61,6 +75,22 @@ pub(super) fn tree_forces(
         mac: params.mac,
         theta: params.theta,
     };
+    // Only the acceleration criterion reads the previous accelerations; without them its
+    // first evaluation walks twice, and is no evaluation to probe in.
+    let amag = match params.mac {
+        Mac::Acceleration => amag,
+        _ => PreviousAcc::None,
+    };
+    let probing = trees.rebuild
+        && trees.probe
+        && !(params.mac == Mac::Acceleration && matches!(amag, PreviousAcc::None));
+    let t0 = Instant::now();
+    let mut probe = match probing {
+        true => refitted_sample(backend, params, &tp, amag)?,
+        false => None,
+    };
+    let mut probe_time = t0.elapsed().as_secs_f64();
+    let rebuild = trees.rebuild;
     // The frame's cube and centre are the keys' (timed with them when the tree is rebuilt).
     let t0 = Instant::now();
     let (rebuild, frame) = agree(backend, comm, rebuild, params.eps)?;
@@ -98,11 +128,6 @@ pub(super) fn tree_forces(
     if let Some(e) = resolution.as_ref().and_then(Resolution::error) {
         return Err(e);
     }
-    // Only the acceleration criterion reads the previous accelerations.
-    let amag = match params.mac {
-        Mac::Acceleration => amag,
-        _ => PreviousAcc::None,
-    };
     let side = frame.map_or(1.0, |f| f.side());
     let crowding = resolution::crowding(crowded[0] as u32, side);
     let spec = TargetSpec {
@@ -111,8 +136,15 @@ pub(super) fn tree_forces(
         amag,
         active,
     };
-    let walked = backend.targets(&spec, times)?;
     let wp = params.walk_params(side);
+    if let Some(p) = probe.as_mut() {
+        let t0 = Instant::now();
+        p.fresh_walk = sample_walk(backend, params, amag, &wp)?;
+        probe_time += t0.elapsed().as_secs_f64();
+        p.cost = probe_time;
+        times.add("probe", probe_time);
+    }
+    let walked = backend.targets(&spec, times)?;
     let mut stats = LetStats::default();
     if params.mac == Mac::Acceleration && matches!(amag, PreviousAcc::None) {
         let boot = WalkParams {
@@ -140,7 +172,48 @@ pub(super) fn tree_forces(
         walked,
         resolution,
         crowding,
+        probe,
     })
+}
+
+/// The first half of a probe: the last tree refitted to the particles' current positions and
+/// a sample of the groups walked through it (local tree only); `None` without a tree.
+fn refitted_sample(
+    backend: &mut dyn Backend,
+    params: &ForceParams,
+    tp: &TreeParams,
+    amag: PreviousAcc,
+) -> Result<Option<Probe>> {
+    let mut t = PhaseTimes::default();
+    let Some(frame) = backend.refit_tree(tp, &mut t)? else {
+        return Ok(None);
+    };
+    let refit_walk = sample_walk(backend, params, amag, &params.walk_params(frame.side()))?;
+    Ok(Some(Probe {
+        refit: t.get("refit"),
+        refit_walk,
+        ..Probe::default()
+    }))
+}
+
+/// One group in [`PROBE_EVERY`] of the current tree walked through it (local tree only):
+/// seconds and targets.
+fn sample_walk(
+    backend: &mut dyn Backend,
+    params: &ForceParams,
+    amag: PreviousAcc,
+    wp: &WalkParams,
+) -> Result<(f64, u64)> {
+    let mut t = PhaseTimes::default();
+    let spec = TargetSpec {
+        order: params.order,
+        group: params.group,
+        amag,
+        active: Active::Sample { every: PROBE_EVERY },
+    };
+    let walked = backend.targets(&spec, &mut t)?;
+    backend.walk(Source::Local, wp, &mut t)?;
+    Ok((t.get("walk"), walked as u64))
 }
 
 /// Whether this evaluation rebuilds its trees (on every rank when any must: a rank whose

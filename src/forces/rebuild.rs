@@ -15,8 +15,16 @@
 //!   walk, as on CPUs), probing every other evaluation would cost more than rebuilding every
 //!   time, so such a probe is followed by plain rebuilds before the next refit is tried: 1, 2,
 //!   4, … of them, and at least as many as keep the probes' losses under [`PROBE_SHARE`] of the
-//!   force time (a probe that lost 7 ms in 46 ms evaluations waits the maximum), up to [`MAX_BACKOFF`];
-//!   an interval of two or more refits resets the back-off.
+//!   force time, up to [`MAX_BACKOFF`]; an interval of two or more refits resets the back-off.
+//!
+//! A probe does not refit for real: where GOTHIC's rule would try the first refit of an
+//! interval whose refits have not yet paid, the evaluation rebuilds, and before it walks one
+//! group in [`PROBE_EVERY`] through the last tree refitted to the new positions and through
+//! the new tree ([`Probe`]). The next evaluations refit only when the sample predicts that a
+//! refit walks more slowly by less than a rebuild costs more than a refit. A lost probe so
+//! costs a refit and two sampled walks (about 2 % of an evaluation) instead of a whole walk
+//! through a tree that has grown (on a Plummer sphere of 2^22 in steps of 1/128, 7 ms of a
+//! 46 ms evaluation).
 //!
 //! The decision must be the same on every rank (a rebuild rebalances the domains, which is
 //! collective), so it is taken from a [`RebuildClock`] that every rank updates identically:
@@ -92,6 +100,34 @@ pub const MAX_BACKOFF: u64 = 64;
 /// before the next.
 pub const PROBE_SHARE: f64 = 0.001;
 
+/// One group in this many walks in a probe of `rebuild = "auto"` ([`Probe`]).
+pub const PROBE_EVERY: usize = 128;
+
+/// What a probe of `rebuild = "auto"` measured in one evaluation (all ranks): the walk of a
+/// sample of the groups ([`PROBE_EVERY`]) through the last tree refitted to the particles' new
+/// positions and through the tree rebuilt for them.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Probe {
+    /// Seconds of the refit.
+    pub refit: f64,
+    /// Seconds and targets of the sampled walk through the refitted tree.
+    pub refit_walk: (f64, u64),
+    /// Seconds and targets of the sampled walk through the rebuilt tree.
+    pub fresh_walk: (f64, u64),
+    /// Seconds the probe added to the evaluation (refit, both samples' targets and walks).
+    pub cost: f64,
+}
+
+impl Probe {
+    /// How much more a refit than a rebuild would cost an evaluation that walks `walked`
+    /// targets and rebuilds in `rebuild` seconds: the refitted tree's slower walk, less the
+    /// rebuild saved (seconds; negative when refits pay).
+    pub fn refit_loss(&self, walked: u64, rebuild: f64) -> f64 {
+        let rate = |(t, n): (f64, u64)| t / n.max(1) as f64;
+        (rate(self.refit_walk) - rate(self.fresh_walk)) * walked as f64 - (rebuild - self.refit)
+    }
+}
+
 /// The state that decides rebuild or refit, identical on every rank: evaluations since the
 /// last rebuild and, for [`Rebuild::Auto`], the walk times measured since (seconds, maxima
 /// over the ranks). Saved in checkpoints.
@@ -111,6 +147,9 @@ pub struct RebuildClock {
     pub skip: u64,
     /// Auto: rebuilds in a row after the last failed probe (0, 1, 2, 4, …, [`MAX_BACKOFF`]).
     pub backoff: u64,
+    /// Auto: the last probe, or the last interval of refits, found that refits pay: the next
+    /// interval starts with a refit rather than a probe.
+    pub trusted: bool,
 }
 
 impl RebuildClock {
@@ -119,34 +158,52 @@ impl RebuildClock {
         self.since_rebuild == 0
             || match policy {
                 Rebuild::Every(n) => self.since_rebuild >= n.get(),
-                Rebuild::Auto => self.skip > 0 || self.excess > self.rebuild_cost - self.refit_cost,
+                Rebuild::Auto => {
+                    self.skip > 0
+                        || self.probe_due(policy)
+                        || self.excess > self.rebuild_cost - self.refit_cost
+                }
             }
     }
 
+    /// True when the next evaluation rebuilds and probes (see the module documentation):
+    /// under `auto`, where an interval would start with a refit that has not paid yet.
+    pub fn probe_due(&self, policy: Rebuild) -> bool {
+        policy == Rebuild::Auto && self.since_rebuild == 1 && self.skip == 0 && !self.trusted
+    }
+
     /// Counts one evaluation (a rebuild when `rebuilt`) whose walk took `walk` seconds for
-    /// `walked` particles, whose rebuild took `rebuild` and refit `refit` seconds (all ranks).
-    fn record(&mut self, rebuilt: bool, walk: f64, walked: u64, rebuild: f64, refit: f64) {
+    /// `walked` particles, whose rebuild took `rebuild` and refit `refit` seconds, with what
+    /// its `probe` measured (all ranks).
+    fn record(
+        &mut self,
+        rebuilt: bool,
+        (walk, walked): (f64, u64),
+        rebuild: f64,
+        refit: f64,
+        probe: Option<Probe>,
+    ) {
         let rate = walk / walked.max(1) as f64;
         if rebuilt {
-            // The interval that ends here: rebuild only (a back-off rebuild), rebuild and one
-            // refit (a probe that lost), or more.
-            match self.since_rebuild {
-                0 => {}
-                1 => self.skip = self.skip.saturating_sub(1),
-                2 => {
+            // The interval that ends here: rebuild only (a back-off rebuild or a probe),
+            // rebuild and one refit (a refit that lost at once), or more.
+            match (self.since_rebuild, probe) {
+                (0, _) => {}
+                (1, Some(p)) if p.refit_loss(walked, rebuild) < 0.0 => self.trusted = true,
+                (1, Some(p)) => {
+                    // Wait until the probes' cost is under PROBE_SHARE of the force time.
+                    let share = (p.cost / (PROBE_SHARE * (walk + rebuild))).ceil();
+                    self.back_off(share);
+                }
+                (1, None) => self.skip = self.skip.saturating_sub(1),
+                (2, _) => {
                     // What the probe lost against a rebuild (this one's cost: the first
                     // build of a run is slower than the others, it warms the device up),
                     // and the evaluations that keep such losses under PROBE_SHARE of the
                     // force time.
                     let lost = self.excess - (rebuild - self.refit_cost);
-                    let share = (lost / (PROBE_SHARE * (walk + rebuild))).ceil();
-                    let share = if share.is_finite() {
-                        share.max(0.0) as u64
-                    } else {
-                        0
-                    };
-                    self.backoff = (2 * self.backoff).max(share).clamp(1, MAX_BACKOFF);
-                    self.skip = self.backoff;
+                    self.back_off((lost / (PROBE_SHARE * (walk + rebuild))).ceil());
+                    self.trusted = false;
                 }
                 _ => (self.skip, self.backoff) = (0, 0),
             }
@@ -158,6 +215,19 @@ impl RebuildClock {
             self.excess += walk - self.reference * walked as f64;
             self.refit_cost = refit;
         }
+    }
+
+    /// After a probe or a refit that lost: rebuilds in a row before the next probe, twice
+    /// the last back-off and at least `share` (the evaluations that keep the loss under
+    /// [`PROBE_SHARE`] of the force time), at most [`MAX_BACKOFF`].
+    fn back_off(&mut self, share: f64) {
+        let share = if share.is_finite() {
+            share.max(0.0) as u64
+        } else {
+            0
+        };
+        self.backoff = (2 * self.backoff).max(share).clamp(1, MAX_BACKOFF);
+        self.skip = self.backoff;
     }
 }
 
@@ -306,27 +376,46 @@ impl Schedule {
         self.policy != Rebuild::default()
     }
 
-    /// Records an evaluation (a rebuild when `rebuilt`) that took `times` and walked `walked`
-    /// targets on this rank. Collective for `auto` on several ranks (the times are
-    /// allreduced).
+    /// True when the next evaluation rebuilds and probes (the same answer on every rank).
+    pub(super) fn probe_due(&self) -> bool {
+        self.clock.probe_due(self.policy)
+    }
+
+    /// Records an evaluation (a rebuild when `rebuilt`) that took `times`, walked `walked`
+    /// targets on this rank and measured `probe` there (`None` where it did not probe, e.g.
+    /// for want of a tree to refit). Collective for `auto` on several ranks (times are
+    /// allreduced by their maximum, targets summed).
     pub(super) fn record(
         &mut self,
         comm: &dyn Comm,
         rebuilt: bool,
         times: &PhaseTimes,
         walked: usize,
+        probe: Option<Probe>,
     ) {
+        let p = probe.unwrap_or_default();
         let mut t = [
             times.get("walk") + times.get("walk_let"),
             times.get("sort") + times.get("build") + times.get("moments"),
             times.get("refit"),
+            p.refit,
+            p.refit_walk.0,
+            p.fresh_walk.0,
+            p.cost,
+            probe.is_some() as u8 as f64,
         ];
-        let mut w = [walked as u64];
+        let mut w = [walked as u64, p.refit_walk.1, p.fresh_walk.1];
         if self.policy == Rebuild::Auto && comm.size() > 1 {
             comm.allreduce_max_f64(&mut t);
             comm.allreduce_sum_u64(&mut w);
         }
-        self.clock.record(rebuilt, t[0], w[0], t[1], t[2]);
+        let probe = (t[7] > 0.0).then_some(Probe {
+            refit: t[3],
+            refit_walk: (t[4], w[1]),
+            fresh_walk: (t[5], w[2]),
+            cost: t[6],
+        });
+        self.clock.record(rebuilt, (t[0], w[0]), t[1], t[2], probe);
     }
 }
 
@@ -354,9 +443,41 @@ mod tests {
         for _ in 0..7 {
             let due = c.due(every);
             pattern.push(due);
-            c.record(due, 1.0, 10, 0.5, 0.1);
+            assert!(!c.probe_due(every));
+            c.record(due, (1.0, 10), 0.5, 0.1, None);
         }
         assert_eq!(pattern, [true, false, false, true, false, false, true]);
+    }
+
+    /// A probe of `auto` whose refitted sample walks `slower` times as long per target as the
+    /// rebuilt one's, and which cost `cost` seconds (refit 0.1 s).
+    fn probe(slower: f64, cost: f64) -> Probe {
+        Probe {
+            refit: 0.1,
+            refit_walk: (0.01 * slower, 1),
+            fresh_walk: (0.01, 1),
+            cost,
+        }
+    }
+
+    /// 16 evaluations of 100 targets under `auto` (walk 1 s, rebuild 0.5 s, refit 0.1 s)
+    /// whose probes measure `p` and whose refits walk `refit_walk` seconds: B a rebuild, p a
+    /// rebuild that probes, r a refit.
+    fn auto_pattern(p: Probe, refit_walk: f64) -> (RebuildClock, String) {
+        let mut c = RebuildClock::default();
+        let mut pattern = String::new();
+        for _ in 0..16 {
+            let (due, probing) = (c.due(Rebuild::Auto), c.probe_due(Rebuild::Auto));
+            assert!(due || !probing);
+            pattern.push(match (due, probing) {
+                (true, true) => 'p',
+                (true, false) => 'B',
+                _ => 'r',
+            });
+            let walk = if due { 1.0 } else { refit_walk };
+            c.record(due, (walk, 100), 0.5, 0.1, probing.then_some(p));
+        }
+        (c, pattern)
     }
 
     #[test]
@@ -364,49 +485,58 @@ mod tests {
         let mut c = RebuildClock::default();
         assert!(c.due(Rebuild::Auto));
         // Rebuild 0.5 s, refit 0.1 s: rebuild after 0.4 s of excess walk.
-        c.record(true, 1.0, 100, 0.5, 0.0);
+        c.record(true, (1.0, 100), 0.5, 0.0, None);
+        // Refits have not paid yet: the next evaluation probes.
+        assert!(c.due(Rebuild::Auto) && c.probe_due(Rebuild::Auto));
+        c.trusted = true;
         let mut refits = 0;
         for walk in [1.0, 1.1, 1.2, 1.3, 1.4] {
             if c.due(Rebuild::Auto) {
                 break;
             }
-            c.record(false, walk, 100, 0.0, 0.1);
+            c.record(false, (walk, 100), 0.0, 0.1, None);
             refits += 1;
         }
         // Excess after each refit: 0, 0.1, 0.3, 0.6 > 0.4.
         assert_eq!(refits, 4);
         assert!((c.excess - 0.6).abs() < 1e-12);
-        // A probe that loses a little at once backs off: 1, 2, 4 rebuilds before the next
-        // refit (each loses 0.001 s, under 0.1 % of the 1.5 s evaluations).
-        let probes = |probe_walk: f64| {
-            let mut c = RebuildClock::default();
-            let mut pattern = String::new();
-            for _ in 0..16 {
-                let due = c.due(Rebuild::Auto);
-                pattern.push(if due { 'B' } else { 'r' });
-                c.record(due, if due { 1.0 } else { probe_walk }, 100, 0.5, 0.1);
-            }
-            (c, pattern)
-        };
-        assert_eq!(probes(1.401).1, "BrBBrBBBrBBBBBrB");
-        // One that loses much waits until its loss is 0.1 % of the time since, at most
-        // MAX_BACKOFF evaluations: 0.6 s lost against 1.5 s evaluations.
-        let (mut c, pattern) = probes(2.0);
-        assert_eq!(pattern, "BrBBBBBBBBBBBBBB");
-        assert_eq!(c.backoff, MAX_BACKOFF);
-        // A slower slowdown resets it.
-        c.record(false, 1.1, 100, 0.0, 0.1);
-        c.record(false, 1.1, 100, 0.0, 0.1);
-        c.record(true, 1.0, 100, 0.5, 0.0);
-        assert_eq!((c.skip, c.backoff), (0, 0));
+        // The interval paid: the next starts with a refit again.
+        c.record(true, (1.0, 100), 0.5, 0.0, None);
+        assert!(!c.due(Rebuild::Auto));
         // Per walked particle: half the targets in half the time is no slowdown.
-        let mut c = RebuildClock::default();
-        c.record(true, 1.0, 100, 0.5, 0.0);
-        c.record(false, 0.5, 50, 0.0, 0.1);
+        c.record(false, (0.5, 50), 0.0, 0.1, None);
         assert_eq!(c.excess, 0.0);
         // A faster walk lowers the reference.
-        c.record(false, 0.4, 50, 0.0, 0.1);
+        c.record(false, (0.4, 50), 0.0, 0.1, None);
         assert!((c.reference - 0.008).abs() < 1e-15);
+    }
+
+    #[test]
+    fn auto_refits_only_where_its_probe_predicts_that_refits_pay() {
+        // A refitted walk 5 % slower loses 0.05 s against the 0.4 s a refit saves: refit, and
+        // GOTHIC's rule rebuilds once the refits' excess walk exceeds 0.4 s (after 8 of them).
+        let (c, pattern) = auto_pattern(probe(1.05, 0.02), 1.05);
+        assert_eq!(pattern, "BprrrrrrrrBrrrrr");
+        assert!(c.trusted);
+        // Twice as slow loses 0.6 s: rebuild, and probe again once the probes' cost is
+        // 0.1 % of the force time (0.02 s: 14 evaluations of 1.5 s), ...
+        let (c, pattern) = auto_pattern(probe(2.0, 0.02), 2.0);
+        assert_eq!(pattern, "BpBBBBBBBBBBBBBB");
+        assert_eq!((c.skip, c.backoff), (0, 14));
+        // ... after 1, 2, 4, … rebuilds where probes cost less, at most MAX_BACKOFF.
+        let (_, pattern) = auto_pattern(probe(2.0, 0.001), 2.0);
+        assert_eq!(pattern, "BpBpBBpBBBBpBBBB");
+        let (c, _) = auto_pattern(probe(2.0, 1.0), 2.0);
+        assert_eq!(c.backoff, MAX_BACKOFF);
+    }
+
+    #[test]
+    fn a_refit_that_loses_at_once_ends_the_trust_and_backs_off() {
+        // The probe predicted a gain, but the first refit walks 1.45 s: it lost 0.05 s, and
+        // 34 evaluations keep that under 0.1 % of 1.5 s (22 of them still to come).
+        let (c, pattern) = auto_pattern(probe(1.01, 0.001), 1.45);
+        assert_eq!(pattern, "BprBBBBBBBBBBBBB");
+        assert_eq!((c.trusted, c.skip, c.backoff), (false, 22, 34));
     }
 
     #[test]

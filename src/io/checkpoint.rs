@@ -10,7 +10,7 @@
 //! - magic `HINOKICK` (8 bytes), header length `h` (u64);
 //! - the header, `h` bytes of JSON: format version, sequence number, step, tick, time, config
 //!   hash, rank, size, particle counts, force evaluations, the diagnostics baseline and the last
-//!   diagnostics, the tree-rebuild clock (`since_rebuild`, `clock`, `backoff`), the number of cells of the
+//!   diagnostics, the tree-rebuild clock (`since_rebuild`, `clock`, `backoff`, `refits_trusted`), the number of cells of the
 //!   saved tree (`tree_cells`, 0: none), its frame's key cube (`tree_grid`) and centre
 //!   (`tree_centre`), and the byte length of every array;
 //! - the arrays, raw: `pos`, `vel` (3 f64 per particle), `mass` (f64), `id` (u64), `bin` (u8),
@@ -108,6 +108,9 @@ struct Header {
     /// The rebuild clock's back-off counters: skip, backoff.
     #[serde(default)]
     backoff: [u64; 2],
+    /// The rebuild clock's `trusted` (absent before the probes sampled the walk: false).
+    #[serde(default)]
+    refits_trusted: bool,
     /// Cells of the saved tree (0: none).
     #[serde(default)]
     tree_cells: usize,
@@ -187,6 +190,7 @@ pub fn write_checkpoint(
         since_rebuild: c.since_rebuild,
         clock: [c.reference, c.excess, c.rebuild_cost, c.refit_cost].map(f64::to_bits),
         backoff: [c.skip, c.backoff],
+        refits_trusted: c.trusted,
         tree_cells: cells,
         tree_grid: tree.map_or([0; 4], |t| {
             let (o, side) = (t.frame.cube.origin, t.frame.cube.side);
@@ -345,6 +349,7 @@ pub fn read_checkpoint(
             refit_cost,
             skip: header.backoff[0],
             backoff: header.backoff[1],
+            trusted: header.refits_trusted,
         },
         topology,
     };

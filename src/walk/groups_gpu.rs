@@ -314,6 +314,35 @@ impl<R: KernelRunner> GroupFormer<R> {
         ))
     }
 
+    /// Every `every`-th of the groups `all` just formed (curve or chunk groups), from the
+    /// first: a sample of the walk ([`crate::backend::Active::Sample`]), chosen on the host
+    /// (a probe of `rebuild = "auto"` is rare). Returns them and their targets.
+    pub fn sample_groups(
+        &mut self,
+        s: &Stages<R>,
+        all: DeviceGroups,
+        every: usize,
+    ) -> Result<(DeviceGroups, usize)> {
+        debug_assert_eq!(all.at, self.groups.ptr());
+        let pairs: Vec<[u32; 2]> = s.fetch_as(&self.groups, all.count)?;
+        let kept: Vec<u32> = pairs
+            .iter()
+            .step_by(every.max(1))
+            .flatten()
+            .copied()
+            .collect();
+        let walked = kept.iter().skip(1).step_by(2).map(|&k| k as usize).sum();
+        grow(s.runner(), &mut self.kept, kept.len().max(1))?;
+        s.runner().upload(&kept, &mut self.kept)?;
+        Ok((
+            DeviceGroups {
+                at: self.kept.ptr(),
+                count: kept.len() / 2,
+            },
+            walked,
+        ))
+    }
+
     /// Room for the previous |a| of `n` particles (the particle arrays' order, float32): its
     /// device address, for a stage to fill.
     pub fn amag_room(&mut self, s: &Stages<R>, n: usize) -> Result<u64> {

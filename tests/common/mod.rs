@@ -126,3 +126,29 @@ fn try_spawn(cmd: &mut std::process::Command) -> Option<std::process::Child> {
         .spawn()
         .ok()
 }
+
+/// An engine of `params` under `rebuild = "auto"` probes in its second evaluation, of `n`
+/// Plummer particles drifted after the first: it rebuilds (phase `sort`, no `refit`), the
+/// probe is timed (phase `probe`), and the forces are those of a fresh engine bit for bit (the
+/// probe's sampled walks through the refitted and the rebuilt tree leave nothing behind).
+pub fn probe_leaves_the_forces_alone(params: &hinoki::forces::ForceParams, n: usize) {
+    use hinoki::comm::SingleProcess;
+    use hinoki::forces::{ForceEngine, Rebuild};
+    let p = hinoki::ics::generate(hinoki::ics::Model::Plummer, n, 8).unwrap();
+    let mut engine = ForceEngine::new(params.clone())
+        .unwrap()
+        .with_rebuild(Rebuild::Auto);
+    engine.compute(&SingleProcess, &p, None).unwrap();
+    let mut q = p.clone();
+    for (x, v) in q.pos.iter_mut().zip(&p.vel) {
+        *x += 0.01 * *v;
+    }
+    let probed = engine.compute(&SingleProcess, &q, None).unwrap();
+    assert!(probed.times.get("probe") > 0.0, "{:?}", probed.times);
+    assert!(probed.times.get("sort") > 0.0 && probed.times.get("refit") == 0.0);
+    let fresh = ForceEngine::new(params.clone())
+        .unwrap()
+        .compute(&SingleProcess, &q, None)
+        .unwrap();
+    assert!(probed.acc == fresh.acc && probed.pot == fresh.pot);
+}
