@@ -2,7 +2,7 @@
 //! energy error |ΔE/E| and the seconds each phase of the force evaluation took, both on log
 //! scales.
 
-use super::font::text;
+use super::font::{draw_legend, text};
 use super::map::short;
 use super::picture::{check_range, drawing_error, write_png, write_svg, Format};
 use crate::error::{Error, Result};
@@ -248,13 +248,7 @@ fn panel<DB: DrawingBackend>(
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], style));
     }
     if legend {
-        chart
-            .configure_series_labels()
-            .label_font(text(font * 0.9))
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK)
-            .position(SeriesLabelPosition::UpperRight)
-            .draw()?;
+        draw_legend(&mut chart, font)?;
     }
     Ok(())
 }

@@ -22,3 +22,23 @@ pub(crate) fn text(size: f64) -> TextStyle<'static> {
     });
     (FAMILY, size).into_font().into()
 }
+
+/// Draws the legend of `chart`'s labelled series in its upper right corner, in the embedded
+/// font at 0.9 × `font` pixels, on a translucent white box with a black border.
+pub(crate) fn draw_legend<'a, DB, CT>(
+    chart: &mut plotters::chart::ChartContext<'a, DB, CT>,
+    font: f64,
+) -> Result<(), plotters::drawing::DrawingAreaErrorKind<DB::ErrorType>>
+where
+    DB: plotters::prelude::DrawingBackend + 'a,
+    CT: plotters::coord::CoordTranslate,
+{
+    use plotters::prelude::{Color, SeriesLabelPosition, BLACK, WHITE};
+    chart
+        .configure_series_labels()
+        .label_font(text(font * 0.9))
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .position(SeriesLabelPosition::UpperRight)
+        .draw()
+}

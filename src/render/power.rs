@@ -8,7 +8,7 @@
 //! warning when the header has none) and h, and σ8 and n_s from the options (the header does
 //! not carry them); a is the header's `Time`.
 
-use super::font::text;
+use super::font::{draw_legend, text};
 use super::map::short;
 use super::picture::{drawing_error, write_png, write_svg, Format};
 use crate::cosmology::field::MAX_GRID;
@@ -260,12 +260,6 @@ fn draw<DB: DrawingBackend>(
         )?
         .label(label)
         .legend(move |(x, y)| Circle::new((x + 10, y), radius, orange.filled()));
-    chart
-        .configure_series_labels()
-        .label_font(text(font * 0.9))
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .position(SeriesLabelPosition::UpperRight)
-        .draw()?;
+    draw_legend(&mut chart, font)?;
     Ok(())
 }
