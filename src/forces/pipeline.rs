@@ -81,19 +81,17 @@ pub(super) fn tree_forces(
         Mac::Acceleration => amag,
         _ => PreviousAcc::None,
     };
-    let probing = trees.rebuild
-        && trees.probe
-        && !(params.mac == Mac::Acceleration && matches!(amag, PreviousAcc::None));
+    let bootstrap = params.mac == Mac::Acceleration && matches!(amag, PreviousAcc::None);
+    let probing = trees.rebuild && trees.probe && !bootstrap;
     let t0 = Instant::now();
     let mut probe = match probing {
         true => refitted_sample(backend, params, &tp, amag)?,
         false => None,
     };
     let mut probe_time = t0.elapsed().as_secs_f64();
-    let rebuild = trees.rebuild;
     // The frame's cube and centre are the keys' (timed with them when the tree is rebuilt).
     let t0 = Instant::now();
-    let (rebuild, frame) = agree(backend, comm, rebuild, params.eps)?;
+    let (rebuild, frame) = agree(backend, comm, trees.rebuild, params.eps)?;
     if rebuild {
         times.add("sort", t0.elapsed().as_secs_f64());
     }
@@ -146,7 +144,7 @@ pub(super) fn tree_forces(
     }
     let walked = backend.targets(&spec, times)?;
     let mut stats = LetStats::default();
-    if params.mac == Mac::Acceleration && matches!(amag, PreviousAcc::None) {
+    if bootstrap {
         let boot = WalkParams {
             criterion: Criterion {
                 mac: Mac::Modified,

@@ -97,8 +97,8 @@ pub(super) fn read_numbers(src: &impl Source) -> Result<Numbers, String> {
     ))
 }
 
-/// The first line of a library message.
-fn first_line(e: &hdf5::Error) -> String {
+/// The first line of a library error.
+pub(super) fn first_line(e: &hdf5::Error) -> String {
     e.to_string().lines().next().unwrap_or("").to_string()
 }
 

@@ -3,7 +3,7 @@
 
 use super::files::{first_file, set_members};
 use super::header::{Header, SnapshotHeader, HALO};
-use super::numbers::{read_numbers, Numbers, Rows};
+use super::numbers::{first_line, read_numbers, Numbers, Rows};
 use crate::comm::{agree, Comm};
 use crate::error::{Error, Result};
 use crate::particles::Particles;
@@ -132,14 +132,9 @@ fn open(path: &Path) -> Result<hdf5::File> {
     hdf5::File::open(path).map_err(|e| {
         Error::io(
             path,
-            format!("not a readable HDF5 file ({})", first_line(&e.to_string())),
+            format!("not a readable HDF5 file ({})", first_line(&e)),
         )
     })
-}
-
-/// The first line of a library message.
-fn first_line(s: &str) -> &str {
-    s.lines().next().unwrap_or("")
 }
 
 /// The files must hold the particles the header announces, and some.
