@@ -3,6 +3,12 @@
 //! the cfg `hinoki_emulator` for it. It needs a C++20 compiler (`$CXX`, else `g++`, else `c++`)
 //! and `ar` (`$AR`, else `ar`); where they are missing or fail, the crate builds without the
 //! emulator and cargo prints why. `HINOKI_NO_EMULATOR=1` (any value) leaves it out.
+//!
+//! It also writes the Rust twins of the kernels' argument blocks (`build/twins.rs`), which the
+//! crate needs with or without the emulator.
+
+#[path = "build/twins.rs"]
+mod twins;
 
 use std::env;
 use std::ffi::OsString;
@@ -45,9 +51,11 @@ const LAYOUTS: [(u32, u32); 11] = [
 fn main() {
     println!("cargo:rustc-check-cfg=cfg(hinoki_emulator)");
     println!("cargo:rerun-if-changed=cuda");
+    println!("cargo:rerun-if-changed=build");
     println!("cargo:rerun-if-env-changed=CXX");
     println!("cargo:rerun-if-env-changed=AR");
     println!("cargo:rerun-if-env-changed=HINOKI_NO_EMULATOR");
+    write_twins();
     if env::var_os("HINOKI_NO_EMULATOR").is_some() {
         return;
     }
@@ -56,6 +64,18 @@ fn main() {
         Err(why) => println!(
             "cargo:warning=the CPU kernel emulator is left out ({why}); its tests will not run"
         ),
+    }
+}
+
+/// Writes `$OUT_DIR/kernel_args.rs`, the twins of the `struct RUST_TWIN` blocks of `cuda/`; a
+/// malformed block stops the build with its file, line and what is wrong.
+fn write_twins() {
+    let root = PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("cargo sets it"));
+    let out = PathBuf::from(env::var("OUT_DIR").expect("cargo sets it"));
+    match twins::generate(&root.join("cuda")) {
+        Ok(code) => std::fs::write(out.join("kernel_args.rs"), code)
+            .unwrap_or_else(|e| panic!("cannot write kernel_args.rs: {e}")),
+        Err(why) => panic!("kernel argument blocks: {why}"),
     }
 }
 

@@ -484,8 +484,6 @@ extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
     }
 }
 
-#define NO_PARENT 0xffffffffu
-
 // The parent of every cell (NO_PARENT for the root), from the children each cell lists.
 extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
     cell_parents(int ncells, const unsigned char *__restrict__ nchild,

@@ -9,9 +9,21 @@
 #define DIRECT_BLOCK 256
 #define DIRECT_I 2
 
-extern "C" __global__ void __launch_bounds__(DIRECT_BLOCK)
-direct(const float4 *__restrict__ pos_mass, int n, float eps2, float4 *__restrict__ out)
+struct RUST_TWIN DirectArgs {
+    // Per particle: position, mass (the sources and the targets).
+    const float4 *pos_mass;
+    // Particles.
+    int n;
+    // Softening squared.
+    float eps2;
+    // Per particle: acceleration, potential.
+    float4 *out;
+};
+
+extern "C" __global__ void __launch_bounds__(DIRECT_BLOCK) direct(const DirectArgs a)
 {
+    const float4 *__restrict__ pos_mass = a.pos_mass;
+    const int n = a.n;
     __shared__ float4 tile[DIRECT_BLOCK];
     const int base = blockIdx.x * (DIRECT_BLOCK * DIRECT_I) + threadIdx.x;
     float3 x[DIRECT_I];
@@ -32,13 +44,13 @@ direct(const float4 *__restrict__ pos_mass, int n, float eps2, float4 *__restric
             const float4 s = tile[k];
 #pragma unroll
             for (int u = 0; u < DIRECT_I; u++)
-                p2p(x[u], s, eps2, j0 + k != base + u * DIRECT_BLOCK, acc[u]);
+                p2p(x[u], s, a.eps2, j0 + k != base + u * DIRECT_BLOCK, acc[u]);
         }
         __syncthreads();
     }
 #pragma unroll
     for (int u = 0; u < DIRECT_I; u++) {
         const int i = base + u * DIRECT_BLOCK;
-        if (i < n) out[i] = acc[u];
+        if (i < n) a.out[i] = acc[u];
     }
 }

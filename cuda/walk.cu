@@ -30,29 +30,82 @@
 
 #include "gravity.cuh"
 
+// The arguments of walk_vg and walk_list (the list kernel's own at the end; walk_vg reads none
+// of them).
+struct RUST_TWIN WalkArgs {
+    // The walked tree (its level and parent are not read).
+    TreeArrays tree;
+    // Its cells.
+    int n_cells;
+    // walk_list: per cell, 8 child slots (link_children), as 2 uint4.
+    const unsigned *children;
+    // Per target: position, |a_old|.
+    const float4 *targets;
+    // Targets.
+    int n_targets;
+    // Which particle each target is (own_particle in gravity.cuh).
+    int own_kind;
+    // For own_kind 2: per target, its particle.
+    const unsigned *own;
+    // Per group: first target, count (at most V*G, or 32 V for walk_list).
+    const uint2 *groups;
+    // Groups.
+    int n_groups;
+    // Softening squared.
+    float eps2;
+    // 1: quadrupole terms; 0: monopoles.
+    int quadrupole;
+    // 1: the acceleration criterion; 0: S_eff.
+    int accel_mac;
+    // The acceleration criterion's alpha.
+    float alpha;
+    // The gravitational constant the acceleration criterion uses.
+    float grav;
+    // Per target: acceleration, potential.
+    float4 *out;
+    // Per target: p2p, m2p interaction counts.
+    uint2 *counts;
+    // 1: add to out and counts instead of writing them.
+    int accumulate;
+    // walk_list: entries of each warp's stack.
+    int stack_cap;
+    // walk_list: [0] the next group to take, [1] a stack-overflow flag.
+    unsigned *control;
+    // walk_list: per warp, stack_cap cell indices.
+    unsigned *stacks;
+};
+
+// Its parameters are the fields of WalkArgs.
 extern "C" __global__ void __launch_bounds__(128)
-walk_vg(const float4 *__restrict__ particles,       // sorted particles: position, mass
-        const float4 *__restrict__ cell_com_mass,   // per cell: centre of mass, mass
-        const float *__restrict__ cell_s_eff,       // per cell: S_eff
-        const float4 *__restrict__ cell_box,        // per cell: geometric centre, half side
-        const unsigned *__restrict__ cell_subtree,  // per cell: cells in its subtree, itself included
-        const unsigned *__restrict__ cell_first,    // per cell: first particle
-        const unsigned *__restrict__ cell_count,    // per cell: particles
-        const unsigned char *__restrict__ cell_nchild, // per cell: children (0: a leaf)
-        const float2 *__restrict__ cell_quad,       // per cell: (xx,yy), (zz,xy), (xz,yz)
-        const float *__restrict__ cell_trace,       // per cell: sum m |y|^2
-        int n_cells,
-        const float4 *__restrict__ targets,    // per target: position, |a_old|
-        int n_targets,
-        int own_kind,                          // which particle each target is (own_particle)
-        const unsigned *__restrict__ own,      //   for own_kind 2: per target, its particle
-        const uint2 *__restrict__ groups,      // per group: first target, count (<= V*G)
-        int n_groups,
-        float eps2, int quadrupole, int accel_mac, float alpha, float grav,
-        float4 *__restrict__ out,               // per target: acceleration, potential
-        uint2 *__restrict__ counts,             // per target: p2p, m2p
-        int accumulate)                         // add to out and counts instead of writing
+walk_vg(const float4 *__restrict__ tree_particles,     // sorted particles: position, mass
+    const unsigned *__restrict__ tree_first,       // per cell: first particle
+    const unsigned *__restrict__ tree_count,       // per cell: particles
+    const unsigned char *__restrict__ tree_level,  // (not read)
+    const unsigned char *__restrict__ tree_nchild, // per cell: children (0: a leaf)
+    const unsigned *__restrict__ tree_subtree,     // per cell: cells in its subtree, itself included
+    const float4 *__restrict__ tree_boxes,         // per cell: geometric centre, half side
+    const float4 *__restrict__ tree_com_mass,      // per cell: centre of mass, mass
+    const float *__restrict__ tree_quad,           // per cell: xx, yy, zz, xy, xz, yz
+    const float *__restrict__ tree_trace,          // per cell: sum m |y|^2
+    const float *__restrict__ tree_s_eff,          // per cell: S_eff
+    const unsigned *__restrict__ tree_parent,      // (not read)
+    int n_cells,
+    const unsigned *__restrict__ children,         // walk_list: per cell, 8 child slots
+    const float4 *__restrict__ targets,            // per target: position, |a_old|
+    int n_targets,
+    int own_kind,                                  // which particle each target is (own_particle)
+    const unsigned *__restrict__ own,              //   for own_kind 2: per target, its particle
+    const uint2 *__restrict__ groups,              // per group: first target, count
+    int n_groups,
+    float eps2, int quadrupole, int accel_mac, float alpha, float grav,
+    float4 *__restrict__ out,                      // per target: acceleration, potential
+    uint2 *__restrict__ counts,                    // per target: p2p, m2p
+    int accumulate,                                // add to out and counts instead of writing
+    int stack_cap,                                 // walk_list: entries of each warp's stack
+    unsigned *__restrict__ control,                // walk_list: next group, stack overflow
+    unsigned *__restrict__ stacks)                 // walk_list: per warp, stack_cap cell indices
 {
+    const float2 *cell_quad = (const float2 *)tree_quad;  // (xx,yy), (zz,xy), (xz,yz)
     const int tid = blockIdx.x * blockDim.x + threadIdx.x;
     const int group = tid / G;
     if (group >= n_groups) return;             // the whole group leaves together
@@ -81,25 +134,25 @@ walk_vg(const float4 *__restrict__ particles,       // sorted particles: positio
     // accepting it skips its subtree to c + subtree[c] (the "more" and "next" of seed 004).
     int c = 0;
     while (c < n_cells) {
-        const float4 pm = cell_com_mass[c];
-        const float4 box = cell_box[c];
-        if (accepts(box, pm, cell_s_eff[c], bc, bh, accel_mac, alpha, grav, amin)) {
+        const float4 pm = tree_com_mass[c];
+        const float4 box = tree_boxes[c];
+        if (accepts(box, pm, tree_s_eff[c], bc, bh, accel_mac, alpha, grav, amin)) {
             const float2 q0 = cell_quad[3 * c], q1 = cell_quad[3 * c + 1], q2 = cell_quad[3 * c + 2];
             const float4 qa = make_float4(q0.x, q0.y, q1.x, q1.y);
-            const float tr = cell_trace[c] * eps2;
+            const float tr = tree_trace[c] * eps2;
 #pragma unroll
             for (int v = 0; v < V; v++) m2p(x[v], pm, qa, q2, tr, eps2, quadrupole, acc[v]);
             nm++;
-            c += cell_subtree[c];
+            c += tree_subtree[c];
             continue;
         }
-        if (cell_nchild[c] == 0) {
+        if (tree_nchild[c] == 0) {
             // An opened leaf: its particles are a contiguous range, read with independent loads.
-            const int j0 = cell_first[c];
-            const int nl = cell_count[c];
+            const int j0 = tree_first[c];
+            const int nl = tree_count[c];
 #pragma unroll 4
             for (int j = j0; j < j0 + nl; j++) {
-                const float4 pj = particles[j];
+                const float4 pj = tree_particles[j];
 #pragma unroll
                 for (int v = 0; v < V; v++) p2p(x[v], pj, eps2, (unsigned)j != me[v], acc[v]);
             }

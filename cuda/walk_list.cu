@@ -41,47 +41,59 @@ __device__ __forceinline__ unsigned warp_exclusive_scan(unsigned x, unsigned lan
 
 // For every cell, its children in order (first c + 1, each next one after the previous one's
 // subtree), 8 slots per cell; slots past nchild are left as they are.
-extern "C" __global__ void link_children(const unsigned *__restrict__ cell_subtree,
-                                         const unsigned char *__restrict__ cell_nchild,
-                                         int n_cells, unsigned *__restrict__ children)
+struct RUST_TWIN LinkArgs {
+    // The tree's cells.
+    TreeArrays tree;
+    // Cells.
+    int n_cells;
+    // Per cell: 8 child slots.
+    unsigned *children;
+};
+
+extern "C" __global__ void link_children(const LinkArgs a)
 {
     const int c = blockIdx.x * blockDim.x + threadIdx.x;
-    if (c >= n_cells) return;
-    const int k = cell_nchild[c];
+    if (c >= a.n_cells) return;
+    const int k = a.tree.nchild[c];
     unsigned child = c + 1;
     for (int j = 0; j < k; j++) {
-        children[8 * c + j] = child;
-        child += cell_subtree[child];
+        a.children[8 * c + j] = child;
+        child += a.tree.subtree[child];
     }
 }
 
+// Its parameters are the fields of WalkArgs (walk.cu).
 extern "C" __global__ void __launch_bounds__(LIST_WARPS * 32)
-walk_list(const float4 *__restrict__ particles,       // sorted particles: position, mass
-          const float4 *__restrict__ cell_com_mass,   // per cell: centre of mass, mass
-          const float *__restrict__ cell_s_eff,       // per cell: S_eff
-          const float4 *__restrict__ cell_box,        // per cell: geometric centre, half side
-          const unsigned *__restrict__ cell_subtree,  // per cell: cells in its subtree
-          const unsigned *__restrict__ cell_first,    // per cell: first particle
-          const unsigned *__restrict__ cell_count,    // per cell: particles
-          const unsigned char *__restrict__ cell_nchild, // per cell: children (0: a leaf)
-          const float2 *__restrict__ cell_quad,       // per cell: (xx,yy), (zz,xy), (xz,yz)
-          const float *__restrict__ cell_trace,       // per cell: sum m |y|^2
-          int n_cells,
-          const uint4 *__restrict__ cell_children,    // per cell: 8 child slots (link_children)
-          const float4 *__restrict__ targets,    // per target: position, |a_old|
-          int n_targets,
-          int own_kind,                          // which particle each target is (own_particle)
-          const unsigned *__restrict__ own,      //   for own_kind 2: per target, its particle
-          const uint2 *__restrict__ groups,      // per group: first target, count (<= 32 V)
-          int n_groups,
-          float eps2, int quadrupole, int accel_mac, float alpha, float grav,
-          float4 *__restrict__ out,              // per target: acceleration, potential
-          uint2 *__restrict__ counts,            // per target: p2p, m2p
-          int accumulate,                        // add to out and counts instead of writing
-          unsigned *__restrict__ control,        // [0]: next group to take, [1]: stack overflow
-          unsigned *__restrict__ stacks,         // per warp: stack_cap cell indices
-          int stack_cap)
+walk_list(const float4 *__restrict__ tree_particles,     // sorted particles: position, mass
+    const unsigned *__restrict__ tree_first,       // per cell: first particle
+    const unsigned *__restrict__ tree_count,       // per cell: particles
+    const unsigned char *__restrict__ tree_level,  // (not read)
+    const unsigned char *__restrict__ tree_nchild, // per cell: children (0: a leaf)
+    const unsigned *__restrict__ tree_subtree,     // per cell: cells in its subtree, itself included
+    const float4 *__restrict__ tree_boxes,         // per cell: geometric centre, half side
+    const float4 *__restrict__ tree_com_mass,      // per cell: centre of mass, mass
+    const float *__restrict__ tree_quad,           // per cell: xx, yy, zz, xy, xz, yz
+    const float *__restrict__ tree_trace,          // per cell: sum m |y|^2
+    const float *__restrict__ tree_s_eff,          // per cell: S_eff
+    const unsigned *__restrict__ tree_parent,      // (not read)
+    int n_cells,
+    const unsigned *__restrict__ children,         // walk_list: per cell, 8 child slots
+    const float4 *__restrict__ targets,            // per target: position, |a_old|
+    int n_targets,
+    int own_kind,                                  // which particle each target is (own_particle)
+    const unsigned *__restrict__ own,              //   for own_kind 2: per target, its particle
+    const uint2 *__restrict__ groups,              // per group: first target, count
+    int n_groups,
+    float eps2, int quadrupole, int accel_mac, float alpha, float grav,
+    float4 *__restrict__ out,                      // per target: acceleration, potential
+    uint2 *__restrict__ counts,                    // per target: p2p, m2p
+    int accumulate,                                // add to out and counts instead of writing
+    int stack_cap,                                 // walk_list: entries of each warp's stack
+    unsigned *__restrict__ control,                // walk_list: next group, stack overflow
+    unsigned *__restrict__ stacks)                 // walk_list: per warp, stack_cap cell indices
 {
+    const float2 *cell_quad = (const float2 *)tree_quad;  // (xx,yy), (zz,xy), (xz,yz)
+    const uint4 *cell_children = (const uint4 *)children;  // 8 slots a cell
     __shared__ float4 s_cm[LIST_WARPS][LIST_CAP];   // multipoles: centre of mass, mass
     __shared__ float4 s_qa[LIST_WARPS][LIST_CAP];   //   quadrupole xx yy zz xy
     __shared__ float4 s_qb[LIST_WARPS][LIST_CAP];   //   quadrupole xz yz, trace eps^2
@@ -151,7 +163,7 @@ walk_list(const float4 *__restrict__ particles,       // sorted particles: posit
         };
 
         // A forest (the LETs) has several roots, one after the other in preorder.
-        for (int root = 0; root < n_cells; root += cell_subtree[root]) {
+        for (int root = 0; root < n_cells; root += tree_subtree[root]) {
             if (lane == 0) stack[0] = root;
             int top = 1;
             __syncwarp();
@@ -163,13 +175,13 @@ walk_list(const float4 *__restrict__ particles,       // sorted particles: posit
                 unsigned children = 0, leaf_first = 0, leaf_count = 0;
                 float4 pm;
                 if (c >= 0) {
-                    pm = cell_com_mass[c];
-                    accepted = accepts(cell_box[c], pm, cell_s_eff[c], bc, bh, accel_mac, alpha, grav, amin);
+                    pm = tree_com_mass[c];
+                    accepted = accepts(tree_boxes[c], pm, tree_s_eff[c], bc, bh, accel_mac, alpha, grav, amin);
                     if (!accepted) {
-                        children = cell_nchild[c];
+                        children = tree_nchild[c];
                         if (children == 0) {
-                            leaf_first = cell_first[c];
-                            leaf_count = cell_count[c];
+                            leaf_first = tree_first[c];
+                            leaf_count = tree_count[c];
                         }
                     }
                 }
@@ -180,7 +192,7 @@ walk_list(const float4 *__restrict__ particles,       // sorted particles: posit
                     const float2 q0 = cell_quad[3 * c], q1 = cell_quad[3 * c + 1], q2 = cell_quad[3 * c + 2];
                     cm[slot] = pm;
                     qa[slot] = make_float4(q0.x, q0.y, q1.x, q1.y);
-                    qb[slot] = make_float4(q2.x, q2.y, cell_trace[c] * eps2, 0.f);
+                    qb[slot] = make_float4(q2.x, q2.y, tree_trace[c] * eps2, 0.f);
                 }
                 n_cm += __popc(ballot);
                 // Opened internal cells push their children.
@@ -225,7 +237,7 @@ walk_list(const float4 *__restrict__ particles,       // sorted particles: posit
                     const int space = LIST_CAP - n_src;
                     const int take = max(0, min((int)leaf_count, space - off));
                     for (int j = 0; j < take; j++) {
-                        src[n_src + off + j] = particles[leaf_first + j];
+                        src[n_src + off + j] = tree_particles[leaf_first + j];
                         idx[n_src + off + j] = leaf_first + j;
                     }
                     leaf_first += take;

@@ -52,7 +52,7 @@ def nvrtc():
 
 def program():
     """The walk program hinoki hands NVRTC (src/gpu/context.rs, walk_source)."""
-    parts = [open(os.path.join(ROOT, "cuda", "gravity.cuh")).read()]
+    parts = [open(os.path.join(ROOT, "cuda", h)).read() for h in ["cells.cuh", "gravity.cuh"]]
     for name in ["walk.cu", "walk_list.cu", "direct.cu", "unsort.cu"]:
         parts.append(open(os.path.join(ROOT, "cuda", name)).read().replace(INCLUDE, ""))
     return "\n".join(parts).encode()
@@ -91,9 +91,9 @@ def main():
                 print(f"{arch} V,G = {v},{g}: NVRTC error {result}\n{log}")
     total = 2 * len(layouts)
     print(f"kernels compiled for {total - failed} of {total} (arch, V, G) combinations")
-    # The stage program (src/gpu/context.rs, stage_source): gravity.cuh, then the stages'
+    # The stage program (src/gpu/context.rs, stage_source): cells.cuh, gravity.cuh, then the stages'
     # kernels, no fast math, no FMA contraction.
-    parts = [open(os.path.join(ROOT, "cuda", "gravity.cuh")).read()]
+    parts = [open(os.path.join(ROOT, "cuda", h)).read() for h in ["cells.cuh", "gravity.cuh"]]
     for name in ["build.cu", "groups.cu", "particles.cu", "domain.cu", "lets.cu", "integrate.cu"]:
         parts.append(open(os.path.join(ROOT, "cuda", name)).read().replace(INCLUDE, ""))
     stages = "\n".join(parts).encode()

@@ -164,8 +164,11 @@ struct Kernel {
     // kernel of one walk layout (walk_layout.cpp).
     const char *name;
     // One letter per parameter: p pointer, i int, u unsigned, U unsigned long long, f float,
-    // d double (the kinds of src/gpu/launch.rs's Arg).
+    // d double (the kinds of src/gpu/launch.rs's Arg), b an argument block (a struct).
     const char *params;
+    // The size in bytes of each parameter, and its alignment.
+    const unsigned long *sizes;
+    const unsigned long *aligns;
     // Runs the kernel for the running thread; args[k] points to the value of parameter k.
     void (*invoke)(const void *const *args);
 };
@@ -190,10 +193,12 @@ consteval char param_kind()
         return 'f';
     else if constexpr (std::is_same_v<T, double>)
         return 'd';
+    else if constexpr (std::is_class_v<T> && std::is_trivially_copyable_v<T>)
+        return 'b';
     else
         static_assert(!std::is_same_v<T, T>,
                       "a kernel parameter must be a pointer, int, unsigned, unsigned long long, "
-                      "float or double (the kinds of a launch argument)");
+                      "float, double or a struct (the kinds of a launch argument)");
 }
 
 // The Kernel entry of kernel F: its parameter letters and a function that calls it with
@@ -204,6 +209,8 @@ struct Entry;
 template <class... P, void (*F)(P...)>
 struct Entry<F> {
     static constexpr char params[] = {param_kind<P>()..., '\0'};
+    static constexpr unsigned long sizes[] = {sizeof(P)..., 0};
+    static constexpr unsigned long aligns[] = {alignof(P)..., 0};
 
     static void invoke([[maybe_unused]] const void *const *args)
     {
@@ -306,6 +313,8 @@ I saturate(double rounded)
 // One line of a kernel table: the Kernel entry of `kernel` (a function), launched as `name`.
 #define HINOKI_EMULATE_AS(name, kernel)                                                          \
     ::hinoki_emu::Kernel { name, ::hinoki_emu::Entry<&kernel>::params,                           \
+                           ::hinoki_emu::Entry<&kernel>::sizes,                                  \
+                           ::hinoki_emu::Entry<&kernel>::aligns,                                 \
                            &::hinoki_emu::Entry<&kernel>::invoke }
 
 // One line of kernels.cpp's table: the Kernel entry of the extern "C" kernel `kernel`, launched

@@ -16,6 +16,7 @@
 
 #include "selftest.cu"
 
+#include "../cells.cuh"
 #include "../gravity.cuh"
 #include "../build.cu"
 #include "../groups.cu"

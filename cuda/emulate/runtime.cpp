@@ -310,6 +310,7 @@ const char *type_of(char kind)
     case 'U': return "unsigned long long";
     case 'f': return "float";
     case 'd': return "double";
+    case 'b': return "an argument block";
     }
     return "of an unknown kind";
 }
@@ -593,24 +594,11 @@ std::string unknown_kernel(const char *name, const char *layout)
     return format("no kernel '%s' is registered in cuda/emulate/kernels.cpp", name);
 }
 
-// Runs a launch of `name@layout` if registered (layout not null), else of `name`; the empty
-// string on success, else why it failed.
-std::string run(const char *name, const char *layout, unsigned grid, unsigned block,
-                const void *const *args, const char *kinds, unsigned long nargs)
+// Runs kernel k (launched as `name`) on `grid` blocks of `block` threads with its parameters
+// values at args[i]; the empty string on success, else why it failed.
+std::string launch(const Kernel &k, const char *name, unsigned grid, unsigned block,
+                   const void *const *args)
 {
-    const Kernel *k = layout != nullptr ? find(std::string(name) + '@' + layout) : nullptr;
-    if (k == nullptr)
-        k = find(name);
-    if (k == nullptr)
-        return unknown_kernel(name, layout);
-    name = k->name;
-    const std::size_t arity = std::strlen(k->params);
-    if (nargs != arity)
-        return format("kernel %s takes %zu arguments, %lu given", name, arity, nargs);
-    for (std::size_t i = 0; i < arity; ++i)
-        if (kinds[i] != k->params[i])
-            return format("kernel %s: argument %zu is %s, %s given", name, i,
-                          type_of(k->params[i]), type_of(kinds[i]));
     if (block < 32 || block > max_block || block % 32 != 0)
         return format("kernel %s: blocks of %u threads; the emulator runs 32 to %u in multiples "
                       "of 32", name, block, max_block);
@@ -621,7 +609,7 @@ std::string run(const char *name, const char *layout, unsigned grid, unsigned bl
     if (!stacks.reserve(block))
         return format("kernel %s: cannot map %u stacks of %zu KiB", name, block,
                       stack_bytes / 1024);
-    Launch l(*k, args, block);
+    Launch l(k, args, block);
     for (unsigned t = 0; t < block; ++t)
         l.fibers[t].prepare(stacks.stack(t), stack_bytes, fiber_main);
     block_dim = {block, 1, 1};
@@ -631,6 +619,49 @@ std::string run(const char *name, const char *layout, unsigned grid, unsigned bl
     }
     active = nullptr;
     return l.error.empty() ? std::string() : format("kernel %s, %s", name, l.error.c_str());
+}
+
+// Runs a launch of `name@layout` if registered (layout not null), else of `name`; the empty
+// string on success, else why it failed.
+std::string run(const char *name, const char *layout, unsigned grid, unsigned block,
+                const void *const *args, const char *kinds, const unsigned long *sizes,
+                unsigned long nargs)
+{
+    const Kernel *k = layout != nullptr ? find(std::string(name) + '@' + layout) : nullptr;
+    if (k == nullptr)
+        k = find(name);
+    if (k == nullptr)
+        return unknown_kernel(name, layout);
+    name = k->name;
+    const std::size_t arity = std::strlen(k->params);
+    // An argument block for a kernel that takes its fields as parameters: each parameter lies
+    // in the block where a kernel parameter list puts it (at the next multiple of its
+    // alignment), as a GPU reads a parameter buffer.
+    std::vector<const void *> fields;
+    if (nargs == 1 && kinds[0] == 'b' && std::strcmp(k->params, "b") != 0) {
+        std::size_t at = 0;
+        for (std::size_t i = 0; i < arity; ++i) {
+            if (k->params[i] == 'b')
+                return format("kernel %s: a struct parameter among others", name);
+            at = (at + k->aligns[i] - 1) / k->aligns[i] * k->aligns[i];
+            fields.push_back(static_cast<const char *>(args[0]) + at);
+            at += k->sizes[i];
+        }
+        if (at != sizes[0])
+            return format("kernel %s: its parameters take %zu bytes, an argument block of %lu "
+                          "given", name, at, sizes[0]);
+        return launch(*k, name, grid, block, fields.data());
+    }
+    if (nargs != arity)
+        return format("kernel %s takes %zu arguments, %lu given", name, arity, nargs);
+    for (std::size_t i = 0; i < arity; ++i)
+        if (kinds[i] != k->params[i])
+            return format("kernel %s: argument %zu is %s, %s given", name, i,
+                          type_of(k->params[i]), type_of(kinds[i]));
+        else if (sizes[i] != k->sizes[i])
+            return format("kernel %s: argument %zu is %lu bytes, %lu given", name, i,
+                          k->sizes[i], sizes[i]);
+    return launch(*k, name, grid, block, args);
 }
 
 } // namespace
@@ -704,16 +735,17 @@ void yield()
 // Launches kernel `name` on `grid` blocks of `block` threads: the one registered as name@layout
 // when `layout` ("V,G") is not null and that is registered, else `name`. args[k] points to the
 // value of parameter k (8 bytes for a pointer), kinds[k] is its letter (see
-// hinoki_emu::Kernel::params); both hold nargs entries. Returns 0 when the launch ran to its end;
-// otherwise non-zero with a one-line message in err (errlen bytes, NUL-terminated, cut where too
+// hinoki_emu::Kernel::params) and sizes[k] its size in bytes; all three hold nargs entries.
+// Returns 0 when the launch ran to its end; otherwise non-zero with a one-line message in err (errlen bytes, NUL-terminated, cut where too
 // long).
 extern "C" int hinoki_emu_launch(const char *name, const char *layout, unsigned grid,
                                  unsigned block, const void *const *args, const char *kinds,
-                                 unsigned long nargs, char *err, unsigned long errlen) noexcept
+                                 const unsigned long *sizes, unsigned long nargs, char *err,
+                                 unsigned long errlen) noexcept
 {
     std::string error;
     try {
-        error = hinoki_emu::run(name, layout, grid, block, args, kinds, nargs);
+        error = hinoki_emu::run(name, layout, grid, block, args, kinds, sizes, nargs);
     } catch (const std::exception &e) {
         error = e.what();
     }

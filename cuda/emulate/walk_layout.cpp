@@ -38,8 +38,9 @@
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wunused-parameter"
 namespace {
-// gravity.cuh first, as in the NVRTC program; the sources' own #include of it is then empty
-// (#pragma once).
+// cells.cuh and gravity.cuh first, as in the NVRTC program; the sources' own #include of
+// gravity.cuh is then empty (#pragma once).
+#include "../cells.cuh"
 #include "../gravity.cuh"
 #include "../walk.cu"
 #include "../walk_list.cu"

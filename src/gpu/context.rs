@@ -39,11 +39,12 @@ enum Host {
     Emulated,
 }
 
-/// The sources of the walk program: `cuda/gravity.cuh`, then `cuda/walk.cu`, `cuda/walk_list.cu`,
-/// `cuda/direct.cu` without their includes of it, and `cuda/unsort.cu` (NVRTC is given one
-/// self-contained program).
+/// The sources of the walk program: `cuda/cells.cuh` and `cuda/gravity.cuh`, then
+/// `cuda/walk.cu`, `cuda/walk_list.cu`, `cuda/direct.cu` without their includes of it, and
+/// `cuda/unsort.cu` (NVRTC is given one self-contained program).
 fn walk_source() -> String {
     [
+        include_str!("../../cuda/cells.cuh"),
         include_str!("../../cuda/gravity.cuh"),
         &without_include(include_str!("../../cuda/walk.cu")),
         &without_include(include_str!("../../cuda/walk_list.cu")),
@@ -57,6 +58,7 @@ fn walk_source() -> String {
 /// (`cuda/emulate/kernels.cpp`).
 fn stage_source() -> String {
     [
+        include_str!("../../cuda/cells.cuh"),
         include_str!("../../cuda/gravity.cuh"),
         include_str!("../../cuda/build.cu"),
         include_str!("../../cuda/groups.cu"),

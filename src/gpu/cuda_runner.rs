@@ -8,21 +8,32 @@
 //! ([`KernelRunner::upload_with`], [`KernelRunner::download_with`]) has the host's threads
 //! produce (or consume) its pieces right in the staging buffers, with no host array of it.
 
+use super::args::KernelArgs;
 use super::launch::{
     fill_pieces, piece_len, take_pieces, Arg, DeviceArray, Element, KernelRunner, Pieces,
     COPY_PIECE,
 };
 use crate::error::{Error, Result};
 use cudarc::driver::{
-    result, CudaEvent, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtr, LaunchConfig,
-    PinnedHostSlice, PushKernelArg,
+    result, sys, CudaEvent, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtr,
+    LaunchConfig, PinnedHostSlice, PushKernelArg,
 };
 use cudarc::nvrtc::{compile_ptx_with_opts, CompileError, CompileOptions};
 use std::collections::HashMap;
+use std::ffi::c_void;
 use std::sync::{Arc, Mutex};
 
 /// Bytes of each of the two page-locked staging buffers.
 pub const STAGE_BYTES: usize = 32 << 20;
+
+/// A one-dimensional launch of `grid` blocks (at least one) of `block` threads.
+fn config(grid: u32, block: u32) -> LaunchConfig {
+    LaunchConfig {
+        grid_dim: (grid.max(1), 1, 1),
+        block_dim: (block, 1, 1),
+        shared_mem_bytes: 0,
+    }
+}
 
 fn driver_err(what: &'static str) -> impl Fn(cudarc::driver::DriverError) -> Error {
     move |e| Error::device(format!("CUDA {what} failed: {e}"))
@@ -363,14 +374,55 @@ impl KernelRunner for CudaRunner {
                 Arg::F64(v) => launch.arg(v),
             };
         }
-        let cfg = LaunchConfig {
-            grid_dim: (grid.max(1), 1, 1),
-            block_dim: (block, 1, 1),
-            shared_mem_bytes: 0,
-        };
         // SAFETY: the caller guarantees that `args` match the kernel's parameters.
-        unsafe { launch.launch(cfg) }.map_err(driver_err("kernel launch"))?;
+        unsafe { launch.launch(config(grid, block)) }.map_err(driver_err("kernel launch"))?;
         Ok(())
+    }
+
+    unsafe fn launch_block<A: KernelArgs>(
+        &self,
+        name: &str,
+        grid: u32,
+        block: u32,
+        args: &A,
+    ) -> Result<()> {
+        let function = self.function(name)?;
+        let stream = &self.device.stream;
+        stream
+            .context()
+            .bind_to_thread()
+            .map_err(driver_err("binding the context"))?;
+        // The block as the kernel's parameter buffer: its bytes are the parameter list of a
+        // kernel that takes the struct, or takes its fields one by one (`cuda/cells.cuh`).
+        let mut size = size_of::<A>();
+        let mut extra = [
+            sys::CU_LAUNCH_PARAM_BUFFER_POINTER_AS_INT as usize as *mut c_void,
+            std::ptr::from_ref(args).cast_mut().cast(),
+            sys::CU_LAUNCH_PARAM_BUFFER_SIZE_AS_INT as usize as *mut c_void,
+            std::ptr::from_mut(&mut size).cast(),
+            sys::CU_LAUNCH_PARAM_END_AS_INT as usize as *mut c_void,
+        ];
+        let c = config(grid, block);
+        // SAFETY: the function belongs to this stream's context, bound above; the buffer and
+        // its size outlive the call, which copies them; the caller guarantees that `A` is the
+        // kernel's parameter list.
+        unsafe {
+            sys::cuLaunchKernel(
+                function.cu_function(),
+                c.grid_dim.0,
+                c.grid_dim.1,
+                c.grid_dim.2,
+                c.block_dim.0,
+                c.block_dim.1,
+                c.block_dim.2,
+                c.shared_mem_bytes,
+                stream.cu_stream(),
+                std::ptr::null_mut(),
+                extra.as_mut_ptr(),
+            )
+            .result()
+        }
+        .map_err(driver_err("kernel launch"))
     }
 
     fn synchronize(&self) -> Result<()> {

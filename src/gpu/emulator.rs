@@ -12,6 +12,7 @@
 //! `direct.cu`, `unsort.cu`), compiled once per (V, G) layout of `build.rs`'s list and registered
 //! as `kernel@V,G` (`cuda/emulate/walk_layout.cpp`): [`Emulator::for_layout`] launches those.
 
+use super::args::KernelArgs;
 use super::launch::{Arg, DeviceArray, Element, KernelRunner};
 use crate::error::{Error, Result};
 use std::alloc::{alloc_zeroed, dealloc, Layout};
@@ -29,7 +30,8 @@ unsafe extern "C" {
     /// Runs kernel `name` on `grid` blocks of `block` threads (cuda/emulate/runtime.cpp): the
     /// one registered as `name@layout` when `layout` ("V,G") is not null and that is registered,
     /// else `name`. `args[k]` points to the value of parameter k, `kinds[k]` is its letter
-    /// (p i u U f d); both hold `nargs` entries. Returns 0 on success, else non-zero with a
+    /// (p i u U f d, b for an argument block), `sizes[k]` its size in bytes; all three hold
+    /// `nargs` entries. Returns 0 on success, else non-zero with a
     /// NUL-terminated message in the `errlen` bytes at `err`.
     fn hinoki_emu_launch(
         name: *const c_char,
@@ -38,6 +40,7 @@ unsafe extern "C" {
         block: c_uint,
         args: *const *const c_void,
         kinds: *const c_char,
+        sizes: *const c_ulong,
         nargs: c_ulong,
         err: *mut c_char,
         errlen: c_ulong,
@@ -123,6 +126,14 @@ fn arg_bits(arg: Arg) -> u64 {
     u64::from_ne_bytes(bytes)
 }
 
+/// The size in bytes of `arg`'s C type.
+fn arg_size(arg: Arg) -> c_ulong {
+    match arg {
+        Arg::Ptr(_) | Arg::U64(_) | Arg::F64(_) => 8,
+        Arg::I32(_) | Arg::U32(_) | Arg::F32(_) => 4,
+    }
+}
+
 /// The letter of `arg`'s kind, as the emulator's kernel table spells parameter types.
 fn arg_kind(arg: Arg) -> u8 {
     match arg {
@@ -185,20 +196,64 @@ impl KernelRunner for Emulator {
     }
 
     unsafe fn launch(&self, name: &str, grid: u32, block: u32, args: &[Arg]) -> Result<()> {
-        let c_name = CString::new(name)
-            .map_err(|_| emu_error(format!("kernel name {name:?} holds a NUL byte")))?;
         let values: Vec<u64> = args.iter().map(|&a| arg_bits(a)).collect();
         let pointers: Vec<*const c_void> = values
             .iter()
             .map(|v| std::ptr::from_ref(v).cast())
             .collect();
         let kinds: Vec<u8> = args.iter().map(|&a| arg_kind(a)).collect();
+        let sizes: Vec<c_ulong> = args.iter().map(|&a| arg_size(a)).collect();
+        // SAFETY: each pointer is to 8 live, aligned bytes holding its argument's value first;
+        // the caller vouches for the arrays the kernel reaches.
+        unsafe { self.run(name, grid, block, &pointers, &kinds, &sizes) }
+    }
+
+    unsafe fn launch_block<A: KernelArgs>(
+        &self,
+        name: &str,
+        grid: u32,
+        block: u32,
+        args: &A,
+    ) -> Result<()> {
+        let pointer: *const c_void = std::ptr::from_ref(args).cast();
+        // SAFETY: the pointer is to a live A, which the emulator reads as the kernel's
+        // parameter after checking its size; the caller vouches for the arrays it reaches.
+        unsafe {
+            self.run(
+                name,
+                grid,
+                block,
+                &[pointer],
+                b"b",
+                &[size_of::<A>() as c_ulong],
+            )
+        }
+    }
+}
+
+impl Emulator {
+    /// Runs kernel `name` with the parameters at `pointers`, of the letters `kinds` and the
+    /// sizes `sizes` (one entry each per parameter).
+    ///
+    /// # Safety
+    /// Each pointer must point to a live value of its kind and size; the arrays the kernel
+    /// reaches through its arguments must be live and long enough.
+    unsafe fn run(
+        &self,
+        name: &str,
+        grid: u32,
+        block: u32,
+        pointers: &[*const c_void],
+        kinds: &[u8],
+        sizes: &[c_ulong],
+    ) -> Result<()> {
+        let c_name = CString::new(name)
+            .map_err(|_| emu_error(format!("kernel name {name:?} holds a NUL byte")))?;
         let mut message = [0u8; ERROR_BYTES];
-        // SAFETY: c_name and the layout, if any, are NUL-terminated; pointers and kinds hold
-        // args.len() entries, each pointer to 8 live, aligned bytes; message has ERROR_BYTES
-        // writable bytes. The emulator
-        // checks the kernel's name, argument count and kinds; the caller vouches (this function's
-        // contract) for the arrays the kernel reaches through pointer arguments.
+        // SAFETY: c_name and the layout, if any, are NUL-terminated; pointers, kinds and sizes
+        // hold one entry per argument (the caller's contract for what they point to); message
+        // has ERROR_BYTES writable bytes. The emulator checks the kernel's name, argument count,
+        // kinds and sizes.
         let status = unsafe {
             hinoki_emu_launch(
                 c_name.as_ptr(),
@@ -209,7 +264,8 @@ impl KernelRunner for Emulator {
                 block,
                 pointers.as_ptr(),
                 kinds.as_ptr().cast(),
-                args.len() as c_ulong,
+                sizes.as_ptr(),
+                pointers.len() as c_ulong,
                 message.as_mut_ptr().cast(),
                 ERROR_BYTES as c_ulong,
             )
@@ -693,13 +749,13 @@ mod tests {
         for (v, g) in layouts() {
             let emu = Emulator::for_layout(v, g);
             for (name, arity) in [
-                ("walk_vg", 25),
-                ("walk_list", 29),
-                ("link_children", 4),
-                ("direct", 4),
-                ("unsort_results", 6),
-                ("clear_results", 3),
-                ("mask_inactive", 4),
+                ("walk_vg", 31),
+                ("walk_list", 31),
+                ("link_children", 1),
+                ("direct", 1),
+                ("unsort_results", 1),
+                ("clear_results", 1),
+                ("mask_inactive", 1),
             ] {
                 let m = message(&emu, name);
                 assert!(
@@ -726,7 +782,7 @@ mod tests {
         assert!(none.contains(neither), "{none}");
         let spelled = message(&Emulator::new(), "direct@4,8");
         assert!(
-            spelled.contains("kernel direct@4,8 takes 4 arguments, 0 given"),
+            spelled.contains("kernel direct@4,8 takes 1 arguments, 0 given"),
             "{spelled}"
         );
         // Kernels without a layout run from an emulator with one, even of a layout not compiled in.

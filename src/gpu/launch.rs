@@ -3,6 +3,7 @@
 //! cudarc or, where there is none (CI, a laptop), on the CPU kernel emulator of
 //! `cuda/emulate/`, which runs the very same CUDA source as C++.
 
+use super::args::KernelArgs;
 use crate::error::Result;
 use cudarc::driver::{DeviceRepr, ValidAsZeroBits};
 use rayon::prelude::*;
@@ -178,6 +179,20 @@ pub trait KernelRunner {
     /// kernel indexes through an [`Arg::Ptr`] must be live and long enough.
     unsafe fn launch(&self, name: &str, grid: u32, block: u32, args: &[Arg]) -> Result<()>;
 
+    /// Launches kernel `name` on `grid` blocks of `block` threads with its argument block
+    /// `args` (see [`super::args`]).
+    ///
+    /// # Safety
+    /// `A` must be the kernel's parameter type, and every array the kernel indexes through a
+    /// device address of `args` must be live and long enough.
+    unsafe fn launch_block<A: KernelArgs>(
+        &self,
+        name: &str,
+        grid: u32,
+        block: u32,
+        args: &A,
+    ) -> Result<()>;
+
     /// Waits until every launch and copy issued so far is done. By default there is nothing to
     /// wait for (a device whose launches finish before they return).
     fn synchronize(&self) -> Result<()> {
@@ -225,6 +240,15 @@ mod tests {
             Ok(())
         }
         unsafe fn launch(&self, name: &str, _: u32, _: u32, _: &[Arg]) -> Result<()> {
+            Err(Error::device(format!("no kernel {name} on the host")))
+        }
+        unsafe fn launch_block<A: KernelArgs>(
+            &self,
+            name: &str,
+            _: u32,
+            _: u32,
+            _: &A,
+        ) -> Result<()> {
             Err(Error::device(format!("no kernel {name} on the host")))
         }
     }

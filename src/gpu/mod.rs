@@ -11,6 +11,7 @@
 //! ([`cuda_runner`]) and so does the CPU kernel emulator (`emulator`, where a C++ compiler was
 //! found at build time), so that the GPU code is tested without a GPU.
 
+pub mod args;
 mod context;
 pub mod cuda_runner;
 #[cfg(hinoki_emulator)]

@@ -1,6 +1,7 @@
 //! The device a program runs on: a real GPU, or (for tests without one) the CPU kernel
 //! emulator, behind one [`KernelRunner`], counting the bytes every copy moves over the bus.
 
+use super::args::KernelArgs;
 use super::cuda_runner::{CudaArray, CudaRunner};
 #[cfg(hinoki_emulator)]
 use super::emulator::{EmuArray, Emulator};
@@ -158,6 +159,23 @@ impl KernelRunner for Runner {
                 Device::Cuda(r) => r.launch(name, grid, block, args),
                 #[cfg(hinoki_emulator)]
                 Device::Emulated(r) => r.launch(name, grid, block, args),
+            }
+        }
+    }
+
+    unsafe fn launch_block<A: KernelArgs>(
+        &self,
+        name: &str,
+        grid: u32,
+        block: u32,
+        args: &A,
+    ) -> Result<()> {
+        // SAFETY: passed on with the caller's guarantee.
+        unsafe {
+            match &self.device {
+                Device::Cuda(r) => r.launch_block(name, grid, block, args),
+                #[cfg(hinoki_emulator)]
+                Device::Emulated(r) => r.launch_block(name, grid, block, args),
             }
         }
     }

@@ -9,9 +9,10 @@ use super::export::padded;
 use super::region::{Region, TargetBox};
 use super::wire::{check_root, header, malformed, CELL_WORDS, HEADER_WORDS, PARTICLE_WORDS};
 use crate::error::Result;
+use crate::gpu::args::TreeArrays;
 use crate::gpu::launch::{grow, Arg, DeviceArray, KernelRunner};
 use crate::gpu::stages::{blocks, int, ptr, Stages};
-use crate::tree::build_gpu::{DeviceTree, TreeArrays};
+use crate::tree::build_gpu::DeviceTree;
 use crate::walk::mac::{Criterion, Mac};
 
 /// Blocks of the per-block reductions (their partial results come down).

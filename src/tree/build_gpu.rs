@@ -10,10 +10,11 @@
 use crate::diag::PhaseTimes;
 use crate::error::Result;
 use crate::forces::TreeTopology;
+use crate::gpu::args::TreeArrays;
 use crate::gpu::launch::{grow, with_headroom, Arg, DeviceArray, KernelRunner};
 use crate::gpu::stages::{blocks, int, ptr, Stages};
 use crate::sfc::{Frame, Order, GRID};
-use crate::tree::{close, Cells, ClosePair, Tree, TreeParams, MAX_LEVEL};
+use crate::tree::{close, ClosePair, DeviceCells, Tree, TreeParams, MAX_LEVEL};
 use crate::walk::mac::Mac;
 use bfs::bfs_layout;
 use glam::DVec3;
@@ -24,38 +25,6 @@ const TILE: usize = 2048;
 const MOMENT_WORDS: usize = 11;
 /// Float64 words of a closest pair's record (`pair_record` in cuda/build.cu).
 const PAIR_WORDS: usize = 10;
-
-/// Device addresses of a tree's arrays, as the walk and LET kernels read them: sorted particles
-/// (x, y, z, m), and per cell in preorder its centre of mass and mass, S_eff, box (centre, half
-/// side), subtree size, first particle, particle count, number of children, quadrupole (6
-/// floats), trace and level.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct TreeArrays {
-    /// Sorted particles, 4 floats each.
-    pub particles: u64,
-    /// Per cell: centre of mass and mass, 4 floats.
-    pub com_mass: u64,
-    /// Per cell: S_eff (float).
-    pub s_eff: u64,
-    /// Per cell: box centre and half side, 4 floats.
-    pub boxes: u64,
-    /// Per cell: cells in its subtree (u32).
-    pub subtree: u64,
-    /// Per cell: first particle (u32).
-    pub first: u64,
-    /// Per cell: particle count (u32).
-    pub count: u64,
-    /// Per cell: children (u8).
-    pub nchild: u64,
-    /// Per cell: traceless quadrupole, 6 floats.
-    pub quad: u64,
-    /// Per cell: trace (float).
-    pub trace: u64,
-    /// Per cell: tree level (u8).
-    pub level: u64,
-    /// Per cell: its parent (u32; `u32::MAX` for the root).
-    pub parent: u64,
-}
 
 /// Where the particles a tree is built from lie on the device: `n` positions (3 doubles each,
 /// length units) and masses (doubles, mass units).
@@ -99,7 +68,7 @@ struct ParticleArrays<R: KernelRunner> {
 }
 
 /// The device arrays over cells (grown with the tree), breadth-first and in preorder.
-struct CellArrays<R: KernelRunner> {
+struct BuildCells<R: KernelRunner> {
     capacity: usize,
     bfs_first: R::Array<u32>,
     bfs_count: R::Array<u32>,
@@ -113,16 +82,8 @@ struct CellArrays<R: KernelRunner> {
     oct_start: R::Array<u32>,
     oct_count: R::Array<u32>,
     oct_slot: R::Array<u32>,
-    first: R::Array<u32>,
-    count: R::Array<u32>,
-    level: R::Array<u8>,
-    nchild: R::Array<u8>,
-    subtree: R::Array<u32>,
-    boxes: R::Array<f32>,
-    com_mass: R::Array<f32>,
-    quad: R::Array<f32>,
-    trace: R::Array<f32>,
-    s_eff: R::Array<f32>,
+    /// The cells in preorder, as the walk reads them.
+    cells: DeviceCells<R>,
     /// The boxes of the last rebuild, which a refit starts from.
     built: R::Array<f32>,
     parent: R::Array<u32>,
@@ -132,7 +93,7 @@ struct CellArrays<R: KernelRunner> {
 /// arrays across builds.
 pub struct TreeBuilder<R: KernelRunner> {
     particles: Option<ParticleArrays<R>>,
-    cells: Option<CellArrays<R>>,
+    cells: Option<BuildCells<R>>,
     /// Digit counts of the eight radix passes, and the size of the next tree level.
     digit_counts: R::Array<u32>,
     next_total: R::Array<u32>,
@@ -183,29 +144,20 @@ impl<R: KernelRunner> TreeBuilder<R> {
                 + 4 * (a.index[0].len() + a.index[1].len())
         });
         let c = self.cells.as_ref().map_or(0, |c| {
-            4 * (c.bfs_first.len()
-                + c.bfs_count.len()
-                + c.bfs_child.len()
-                + c.bfs_subtree.len()
-                + c.preorder.len()
-                + c.oct_start.len()
-                + c.oct_count.len()
-                + c.oct_slot.len()
-                + c.first.len()
-                + c.count.len()
-                + c.subtree.len()
-                + c.trace.len()
-                + c.s_eff.len()
-                + c.parent.len()
-                + c.boxes.len()
-                + c.com_mass.len()
-                + c.built.len()
-                + c.quad.len())
+            c.cells.bytes()
+                + 4 * (c.bfs_first.len()
+                    + c.bfs_count.len()
+                    + c.bfs_child.len()
+                    + c.bfs_subtree.len()
+                    + c.preorder.len()
+                    + c.oct_start.len()
+                    + c.oct_count.len()
+                    + c.oct_slot.len()
+                    + c.parent.len()
+                    + c.built.len())
                 + 8 * c.moments.len()
                 + c.bfs_level.len()
                 + c.bfs_nchild.len()
-                + c.level.len()
-                + c.nchild.len()
         });
         p + c
     }
@@ -303,11 +255,11 @@ impl<R: KernelRunner> TreeBuilder<R> {
                         ptr(&c.built),
                         Arg::I32((p.mac != Mac::BarnesHut) as i32),
                         Arg::F32(p.theta),
-                        ptr(&c.boxes),
-                        ptr(&c.com_mass),
-                        ptr(&c.quad),
-                        ptr(&c.trace),
-                        ptr(&c.s_eff),
+                        ptr(&c.cells.boxes),
+                        ptr(&c.cells.com_mass),
+                        ptr(&c.cells.quad),
+                        ptr(&c.cells.trace),
+                        ptr(&c.cells.s_eff),
                     ],
                 )?;
             }
@@ -446,20 +398,7 @@ impl<R: KernelRunner> TreeBuilder<R> {
             particles: n,
             cells,
             frame,
-            arrays: TreeArrays {
-                particles: a.sorted.ptr(),
-                com_mass: c.com_mass.ptr(),
-                s_eff: c.s_eff.ptr(),
-                boxes: c.boxes.ptr(),
-                subtree: c.subtree.ptr(),
-                first: c.first.ptr(),
-                count: c.count.ptr(),
-                nchild: c.nchild.ptr(),
-                quad: c.quad.ptr(),
-                trace: c.trace.ptr(),
-                level: c.level.ptr(),
-                parent: c.parent.ptr(),
-            },
+            arrays: c.cells.arrays(a.sorted.ptr(), c.parent.ptr()),
             order: a.index[0].ptr(),
             spare: a.pos_mass.ptr(),
         }
@@ -493,8 +432,8 @@ impl<R: KernelRunner> TreeBuilder<R> {
         }
         self.cells = None;
         let r = s.runner();
-        let arrays = |cap: usize| -> Result<CellArrays<R>> {
-            Ok(CellArrays {
+        let arrays = |cap: usize| -> Result<BuildCells<R>> {
+            Ok(BuildCells {
                 capacity: cap,
                 bfs_first: r.alloc(cap)?,
                 bfs_count: r.alloc(cap)?,
@@ -507,16 +446,7 @@ impl<R: KernelRunner> TreeBuilder<R> {
                 oct_start: r.alloc(8 * cap)?,
                 oct_count: r.alloc(8 * cap)?,
                 oct_slot: r.alloc(8 * cap)?,
-                first: r.alloc(cap)?,
-                count: r.alloc(cap)?,
-                level: r.alloc(cap)?,
-                nchild: r.alloc(cap)?,
-                subtree: r.alloc(cap)?,
-                boxes: r.alloc(4 * cap)?,
-                com_mass: r.alloc(4 * cap)?,
-                quad: r.alloc(6 * cap)?,
-                trace: r.alloc(cap)?,
-                s_eff: r.alloc(cap)?,
+                cells: DeviceCells::alloc(r, cap)?,
                 built: r.alloc(4 * cap)?,
                 parent: r.alloc(cap)?,
             })
@@ -836,16 +766,16 @@ impl<R: KernelRunner> TreeBuilder<R> {
                     Arg::F64(1.0),
                     Arg::I32((p.mac != Mac::BarnesHut) as i32),
                     Arg::F32(p.theta),
-                    ptr(&c.first),
-                    ptr(&c.count),
-                    ptr(&c.level),
-                    ptr(&c.nchild),
-                    ptr(&c.subtree),
-                    ptr(&c.boxes),
-                    ptr(&c.com_mass),
-                    ptr(&c.quad),
-                    ptr(&c.trace),
-                    ptr(&c.s_eff),
+                    ptr(&c.cells.first),
+                    ptr(&c.cells.count),
+                    ptr(&c.cells.level),
+                    ptr(&c.cells.nchild),
+                    ptr(&c.cells.subtree),
+                    ptr(&c.cells.boxes),
+                    ptr(&c.cells.com_mass),
+                    ptr(&c.cells.quad),
+                    ptr(&c.cells.trace),
+                    ptr(&c.cells.s_eff),
                     ptr(&c.built),
                 ],
             )
@@ -863,8 +793,8 @@ impl<R: KernelRunner> TreeBuilder<R> {
                 blocks(ncells),
                 &[
                     int(ncells)?,
-                    ptr(&c.nchild),
-                    ptr(&c.subtree),
+                    ptr(&c.cells.nchild),
+                    ptr(&c.cells.subtree),
                     ptr(&c.parent),
                 ],
             )
@@ -880,18 +810,7 @@ impl<R: KernelRunner> TreeBuilder<R> {
         let (n, ncells) = (tree.particles, tree.cells);
         let a = self.particles.as_ref().expect("built");
         let c = self.cells.as_ref().expect("built");
-        let cells = Cells {
-            first: s.fetch(&c.first, ncells)?,
-            count: s.fetch(&c.count, ncells)?,
-            level: s.fetch(&c.level, ncells)?,
-            nchild: s.fetch(&c.nchild, ncells)?,
-            subtree: s.fetch(&c.subtree, ncells)?,
-            boxes: s.fetch_as(&c.boxes, ncells)?,
-            com_mass: s.fetch_as(&c.com_mass, ncells)?,
-            quad: s.fetch_as(&c.quad, ncells)?,
-            trace: s.fetch(&c.trace, ncells)?,
-            s_eff: s.fetch(&c.s_eff, ncells)?,
-        };
+        let cells = c.cells.download(s.runner(), ncells)?;
         Ok(Some(Tree {
             frame: tree.frame,
             particles: s.fetch_as(&a.sorted, n)?,
@@ -919,11 +838,11 @@ impl<R: KernelRunner> TreeBuilder<R> {
         Ok(Some(TreeTopology {
             frame: tree.frame,
             index: s.fetch(&a.index[0], n)?,
-            first: s.fetch(&c.first, ncells)?,
-            count: s.fetch(&c.count, ncells)?,
-            level: s.fetch(&c.level, ncells)?,
-            nchild: s.fetch(&c.nchild, ncells)?,
-            subtree: s.fetch(&c.subtree, ncells)?,
+            first: s.fetch(&c.cells.first, ncells)?,
+            count: s.fetch(&c.cells.count, ncells)?,
+            level: s.fetch(&c.cells.level, ncells)?,
+            nchild: s.fetch(&c.cells.nchild, ncells)?,
+            subtree: s.fetch(&c.cells.subtree, ncells)?,
             boxes: s.fetch_as(&c.built, ncells)?,
         }))
     }
@@ -947,11 +866,11 @@ impl<R: KernelRunner> TreeBuilder<R> {
         r.upload(&bfs.child, &mut c.bfs_child)?;
         r.upload(&bfs.nchild, &mut c.bfs_nchild)?;
         r.upload(&bfs.preorder, &mut c.preorder)?;
-        r.upload(&t.first, &mut c.first)?;
-        r.upload(&t.count, &mut c.count)?;
-        r.upload(&t.level, &mut c.level)?;
-        r.upload(&t.nchild, &mut c.nchild)?;
-        r.upload(&t.subtree, &mut c.subtree)?;
+        r.upload(&t.first, &mut c.cells.first)?;
+        r.upload(&t.count, &mut c.cells.count)?;
+        r.upload(&t.level, &mut c.cells.level)?;
+        r.upload(&t.nchild, &mut c.cells.nchild)?;
+        r.upload(&t.subtree, &mut c.cells.subtree)?;
         r.upload(bytemuck::cast_slice(&t.boxes), &mut c.built)?;
         self.parents(s, ncells)?;
         let tree = self.device_tree(n, ncells, t.frame);
@@ -978,15 +897,10 @@ impl<R: KernelRunner> TreeBuilder<R> {
             },
         )?;
         let r = s.runner();
-        let flat4 = bytemuck::cast_slice::<[f32; 4], f32>;
         let a = self.particles.as_mut().expect("restored");
-        r.upload(flat4(&tree.particles), &mut a.sorted)?;
+        r.upload(bytemuck::cast_slice(&tree.particles), &mut a.sorted)?;
         let c = self.cells.as_mut().expect("restored");
-        r.upload(flat4(&cells.boxes), &mut c.boxes)?;
-        r.upload(flat4(&cells.com_mass), &mut c.com_mass)?;
-        r.upload(bytemuck::cast_slice(&cells.quad), &mut c.quad)?;
-        r.upload(&cells.trace, &mut c.trace)?;
-        r.upload(&cells.s_eff, &mut c.s_eff)?;
+        c.cells.upload(r, cells)?;
         Ok(self.tree().expect("restored"))
     }
 }

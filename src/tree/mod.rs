@@ -8,12 +8,14 @@
 
 pub mod build;
 pub mod build_gpu;
+pub mod cells;
 pub mod close;
 pub mod moments;
 mod refit;
 pub mod threading;
 
 pub use build::build_topology;
+pub use cells::{CellArrays, Cells, DeviceCells};
 pub use close::ClosePair;
 pub use moments::compute_moments;
 pub use threading::FlatTree;
@@ -23,52 +25,6 @@ use crate::sfc::Frame;
 /// Deepest tree level: 21 bits per axis. Cells at this level are leaves whatever their count,
 /// which keeps coincident particles in one leaf instead of recursing forever.
 pub const MAX_LEVEL: u8 = 21;
-
-/// Octree cells as a structure of arrays, in depth-first preorder (root = 0).
-#[derive(Clone, Debug, Default)]
-pub struct Cells {
-    /// Index of the cell's first particle in the sorted particle arrays.
-    pub first: Vec<u32>,
-    /// Number of particles in the cell.
-    pub count: Vec<u32>,
-    /// Tree level (root = 0).
-    pub level: Vec<u8>,
-    /// Number of child cells (0 for a leaf).
-    pub nchild: Vec<u8>,
-    /// Number of cells in the subtree rooted here, the cell itself included.
-    pub subtree: Vec<u32>,
-    /// The cell box: geometric centre (x, y, z) and half its side (length units), packed so
-    /// that a walk reads it with one 16-byte load.
-    pub boxes: Vec<[f32; 4]>,
-    /// Centre of mass (length units) and total mass (mass units).
-    pub com_mass: Vec<[f32; 4]>,
-    /// Traceless quadrupole about the centre of mass, Σ m (3 y yᵀ − |y|² I), as
-    /// (xx, yy, zz, xy, xz, yz) (mass × length²).
-    pub quad: Vec<[f32; 6]>,
-    /// Σ m |y|² about the centre of mass (mass × length²): the trace that the traceless
-    /// quadrupole drops, which the Plummer-softened quadrupole term needs.
-    pub trace: Vec<f32>,
-    /// Squared effective opening radius S_eff (length²): accept when d² > S_eff.
-    pub s_eff: Vec<f32>,
-}
-
-impl Cells {
-    /// Number of cells.
-    pub fn len(&self) -> usize {
-        self.first.len()
-    }
-
-    /// True for a tree without cells (never produced by [`Tree::build`]).
-    pub fn is_empty(&self) -> bool {
-        self.first.is_empty()
-    }
-
-    /// True when cell `c` has no children.
-    #[inline]
-    pub fn is_leaf(&self, c: usize) -> bool {
-        self.nchild[c] == 0
-    }
-}
 
 /// A complete tree over one set of particles.
 #[derive(Clone, Debug)]

@@ -6,10 +6,10 @@
 //! runner's copies go through its page-locked staging buffers).
 
 use crate::error::Result;
+use crate::gpu::args::TreeArrays;
 use crate::gpu::launch::{grow, piece_len, DeviceArray, KernelRunner, Pieces};
 use crate::gpu::runner::{Runner, RunnerArray};
-use crate::tree::build_gpu::TreeArrays;
-use crate::tree::Tree;
+use crate::tree::{DeviceCells, Tree};
 use crate::walk::cpu::{Forces, Units, WalkOutput};
 use crate::walk::groups::Group;
 use rayon::prelude::*;
@@ -18,15 +18,8 @@ use rayon::prelude::*;
 pub(super) struct Buffers {
     /// Sorted particles (x, y, z, m) as 4 floats each; the sources of direct summation too.
     pub particles: RunnerArray<f32>,
-    pub com_mass: RunnerArray<f32>,
-    pub s_eff: RunnerArray<f32>,
-    pub boxes: RunnerArray<f32>,
-    pub subtree: RunnerArray<u32>,
-    pub first: RunnerArray<u32>,
-    pub count: RunnerArray<u32>,
-    pub nchild: RunnerArray<u8>,
-    pub quad: RunnerArray<f32>,
-    pub trace: RunnerArray<f32>,
+    /// The walked tree's cells (a tree copied up, or a forest of LETs).
+    pub cells: DeviceCells<Runner>,
     pub targets: RunnerArray<f32>,
     pub groups: RunnerArray<u32>,
     pub out: RunnerArray<f32>,
@@ -47,15 +40,7 @@ impl Buffers {
     pub fn new(r: &Runner) -> Result<Self> {
         Ok(Self {
             particles: r.alloc(1)?,
-            com_mass: r.alloc(1)?,
-            s_eff: r.alloc(1)?,
-            boxes: r.alloc(1)?,
-            subtree: r.alloc(1)?,
-            first: r.alloc(1)?,
-            count: r.alloc(1)?,
-            nchild: r.alloc(1)?,
-            quad: r.alloc(1)?,
-            trace: r.alloc(1)?,
+            cells: DeviceCells::alloc(r, 1)?,
             targets: r.alloc(1)?,
             groups: r.alloc(1)?,
             out: r.alloc(1)?,
@@ -70,57 +55,28 @@ impl Buffers {
 
     /// Bytes held on the device.
     pub fn bytes(&self) -> usize {
-        4 * (self.particles.len()
-            + self.com_mass.len()
-            + self.s_eff.len()
-            + self.boxes.len()
-            + self.subtree.len()
-            + self.first.len()
-            + self.count.len()
-            + self.quad.len()
-            + self.trace.len()
-            + self.targets.len()
-            + self.groups.len()
-            + self.out.len()
-            + self.counts.len()
-            + self.control.len()
-            + self.stacks.len()
-            + self.children.len()
-            + self.out_input.len()
-            + self.counts_input.len())
-            + self.nchild.len()
+        self.cells.bytes()
+            + 4 * (self.particles.len()
+                + self.targets.len()
+                + self.groups.len()
+                + self.out.len()
+                + self.counts.len()
+                + self.control.len()
+                + self.stacks.len()
+                + self.children.len()
+                + self.out_input.len()
+                + self.counts_input.len())
     }
 
     /// Grows the tree buffers to `n` particles and `nc` cells.
     fn reserve(&mut self, r: &Runner, n: usize, nc: usize) -> Result<()> {
         grow(r, &mut self.particles, 4 * n)?;
-        grow(r, &mut self.com_mass, 4 * nc)?;
-        grow(r, &mut self.s_eff, nc)?;
-        grow(r, &mut self.boxes, 4 * nc)?;
-        grow(r, &mut self.subtree, nc)?;
-        grow(r, &mut self.first, nc)?;
-        grow(r, &mut self.count, nc)?;
-        grow(r, &mut self.nchild, nc)?;
-        grow(r, &mut self.quad, 6 * nc)?;
-        grow(r, &mut self.trace, nc)
+        self.cells.reserve(r, nc)
     }
 
-    /// Where a tree in the tree buffers is (level and parent are not kept: 0).
+    /// Where a tree in the tree buffers is (parents are not kept: 0).
     fn tree_arrays(&self) -> TreeArrays {
-        TreeArrays {
-            particles: self.particles.ptr(),
-            com_mass: self.com_mass.ptr(),
-            s_eff: self.s_eff.ptr(),
-            boxes: self.boxes.ptr(),
-            subtree: self.subtree.ptr(),
-            first: self.first.ptr(),
-            count: self.count.ptr(),
-            nchild: self.nchild.ptr(),
-            quad: self.quad.ptr(),
-            trace: self.trace.ptr(),
-            level: 0,
-            parent: 0,
-        }
+        self.cells.arrays(self.particles.ptr(), 0)
     }
 
     /// Room in the tree buffers for `nc` cells and `n` particles; returns where it is.
@@ -156,19 +112,9 @@ impl Buffers {
 
     /// Copies a host tree to the tree buffers (growing them as needed); returns where it is.
     pub fn upload_tree(&mut self, r: &Runner, tree: &Tree) -> Result<TreeArrays> {
-        let cells = &tree.cells;
-        self.reserve(r, tree.particles.len(), cells.len())?;
-        let flat4 = bytemuck::cast_slice::<[f32; 4], f32>;
-        r.upload(flat4(&tree.particles), &mut self.particles)?;
-        r.upload(flat4(&cells.com_mass), &mut self.com_mass)?;
-        r.upload(&cells.s_eff, &mut self.s_eff)?;
-        r.upload(flat4(&cells.boxes), &mut self.boxes)?;
-        r.upload(bytemuck::cast_slice(&cells.quad), &mut self.quad)?;
-        r.upload(&cells.trace, &mut self.trace)?;
-        r.upload(&cells.subtree, &mut self.subtree)?;
-        r.upload(&cells.first, &mut self.first)?;
-        r.upload(&cells.count, &mut self.count)?;
-        r.upload(&cells.nchild, &mut self.nchild)?;
+        self.reserve(r, tree.particles.len(), tree.cells.len())?;
+        r.upload(bytemuck::cast_slice(&tree.particles), &mut self.particles)?;
+        self.cells.upload(r, &tree.cells)?;
         Ok(self.tree_arrays())
     }
 

@@ -15,10 +15,13 @@ use super::groups_gpu::DeviceGroups;
 use super::mac::Mac;
 use crate::diag::PhaseTimes;
 use crate::error::{Error, Result};
-use crate::gpu::launch::{Arg, DeviceArray, KernelRunner};
+use crate::gpu::args::{
+    ClearArgs, DirectArgs, KernelArgs, LinkArgs, MaskArgs, Results, TreeArrays, UnsortArgs,
+    WalkArgs,
+};
+use crate::gpu::launch::{DeviceArray, KernelRunner};
 use crate::gpu::runner::Runner;
 use crate::gpu::GpuContext;
-use crate::tree::build_gpu::TreeArrays;
 use crate::tree::{Tree, MAX_LEVEL};
 use buffers::Buffers;
 use std::time::Instant;
@@ -46,12 +49,12 @@ pub enum DeviceOwn {
 }
 
 impl DeviceOwn {
-    /// The kernel arguments `own_kind, own`.
-    fn args(self) -> [Arg; 2] {
+    /// The walk kernels' `own_kind` and `own`.
+    fn args(self) -> (i32, u64) {
         match self {
-            DeviceOwn::Absent => [Arg::I32(0), Arg::Ptr(0)],
-            DeviceOwn::Sorted => [Arg::I32(1), Arg::Ptr(0)],
-            DeviceOwn::At(own) => [Arg::I32(2), Arg::Ptr(own)],
+            DeviceOwn::Absent => (0, 0),
+            DeviceOwn::Sorted => (1, 0),
+            DeviceOwn::At(own) => (2, own),
         }
     }
 }
@@ -106,11 +109,27 @@ impl GpuWalk {
         self.buffers.bytes()
     }
 
-    /// Launches walk-program kernel `name`.
-    fn launch(&self, name: &str, grid: u32, block: u32, args: &[Arg]) -> Result<()> {
-        // SAFETY: every call passes the arguments of the kernel's declaration in cuda/, with
-        // buffers sized by `Buffers`' reserve functions for the targets and cells it covers.
-        unsafe { self.program.launch(name, grid, block, args) }
+    /// Launches walk-program kernel `name` with its argument block.
+    fn launch<A: KernelArgs>(&self, name: &str, grid: u32, block: u32, args: &A) -> Result<()> {
+        // SAFETY: every call passes the argument block of the kernel's declaration in cuda/,
+        // with buffers sized by `Buffers`' reserve functions for the targets and cells it covers.
+        unsafe { self.program.launch_block(name, grid, block, args) }
+    }
+
+    /// The results in walk order.
+    fn walk_results(&self) -> Results {
+        Results {
+            out: self.buffers.out.ptr(),
+            counts: self.buffers.counts.ptr(),
+        }
+    }
+
+    /// The results in the particles' order (after [`GpuWalk::unsort`]).
+    fn input_results(&self) -> Results {
+        Results {
+            out: self.buffers.out_input.ptr(),
+            counts: self.buffers.counts_input.ptr(),
+        }
     }
 
     /// Copies a host tree to the device (the walk's tree buffers); returns where it is.
@@ -156,16 +175,14 @@ impl GpuWalk {
     /// Sets the results of the first `n` targets to zero (those of groups a walk leaves out).
     pub fn clear_results(&mut self, n: usize) -> Result<()> {
         self.reserve_results(n)?;
-        let b = &self.buffers;
         self.launch(
             "clear_results",
             (n as u32).div_ceil(256).clamp(1, 1 << 16),
             256,
-            &[
-                Arg::I32(n as i32),
-                Arg::Ptr(b.out.ptr()),
-                Arg::Ptr(b.counts.ptr()),
-            ],
+            &ClearArgs {
+                n: n as i32,
+                results: self.walk_results(),
+            },
         )
     }
 
@@ -173,39 +190,36 @@ impl GpuWalk {
     /// byte per particle), in the particles' order after [`GpuWalk::unsort`] when
     /// `input_order`, else in walk order (which is then the particles' own).
     pub fn mask_inactive(&mut self, active: u64, n: usize, input_order: bool) -> Result<()> {
-        let b = &self.buffers;
-        let (out, counts) = if input_order {
-            (b.out_input.ptr(), b.counts_input.ptr())
+        let results = if input_order {
+            self.input_results()
         } else {
-            (b.out.ptr(), b.counts.ptr())
+            self.walk_results()
         };
         self.launch(
             "mask_inactive",
             (n as u32).div_ceil(256).clamp(1, 1 << 16),
             256,
-            &[
-                Arg::I32(n as i32),
-                Arg::Ptr(active),
-                Arg::Ptr(out),
-                Arg::Ptr(counts),
-            ],
+            &MaskArgs {
+                n: n as i32,
+                active,
+                results,
+            },
         )
     }
 
     /// Device addresses of the results in walk order: (acceleration and potential, 4 floats;
     /// interaction counts p2p and m2p, 2 u32) per target.
     pub fn results(&self) -> (u64, u64) {
-        (self.buffers.out.ptr(), self.buffers.counts.ptr())
+        let r = self.walk_results();
+        (r.out, r.counts)
     }
 
     /// Device addresses of the results in the particles' order after [`GpuWalk::unsort`]:
     /// (acceleration and potential, 4 floats; interaction counts p2p and m2p, 2 u32) per
     /// particle.
     pub fn results_in_input_order(&self) -> (u64, u64) {
-        (
-            self.buffers.out_input.ptr(),
-            self.buffers.counts_input.ptr(),
-        )
+        let r = self.input_results();
+        (r.out, r.counts)
     }
 
     /// Forces on `targets` (device address, `nt` targets of x, y, z, |a_old|), which are the
@@ -241,52 +255,40 @@ impl GpuWalk {
                 "link_children",
                 (nc as u32).div_ceil(BLOCK).max(1),
                 BLOCK,
-                &[
-                    Arg::Ptr(t.subtree),
-                    Arg::Ptr(t.nchild),
-                    Arg::I32(nc as i32),
-                    Arg::Ptr(self.buffers.children.ptr()),
-                ],
+                &LinkArgs {
+                    tree: t,
+                    n_cells: nc as i32,
+                    children: self.buffers.children.ptr(),
+                },
             )?;
             blocks
         } else {
             (ngroups as u32 * self.layout.g).div_ceil(BLOCK)
         };
         let b = &self.buffers;
-        let ptr = |a: &dyn DeviceArray| Arg::Ptr(a.ptr());
-        let mut args = vec![
-            Arg::Ptr(t.particles),
-            Arg::Ptr(t.com_mass),
-            Arg::Ptr(t.s_eff),
-            Arg::Ptr(t.boxes),
-            Arg::Ptr(t.subtree),
-            Arg::Ptr(t.first),
-            Arg::Ptr(t.count),
-            Arg::Ptr(t.nchild),
-            Arg::Ptr(t.quad),
-            Arg::Ptr(t.trace),
-            Arg::I32(nc as i32),
-        ];
-        if list {
-            args.push(ptr(&b.children));
-        }
-        args.extend([Arg::Ptr(targets), Arg::I32(nt as i32)]);
-        args.extend(own.args());
-        args.extend([
-            Arg::Ptr(groups.at),
-            Arg::I32(ngroups as i32),
-            Arg::F32(p.eps2),
-            Arg::I32(p.quadrupole as i32),
-            Arg::I32((p.criterion.mac == Mac::Acceleration) as i32),
-            Arg::F32(p.criterion.alpha),
-            Arg::F32(p.criterion.g),
-            ptr(&b.out),
-            ptr(&b.counts),
-            Arg::I32(accumulate as i32),
-        ]);
-        if list {
-            args.extend([ptr(&b.control), ptr(&b.stacks), Arg::I32(LIST_STACK as i32)]);
-        }
+        let (own_kind, own) = own.args();
+        let args = WalkArgs {
+            tree: t,
+            n_cells: nc as i32,
+            children: b.children.ptr(),
+            targets,
+            n_targets: nt as i32,
+            own_kind,
+            own,
+            groups: groups.at,
+            n_groups: ngroups as i32,
+            eps2: p.eps2,
+            quadrupole: p.quadrupole as i32,
+            accel_mac: (p.criterion.mac == Mac::Acceleration) as i32,
+            alpha: p.criterion.alpha,
+            grav: p.criterion.g,
+            out: b.out.ptr(),
+            counts: b.counts.ptr(),
+            accumulate: accumulate as i32,
+            control: b.control.ptr(),
+            stacks: b.stacks.ptr(),
+            stack_cap: LIST_STACK as i32,
+        };
         if ngroups > 0 {
             let name = if list { "walk_list" } else { "walk_vg" };
             self.launch(name, blocks.max(1), BLOCK, &args)?;
@@ -307,19 +309,16 @@ impl GpuWalk {
     pub fn unsort(&mut self, order: u64, n: usize, times: &mut PhaseTimes) -> Result<()> {
         let t0 = Instant::now();
         self.buffers.reserve_input_order(&self.program, n)?;
-        let b = &self.buffers;
         self.launch(
             "unsort_results",
             (n as u32).div_ceil(256).clamp(1, 1 << 16),
             256,
-            &[
-                Arg::Ptr(b.out.ptr()),
-                Arg::Ptr(b.counts.ptr()),
-                Arg::Ptr(order),
-                Arg::I32(n as i32),
-                Arg::Ptr(b.out_input.ptr()),
-                Arg::Ptr(b.counts_input.ptr()),
-            ],
+            &UnsortArgs {
+                walk: self.walk_results(),
+                order,
+                n: n as i32,
+                input: self.input_results(),
+            },
         )?;
         times.add("download", t0.elapsed().as_secs_f64());
         Ok(())
@@ -411,12 +410,12 @@ impl GpuWalk {
             "direct",
             (n as u32).div_ceil(PER_BLOCK).max(1),
             BLOCK,
-            &[
-                Arg::Ptr(b.particles.ptr()),
-                Arg::I32(n as i32),
-                Arg::F32(eps2),
-                Arg::Ptr(b.out.ptr()),
-            ],
+            &DirectArgs {
+                pos_mass: b.particles.ptr(),
+                n: n as i32,
+                eps2,
+                out: b.out.ptr(),
+            },
         )?;
         self.program.synchronize()?;
         times.add("walk", t0.elapsed().as_secs_f64());

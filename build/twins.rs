@@ -1,0 +1,387 @@
+//! The Rust twins of the kernels' argument blocks: every `struct RUST_TWIN Name { ... };` of
+//! `cuda/*.cu` and `cuda/*.cuh` becomes a `#[repr(C)]` struct of the same name, fields and order
+//! in `$OUT_DIR/kernel_args.rs` (included by `src/gpu/args.rs`), so that the C declaration is
+//! the one definition of what a launch passes: a launch builds its block by field names, and a
+//! field added, removed or renamed on one side does not compile on the other.
+//!
+//! A kernel may instead take the fields of a twin as separate parameters, in order, nested twins
+//! flattened (`tree.first` as `tree_first`): the walks do, because NVVM honours `__restrict__`
+//! only on kernel parameters (read-only loads through the non-coherent cache and fewer
+//! registers). A comment line `// Its parameters are the fields of Name.` marks such a kernel;
+//! its parameter list is checked here against the twin's fields (names, C types and byte
+//! offsets), so it cannot drift from the struct the launch fills, and the struct may have no
+//! tail padding (a launch passes all of its bytes as the parameters).
+//!
+//! The grammar read is small on purpose: the struct line, then one field per line
+//! (`type name;`, with `const` and `__restrict__` allowed and ignored), each with a `//` comment
+//! on the lines above it or after it (it becomes the field's doc), then `};`. Pointers become
+//! `u64` device addresses; `int`, `unsigned`, `unsigned long long` (or `u64`), `long long`,
+//! `float` and `double` their Rust types; the name of another twin, that twin.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+/// One field of a twin.
+struct Field {
+    name: String,
+    /// The Rust type.
+    rust: String,
+    /// The C type as written, `const` and `__restrict__` left out.
+    c: String,
+    doc: Vec<String>,
+}
+
+/// One `struct RUST_TWIN`.
+struct Twin {
+    name: String,
+    source: String,
+    doc: Vec<String>,
+    fields: Vec<Field>,
+}
+
+/// The Rust source of the twins of every `struct RUST_TWIN` in the `.cu` and `.cuh` files of
+/// `dir` (in file-name order), or the first error, naming the file and line.
+pub fn generate(dir: &Path) -> Result<String, String> {
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .map_err(|e| format!("cannot list {}: {e}", dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "cu" || x == "cuh"))
+        .collect();
+    files.sort();
+    let mut twins: Vec<Twin> = Vec::new();
+    for file in &files {
+        let text = std::fs::read_to_string(file)
+            .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
+        let name = format!("cuda/{}", file.file_name().unwrap().to_string_lossy());
+        let known: Vec<String> = twins.iter().map(|t| t.name.clone()).collect();
+        twins.extend(parse(&text, &name, &known)?);
+    }
+    for file in &files {
+        let text = std::fs::read_to_string(file)
+            .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
+        let name = format!("cuda/{}", file.file_name().unwrap().to_string_lossy());
+        check_flat_kernels(&text, &name, &twins)?;
+    }
+    let mut names: Vec<&str> = twins.iter().map(|t| t.name.as_str()).collect();
+    names.sort();
+    if let Some(w) = names.windows(2).find(|w| w[0] == w[1]) {
+        return Err(format!("struct RUST_TWIN {} is declared twice", w[0]));
+    }
+    Ok(render(&twins))
+}
+
+/// The twins declared in `text` (file `source`); `known` are those of earlier files.
+fn parse(text: &str, source: &str, known: &[String]) -> Result<Vec<Twin>, String> {
+    let mut twins: Vec<Twin> = Vec::new();
+    let mut comment: Vec<String> = Vec::new();
+    let mut open: Option<Twin> = None;
+    for (k, raw) in text.lines().enumerate() {
+        let at = || format!("{source}:{}", k + 1);
+        let line = raw.trim();
+        if let Some(c) = line.strip_prefix("//") {
+            comment.push(c.trim().to_string());
+            continue;
+        }
+        match open.as_mut() {
+            None => {
+                if let Some(rest) = line.strip_prefix("struct RUST_TWIN ") {
+                    let name = rest.trim_end_matches('{').trim();
+                    if !rest.trim_end().ends_with('{') || !is_ident(name) {
+                        return Err(format!("{}: expected `struct RUST_TWIN Name {{`", at()));
+                    }
+                    open = Some(Twin {
+                        name: name.to_string(),
+                        source: source.to_string(),
+                        doc: std::mem::take(&mut comment),
+                        fields: Vec::new(),
+                    });
+                }
+                comment.clear();
+            }
+            Some(twin) => {
+                if line.starts_with("};") {
+                    if twin.fields.is_empty() {
+                        return Err(format!("{}: struct {} has no field", at(), twin.name));
+                    }
+                    twins.push(open.take().expect("open"));
+                    comment.clear();
+                    continue;
+                }
+                if line.is_empty() {
+                    continue;
+                }
+                let (decl, trailing) = match line.split_once("//") {
+                    Some((d, c)) => (d.trim(), Some(c.trim().to_string())),
+                    None => (line, None),
+                };
+                let mut doc = std::mem::take(&mut comment);
+                doc.extend(trailing);
+                let field =
+                    field(decl, doc, known, &twins).map_err(|e| format!("{}: {e}", at()))?;
+                twin.fields.push(field);
+            }
+        }
+    }
+    match open {
+        Some(t) => Err(format!(
+            "{source}: struct RUST_TWIN {} is not closed by `}};`",
+            t.name
+        )),
+        None => Ok(twins),
+    }
+}
+
+fn is_ident(s: &str) -> bool {
+    !s.is_empty()
+        && !s.starts_with(|c: char| c.is_ascii_digit())
+        && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// The field declared by `decl` (`type name;`), documented by `doc`.
+fn field(
+    decl: &str,
+    doc: Vec<String>,
+    known: &[String],
+    earlier: &[Twin],
+) -> Result<Field, String> {
+    let decl = decl
+        .strip_suffix(';')
+        .ok_or_else(|| format!("expected one field `type name;`, found `{decl}`"))?;
+    if decl.contains(',') || decl.contains('[') || decl.contains('(') {
+        return Err(format!("one field per line, no arrays: `{decl}`"));
+    }
+    let spaced = decl.replace('*', " * ");
+    let words: Vec<&str> = spaced
+        .split_whitespace()
+        .filter(|w| *w != "const" && *w != "__restrict__")
+        .collect();
+    let (name, ty) = words
+        .split_last()
+        .ok_or_else(|| format!("expected `type name;`, found `{decl}`"))?;
+    if !is_ident(name) || ty.is_empty() {
+        return Err(format!("expected `type name;`, found `{decl}`"));
+    }
+    if doc.is_empty() {
+        return Err(format!(
+            "field `{name}` has no `//` comment (it becomes its doc)"
+        ));
+    }
+    let c = ty.join(" ").replace(" *", "*");
+    let rust = if ty.contains(&"*") {
+        "u64".to_string()
+    } else {
+        match c.as_str() {
+            "int" => "i32".into(),
+            "unsigned" | "unsigned int" => "u32".into(),
+            "unsigned long long" | "u64" => "u64".into(),
+            "long long" => "i64".into(),
+            "float" => "f32".into(),
+            "double" => "f64".into(),
+            other
+                if known.iter().any(|k| k == other) || earlier.iter().any(|t| t.name == other) =>
+            {
+                other.to_string()
+            }
+            other => return Err(format!("field `{name}`: type `{other}` has no Rust twin")),
+        }
+    };
+    Ok(Field {
+        name: name.to_string(),
+        rust,
+        c,
+        doc,
+    })
+}
+
+fn doc_lines(out: &mut String, indent: &str, doc: &[String]) {
+    for line in doc {
+        let _ = writeln!(out, "{indent}#[doc = {:?}]", format!(" {line}"));
+    }
+}
+
+/// The Rust source of `twins`.
+fn render(twins: &[Twin]) -> String {
+    let mut out =
+        String::from("// Generated by build.rs (build/twins.rs) from cuda/: do not edit.\n\n");
+    for t in twins {
+        doc_lines(&mut out, "", &t.doc);
+        let _ = writeln!(out, "#[doc = \"\"]");
+        let _ = writeln!(
+            out,
+            "#[doc = \" The twin of `struct {}` in `{}`.\"]",
+            t.name, t.source
+        );
+        let _ = writeln!(
+            out,
+            "#[repr(C)]\n#[derive(Clone, Copy, Debug, Default, PartialEq)]"
+        );
+        let _ = writeln!(out, "pub struct {} {{", t.name);
+        for f in &t.fields {
+            doc_lines(&mut out, "    ", &f.doc);
+            if f.rust == "u64" && f.c.ends_with('*') {
+                let _ = writeln!(out, "    #[doc = \" (device address, `{}`)\"]", f.c);
+            }
+            let _ = writeln!(out, "    pub {}: {},", f.name, f.rust);
+        }
+        let _ = writeln!(out, "}}\n");
+        let _ = writeln!(
+            out,
+            "// SAFETY: #[repr(C)] with the C struct's field types in its order, so the bytes are\n\
+             // those the kernel reads (x86-64 and NVPTX lay C structs out alike).\n\
+             unsafe impl cudarc::driver::DeviceRepr for {} {{}}\n",
+            t.name
+        );
+        let _ = writeln!(
+            out,
+            "impl KernelArgs for {} {{\n    const C_NAME: &'static str = {:?};\n}}\n",
+            t.name, t.name
+        );
+    }
+    out
+}
+
+/// The marker of a kernel whose parameters are a twin's fields.
+const FLAT_MARKER: &str = "parameters are the fields of ";
+
+/// Size and alignment in bytes of the C type `c` (a twin's field type), or of twin `c`.
+fn layout_of(c: &str, twins: &[Twin]) -> (usize, usize) {
+    if c.ends_with('*') {
+        return (8, 8);
+    }
+    match c {
+        "int" | "unsigned" | "unsigned int" | "float" => (4, 4),
+        "unsigned long long" | "u64" | "long long" | "double" => (8, 8),
+        other => {
+            let t = twins.iter().find(|t| t.name == other).expect("a twin");
+            let (mut size, mut align) = (0usize, 1usize);
+            for f in &t.fields {
+                let (s, a) = layout_of(&f.c, twins);
+                size = size.next_multiple_of(a) + s;
+                align = align.max(a);
+            }
+            (size.next_multiple_of(align), align)
+        }
+    }
+}
+
+/// The leaves of twin `name` flattened: (parameter name, C type, byte offset in the struct).
+fn leaves(
+    name: &str,
+    prefix: &str,
+    base: usize,
+    twins: &[Twin],
+    out: &mut Vec<(String, String, usize)>,
+) {
+    let t = twins.iter().find(|t| t.name == name).expect("a twin");
+    let mut at = 0usize;
+    for f in &t.fields {
+        let (s, a) = layout_of(&f.c, twins);
+        at = at.next_multiple_of(a);
+        if twins.iter().any(|t| t.name == f.c) {
+            leaves(&f.c, &format!("{prefix}{}_", f.name), base + at, twins, out);
+        } else {
+            out.push((format!("{prefix}{}", f.name), f.c.clone(), base + at));
+        }
+        at += s;
+    }
+}
+
+/// Checks every kernel of `text` (file `source`) marked as taking a twin's fields: its
+/// parameters must be the twin's leaves, by name and C type, at the offsets the struct gives
+/// them (each parameter aligned to its own type, as kernel parameters are).
+fn check_flat_kernels(text: &str, source: &str, twins: &[Twin]) -> Result<(), String> {
+    let mut rest = text;
+    while let Some(at) = rest.find(FLAT_MARKER) {
+        let after = &rest[at + FLAT_MARKER.len()..];
+        let name: String = after
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .collect();
+        if !twins.iter().any(|t| t.name == name) {
+            return Err(format!(
+                "{source}: a kernel takes the fields of {name}, which is no twin"
+            ));
+        }
+        let kernel = after
+            .find("__global__")
+            .ok_or_else(|| format!("{source}: no kernel after the fields of {name}"))?;
+        let sig = &after[kernel..];
+        let open = sig.find('(').expect("a parameter list");
+        // Past __launch_bounds__(...): the parameter list is the parenthesis after the name.
+        let (open, kname) = {
+            let head = &sig[..sig.find(')').unwrap_or(0) + 1];
+            if head.contains("__launch_bounds__") {
+                let after_lb = sig.find(')').unwrap() + 1;
+                let o = after_lb + sig[after_lb..].find('(').expect("a parameter list");
+                (o, sig[after_lb..o].trim().to_string())
+            } else {
+                (
+                    open,
+                    sig[..open]
+                        .trim_start_matches("__global__")
+                        .trim()
+                        .trim_start_matches("void")
+                        .trim()
+                        .to_string(),
+                )
+            }
+        };
+        // The parameter list without its comments, up to its closing parenthesis.
+        let uncommented: String = sig[open + 1..]
+            .lines()
+            .map(|l| l.split("//").next().unwrap_or(""))
+            .collect::<Vec<_>>()
+            .join(" ");
+        let list = &uncommented[..uncommented.find(')').expect("a closed parameter list")];
+        let params: Vec<(String, String)> = list
+            .split(',')
+            .map(|p| {
+                let spaced = p.replace('*', " * ");
+                let words: Vec<&str> = spaced
+                    .split_whitespace()
+                    .filter(|w| *w != "const" && *w != "__restrict__")
+                    .collect();
+                let (n, ty) = words.split_last().unwrap_or((&"", &[]));
+                (n.to_string(), ty.join(" ").replace(" *", "*"))
+            })
+            .collect();
+        let mut want = Vec::new();
+        leaves(&name, "", 0, twins, &mut want);
+        let mut at = 0usize;
+        for (k, (n, c)) in params.iter().enumerate() {
+            let Some((wn, wc, woff)) = want.get(k) else {
+                return Err(format!(
+                    "{source}: kernel {kname} has more parameters than {name} has fields"
+                ));
+            };
+            if n != wn || c != wc {
+                return Err(format!(
+                    "{source}: kernel {kname}, parameter {k} is `{c} {n}`; the fields of {name} give `{wc} {wn}`"
+                ));
+            }
+            let (s, a) = layout_of(c, twins);
+            at = at.next_multiple_of(a);
+            if at != *woff {
+                return Err(format!(
+                    "{source}: kernel {kname}, parameter {k} is `{c} {n}` at byte {at}; the fields of {name} give `{wc} {wn}` at byte {woff}"
+                ));
+            }
+            at += s;
+        }
+        let (size, _) = layout_of(&name, twins);
+        if at != size {
+            return Err(format!(
+                "{source}: kernel {kname} takes the fields of {name}, which end at byte {at} of its {size}: reorder them so that the struct has no tail padding (the launch passes all its bytes as the kernel's parameters)"
+            ));
+        }
+        if params.len() != want.len() {
+            return Err(format!(
+                "{source}: kernel {kname} lacks fields of {name} (it has {} of {})",
+                params.len(),
+                want.len()
+            ));
+        }
+        rest = &after[kernel + open..];
+    }
+    Ok(())
+}
