@@ -53,8 +53,18 @@ pub fn generate(dir: &Path) -> Result<String, String> {
         let text = std::fs::read_to_string(file)
             .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
         let name = format!("cuda/{}", file.file_name().unwrap().to_string_lossy());
-        let known: Vec<String> = twins.iter().map(|t| t.name.clone()).collect();
-        twins.extend(parse(&text, &name, &known)?);
+        twins.extend(parse(&text, &name)?);
+    }
+    // A field of a struct type must name a twin (of any file).
+    for t in &twins {
+        for f in &t.fields {
+            if f.rust == f.c && !twins.iter().any(|u| u.name == f.c) {
+                return Err(format!(
+                    "{}: struct {}, field `{}`: type `{}` has no Rust twin",
+                    t.source, t.name, f.name, f.c
+                ));
+            }
+        }
     }
     for file in &files {
         let text = std::fs::read_to_string(file)
@@ -70,8 +80,8 @@ pub fn generate(dir: &Path) -> Result<String, String> {
     Ok(render(&twins))
 }
 
-/// The twins declared in `text` (file `source`); `known` are those of earlier files.
-fn parse(text: &str, source: &str, known: &[String]) -> Result<Vec<Twin>, String> {
+/// The twins declared in `text` (file `source`).
+fn parse(text: &str, source: &str) -> Result<Vec<Twin>, String> {
     let mut twins: Vec<Twin> = Vec::new();
     let mut comment: Vec<String> = Vec::new();
     let mut open: Option<Twin> = None;
@@ -116,8 +126,7 @@ fn parse(text: &str, source: &str, known: &[String]) -> Result<Vec<Twin>, String
                 };
                 let mut doc = std::mem::take(&mut comment);
                 doc.extend(trailing);
-                let field =
-                    field(decl, doc, known, &twins).map_err(|e| format!("{}: {e}", at()))?;
+                let field = field(decl, doc).map_err(|e| format!("{}: {e}", at()))?;
                 twin.fields.push(field);
             }
         }
@@ -137,13 +146,9 @@ fn is_ident(s: &str) -> bool {
         && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
-/// The field declared by `decl` (`type name;`), documented by `doc`.
-fn field(
-    decl: &str,
-    doc: Vec<String>,
-    known: &[String],
-    earlier: &[Twin],
-) -> Result<Field, String> {
+/// The field declared by `decl` (`type name;`), documented by `doc`; a type that is no C
+/// scalar nor pointer is taken as a twin's name (checked once every file is read).
+fn field(decl: &str, doc: Vec<String>) -> Result<Field, String> {
     let decl = decl
         .strip_suffix(';')
         .ok_or_else(|| format!("expected one field `type name;`, found `{decl}`"))?;
@@ -177,11 +182,7 @@ fn field(
             "long long" => "i64".into(),
             "float" => "f32".into(),
             "double" => "f64".into(),
-            other
-                if known.iter().any(|k| k == other) || earlier.iter().any(|t| t.name == other) =>
-            {
-                other.to_string()
-            }
+            other if is_ident(other) => other.to_string(),
             other => return Err(format!("field `{name}`: type `{other}` has no Rust twin")),
         }
     };

@@ -93,16 +93,29 @@ extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
         for (int d = 0; d < 3; d++) out[3ll * j + d] = pos[3ll * j * stride + d];
 }
 
-// The particles as float32 records (x, y, z, m) in the frame centred at (cx, cy, cz) with
-// `scale` = 1 / side (of its cube), as the host takes them (Tree::build_in).
-extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
-    to_frame(const double *__restrict__ pos, const double *__restrict__ mass, int n, double cx,
-             double cy, double cz, double scale, float4 *__restrict__ pos_mass)
+struct RUST_TWIN ToFrameArgs {
+    // Per particle: position (3 doubles, length units).
+    const double *pos;
+    // Per particle: mass (mass units).
+    const double *mass;
+    // Particles.
+    int n;
+    // The frame.
+    FrameMap frame;
+    // Per particle: frame position and mass (float32).
+    float4 *pos_mass;
+};
+
+// The particles as float32 records (x, y, z, m) in the frame, as the host takes them
+// (Tree::build_in).
+extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) to_frame(const ToFrameArgs a)
 {
-    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
-        pos_mass[i] = make_float4(frame_coord(pos[3ll * i], cx, scale),
-                                  frame_coord(pos[3ll * i + 1], cy, scale),
-                                  frame_coord(pos[3ll * i + 2], cz, scale), (float)mass[i]);
+    const FrameMap f = a.frame;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < a.n; i += gridDim.x * blockDim.x)
+        a.pos_mass[i] = make_float4(frame_coord(a.pos[3ll * i], f.cx, f.scale),
+                                    frame_coord(a.pos[3ll * i + 1], f.cy, f.scale),
+                                    frame_coord(a.pos[3ll * i + 2], f.cz, f.scale),
+                                    (float)a.mass[i]);
 }
 
 // Key of every particle (frame positions, in the frame's own cube) and the identity order.
@@ -153,11 +166,22 @@ __device__ unsigned block_exclusive_scan(unsigned v, unsigned *total)
     return before + inclusive - v;
 }
 
-// In-place exclusive scan of each SCAN_TILE-element tile of data[0..m); block_sums[b] = the
+// The arguments of scan_tiles and scan_add.
+struct RUST_TWIN ScanArgs {
+    // The counts to scan in place.
+    unsigned *data;
+    // Their number.
+    int m;
+    // Per tile of SCAN_TILE counts: its total (scan_tiles), then its scanned offset (scan_add).
+    unsigned *tile_sums;
+};
+
+// In-place exclusive scan of each SCAN_TILE-element tile of data[0..m); tile_sums[b] = the
 // total of tile b.
-extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
-    scan_tiles(unsigned *__restrict__ data, int m, unsigned *__restrict__ block_sums)
+extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) scan_tiles(const ScanArgs a)
 {
+    unsigned *data = a.data;
+    const int m = a.m;
     const long long base = (long long)blockIdx.x * SCAN_TILE + threadIdx.x * SCAN_ITEMS;
     unsigned v[SCAN_ITEMS], sum = 0;
     for (int k = 0; k < SCAN_ITEMS; k++) {
@@ -170,24 +194,31 @@ extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
         if (base + k < m) data[base + k] = run;
         run += v[k];
     }
-    if (threadIdx.x == 0) block_sums[blockIdx.x] = total;
+    if (threadIdx.x == 0) a.tile_sums[blockIdx.x] = total;
 }
 
-// Adds the scanned tile totals back: tile b of data gets offsets[b].
-extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
-    scan_add(unsigned *__restrict__ data, int m, const unsigned *__restrict__ offsets)
+// Adds the scanned tile totals back: tile b of data gets tile_sums[b].
+extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) scan_add(const ScanArgs a)
 {
     const long long base = (long long)blockIdx.x * SCAN_TILE + threadIdx.x * SCAN_ITEMS;
-    const unsigned add = offsets[blockIdx.x];
+    const unsigned add = a.tile_sums[blockIdx.x];
     for (int k = 0; k < SCAN_ITEMS; k++)
-        if (base + k < m) data[base + k] += add;
+        if (base + k < a.m) a.data[base + k] += add;
 }
 
+struct RUST_TWIN ReadWordArgs {
+    // The entry to read.
+    int m;
+    // The array it is read from.
+    const unsigned *data;
+    // Where it is written (one word).
+    unsigned *out;
+};
+
 // out[0] = data[m]: the total an exclusive scan of m + 1 entries leaves in its last one.
-extern "C" __global__ void read_word(int m, const unsigned *__restrict__ data,
-                                     unsigned *__restrict__ out)
+extern "C" __global__ void read_word(const ReadWordArgs a)
 {
-    if (blockIdx.x == 0 && threadIdx.x == 0) *out = data[m];
+    if (blockIdx.x == 0 && threadIdx.x == 0) *a.out = a.data[a.m];
 }
 
 // ---------------------------------------------------------------------------------------------

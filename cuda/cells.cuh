@@ -42,3 +42,16 @@ struct RUST_TWIN TreeArrays {
     // Per cell: its parent (NO_PARENT for the root); null where a tree keeps none.
     unsigned *parent;
 };
+
+// The float32 frame of a job (src/sfc/frame.rs): a position x (length units, float64) is at
+// (x - centre) * scale in it, rounded to float32 (frame_coord in build.cu).
+struct RUST_TWIN FrameMap {
+    // The frame's centre, x (length units).
+    double cx;
+    // The frame's centre, y (length units).
+    double cy;
+    // The frame's centre, z (length units).
+    double cz;
+    // 1 / the side of the frame's cube (1 / length units).
+    double scale;
+};

@@ -3,6 +3,7 @@
 //! launch sequence needs of it: launches in blocks of [`BLOCK`] threads, copies of device arrays
 //! down, and device-wide exclusive scans of `u32` counts (`scan_tiles`, `scan_add`).
 
+use super::args::{KernelArgs, ReadWordArgs, ScanArgs};
 use super::launch::{grow, Arg, DeviceArray, Element, KernelRunner};
 use crate::error::{Error, Result};
 use std::sync::{Mutex, PoisonError};
@@ -23,6 +24,12 @@ pub fn blocks(items: usize) -> u32 {
 pub fn int(v: usize) -> Result<Arg> {
     i32::try_from(v)
         .map(Arg::I32)
+        .map_err(|_| Error::input(format!("{v} elements are too many for one GPU launch")))
+}
+
+/// `v` as a kernel's `int` field, or an error naming the count when it does not fit.
+pub fn int32(v: usize) -> Result<i32> {
+    i32::try_from(v)
         .map_err(|_| Error::input(format!("{v} elements are too many for one GPU launch")))
 }
 
@@ -71,6 +78,21 @@ impl<R: KernelRunner> Stages<R> {
         unsafe { self.runner.launch(name, grid, BLOCK, args) }
     }
 
+    /// Launches kernel `name` on `grid` blocks of [`BLOCK`] threads with its argument block.
+    ///
+    /// # Safety
+    /// `A` must be the kernel's argument block, and every array it reaches must be live and
+    /// long enough for the items the launch covers.
+    pub unsafe fn launch_block<A: KernelArgs>(
+        &self,
+        name: &str,
+        grid: u32,
+        args: &A,
+    ) -> Result<()> {
+        // SAFETY: passed on with the caller's guarantee.
+        unsafe { self.runner.launch_block(name, grid, BLOCK, args) }
+    }
+
     /// Copies the first `len` elements of `a` down.
     pub fn fetch<T: Element>(&self, a: &R::Array<T>, len: usize) -> Result<Vec<T>> {
         self.fetch_as(a, len)
@@ -109,8 +131,13 @@ impl<R: KernelRunner> Stages<R> {
             scratch.word = Some(self.runner.alloc(1)?);
         }
         let word = scratch.word.as_ref().expect("allocated above");
+        let args = ReadWordArgs {
+            m: int32(m)?,
+            data,
+            out: word.ptr(),
+        };
         // SAFETY: read_word reads data[m] (the scan covered m + 1 entries) into word[0].
-        unsafe { self.launch("read_word", 1, &[int(m)?, Arg::Ptr(data), ptr(word)]) }?;
+        unsafe { self.launch_block("read_word", 1, &args) }?;
         Ok(self.fetch(word, 1)?[0] as usize)
     }
 
@@ -128,25 +155,17 @@ impl<R: KernelRunner> Stages<R> {
             sums.push(self.runner.alloc(tiles)?);
         }
         grow(&self.runner, &mut sums[depth], tiles)?;
-        let partial = sums[depth].ptr();
+        let args = ScanArgs {
+            data,
+            m: int32(m)?,
+            tile_sums: sums[depth].ptr(),
+        };
         // SAFETY: scan_tiles covers data[0..m) and writes one partial sum per tile.
-        unsafe {
-            self.launch(
-                "scan_tiles",
-                tiles as u32,
-                &[Arg::Ptr(data), int(m)?, Arg::Ptr(partial)],
-            )
-        }?;
+        unsafe { self.launch_block("scan_tiles", tiles as u32, &args) }?;
         if tiles > 1 {
-            self.scan_at(sums, partial, tiles, depth + 1)?;
+            self.scan_at(sums, args.tile_sums, tiles, depth + 1)?;
             // SAFETY: scan_add adds each tile's scanned partial sum to data[0..m).
-            unsafe {
-                self.launch(
-                    "scan_add",
-                    tiles as u32,
-                    &[Arg::Ptr(data), int(m)?, Arg::Ptr(partial)],
-                )
-            }?;
+            unsafe { self.launch_block("scan_add", tiles as u32, &args) }?;
         }
         Ok(())
     }

@@ -10,9 +10,9 @@
 use crate::diag::PhaseTimes;
 use crate::error::Result;
 use crate::forces::TreeTopology;
-use crate::gpu::args::TreeArrays;
+use crate::gpu::args::{FrameMap, ToFrameArgs, TreeArrays};
 use crate::gpu::launch::{grow, with_headroom, Arg, DeviceArray, KernelRunner};
-use crate::gpu::stages::{blocks, int, ptr, Stages};
+use crate::gpu::stages::{blocks, int, int32, ptr, Stages};
 use crate::sfc::{Frame, Order, GRID};
 use crate::tree::{close, ClosePair, DeviceCells, Tree, TreeParams, MAX_LEVEL};
 use crate::walk::mac::Mac;
@@ -468,15 +468,16 @@ impl<R: KernelRunner> TreeBuilder<R> {
         // SAFETY (every launch below): the particle arrays hold at least n particles, the
         // tile counts 256 per tile, the digit counts 8 * 256.
         unsafe {
-            s.launch(
+            s.launch_block(
                 "to_frame",
                 blocks(n),
-                &[
-                    &[Arg::Ptr(src.pos), Arg::Ptr(src.mass), int(n)?][..],
-                    &frame_args(frame),
-                    &[ptr(&a.pos_mass)],
-                ]
-                .concat(),
+                &ToFrameArgs {
+                    pos: src.pos,
+                    mass: src.mass,
+                    n: int32(n)?,
+                    frame: frame_map(frame),
+                    pos_mass: a.pos_mass.ptr(),
+                },
             )?;
             s.launch(
                 "tree_keys",
@@ -902,6 +903,18 @@ impl<R: KernelRunner> TreeBuilder<R> {
         let c = self.cells.as_mut().expect("restored");
         c.cells.upload(r, cells)?;
         Ok(self.tree().expect("restored"))
+    }
+}
+
+/// The map of float64 positions to the float32 `frame` ([`Frame::to_frame`]) that kernels
+/// take: its centre and the inverse of its cube's side.
+pub(crate) fn frame_map(frame: &Frame) -> FrameMap {
+    let c = frame.centre;
+    FrameMap {
+        cx: c.x,
+        cy: c.y,
+        cz: c.z,
+        scale: 1.0 / frame.side(),
     }
 }
 
