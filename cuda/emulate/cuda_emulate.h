@@ -164,7 +164,7 @@ struct Kernel {
     // kernel of one walk layout (walk_layout.cpp).
     const char *name;
     // One letter per parameter: p pointer, i int, u unsigned, U unsigned long long, f float,
-    // d double (the kinds of src/gpu/launch.rs's Arg), b an argument block (a struct).
+    // d double, b a struct (an argument block).
     const char *params;
     // The size in bytes of each parameter, and its alignment.
     const unsigned long *sizes;

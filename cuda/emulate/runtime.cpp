@@ -300,21 +300,6 @@ const char *name_of(WarpOp op)
     return "?";
 }
 
-// The type a parameter letter of Kernel::params stands for.
-const char *type_of(char kind)
-{
-    switch (kind) {
-    case 'p': return "a pointer";
-    case 'i': return "int";
-    case 'u': return "unsigned";
-    case 'U': return "unsigned long long";
-    case 'f': return "float";
-    case 'd': return "double";
-    case 'b': return "an argument block";
-    }
-    return "of an unknown kind";
-}
-
 // Suspends the running fiber until the scheduler resumes it.
 void suspend(Launch &l) { l.fibers[l.current].switch_to(l.scheduler); }
 
@@ -621,11 +606,12 @@ std::string launch(const Kernel &k, const char *name, unsigned grid, unsigned bl
     return l.error.empty() ? std::string() : format("kernel %s, %s", name, l.error.c_str());
 }
 
-// Runs a launch of `name@layout` if registered (layout not null), else of `name`; the empty
-// string on success, else why it failed.
+// Runs a launch of `name@layout` if registered (layout not null), else of `name`, with the
+// argument block of `size` bytes at `args`: the kernel's one struct parameter, or its
+// parameters one after another, each at the next multiple of its alignment (as a GPU reads a
+// parameter buffer). The empty string on success, else why it failed.
 std::string run(const char *name, const char *layout, unsigned grid, unsigned block,
-                const void *const *args, const char *kinds, const unsigned long *sizes,
-                unsigned long nargs)
+                const void *args, unsigned long size)
 {
     const Kernel *k = layout != nullptr ? find(std::string(name) + '@' + layout) : nullptr;
     if (k == nullptr)
@@ -634,34 +620,16 @@ std::string run(const char *name, const char *layout, unsigned grid, unsigned bl
         return unknown_kernel(name, layout);
     name = k->name;
     const std::size_t arity = std::strlen(k->params);
-    // An argument block for a kernel that takes its fields as parameters: each parameter lies
-    // in the block where a kernel parameter list puts it (at the next multiple of its
-    // alignment), as a GPU reads a parameter buffer.
     std::vector<const void *> fields;
-    if (nargs == 1 && kinds[0] == 'b' && std::strcmp(k->params, "b") != 0) {
-        std::size_t at = 0;
-        for (std::size_t i = 0; i < arity; ++i) {
-            if (k->params[i] == 'b')
-                return format("kernel %s: a struct parameter among others", name);
-            at = (at + k->aligns[i] - 1) / k->aligns[i] * k->aligns[i];
-            fields.push_back(static_cast<const char *>(args[0]) + at);
-            at += k->sizes[i];
-        }
-        if (at != sizes[0])
-            return format("kernel %s: its parameters take %zu bytes, an argument block of %lu "
-                          "given", name, at, sizes[0]);
-        return launch(*k, name, grid, block, fields.data());
+    std::size_t at = 0;
+    for (std::size_t i = 0; i < arity; ++i) {
+        at = (at + k->aligns[i] - 1) / k->aligns[i] * k->aligns[i];
+        fields.push_back(static_cast<const char *>(args) + at);
+        at += k->sizes[i];
     }
-    if (nargs != arity)
-        return format("kernel %s takes %zu arguments, %lu given", name, arity, nargs);
-    for (std::size_t i = 0; i < arity; ++i)
-        if (kinds[i] != k->params[i])
-            return format("kernel %s: argument %zu is %s, %s given", name, i,
-                          type_of(k->params[i]), type_of(kinds[i]));
-        else if (sizes[i] != k->sizes[i])
-            return format("kernel %s: argument %zu is %lu bytes, %lu given", name, i,
-                          k->sizes[i], sizes[i]);
-    return launch(*k, name, grid, block, args);
+    if (at != size)
+        return format("kernel %s takes %zu bytes of arguments, %lu given", name, at, size);
+    return launch(*k, name, grid, block, fields.data());
 }
 
 } // namespace
@@ -733,19 +701,17 @@ void yield()
 } // namespace hinoki_emu
 
 // Launches kernel `name` on `grid` blocks of `block` threads: the one registered as name@layout
-// when `layout` ("V,G") is not null and that is registered, else `name`. args[k] points to the
-// value of parameter k (8 bytes for a pointer), kinds[k] is its letter (see
-// hinoki_emu::Kernel::params) and sizes[k] its size in bytes; all three hold nargs entries.
-// Returns 0 when the launch ran to its end; otherwise non-zero with a one-line message in err (errlen bytes, NUL-terminated, cut where too
-// long).
+// when `layout` ("V,G") is not null and that is registered, else `name`, with the argument
+// block of `size` bytes at `args` (see hinoki_emu::run). Returns 0 when the launch ran to its
+// end; otherwise non-zero with a one-line message in err (errlen bytes, NUL-terminated, cut where
+// too long).
 extern "C" int hinoki_emu_launch(const char *name, const char *layout, unsigned grid,
-                                 unsigned block, const void *const *args, const char *kinds,
-                                 const unsigned long *sizes, unsigned long nargs, char *err,
+                                 unsigned block, const void *args, unsigned long size, char *err,
                                  unsigned long errlen) noexcept
 {
     std::string error;
     try {
-        error = hinoki_emu::run(name, layout, grid, block, args, kinds, sizes, nargs);
+        error = hinoki_emu::run(name, layout, grid, block, args, size);
     } catch (const std::exception &e) {
         error = e.what();
     }

@@ -185,8 +185,8 @@ extern "C" __global__ void selftest_args(double d, int i, float f, unsigned long
 }
 
 // y[i] = a x[i] + y[i] for i < n (a multiply, then an add), grid-stride.
-extern "C" __global__ void selftest_axpy(float a, const float *__restrict__ x,
-                                         float *__restrict__ y, int n)
+extern "C" __global__ void selftest_axpy(float a, int n, const float *__restrict__ x,
+                                         float *__restrict__ y)
 {
     for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < (unsigned)n;
          i += gridDim.x * blockDim.x)

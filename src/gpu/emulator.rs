@@ -29,19 +29,17 @@ const ERROR_BYTES: usize = 512;
 unsafe extern "C" {
     /// Runs kernel `name` on `grid` blocks of `block` threads (cuda/emulate/runtime.cpp): the
     /// one registered as `name@layout` when `layout` ("V,G") is not null and that is registered,
-    /// else `name`. `args[k]` points to the value of parameter k, `kinds[k]` is its letter
-    /// (p i u U f d, b for an argument block), `sizes[k]` its size in bytes; all three hold
-    /// `nargs` entries. Returns 0 on success, else non-zero with a
-    /// NUL-terminated message in the `errlen` bytes at `err`.
+    /// else `name`, with the argument block of `size` bytes at `args` (its one struct parameter,
+    /// or its parameters one after another, each aligned as in a kernel parameter buffer).
+    /// Returns 0 on success, else non-zero with a NUL-terminated message in the `errlen` bytes
+    /// at `err`.
     fn hinoki_emu_launch(
         name: *const c_char,
         layout: *const c_char,
         grid: c_uint,
         block: c_uint,
-        args: *const *const c_void,
-        kinds: *const c_char,
-        sizes: *const c_ulong,
-        nargs: c_ulong,
+        args: *const c_void,
+        size: c_ulong,
         err: *mut c_char,
         errlen: c_ulong,
     ) -> c_int;
@@ -112,38 +110,28 @@ fn emu_error(message: impl std::fmt::Display) -> Error {
     Error::device(format!("CPU kernel emulator: {message}"))
 }
 
-/// The 8 bytes through which the emulator reads argument `arg`: its value's bytes first, as C
-/// reads a parameter of that type through its address.
-fn arg_bits(arg: Arg) -> u64 {
-    let mut bytes = [0u8; 8];
-    match arg {
-        Arg::Ptr(v) | Arg::U64(v) => bytes = v.to_ne_bytes(),
-        Arg::I32(v) => bytes[..4].copy_from_slice(&v.to_ne_bytes()),
-        Arg::U32(v) => bytes[..4].copy_from_slice(&v.to_ne_bytes()),
-        Arg::F32(v) => bytes[..4].copy_from_slice(&v.to_ne_bytes()),
-        Arg::F64(v) => bytes = v.to_ne_bytes(),
+/// `args` one after another, each at the next multiple of its size, as a kernel parameter
+/// buffer holds them (8-byte words, so that the buffer is aligned for every argument).
+fn pack(args: &[Arg]) -> (Vec<u64>, usize) {
+    let mut bytes: Vec<u8> = Vec::new();
+    for &a in args {
+        let value: Vec<u8> = match a {
+            Arg::Ptr(v) | Arg::U64(v) => v.to_ne_bytes().to_vec(),
+            Arg::I32(v) => v.to_ne_bytes().to_vec(),
+            Arg::U32(v) => v.to_ne_bytes().to_vec(),
+            Arg::F32(v) => v.to_ne_bytes().to_vec(),
+            Arg::F64(v) => v.to_ne_bytes().to_vec(),
+        };
+        bytes.resize(bytes.len().next_multiple_of(value.len()), 0);
+        bytes.extend(value);
     }
-    u64::from_ne_bytes(bytes)
-}
-
-/// The size in bytes of `arg`'s C type.
-fn arg_size(arg: Arg) -> c_ulong {
-    match arg {
-        Arg::Ptr(_) | Arg::U64(_) | Arg::F64(_) => 8,
-        Arg::I32(_) | Arg::U32(_) | Arg::F32(_) => 4,
-    }
-}
-
-/// The letter of `arg`'s kind, as the emulator's kernel table spells parameter types.
-fn arg_kind(arg: Arg) -> u8 {
-    match arg {
-        Arg::Ptr(_) => b'p',
-        Arg::I32(_) => b'i',
-        Arg::U32(_) => b'u',
-        Arg::U64(_) => b'U',
-        Arg::F32(_) => b'f',
-        Arg::F64(_) => b'd',
-    }
+    let size = bytes.len();
+    bytes.resize(size.next_multiple_of(8), 0);
+    let words = bytes
+        .chunks_exact(8)
+        .map(|w| u64::from_ne_bytes(w.try_into().expect("8 bytes")))
+        .collect();
+    (words, size)
 }
 
 impl KernelRunner for Emulator {
@@ -196,16 +184,10 @@ impl KernelRunner for Emulator {
     }
 
     unsafe fn launch(&self, name: &str, grid: u32, block: u32, args: &[Arg]) -> Result<()> {
-        let values: Vec<u64> = args.iter().map(|&a| arg_bits(a)).collect();
-        let pointers: Vec<*const c_void> = values
-            .iter()
-            .map(|v| std::ptr::from_ref(v).cast())
-            .collect();
-        let kinds: Vec<u8> = args.iter().map(|&a| arg_kind(a)).collect();
-        let sizes: Vec<c_ulong> = args.iter().map(|&a| arg_size(a)).collect();
-        // SAFETY: each pointer is to 8 live, aligned bytes holding its argument's value first;
-        // the caller vouches for the arrays the kernel reaches.
-        unsafe { self.run(name, grid, block, &pointers, &kinds, &sizes) }
+        let (words, size) = pack(args);
+        // SAFETY: the buffer holds `size` bytes of the arguments; the caller vouches for the
+        // arrays the kernel reaches.
+        unsafe { self.run(name, grid, block, words.as_ptr().cast(), size) }
     }
 
     unsafe fn launch_block<A: KernelArgs>(
@@ -215,45 +197,40 @@ impl KernelRunner for Emulator {
         block: u32,
         args: &A,
     ) -> Result<()> {
-        let pointer: *const c_void = std::ptr::from_ref(args).cast();
         // SAFETY: the pointer is to a live A, which the emulator reads as the kernel's
-        // parameter after checking its size; the caller vouches for the arrays it reaches.
+        // parameters after checking its size; the caller vouches for the arrays it reaches.
         unsafe {
             self.run(
                 name,
                 grid,
                 block,
-                &[pointer],
-                b"b",
-                &[size_of::<A>() as c_ulong],
+                std::ptr::from_ref(args).cast(),
+                size_of::<A>(),
             )
         }
     }
 }
 
 impl Emulator {
-    /// Runs kernel `name` with the parameters at `pointers`, of the letters `kinds` and the
-    /// sizes `sizes` (one entry each per parameter).
+    /// Runs kernel `name` with the argument block of `size` bytes at `args`.
     ///
     /// # Safety
-    /// Each pointer must point to a live value of its kind and size; the arrays the kernel
-    /// reaches through its arguments must be live and long enough.
+    /// `args` must point to `size` live bytes; the arrays the kernel reaches through its
+    /// arguments must be live and long enough.
     unsafe fn run(
         &self,
         name: &str,
         grid: u32,
         block: u32,
-        pointers: &[*const c_void],
-        kinds: &[u8],
-        sizes: &[c_ulong],
+        args: *const c_void,
+        size: usize,
     ) -> Result<()> {
         let c_name = CString::new(name)
             .map_err(|_| emu_error(format!("kernel name {name:?} holds a NUL byte")))?;
         let mut message = [0u8; ERROR_BYTES];
-        // SAFETY: c_name and the layout, if any, are NUL-terminated; pointers, kinds and sizes
-        // hold one entry per argument (the caller's contract for what they point to); message
-        // has ERROR_BYTES writable bytes. The emulator checks the kernel's name, argument count,
-        // kinds and sizes.
+        // SAFETY: c_name and the layout, if any, are NUL-terminated; args points to size bytes
+        // (the caller's contract); message has ERROR_BYTES writable bytes. The emulator checks
+        // the kernel's name and the size of its arguments.
         let status = unsafe {
             hinoki_emu_launch(
                 c_name.as_ptr(),
@@ -262,10 +239,8 @@ impl Emulator {
                     .map_or(std::ptr::null(), |l| l.as_ptr()),
                 grid,
                 block,
-                pointers.as_ptr(),
-                kinds.as_ptr().cast(),
-                sizes.as_ptr(),
-                pointers.len() as c_ulong,
+                args,
+                size as c_ulong,
                 message.as_mut_ptr().cast(),
                 ERROR_BYTES as c_ulong,
             )
@@ -283,6 +258,69 @@ impl Emulator {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::gpu::args::{ClearArgs, DirectArgs, LinkArgs, MaskArgs, UnsortArgs, WalkArgs};
+
+    /// The argument block of a kernel of `cuda/emulate/selftest.cu`, whose parameters are its
+    /// fields one after another.
+    macro_rules! selftest_args {
+        ($name:ident { $($field:ident: $ty:ty),* $(,)? }) => {
+            #[repr(C)]
+            #[derive(Clone, Copy, Debug)]
+            struct $name {
+                $($field: $ty,)*
+            }
+            // SAFETY: #[repr(C)] with the kernel's parameter types in its order.
+            unsafe impl cudarc::driver::DeviceRepr for $name {}
+            impl KernelArgs for $name {
+                const C_NAME: &'static str = stringify!($name);
+            }
+        };
+    }
+
+    selftest_args!(Io {
+        input: u64,
+        n: i32,
+        output: u64
+    });
+    selftest_args!(WarpOps {
+        values: u64,
+        out: u64,
+        halves: u64
+    });
+    selftest_args!(HalfWarps {
+        values: u64,
+        out: u64
+    });
+    selftest_args!(GroupOps {
+        values: u64,
+        g: i32,
+        out: u64
+    });
+    selftest_args!(EarlyExit { n: i32, out: u64 });
+    selftest_args!(Atomics {
+        si: u64,
+        ui: u64,
+        ul: u64,
+        sl: u64,
+        f: u64,
+        d: u64
+    });
+    selftest_args!(Scalars {
+        d: f64,
+        i: i32,
+        f: f32,
+        wide: u64,
+        u: u32,
+        out: u64
+    });
+    selftest_args!(Axpy {
+        a: f32,
+        n: i32,
+        x: u64,
+        y: u64
+    });
+    selftest_args!(Out { out: u64 });
+    selftest_args!(NoArgs {});
 
     fn upload<T: Element>(emu: &Emulator, data: &[T]) -> EmuArray<T> {
         let mut array = emu.alloc(data.len()).unwrap();
@@ -296,9 +334,15 @@ mod tests {
         data
     }
 
-    fn launch(emu: &Emulator, name: &str, grid: u32, block: u32, args: &[Arg]) -> Result<()> {
+    fn launch<A: KernelArgs>(
+        emu: &Emulator,
+        name: &str,
+        grid: u32,
+        block: u32,
+        args: &A,
+    ) -> Result<()> {
         // SAFETY: every test passes the arrays its kernel takes, long enough for the launch.
-        unsafe { emu.launch(name, grid, block, args) }
+        unsafe { emu.launch_block(name, grid, block, args) }
     }
 
     /// n pseudo-random words (a linear congruential generator; the high bits).
@@ -342,7 +386,11 @@ mod tests {
             let input: Vec<u32> = words(n, 7).iter().map(|w| w % 1000).collect();
             let x = upload(&emu, &input);
             let y = emu.alloc::<u32>(n).unwrap();
-            let args = [Arg::Ptr(x.ptr()), Arg::I32(n as i32), Arg::Ptr(y.ptr())];
+            let args = Io {
+                input: x.ptr(),
+                n: n as i32,
+                output: y.ptr(),
+            };
             launch(&emu, "selftest_block_scan", grid, block, &args).unwrap();
             let expected: Vec<u32> = input
                 .chunks(block as usize)
@@ -371,7 +419,11 @@ mod tests {
         // 4 blocks of 128 threads: each thread counts about 98 keys; a block of 64 threads zeroes
         // its 256 bins in 4 steps.
         for (grid, block) in [(4, 128), (3, 64)] {
-            let args = [Arg::Ptr(k.ptr()), Arg::I32(n as i32), Arg::Ptr(hist.ptr())];
+            let args = Io {
+                input: k.ptr(),
+                n: n as i32,
+                output: hist.ptr(),
+            };
             launch(&emu, "selftest_histogram", grid, block, &args).unwrap();
         }
         let mut expected = [0u32; 256];
@@ -388,7 +440,11 @@ mod tests {
         let keys: Vec<u32> = words(n, 3).iter().map(|w| w % 5).collect();
         let k = upload(&emu, &keys);
         let rank = upload(&emu, &vec![u32::MAX; n]);
-        let args = [Arg::Ptr(k.ptr()), Arg::I32(n as i32), Arg::Ptr(rank.ptr())];
+        let args = Io {
+            input: k.ptr(),
+            n: n as i32,
+            output: rank.ptr(),
+        };
         launch(&emu, "selftest_warp_rank", 3, 128, &args).unwrap();
         let expected: Vec<u32> = (0..n)
             .map(|i| {
@@ -408,7 +464,11 @@ mod tests {
         flags[64..96].fill(0); // warp 2: none
         let f = upload(&emu, &flags);
         let votes = emu.alloc::<u32>(3 * 6).unwrap();
-        let args = [Arg::Ptr(f.ptr()), Arg::I32(n as i32), Arg::Ptr(votes.ptr())];
+        let args = Io {
+            input: f.ptr(),
+            n: n as i32,
+            output: votes.ptr(),
+        };
         launch(&emu, "selftest_vote", 3, 64, &args).unwrap();
         let expected: Vec<u32> = (0..6)
             .flat_map(|w| {
@@ -430,11 +490,11 @@ mod tests {
         let v = upload(&emu, &values);
         let out = emu.alloc::<i32>(9 * n).unwrap();
         let halves = emu.alloc::<f64>(n).unwrap();
-        let args = [
-            Arg::Ptr(v.ptr()),
-            Arg::Ptr(out.ptr()),
-            Arg::Ptr(halves.ptr()),
-        ];
+        let args = WarpOps {
+            values: v.ptr(),
+            out: out.ptr(),
+            halves: halves.ptr(),
+        };
         launch(&emu, "selftest_warp_ops", 2, 64, &args).unwrap();
         let mut expected = Vec::new();
         for i in 0..n {
@@ -486,7 +546,10 @@ mod tests {
         let values = ints(n, 23);
         let v = upload(&emu, &values);
         let out = emu.alloc::<i32>(5 * n).unwrap();
-        let args = [Arg::Ptr(v.ptr()), Arg::Ptr(out.ptr())];
+        let args = HalfWarps {
+            values: v.ptr(),
+            out: out.ptr(),
+        };
         launch(&emu, "selftest_half_warps", 2, 64, &args).unwrap();
         let got = download(&emu, &out);
         for i in 0..n {
@@ -522,7 +585,11 @@ mod tests {
         let v = upload(&emu, &values);
         for g in [2, 4, 8, 16] {
             let out = emu.alloc::<i32>(3 * n).unwrap();
-            let args = [Arg::Ptr(v.ptr()), Arg::I32(g as i32), Arg::Ptr(out.ptr())];
+            let args = GroupOps {
+                values: v.ptr(),
+                g: g as i32,
+                out: out.ptr(),
+            };
             launch(&emu, "selftest_group_ops", 2, 128, &args).unwrap();
             let got = download(&emu, &out);
             for i in 0..n {
@@ -551,7 +618,10 @@ mod tests {
             "selftest_early_exit",
             3,
             128,
-            &[Arg::I32(n as i32), Arg::Ptr(out.ptr())],
+            &EarlyExit {
+                n: n as i32,
+                out: out.ptr(),
+            },
         )
         .unwrap();
         let got = download(&emu, &out);
@@ -587,7 +657,14 @@ mod tests {
         let sl = upload(&emu, &[i64::MAX, i64::MIN]);
         let f = emu.alloc::<f32>(2).unwrap();
         let d = emu.alloc::<f64>(1).unwrap();
-        let args = [si.ptr(), ui.ptr(), ul.ptr(), sl.ptr(), f.ptr(), d.ptr()].map(Arg::Ptr);
+        let args = Atomics {
+            si: si.ptr(),
+            ui: ui.ptr(),
+            ul: ul.ptr(),
+            sl: sl.ptr(),
+            f: f.ptr(),
+            d: d.ptr(),
+        };
         launch(&emu, "selftest_atomics", grid, block, &args).unwrap();
         let t32 = t as i32;
         assert_eq!(download(&emu, &si), [t32, -2 * t32, -100, t32 - 1, t32, 7]);
@@ -617,14 +694,14 @@ mod tests {
             0xfedc_ba98_7654_3210,
             0x8000_0001,
         );
-        let args = [
-            Arg::F64(d),
-            Arg::I32(i),
-            Arg::F32(f),
-            Arg::U64(wide),
-            Arg::U32(u),
-            Arg::Ptr(out.ptr()),
-        ];
+        let args = Scalars {
+            d,
+            i,
+            f,
+            wide,
+            u,
+            out: out.ptr(),
+        };
         launch(&emu, "selftest_args", 2, 32, &args).unwrap();
         assert_eq!(
             download(&emu, &out),
@@ -651,12 +728,12 @@ mod tests {
         let a = 1.7_f32;
         let x = upload(&emu, &xs);
         let y = upload(&emu, &ys);
-        let args = [
-            Arg::F32(a),
-            Arg::Ptr(x.ptr()),
-            Arg::Ptr(y.ptr()),
-            Arg::I32(n as i32),
-        ];
+        let args = Axpy {
+            a,
+            n: n as i32,
+            x: x.ptr(),
+            y: y.ptr(),
+        };
         launch(&emu, "selftest_axpy", 2, 64, &args).unwrap();
         let expected: Vec<u32> = (0..n).map(|i| (a * xs[i] + ys[i]).to_bits()).collect();
         let got: Vec<u32> = download(&emu, &y).iter().map(|v| v.to_bits()).collect();
@@ -667,23 +744,33 @@ mod tests {
     fn broken_launches_fail_with_a_message() {
         let emu = Emulator::new();
         let out = emu.alloc::<u32>(64).unwrap();
-        let p = [Arg::Ptr(out.ptr())];
+        let p = Out { out: out.ptr() };
         let message = |r: Result<()>| r.unwrap_err().to_string();
 
-        let unknown = message(launch(&emu, "no_such_kernel", 1, 32, &[]));
+        let unknown = message(launch(&emu, "no_such_kernel", 1, 32, &NoArgs {}));
         assert!(unknown.contains("no kernel 'no_such_kernel'"), "{unknown}");
-        let count = message(launch(&emu, "selftest_mixed_warp_ops", 1, 32, &[]));
-        assert!(count.contains("takes 1 arguments, 0 given"), "{count}");
-        let kind = message(launch(
+        let count = message(launch(&emu, "selftest_mixed_warp_ops", 1, 32, &NoArgs {}));
+        assert!(
+            count.contains("takes 8 bytes of arguments, 0 given"),
+            "{count}"
+        );
+        let wide = message(launch(
             &emu,
-            "selftest_mixed_warp_ops",
+            "selftest_early_exit",
             1,
             32,
-            &[Arg::U64(0)],
+            &Atomics {
+                si: 0,
+                ui: 0,
+                ul: 0,
+                sl: 0,
+                f: 0,
+                d: 0,
+            },
         ));
         assert!(
-            kind.contains("argument 0 is a pointer, unsigned long long given"),
-            "{kind}"
+            wide.contains("takes 16 bytes of arguments, 48 given"),
+            "{wide}"
         );
         for block in [0, 16, 100, 2048] {
             let size = message(launch(&emu, "selftest_mixed_warp_ops", 1, block, &p));
@@ -700,14 +787,20 @@ mod tests {
             mixed.contains("different warp operations (__ballot_sync"),
             "{mixed}"
         );
-        let deadlock = message(launch(&emu, "selftest_divergent_barrier", 2, 64, &[]));
+        let deadlock = message(launch(
+            &emu,
+            "selftest_divergent_barrier",
+            2,
+            64,
+            &NoArgs {},
+        ));
         assert!(deadlock.contains("block 0: deadlock"), "{deadlock}");
         assert!(
             deadlock.contains("waits at __syncwarp with mask 0xffffffff for lanes 0x55555555"),
             "{deadlock}"
         );
         assert!(!deadlock.contains('\n'));
-        let masks = message(launch(&emu, "selftest_mismatched_masks", 1, 32, &[]));
+        let masks = message(launch(&emu, "selftest_mismatched_masks", 1, 32, &NoArgs {}));
         let each_other = "lanes 0 and 1 of warp 0 wait for each other at warp operations with \
                           different masks (__syncwarp with 0x00000003, __syncwarp with 0xffffffff)";
         assert!(masks.contains(each_other), "{masks}");
@@ -724,7 +817,10 @@ mod tests {
             "selftest_early_exit",
             1,
             32,
-            &[Arg::I32(1), Arg::Ptr(early.ptr())],
+            &EarlyExit {
+                n: 1,
+                out: early.ptr(),
+            },
         )
         .unwrap();
         assert_eq!(download(emu, &early), [1, 1, 0, 2]);
@@ -743,23 +839,29 @@ mod tests {
 
     #[test]
     fn layouts_select_their_kernels() {
-        let message =
-            |emu: &Emulator, name: &str| launch(emu, name, 1, 32, &[]).unwrap_err().to_string();
-        // Every layout's kernels are registered (their arguments are checked before they run).
+        let message = |emu: &Emulator, name: &str| {
+            launch(emu, name, 1, 32, &NoArgs {})
+                .unwrap_err()
+                .to_string()
+        };
+        // Every layout's kernels are registered (their arguments are checked before they run),
+        // and take the bytes of their Rust twins.
         for (v, g) in layouts() {
             let emu = Emulator::for_layout(v, g);
-            for (name, arity) in [
-                ("walk_vg", 31),
-                ("walk_list", 31),
-                ("link_children", 1),
-                ("direct", 1),
-                ("unsort_results", 1),
-                ("clear_results", 1),
-                ("mask_inactive", 1),
+            for (name, bytes) in [
+                ("walk_vg", size_of::<WalkArgs>()),
+                ("walk_list", size_of::<WalkArgs>()),
+                ("link_children", size_of::<LinkArgs>()),
+                ("direct", size_of::<DirectArgs>()),
+                ("unsort_results", size_of::<UnsortArgs>()),
+                ("clear_results", size_of::<ClearArgs>()),
+                ("mask_inactive", size_of::<MaskArgs>()),
             ] {
                 let m = message(&emu, name);
                 assert!(
-                    m.contains(&format!("kernel {name}@{v},{g} takes {arity} arguments")),
+                    m.contains(&format!(
+                        "kernel {name}@{v},{g} takes {bytes} bytes of arguments, 0 given"
+                    )),
                     "{m}"
                 );
             }
@@ -782,7 +884,7 @@ mod tests {
         assert!(none.contains(neither), "{none}");
         let spelled = message(&Emulator::new(), "direct@4,8");
         assert!(
-            spelled.contains("kernel direct@4,8 takes 1 arguments, 0 given"),
+            spelled.contains("kernel direct@4,8 takes 24 bytes of arguments, 0 given"),
             "{spelled}"
         );
         // Kernels without a layout run from an emulator with one, even of a layout not compiled in.
