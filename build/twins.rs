@@ -28,6 +28,8 @@ struct Field {
     rust: String,
     /// The C type as written, `const` and `__restrict__` left out.
     c: String,
+    /// True when the type is a twin's name (a struct nested by value).
+    nested: bool,
     doc: Vec<String>,
 }
 
@@ -58,7 +60,7 @@ pub fn generate(dir: &Path) -> Result<String, String> {
     // A field of a struct type must name a twin (of any file).
     for t in &twins {
         for f in &t.fields {
-            if f.rust == f.c && !twins.iter().any(|u| u.name == f.c) {
+            if f.nested && !twins.iter().any(|u| u.name == f.c) {
                 return Err(format!(
                     "{}: struct {}, field `{}`: type `{}` has no Rust twin",
                     t.source, t.name, f.name, f.c
@@ -182,7 +184,15 @@ fn field(decl: &str, doc: Vec<String>) -> Result<Field, String> {
             "long long" => "i64".into(),
             "float" => "f32".into(),
             "double" => "f64".into(),
-            other if is_ident(other) => other.to_string(),
+            other if is_ident(other) => {
+                return Ok(Field {
+                    name: name.to_string(),
+                    rust: other.to_string(),
+                    c,
+                    nested: true,
+                    doc,
+                })
+            }
             other => return Err(format!("field `{name}`: type `{other}` has no Rust twin")),
         }
     };
@@ -190,6 +200,7 @@ fn field(decl: &str, doc: Vec<String>) -> Result<Field, String> {
         name: name.to_string(),
         rust,
         c,
+        nested: false,
         doc,
     })
 }
