@@ -6,107 +6,200 @@
 // Part of the stage program: compiled after cuda/build.cu (BUILD_BLOCK, u64, grid_cell,
 // hilbert_key), IEEE arithmetic, so that keys and owners equal src/domain's bit for bit.
 
+struct RUST_TWIN DomainKeysArgs {
+    // Per particle: position (3 doubles, length units).
+    const double *pos;
+    // Particles.
+    int n;
+    // The cube's lower corner, x (length units).
+    double ox;
+    // The cube's lower corner, y (length units).
+    double oy;
+    // The cube's lower corner, z (length units).
+    double oz;
+    // 2^21 / the cube's side (grid cells per length unit).
+    double scale;
+    // Per particle: its key.
+    u64 *keys;
+};
+
 // Peano-Hilbert key of every particle's float64 position in the cube with lower corner o and
 // `scale` = 2^21 / side (src/sfc `keys`).
-extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
-    domain_keys(const double *__restrict__ pos, int n, double ox, double oy, double oz,
-                double scale, u64 *__restrict__ keys)
+extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) domain_keys(const DomainKeysArgs a)
 {
-    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < a.n; i += gridDim.x * blockDim.x) {
         unsigned c[3];
-        grid_cell(pos[3ll * i], pos[3ll * i + 1], pos[3ll * i + 2], ox, oy, oz, scale, c);
-        keys[i] = hilbert_key(c);
+        const double *x = a.pos + 3ll * i;
+        grid_cell(x[0], x[1], x[2], a.ox, a.oy, a.oz, a.scale, c);
+        a.keys[i] = hilbert_key(c);
     }
 }
+
+struct RUST_TWIN DomainSamplesArgs {
+    // Per particle: its key (domain_keys).
+    const u64 *keys;
+    // For use_cost 1: per particle, its p2p and m2p counts of the last evaluation (p2p with the
+    // particle itself); else unread.
+    const uint2 *counts;
+    // For use_cost 2: per particle, its cost; else unread.
+    const double *values;
+    // What a weight is: 1 the interaction counts, 2 the costs, else 1.
+    int use_cost;
+    // Particles.
+    int n;
+    // Samples.
+    int m;
+    // Per sample: its key.
+    u64 *sample_keys;
+    // Per sample: its weight.
+    double *weights;
+};
 
 // Sample j < m of the n particles: particle j n / m's key and weight (src/domain/splitters.rs
 // `sample_keys`): by `use_cost` 1 its cost in the last force evaluation from its interaction
 // counts, (p2p - 1) + m2p (the target itself taken off), by 2 its cost from `values`, else 1.
 extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
-    domain_samples(const u64 *__restrict__ keys, const uint2 *__restrict__ counts,
-                   const double *__restrict__ values, int use_cost, int n, int m,
-                   u64 *__restrict__ sample_keys, double *__restrict__ weights)
+    domain_samples(const DomainSamplesArgs a)
 {
-    for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < m; j += gridDim.x * blockDim.x) {
-        const long long i = (long long)((u64)j * (u64)n / (u64)m);
-        sample_keys[j] = keys[i];
-        if (use_cost == 1) {
-            const uint2 c = counts[i];
-            weights[j] = (double)((c.x > 0u ? c.x - 1u : 0u) + c.y);
-        } else if (use_cost == 2) {
-            weights[j] = values[i];
+    for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < a.m; j += gridDim.x * blockDim.x) {
+        const long long i = (long long)((u64)j * (u64)a.n / (u64)a.m);
+        a.sample_keys[j] = a.keys[i];
+        if (a.use_cost == 1) {
+            const uint2 c = a.counts[i];
+            a.weights[j] = (double)((c.x > 0u ? c.x - 1u : 0u) + c.y);
+        } else if (a.use_cost == 2) {
+            a.weights[j] = a.values[i];
         } else {
-            weights[j] = 1.0;
+            a.weights[j] = 1.0;
         }
     }
 }
 
+struct RUST_TWIN DomainOwnersArgs {
+    // Per particle: its key (domain_keys).
+    const u64 *keys;
+    // Particles.
+    int n;
+    // The splitters, ascending (nsplit keys).
+    const u64 *splitters;
+    // Splitters.
+    int nsplit;
+    // This rank.
+    int me;
+    // Per particle: its owner.
+    unsigned *dest;
+    // Per particle and one more: 1 when it leaves (0 for the last).
+    unsigned *leave;
+};
+
 // The rank owning each particle, the number of splitters not above its key (src/domain
 // `owner`), and leave[i] = 1 when that is not rank `me`; leave[n] = 0 for the scan that follows.
-extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
-    domain_owners(const u64 *__restrict__ keys, int n, const u64 *__restrict__ splitters,
-                  int nsplit, int me, unsigned *__restrict__ dest, unsigned *__restrict__ leave)
+extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) domain_owners(const DomainOwnersArgs a)
 {
-    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i <= n; i += gridDim.x * blockDim.x) {
-        if (i == n) {
-            leave[n] = 0;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i <= a.n; i += gridDim.x * blockDim.x) {
+        if (i == a.n) {
+            a.leave[a.n] = 0;
             continue;
         }
-        const u64 key = keys[i];
-        int lo = 0, hi = nsplit;
+        const u64 key = a.keys[i];
+        int lo = 0, hi = a.nsplit;
         while (lo < hi) {
             const int mid = (lo + hi) / 2;
-            if (splitters[mid] <= key) lo = mid + 1;
+            if (a.splitters[mid] <= key) lo = mid + 1;
             else hi = mid;
         }
-        dest[i] = (unsigned)lo;
-        leave[i] = lo != me;
+        a.dest[i] = (unsigned)lo;
+        a.leave[i] = lo != a.me;
     }
 }
+
+struct RUST_TWIN DomainLeavingArgs {
+    // Particles.
+    int n;
+    // Per particle: its owner (domain_owners).
+    const unsigned *dest;
+    // Per particle and one more: the leaving particles before it (the scan of leave).
+    const unsigned *before;
+    // Per leaving particle: its index.
+    unsigned *leaving;
+    // Per leaving particle: its owner.
+    unsigned *leaving_dest;
+};
 
 // After the exclusive scan `before` of leave (the leaving particles before each one): each
 // leaving particle i is listed at before[i], in order, with its owner.
 extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
-    domain_leaving(int n, const unsigned *__restrict__ dest, const unsigned *__restrict__ before,
-                   unsigned *__restrict__ leaving, unsigned *__restrict__ leaving_dest)
+    domain_leaving(const DomainLeavingArgs a)
 {
-    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
-        const unsigned b = before[i];
-        if (before[i + 1] > b) {
-            leaving[b] = (unsigned)i;
-            leaving_dest[b] = dest[i];
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < a.n; i += gridDim.x * blockDim.x) {
+        const unsigned b = a.before[i];
+        if (a.before[i + 1] > b) {
+            a.leaving[b] = (unsigned)i;
+            a.leaving_dest[b] = a.dest[i];
         }
     }
 }
 
+struct RUST_TWIN DomainKeepArgs {
+    // Particles.
+    int n;
+    // Per particle and one more: the leaving particles before it (the scan of leave).
+    const unsigned *before;
+    // 1: the particles have an integrator state (bin, acc, pot, cost), copied too.
+    int with_state;
+    // Per particle: position (3 doubles, length units).
+    const double *pos;
+    // Per particle: velocity (3 doubles, velocity units).
+    const double *vel;
+    // Per particle: mass (mass units).
+    const double *mass;
+    // Per particle: id.
+    const u64 *id;
+    // Per particle (with_state): time-step bin.
+    const unsigned char *bin;
+    // Per particle (with_state): acceleration (3 doubles, G applied).
+    const double *acc;
+    // Per particle (with_state): potential (G applied).
+    const double *pot;
+    // Per particle (with_state): cost of the last evaluation (interactions).
+    const double *cost;
+    // Per staying particle: position (the fresh arrays, as those above).
+    double *kept_pos;
+    // Per staying particle: velocity.
+    double *kept_vel;
+    // Per staying particle: mass.
+    double *kept_mass;
+    // Per staying particle: id.
+    u64 *kept_id;
+    // Per staying particle (with_state): bin.
+    unsigned char *kept_bin;
+    // Per staying particle (with_state): acceleration.
+    double *kept_acc;
+    // Per staying particle (with_state): potential.
+    double *kept_pot;
+    // Per staying particle (with_state): cost.
+    double *kept_cost;
+};
+
 // Each staying particle i copied to slot i - before[i] of the fresh arrays, in order (with its
 // integrator state when with_state).
-extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
-    domain_keep(int n, const unsigned *__restrict__ before, int with_state,
-                const double *__restrict__ pos, const double *__restrict__ vel,
-                const double *__restrict__ mass, const u64 *__restrict__ id,
-                const unsigned char *__restrict__ bin, const double *__restrict__ acc,
-                const double *__restrict__ pot, const double *__restrict__ cost,
-                double *__restrict__ kept_pos, double *__restrict__ kept_vel,
-                double *__restrict__ kept_mass, u64 *__restrict__ kept_id,
-                unsigned char *__restrict__ kept_bin, double *__restrict__ kept_acc,
-                double *__restrict__ kept_pot, double *__restrict__ kept_cost)
+extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) domain_keep(const DomainKeepArgs a)
 {
-    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
-        const unsigned b = before[i];
-        if (before[i + 1] > b) continue;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < a.n; i += gridDim.x * blockDim.x) {
+        const unsigned b = a.before[i];
+        if (a.before[i + 1] > b) continue;
         const long long k = (long long)i - b;
         for (int d = 0; d < 3; d++) {
-            kept_pos[3 * k + d] = pos[3ll * i + d];
-            kept_vel[3 * k + d] = vel[3ll * i + d];
+            a.kept_pos[3 * k + d] = a.pos[3ll * i + d];
+            a.kept_vel[3 * k + d] = a.vel[3ll * i + d];
         }
-        kept_mass[k] = mass[i];
-        kept_id[k] = id[i];
-        if (with_state) {
-            kept_bin[k] = bin[i];
-            for (int d = 0; d < 3; d++) kept_acc[3 * k + d] = acc[3ll * i + d];
-            kept_pot[k] = pot[i];
-            kept_cost[k] = cost[i];
+        a.kept_mass[k] = a.mass[i];
+        a.kept_id[k] = a.id[i];
+        if (a.with_state) {
+            a.kept_bin[k] = a.bin[i];
+            for (int d = 0; d < 3; d++) a.kept_acc[3 * k + d] = a.acc[3ll * i + d];
+            a.kept_pot[k] = a.pot[i];
+            a.kept_cost[k] = a.cost[i];
         }
     }
 }

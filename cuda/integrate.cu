@@ -20,85 +20,168 @@ __device__ __forceinline__ double bin_dt(double dt_top, int b)
     return dt_top / (double)(1ull << b);
 }
 
+struct RUST_TWIN SynchronisedFlagsArgs {
+    // Particles.
+    int n;
+    // Per particle: time-step bin.
+    const unsigned char *bin;
+    // The tick (in ticks of the deepest bin).
+    unsigned long long ti;
+    // The deepest bin (the timeline's depth).
+    int depth;
+    // Per particle: 1 when it ends its step at ti.
+    unsigned char *flag;
+};
+
 // One flag per particle: 1 when it ends its step at tick ti.
 extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
-    synchronised_flags(int n, const unsigned char *__restrict__ bin, u64 ti, int depth,
-                       unsigned char *__restrict__ flag)
+    synchronised_flags(const SynchronisedFlagsArgs a)
 {
-    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
-        flag[i] = synchronised(bin[i], ti, depth);
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < a.n; i += gridDim.x * blockDim.x)
+        a.flag[i] = synchronised(a.bin[i], a.ti, a.depth);
 }
+
+struct RUST_TWIN HalfKickArgs {
+    // Particles.
+    int n;
+    // Per particle: time-step bin.
+    const unsigned char *bin;
+    // The tick (in ticks of the deepest bin).
+    unsigned long long ti;
+    // The deepest bin (the timeline's depth).
+    int depth;
+    // The step of bin 0 (time units).
+    double dt_top;
+    // Per particle: acceleration (3 doubles, G applied).
+    const double *acc;
+    // Per particle: velocity (3 doubles), kicked in place.
+    double *vel;
+};
 
 // Half kick of the particles that end their step at tick ti: v <- v + a dt_bin / 2
 // (IntegratorState::half_kick).
-extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
-    half_kick(int n, const unsigned char *__restrict__ bin, u64 ti, int depth, double dt_top,
-              const double *__restrict__ acc, double *__restrict__ vel)
+extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) half_kick(const HalfKickArgs a)
 {
-    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
-        if (!synchronised(bin[i], ti, depth)) continue;
-        const double h = 0.5 * bin_dt(dt_top, bin[i]);
-        for (int d = 0; d < 3; d++) vel[3ll * i + d] += acc[3ll * i + d] * h;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < a.n; i += gridDim.x * blockDim.x) {
+        if (!synchronised(a.bin[i], a.ti, a.depth)) continue;
+        const double h = 0.5 * bin_dt(a.dt_top, a.bin[i]);
+        for (int d = 0; d < 3; d++) a.vel[3ll * i + d] += a.acc[3ll * i + d] * h;
     }
 }
 
+struct RUST_TWIN DriftArgs {
+    // Particles.
+    int n;
+    // The drift's time (time units).
+    double dt;
+    // Per particle: velocity (3 doubles).
+    const double *vel;
+    // Per particle: position (3 doubles, length units), drifted in place.
+    double *pos;
+};
+
 // Drift of every particle: x <- x + v dt (leapfrog::drift).
-extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
-    drift(int n, double dt, const double *__restrict__ vel, double *__restrict__ pos)
+extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) drift(const DriftArgs a)
 {
-    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
-        for (int d = 0; d < 3; d++) pos[3ll * i + d] += vel[3ll * i + d] * dt;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < a.n; i += gridDim.x * blockDim.x)
+        for (int d = 0; d < 3; d++) a.pos[3ll * i + d] += a.vel[3ll * i + d] * a.dt;
 }
+
+struct RUST_TWIN KeepForcesArgs {
+    // Particles.
+    int n;
+    // Per particle: the walk's acceleration (x, y, z) and potential, G = 1, in the frame.
+    const float4 *out;
+    // Per particle: the walk's p2p (with the particle itself) and m2p counts.
+    const uint2 *counts;
+    // Acceleration unit: G / L^2 for the frame of a cube of side L.
+    double acc_unit;
+    // Potential unit: G / L.
+    double pot_unit;
+    // For has_active: per particle, 1 when its results are taken; else unread.
+    const unsigned char *active;
+    // 1: only the particles flagged in active; 0: all.
+    int has_active;
+    // Per particle: acceleration (3 doubles).
+    double *acc;
+    // Per particle: potential.
+    double *pot;
+    // Per particle: cost (interactions).
+    double *cost;
+};
 
 // The walk's results (acceleration and potential with G = 1, interaction counts with the
 // particle itself, in the particles' order) taken into the state, as the host converts them
 // (WalkOutput::scaled, others): acceleration times acc_unit, potential times pot_unit (G / L^2,
 // G / L for the frame of a cube of side L), the cost p2p - 1 + m2p.
 // Only the particles flagged in `active` when has_active.
-extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
-    keep_forces(int n, const float4 *__restrict__ out, const uint2 *__restrict__ counts,
-                double acc_unit, double pot_unit, const unsigned char *__restrict__ active,
-                int has_active, double *__restrict__ acc, double *__restrict__ pot,
-                double *__restrict__ cost)
+extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) keep_forces(const KeepForcesArgs a)
 {
-    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
-        if (has_active && !active[i]) continue;
-        const float4 f = out[i];
-        acc[3ll * i] = (double)f.x * acc_unit;
-        acc[3ll * i + 1] = (double)f.y * acc_unit;
-        acc[3ll * i + 2] = (double)f.z * acc_unit;
-        pot[i] = (double)f.w * pot_unit;
-        const uint2 c = counts[i];
-        cost[i] = (double)((c.x > 0u ? c.x - 1u : 0u) + c.y);
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < a.n; i += gridDim.x * blockDim.x) {
+        if (a.has_active && !a.active[i]) continue;
+        const float4 f = a.out[i];
+        a.acc[3ll * i] = (double)f.x * a.acc_unit;
+        a.acc[3ll * i + 1] = (double)f.y * a.acc_unit;
+        a.acc[3ll * i + 2] = (double)f.z * a.acc_unit;
+        a.pot[i] = (double)f.w * a.pot_unit;
+        const uint2 c = a.counts[i];
+        a.cost[i] = (double)((c.x > 0u ? c.x - 1u : 0u) + c.y);
     }
 }
 
+struct RUST_TWIN AccMagnitudesArgs {
+    // Particles.
+    int n;
+    // Per particle: acceleration (3 doubles, G applied).
+    const double *acc;
+    // The factor taking |a| into the frame (L^2 for a cube of side L).
+    double scale;
+    // Per particle: |a| times scale, float32.
+    float *amag;
+};
+
 // Each particle's |a| of the state times `scale` (L^2: in the frame of a cube of side L) in
 // float32: the acceleration criterion's previous |a|.
-extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
-    acc_magnitudes(int n, const double *__restrict__ acc, double scale, float *__restrict__ amag)
+extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) acc_magnitudes(const AccMagnitudesArgs a)
 {
-    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
-        const double *a = acc + 3ll * i;
-        amag[i] = (float)(sqrt(a[0] * a[0] + a[1] * a[1] + a[2] * a[2]) * scale);
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < a.n; i += gridDim.x * blockDim.x) {
+        const double *g = a.acc + 3ll * i;
+        a.amag[i] = (float)(sqrt(g[0] * g[0] + g[1] * g[1] + g[2] * g[2]) * a.scale);
     }
 }
+
+struct RUST_TWIN AssignBinsArgs {
+    // Particles.
+    int n;
+    // The tick (in ticks of the deepest bin).
+    unsigned long long ti;
+    // The deepest bin (the timeline's depth).
+    int depth;
+    // The step of bin 0 (time units).
+    double dt_top;
+    // The time-step parameter eta.
+    double eta;
+    // The softening length eps (length units).
+    double eps;
+    // Per particle: acceleration (3 doubles, G applied).
+    const double *acc;
+    // Per particle: time-step bin, reassigned in place where due.
+    unsigned char *bin;
+};
 
 // New bins of the particles that end their step at tick ti (IntegratorState::assign_bins): the
 // bin of dt = eta sqrt(eps / |a|) (Timeline::bin_for), moved to a larger step only where ti lies
 // on that step's boundary (Timeline::allowed_bin).
-extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
-    assign_bins(int n, u64 ti, int depth, double dt_top, double eta, double eps,
-                const double *__restrict__ acc, unsigned char *__restrict__ bin)
+extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) assign_bins(const AssignBinsArgs a)
 {
-    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
-        const unsigned char old = bin[i];
-        if (!synchronised(old, ti, depth)) continue;
-        const double *a = acc + 3ll * i;
-        const double dt = eta * sqrt(eps / sqrt(a[0] * a[0] + a[1] * a[1] + a[2] * a[2]));
-        int want = depth;
-        for (int k = 0; k < depth; k++) {
-            if (bin_dt(dt_top, k) <= dt) {
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < a.n; i += gridDim.x * blockDim.x) {
+        const unsigned char old = a.bin[i];
+        if (!synchronised(old, a.ti, a.depth)) continue;
+        const double *g = a.acc + 3ll * i;
+        const double dt = a.eta * sqrt(a.eps / sqrt(g[0] * g[0] + g[1] * g[1] + g[2] * g[2]));
+        int want = a.depth;
+        for (int k = 0; k < a.depth; k++) {
+            if (bin_dt(a.dt_top, k) <= dt) {
                 want = k;
                 break;
             }
@@ -107,29 +190,40 @@ extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
         if (want < old) {
             b = old;
             for (int k = want; k < old; k++) {
-                if (synchronised((unsigned char)k, ti, depth)) {
+                if (synchronised((unsigned char)k, a.ti, a.depth)) {
                     b = k;
                     break;
                 }
             }
         }
-        bin[i] = (unsigned char)b;
+        a.bin[i] = (unsigned char)b;
     }
 }
 
+struct RUST_TWIN BinSummaryArgs {
+    // Particles.
+    int n;
+    // Per particle: time-step bin.
+    const unsigned char *bin;
+    // The tick (in ticks of the deepest bin).
+    unsigned long long ti;
+    // The deepest bin (the timeline's depth).
+    int depth;
+    // Per block: lowest bin, highest bin, particles due (3 words).
+    unsigned *partial;
+};
+
 // Per block: the lowest and the highest bin, and the particles that end their step at tick
 // ti, of the particles it visits (grid-stride): partial[3 b .. 3 b + 2].
-extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
-    bin_summary(int n, const unsigned char *__restrict__ bin, u64 ti, int depth,
-                unsigned *__restrict__ partial)
+extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) bin_summary(const BinSummaryArgs a)
 {
     __shared__ unsigned lo[BUILD_BLOCK], hi[BUILD_BLOCK], due[BUILD_BLOCK];
     unsigned l = 255u, h = 0u, k = 0u;
-    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
-        const unsigned b = bin[i];
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < a.n; i += gridDim.x * blockDim.x) {
+        const unsigned b = a.bin[i];
         l = min(l, b);
         h = max(h, b);
-        k += synchronised((unsigned char)b, ti, depth);
+        k += synchronised((unsigned char)b, a.ti, a.depth);
     }
     lo[threadIdx.x] = l;
     hi[threadIdx.x] = h;
@@ -144,31 +238,43 @@ extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
         __syncthreads();
     }
     if (threadIdx.x == 0) {
-        partial[3 * blockIdx.x] = lo[0];
-        partial[3 * blockIdx.x + 1] = hi[0];
-        partial[3 * blockIdx.x + 2] = due[0];
+        a.partial[3 * blockIdx.x] = lo[0];
+        a.partial[3 * blockIdx.x + 1] = hi[0];
+        a.partial[3 * blockIdx.x + 2] = due[0];
     }
 }
+
+struct RUST_TWIN ConservedSumsArgs {
+    // Particles.
+    int n;
+    // Per particle: position (3 doubles, length units).
+    const double *pos;
+    // Per particle: velocity (3 doubles).
+    const double *vel;
+    // Per particle: mass.
+    const double *mass;
+    // Per particle: potential (G applied).
+    const double *pot;
+    // Per chunk: its 8 sums.
+    double *partial;
+};
 
 // The conserved quantities' sums (Conserved::sums: kinetic, potential, momentum, angular
 // momentum) over chunk b of CONSERVED_CHUNK particles, one block per chunk: each thread sums
 // its strided share in order, then the block adds the threads' sums in a fixed tree, so the
 // result does not depend on anything but the particles. partial[8 b + k].
 #define CONSERVED_CHUNK 16384
-extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
-    conserved_sums(int n, const double *__restrict__ pos, const double *__restrict__ vel,
-                   const double *__restrict__ mass, const double *__restrict__ pot,
-                   double *__restrict__ partial)
+extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) conserved_sums(const ConservedSumsArgs a)
 {
     __shared__ double sums[8][BUILD_BLOCK];
     double s[8] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
     const long long first = (long long)blockIdx.x * CONSERVED_CHUNK;
-    const long long end = min(first + CONSERVED_CHUNK, (long long)n);
+    const long long end = min(first + CONSERVED_CHUNK, (long long)a.n);
     for (long long i = first + threadIdx.x; i < end; i += blockDim.x) {
-        const double *x = pos + 3 * i, *v = vel + 3 * i;
-        const double m = mass[i];
+        const double *x = a.pos + 3 * i, *v = a.vel + 3 * i;
+        const double m = a.mass[i];
         s[0] += 0.5 * m * (v[0] * v[0] + v[1] * v[1] + v[2] * v[2]);
-        s[1] += 0.5 * m * pot[i];
+        s[1] += 0.5 * m * a.pot[i];
         for (int d = 0; d < 3; d++) s[2 + d] += m * v[d];
         s[5] += m * (x[1] * v[2] - x[2] * v[1]);
         s[6] += m * (x[2] * v[0] - x[0] * v[2]);
@@ -181,38 +287,59 @@ extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
             for (int k = 0; k < 8; k++) sums[k][threadIdx.x] += sums[k][threadIdx.x + half];
         __syncthreads();
     }
-    if (threadIdx.x < 8) partial[8ll * blockIdx.x + threadIdx.x] = sums[threadIdx.x][0];
+    if (threadIdx.x < 8) a.partial[8ll * blockIdx.x + threadIdx.x] = sums[threadIdx.x][0];
 }
+
+struct RUST_TWIN FirstNonFiniteArgs {
+    // Particles.
+    int n;
+    // Per particle: acceleration (3 doubles).
+    const double *acc;
+    // Per particle: potential.
+    const double *pot;
+    // One word: the lowest bad index (0xffffffff before).
+    unsigned *first;
+};
 
 // The first particle whose state holds a non-finite acceleration or potential: *first (set to
 // 0xffffffff before) becomes the lowest such index.
 extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
-    first_non_finite(int n, const double *__restrict__ acc, const double *__restrict__ pot,
-                     unsigned *__restrict__ first)
+    first_non_finite(const FirstNonFiniteArgs a)
 {
-    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
-        const double *a = acc + 3ll * i;
-        const double v[4] = {a[0], a[1], a[2], pot[i]};
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < a.n; i += gridDim.x * blockDim.x) {
+        const double *g = a.acc + 3ll * i;
+        const double v[4] = {g[0], g[1], g[2], a.pot[i]};
         bool bad = false;
         for (int k = 0; k < 4; k++)
             bad = bad || ((__double_as_longlong(v[k]) >> 52) & 0x7ff) == 0x7ff;
-        if (bad) atomicMin(first, (unsigned)i);
+        if (bad) atomicMin(a.first, (unsigned)i);
     }
 }
 
+struct RUST_TWIN ParticleRecordArgs {
+    // The particle.
+    int i;
+    // Per particle: id.
+    const u64 *id;
+    // Per particle: position (3 doubles).
+    const double *pos;
+    // Per particle: acceleration (3 doubles).
+    const double *acc;
+    // Per particle: potential.
+    const double *pot;
+    // Its record: id bits, position, acceleration, potential (8 doubles).
+    double *out;
+};
+
 // Particle i's id (its bits), position, acceleration and potential into out[0..8].
-extern "C" __global__ void particle_record(int i, const u64 *__restrict__ id,
-                                           const double *__restrict__ pos,
-                                           const double *__restrict__ acc,
-                                           const double *__restrict__ pot,
-                                           double *__restrict__ out)
+extern "C" __global__ void particle_record(const ParticleRecordArgs a)
 {
     if (blockIdx.x == 0 && threadIdx.x == 0) {
-        out[0] = __longlong_as_double((long long)id[i]);
+        a.out[0] = __longlong_as_double((long long)a.id[a.i]);
         for (int d = 0; d < 3; d++) {
-            out[1 + d] = pos[3ll * i + d];
-            out[4 + d] = acc[3ll * i + d];
+            a.out[1 + d] = a.pos[3ll * a.i + d];
+            a.out[4 + d] = a.acc[3ll * a.i + d];
         }
-        out[7] = pot[i];
+        a.out[7] = a.pot[a.i];
     }
 }

@@ -30,48 +30,74 @@
 #define LET_LEAF 2u      // an opened leaf, sent with its particles
 #define LET_OPENED 3u    // an opened inner cell, sent, its children decided in turn
 
+struct RUST_TWIN RegionCellsArgs {
+    // The rank's tree (count, nchild and parent are read).
+    TreeArrays tree;
+    // Its cells.
+    int ncells;
+    // The most particles of a region cell.
+    unsigned cut;
+    // Per cell and one more: 1 for a region cell, else 0.
+    unsigned *flag;
+};
+
 // The region of a rank's particles: flag[c] = 1 for the largest cells of at most `cut`
 // particles (or leaves), the cells whose boxes Region::of_tree takes; flag[ncells] = 0 for the
 // scan that follows. Holding at most `cut` particles passes from a cell to its children, so
 // those are the qualifying cells whose parent does not qualify.
-extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
-    region_cells(int ncells, const unsigned *__restrict__ count,
-                 const unsigned char *__restrict__ nchild, const unsigned *__restrict__ parent,
-                 unsigned cut, unsigned *__restrict__ flag)
+extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) region_cells(const RegionCellsArgs a)
 {
-    for (int c = blockIdx.x * blockDim.x + threadIdx.x; c <= ncells; c += gridDim.x * blockDim.x) {
-        if (c == ncells) {
-            flag[c] = 0;
+    const unsigned *count = a.tree.count;
+    for (int c = blockIdx.x * blockDim.x + threadIdx.x; c <= a.ncells;
+         c += gridDim.x * blockDim.x) {
+        if (c == a.ncells) {
+            a.flag[c] = 0;
             continue;
         }
-        const bool mine = count[c] <= cut || nchild[c] == 0;
-        const unsigned up = parent[c];
-        flag[c] = mine && (up == NO_PARENT || count[up] > cut);
+        const bool mine = count[c] <= a.cut || a.tree.nchild[c] == 0;
+        const unsigned up = a.tree.parent[c];
+        a.flag[c] = mine && (up == NO_PARENT || count[up] > a.cut);
     }
 }
 
+struct RUST_TWIN RegionListArgs {
+    // The tree's cells.
+    int ncells;
+    // Per cell and one more: the exclusive scan of region_cells' flags.
+    const unsigned *slot;
+    // Per region cell: its index, in preorder.
+    unsigned *list;
+};
+
 // The region cells in preorder: list[slot[c]] = c for the cells flagged by region_cells, at the
 // positions of the exclusive scan `slot` of the flags.
-extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
-    region_list(int ncells, const unsigned *__restrict__ slot, unsigned *__restrict__ list)
+extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) region_list(const RegionListArgs a)
 {
-    for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < ncells; c += gridDim.x * blockDim.x)
-        if (slot[c + 1] > slot[c]) list[slot[c]] = (unsigned)c;
+    for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < a.ncells; c += gridDim.x * blockDim.x)
+        if (a.slot[c + 1] > a.slot[c]) a.list[a.slot[c]] = (unsigned)c;
 }
+
+struct RUST_TWIN RegionBoxesArgs {
+    // The rank's tree (particles, first and count are read).
+    TreeArrays tree;
+    // Per region cell: its index (region_list).
+    const unsigned *list;
+    // Per region cell: its particles' box, centre (x, y, z) and half-extents (6 floats, frame
+    // units).
+    float *boxes;
+};
 
 // The particle bounding box (centre, half-extents: region.rs tight_box) of each region cell
 // `list[b]`, one block b per box.
-extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
-    region_boxes(const unsigned *__restrict__ list, const unsigned *__restrict__ first,
-                 const unsigned *__restrict__ count, const float4 *__restrict__ particles,
-                 float *__restrict__ boxes)
+extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) region_boxes(const RegionBoxesArgs a)
 {
     __shared__ float box[6][BUILD_BLOCK];
-    const unsigned cell = list[blockIdx.x];
+    const unsigned cell = a.list[blockIdx.x];
+    const unsigned first = a.tree.first[cell], end = first + a.tree.count[cell];
     const float inf = __int_as_float(0x7f800000);
     float b[6] = {inf, inf, inf, -inf, -inf, -inf};
-    for (unsigned j = first[cell] + threadIdx.x; j < first[cell] + count[cell]; j += blockDim.x) {
-        const float4 p = particles[j];
+    for (unsigned j = first + threadIdx.x; j < end; j += blockDim.x) {
+        const float4 p = a.tree.particles[j];
         const float x[3] = {p.x, p.y, p.z};
         for (int k = 0; k < 3; k++) {
             b[k] = fminf(b[k], x[k]);
@@ -92,147 +118,220 @@ extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
     }
     if (threadIdx.x < 3) {
         const float lo = box[threadIdx.x][0], hi = box[3 + threadIdx.x][0];
-        boxes[6ll * blockIdx.x + threadIdx.x] = 0.5f * (lo + hi);
-        boxes[6ll * blockIdx.x + 3 + threadIdx.x] = 0.5f * (hi - lo);
+        a.boxes[6ll * blockIdx.x + threadIdx.x] = 0.5f * (lo + hi);
+        a.boxes[6ll * blockIdx.x + 3 + threadIdx.x] = 0.5f * (hi - lo);
     }
 }
 
+struct RUST_TWIN TargetsAminArgs {
+    // Per target: position (x, y, z, frame units) and previous |a| (w).
+    const float4 *targets;
+    // Targets.
+    int n;
+    // Per block: the smallest |a| of the targets it visits.
+    float *partial;
+};
+
 // Per-block smallest previous |a| of the targets (their w): the region's amin.
-extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
-    targets_amin(const float4 *__restrict__ targets, int n, float *__restrict__ partial)
+extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) targets_amin(const TargetsAminArgs a)
 {
     __shared__ float m[BUILD_BLOCK];
-    float a = __int_as_float(0x7f800000);
-    for (int k = blockIdx.x * blockDim.x + threadIdx.x; k < n; k += gridDim.x * blockDim.x)
-        a = fminf(a, targets[k].w);
-    m[threadIdx.x] = a;
+    float least = __int_as_float(0x7f800000);
+    for (int k = blockIdx.x * blockDim.x + threadIdx.x; k < a.n; k += gridDim.x * blockDim.x)
+        least = fminf(least, a.targets[k].w);
+    m[threadIdx.x] = least;
     __syncthreads();
     for (unsigned half = BUILD_BLOCK / 2; half > 0; half >>= 1) {
         if (threadIdx.x < half) m[threadIdx.x] = fminf(m[threadIdx.x], m[threadIdx.x + half]);
         __syncthreads();
     }
-    if (threadIdx.x == 0) partial[blockIdx.x] = m[0];
+    if (threadIdx.x == 0) a.partial[blockIdx.x] = m[0];
 }
+
+struct RUST_TWIN LetFatesArgs {
+    // The exporting tree (boxes, com_mass, s_eff and nchild are read).
+    TreeArrays tree;
+    // Its cells.
+    int ncells;
+    // Destinations (ranks).
+    int ndest;
+    // Per destination: its first box in dest_boxes (its bound is the one before).
+    const unsigned *box_start;
+    // Per destination: its number of boxes (0: it gets nothing).
+    const unsigned *box_count;
+    // Per destination: the smallest previous |a| of its targets (frame units).
+    const float *amin;
+    // The destinations' boxes, padded: centre (x, y, z) and half-extents, 6 floats each (frame
+    // units).
+    const float *dest_boxes;
+    // 1: the acceleration criterion; 0: S_eff.
+    int accel_mac;
+    // The acceleration criterion's alpha.
+    float alpha;
+    // The gravitational constant the acceleration criterion uses.
+    float grav;
+    // Per destination and cell (d ncells + c): the cell's fate (LET_SKIPPED ... LET_OPENED).
+    unsigned char *fate;
+};
 
 // The fate of every cell in every destination's LET: fate[d ncells + c]. Destination d's
 // region is box_count[d] boxes (centre, half-extents: 6 floats each) from box box_start[d] of
-// `boxes`, its bound (the box around them) at box_start[d] - 1, all padded already, and its
+// `dest_boxes`, its bound (the box around them) at box_start[d] - 1, all padded already, and its
 // smallest previous |a| amin[d]; a destination without boxes gets nothing.
-extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
-    let_fates(int ncells, int ndest, const float4 *__restrict__ cell_box,
-              const float4 *__restrict__ cell_com_mass, const float *__restrict__ cell_s_eff,
-              const unsigned char *__restrict__ nchild, const unsigned *__restrict__ box_start,
-              const unsigned *__restrict__ box_count, const float *__restrict__ amin,
-              const float *__restrict__ boxes, int accel_mac, float alpha, float grav,
-              unsigned char *__restrict__ fate)
+extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) let_fates(const LetFatesArgs a)
 {
-    const long long total = (long long)ncells * ndest;
+    const int ncells = a.ncells;
+    const long long total = (long long)ncells * a.ndest;
     for (long long j = blockIdx.x * (long long)blockDim.x + threadIdx.x; j < total;
          j += (long long)gridDim.x * blockDim.x) {
         const int d = (int)(j / ncells), c = (int)(j % ncells);
-        const unsigned nb = box_count[d];
+        const unsigned nb = a.box_count[d];
         if (nb == 0) {
-            fate[j] = LET_SKIPPED;
+            a.fate[j] = LET_SKIPPED;
             continue;
         }
-        const float4 box = cell_box[c], cm = cell_com_mass[c];
-        const float s = cell_s_eff[c];
+        const float4 box = a.tree.boxes[c], cm = a.tree.com_mass[c];
+        const float s = a.tree.s_eff[c];
         auto accepted = [&](unsigned b) {
-            const float *r = boxes + 6ll * b;
+            const float *r = a.dest_boxes + 6ll * b;
             return accepts(box, cm, s, make_float3(r[0], r[1], r[2]),
-                           make_float3(r[3], r[4], r[5]), accel_mac, alpha, grav, amin[d]);
+                           make_float3(r[3], r[4], r[5]), a.accel_mac, a.alpha, a.grav,
+                           a.amin[d]);
         };
         // Accepted for the bound means accepted for every box inside it; otherwise every box
         // must accept (export.rs).
-        bool all = accepted(box_start[d] - 1);
+        const unsigned start = a.box_start[d];
+        bool all = accepted(start - 1);
         if (!all) {
             all = true;
-            for (unsigned b = box_start[d]; b < box_start[d] + nb && all; b++) all = accepted(b);
+            for (unsigned b = start; b < start + nb && all; b++) all = accepted(b);
         }
-        fate[j] = all ? LET_ACCEPTED : nchild[c] == 0 ? LET_LEAF : LET_OPENED;
+        a.fate[j] = all ? LET_ACCEPTED : a.tree.nchild[c] == 0 ? LET_LEAF : LET_OPENED;
     }
 }
+
+struct RUST_TWIN LetSentArgs {
+    // The exporting tree (parent and count are read).
+    TreeArrays tree;
+    // Its cells.
+    int ncells;
+    // Destinations.
+    int ndest;
+    // Per destination and cell: its fate (let_fates).
+    const unsigned char *fate;
+    // Per destination, cell and one more, and one more: 1 when the cell is sent.
+    unsigned *sent;
+    // Per destination, cell and one more, and one more: the particles sent with the cell.
+    unsigned *particles;
+};
 
 // Which cells each LET holds, and their particles: sent[d (ncells + 1) + c] = 1 when cell c goes
 // to destination d (it has a fate and every ancestor was opened), particles[...] = its particle
 // count when it is an opened leaf; the entry after each destination's cells is 0, and so is the
 // very last one, for the scans that follow.
-extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
-    let_sent(int ncells, int ndest, const unsigned *__restrict__ parent,
-             const unsigned *__restrict__ count, const unsigned char *__restrict__ fate,
-             unsigned *__restrict__ sent, unsigned *__restrict__ particles)
+extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) let_sent(const LetSentArgs a)
 {
+    const int ncells = a.ncells, ndest = a.ndest;
+    const unsigned *parent = a.tree.parent;
     const long long stride = (long long)ncells + 1, total = stride * ndest + 1;
     for (long long j = blockIdx.x * (long long)blockDim.x + threadIdx.x; j < total;
          j += (long long)gridDim.x * blockDim.x) {
         const int d = (int)(j / stride), c = (int)(j % stride);
         unsigned in = 0, np = 0;
         if (d < ndest && c < ncells) {
-            const unsigned char *f = fate + (long long)d * ncells;
+            const unsigned char *f = a.fate + (long long)d * ncells;
             in = f[c] != LET_SKIPPED;
             for (unsigned up = parent[c]; in && up != NO_PARENT; up = parent[up])
                 in = f[up] == LET_OPENED;
-            np = in && f[c] == LET_LEAF ? count[c] : 0u;
+            np = in && f[c] == LET_LEAF ? a.tree.count[c] : 0u;
         }
-        sent[j] = in;
-        particles[j] = np;
+        a.sent[j] = in;
+        a.particles[j] = np;
     }
 }
 
+struct RUST_TWIN LetEdgesArgs {
+    // The exporting tree's cells.
+    int ncells;
+    // Destinations.
+    int ndest;
+    // The exclusive scan of let_sent's sent.
+    const unsigned *sent;
+    // The exclusive scan of let_sent's particles.
+    const unsigned *particles;
+    // Per destination and one more: both scans at its first cell (2 words).
+    unsigned *edges;
+};
+
 // The scans of sent cells and particles at each destination's first cell (and after the last
 // destination): edges[2 d] and edges[2 d + 1], for d <= ndest.
-extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
-    let_edges(int ncells, int ndest, const unsigned *__restrict__ sent,
-              const unsigned *__restrict__ particles, unsigned *__restrict__ edges)
+extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) let_edges(const LetEdgesArgs a)
 {
-    for (int d = blockIdx.x * blockDim.x + threadIdx.x; d <= ndest; d += gridDim.x * blockDim.x) {
-        const long long j = (long long)d * (ncells + 1);
-        edges[2 * d] = sent[j];
-        edges[2 * d + 1] = particles[j];
+    for (int d = blockIdx.x * blockDim.x + threadIdx.x; d <= a.ndest;
+         d += gridDim.x * blockDim.x) {
+        const long long j = (long long)d * (a.ncells + 1);
+        a.edges[2 * d] = a.sent[j];
+        a.edges[2 * d + 1] = a.particles[j];
     }
 }
+
+struct RUST_TWIN LetPackArgs {
+    // The exporting tree (all but its parent are read).
+    TreeArrays tree;
+    // Its cells.
+    int ncells;
+    // Destinations.
+    int ndest;
+    // Per destination and cell: its fate (let_fates).
+    const unsigned char *fate;
+    // The exclusive scan of let_sent's sent.
+    const unsigned *sent;
+    // The exclusive scan of let_sent's particles.
+    const unsigned *particles;
+    // Per destination: the first word of its buffer in out.
+    const unsigned *at;
+    // Per destination: its cells (0: no buffer).
+    const unsigned *ncell;
+    // The LETs in the wire format (src/lets/wire.rs), one buffer per destination with cells.
+    float *out;
+};
 
 // Writes each destination's LET into `out`: buffer d starts at word at[d] (header, then
 // ncell[d] records, then its particles); cell c of it goes to record sent[d (ncells + 1) + c] -
 // sent[d (ncells + 1)] and its particles (an opened leaf's) to the particle slots the scan
 // `particles` gives, relative to the buffer's first. Destinations without cells get nothing.
-extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
-    let_pack(int ncells, int ndest, const float4 *__restrict__ cell_box,
-             const float4 *__restrict__ cell_com_mass, const float *__restrict__ cell_quad,
-             const float *__restrict__ cell_trace, const float *__restrict__ cell_s_eff,
-             const unsigned *__restrict__ cell_first, const unsigned *__restrict__ cell_count,
-             const unsigned *__restrict__ cell_subtree, const unsigned char *__restrict__ nchild,
-             const unsigned char *__restrict__ level, const float4 *__restrict__ sorted,
-             const unsigned char *__restrict__ fate, const unsigned *__restrict__ sent,
-             const unsigned *__restrict__ particles, const unsigned *__restrict__ at,
-             const unsigned *__restrict__ ncell, float *__restrict__ out)
+extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) let_pack(const LetPackArgs a)
 {
-    const long long stride = (long long)ncells + 1, total = stride * ndest;
+    const int ncells = a.ncells;
+    const TreeArrays t = a.tree;
+    const unsigned *sent = a.sent, *particles = a.particles;
+    const long long stride = (long long)ncells + 1, total = stride * a.ndest;
     for (long long j = blockIdx.x * (long long)blockDim.x + threadIdx.x; j < total;
          j += (long long)gridDim.x * blockDim.x) {
         const int d = (int)(j / stride), c = (int)(j % stride);
-        if (ncell[d] == 0) continue;
+        const unsigned ncell = a.ncell[d];
+        if (ncell == 0) continue;
         const long long base = (long long)d * stride;
-        float *buf = out + at[d];
+        float *buf = a.out + a.at[d];
         const unsigned cells_before = sent[base], parts_before = particles[base];
         if (c == ncells) {
-            buf[0] = __uint_as_float(ncell[d]);
+            buf[0] = __uint_as_float(ncell);
             buf[1] = __uint_as_float(particles[base + ncells] - parts_before);
             continue;
         }
         if (sent[j + 1] == sent[j]) continue;
-        const unsigned f = fate[(long long)d * ncells + c];
+        const unsigned f = a.fate[(long long)d * ncells + c];
         const unsigned first = particles[j] - parts_before;
         float *r = buf + LET_HEADER_WORDS + (long long)LET_CELL_WORDS * (sent[j] - cells_before);
-        const float4 box = cell_box[c], cm = cell_com_mass[c];
-        const unsigned end = c + cell_subtree[c];
+        const float4 box = t.boxes[c], cm = t.com_mass[c];
+        const unsigned end = c + t.subtree[c];
         unsigned count = 0, subtree = 1, kids = 0;
         if (f == LET_LEAF) {
-            count = cell_count[c];
+            count = t.count[c];
         } else if (f == LET_OPENED) {
             count = particles[base + end] - particles[j];
             subtree = sent[base + end] - sent[j];
-            kids = nchild[c];
+            kids = t.nchild[c];
         }
         // An accepted cell becomes an always-accepted multipole (wire.rs make_terminal): a box
         // of zero size at its centre of mass and S_eff = -1.
@@ -245,18 +344,18 @@ extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
         r[5] = cm.y;
         r[6] = cm.z;
         r[7] = cm.w;
-        for (int k = 0; k < 6; k++) r[8 + k] = cell_quad[6ll * c + k];
-        r[14] = cell_trace[c];
-        r[15] = accepted ? -1.0f : cell_s_eff[c];
+        for (int k = 0; k < 6; k++) r[8 + k] = t.quad[6ll * c + k];
+        r[14] = t.trace[c];
+        r[15] = accepted ? -1.0f : t.s_eff[c];
         r[LET_FIRST] = __uint_as_float(first);
         r[LET_COUNT] = __uint_as_float(count);
         r[LET_SUBTREE] = __uint_as_float(subtree);
-        r[LET_TAG] = __uint_as_float(kids | (unsigned)level[c] << 8);
+        r[LET_TAG] = __uint_as_float(kids | (unsigned)t.level[c] << 8);
         if (f == LET_LEAF) {
-            float *p = buf + LET_HEADER_WORDS + (long long)LET_CELL_WORDS * ncell[d] +
+            float *p = buf + LET_HEADER_WORDS + (long long)LET_CELL_WORDS * ncell +
                        (long long)LET_PARTICLE_WORDS * first;
             for (unsigned k = 0; k < count; k++) {
-                const float4 q = sorted[cell_first[c] + k];
+                const float4 q = t.particles[t.first[c] + k];
                 p[4 * k] = q.x;
                 p[4 * k + 1] = q.y;
                 p[4 * k + 2] = q.z;
@@ -272,47 +371,64 @@ __device__ __forceinline__ bool finite(float x)
     return (__float_as_uint(x) & 0x7f800000u) != 0x7f800000u;
 }
 
+struct RUST_TWIN LetUnpackArgs {
+    // The received LETs (wire format, words).
+    const float *data;
+    // The word of data where this LET's first cell record starts (after its header).
+    unsigned cells_at;
+    // Its cells.
+    int ncells;
+    // Its particles.
+    int nparts;
+    // The forest's cell where its cells go.
+    int cell0;
+    // The forest's particle where its particles go.
+    int part0;
+    // The forest, in the walk's tree arrays (written: particles, first, count, nchild,
+    // subtree, boxes, com_mass, quad, trace, s_eff; level and parent are not).
+    TreeArrays tree;
+    // [0] the smallest malformed cell, [1] the smallest particle that is not finite (both
+    // 0xffffffff before).
+    unsigned *bad;
+};
+
 // Unpacks one received LET (src/lets/wire.rs unpack_forest): its `ncells` records from word
 // `cells_at` of `data` and its `nparts` particles after them, into the forest's arrays at cell
 // `cell0` and particle `part0` (first shifted by part0), checking each record as the host does.
 // bad[0] gets the smallest malformed cell, bad[1] the smallest particle that is not finite
 // (both start at 0xffffffff).
-extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
-    let_unpack(const float *__restrict__ data, unsigned cells_at, int ncells, int nparts,
-               int cell0, int part0, float4 *__restrict__ box, float4 *__restrict__ com_mass,
-               float *__restrict__ quad, float *__restrict__ trace, float *__restrict__ s_eff,
-               unsigned *__restrict__ first, unsigned *__restrict__ count,
-               unsigned *__restrict__ subtree, unsigned char *__restrict__ nchild,
-               float4 *__restrict__ particles, unsigned *__restrict__ bad)
+extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) let_unpack(const LetUnpackArgs a)
 {
+    const int ncells = a.ncells, nparts = a.nparts;
+    const TreeArrays t = a.tree;
     const long long total = (long long)ncells + nparts;
     for (long long j = blockIdx.x * (long long)blockDim.x + threadIdx.x; j < total;
          j += (long long)gridDim.x * blockDim.x) {
         if (j >= ncells) {
             const long long k = j - ncells;
-            const float *p = data + cells_at + (long long)LET_CELL_WORDS * ncells + 4 * k;
+            const float *p = a.data + a.cells_at + (long long)LET_CELL_WORDS * ncells + 4 * k;
             if (!finite(p[0]) || !finite(p[1]) || !finite(p[2]) || !finite(p[3]))
-                atomicMin(&bad[1], (unsigned)k);
-            particles[part0 + k] = make_float4(p[0], p[1], p[2], p[3]);
+                atomicMin(&a.bad[1], (unsigned)k);
+            t.particles[a.part0 + k] = make_float4(p[0], p[1], p[2], p[3]);
             continue;
         }
         const int c = (int)j;
-        const float *r = data + cells_at + (long long)LET_CELL_WORDS * c;
+        const float *r = a.data + a.cells_at + (long long)LET_CELL_WORDS * c;
         const unsigned f = __float_as_uint(r[LET_FIRST]), n = __float_as_uint(r[LET_COUNT]);
         const unsigned s = __float_as_uint(r[LET_SUBTREE]), tag = __float_as_uint(r[LET_TAG]);
         bool ok = s != 0 && (unsigned long long)c + s <= (unsigned long long)ncells &&
                   (unsigned long long)f + n <= (unsigned long long)nparts;
         for (int k = 0; k < LET_FIRST && ok; k++) ok = finite(r[k]);
-        if (!ok) atomicMin(&bad[0], (unsigned)c);
-        const long long o = (long long)cell0 + c;
-        box[o] = make_float4(r[0], r[1], r[2], r[3]);
-        com_mass[o] = make_float4(r[4], r[5], r[6], r[7]);
-        for (int k = 0; k < 6; k++) quad[6 * o + k] = r[8 + k];
-        trace[o] = r[14];
-        s_eff[o] = r[15];
-        first[o] = (unsigned)part0 + f;
-        count[o] = n;
-        subtree[o] = s;
-        nchild[o] = (unsigned char)(tag & 0xffu);
+        if (!ok) atomicMin(&a.bad[0], (unsigned)c);
+        const long long o = (long long)a.cell0 + c;
+        t.boxes[o] = make_float4(r[0], r[1], r[2], r[3]);
+        t.com_mass[o] = make_float4(r[4], r[5], r[6], r[7]);
+        for (int k = 0; k < 6; k++) t.quad[6 * o + k] = r[8 + k];
+        t.trace[o] = r[14];
+        t.s_eff[o] = r[15];
+        t.first[o] = (unsigned)a.part0 + f;
+        t.count[o] = n;
+        t.subtree[o] = s;
+        t.nchild[o] = (unsigned char)(tag & 0xffu);
     }
 }

@@ -8,8 +8,11 @@
 use super::migrate::Migration;
 use crate::comm::Comm;
 use crate::error::Result;
-use crate::gpu::launch::{grow, Arg, DeviceArray, KernelRunner};
-use crate::gpu::stages::{blocks, int, ptr, Stages};
+use crate::gpu::args::{
+    DomainKeepArgs, DomainKeysArgs, DomainLeavingArgs, DomainOwnersArgs, DomainSamplesArgs,
+};
+use crate::gpu::launch::{grow, DeviceArray, KernelRunner};
+use crate::gpu::stages::{blocks, int, int32, ptr, Stages};
 use crate::particles_gpu::{DeviceParticles, Held, ParticleArrays};
 use crate::sfc::{GridBox, GRID};
 
@@ -107,45 +110,38 @@ impl<R: KernelRunner> DomainArrays<R> {
         let o = grid.origin;
         // SAFETY: keys holds n keys, the samples m entries; the counts (when given) n pairs.
         unsafe {
-            s.launch(
+            s.launch_block(
                 "domain_keys",
                 blocks(n),
-                &[
-                    ptr(&p.arrays.pos),
-                    int(n)?,
-                    Arg::F64(o.x),
-                    Arg::F64(o.y),
-                    Arg::F64(o.z),
-                    Arg::F64(GRID as f64 / grid.side),
-                    ptr(&self.keys),
-                ],
+                &DomainKeysArgs {
+                    pos: p.arrays.pos.ptr(),
+                    n: int32(n)?,
+                    ox: o.x,
+                    oy: o.y,
+                    oz: o.z,
+                    scale: GRID as f64 / grid.side,
+                    keys: self.keys.ptr(),
+                },
             )?;
             if m > 0 {
-                s.launch(
+                let (use_cost, counts, values) = match weights {
+                    Weights::Count => (0, 0, 0),
+                    Weights::Counts(c) => (1, c, 0),
+                    Weights::Costs(c) => (2, 0, c),
+                };
+                s.launch_block(
                     "domain_samples",
                     blocks(m),
-                    &[
-                        ptr(&self.keys),
-                        Arg::Ptr(if let Weights::Counts(c) = weights {
-                            c
-                        } else {
-                            0
-                        }),
-                        Arg::Ptr(if let Weights::Costs(c) = weights {
-                            c
-                        } else {
-                            0
-                        }),
-                        Arg::I32(match weights {
-                            Weights::Count => 0,
-                            Weights::Counts(_) => 1,
-                            Weights::Costs(_) => 2,
-                        }),
-                        int(n)?,
-                        int(m)?,
-                        ptr(&self.sample_keys),
-                        ptr(&self.sample_weights),
-                    ],
+                    &DomainSamplesArgs {
+                        keys: self.keys.ptr(),
+                        counts,
+                        values,
+                        use_cost,
+                        n: int32(n)?,
+                        m: int32(m)?,
+                        sample_keys: self.sample_keys.ptr(),
+                        weights: self.sample_weights.ptr(),
+                    },
                 )?;
             }
         }
@@ -175,18 +171,18 @@ impl<R: KernelRunner> DomainArrays<R> {
         grow(r, &mut self.leave, n + 1)?;
         // SAFETY: dest holds n entries, leave n + 1.
         unsafe {
-            s.launch(
+            s.launch_block(
                 "domain_owners",
                 blocks(n + 1),
-                &[
-                    ptr(&self.keys),
-                    int(n)?,
-                    ptr(&self.splitters),
-                    int(splitters.len())?,
-                    int(comm.rank())?,
-                    ptr(&self.dest),
-                    ptr(&self.leave),
-                ],
+                &DomainOwnersArgs {
+                    keys: self.keys.ptr(),
+                    n: int32(n)?,
+                    splitters: self.splitters.ptr(),
+                    nsplit: int32(splitters.len())?,
+                    me: int32(comm.rank())?,
+                    dest: self.dest.ptr(),
+                    leave: self.leave.ptr(),
+                },
             )?;
         }
         let leaving = s.scan_total(self.leave.ptr(), n)?;
@@ -195,16 +191,16 @@ impl<R: KernelRunner> DomainArrays<R> {
         grow(r, &mut self.leaving_dest, leaving)?;
         // SAFETY: the leaving lists hold `leaving` entries, the scan's total.
         unsafe {
-            s.launch(
+            s.launch_block(
                 "domain_leaving",
                 blocks(n),
-                &[
-                    int(n)?,
-                    ptr(&self.dest),
-                    ptr(&self.leave),
-                    ptr(&self.leaving),
-                    ptr(&self.leaving_dest),
-                ],
+                &DomainLeavingArgs {
+                    n: int32(n)?,
+                    dest: self.dest.ptr(),
+                    before: self.leave.ptr(),
+                    leaving: self.leaving.ptr(),
+                    leaving_dest: self.leaving_dest.ptr(),
+                },
             )?;
         }
         // The send order (grouped by destination, each group in order) is made on the host
@@ -248,30 +244,30 @@ impl<R: KernelRunner> DomainArrays<R> {
         // SAFETY: the kept arrays hold `total` particles, of which the staying ones take the
         // first `kept`.
         unsafe {
-            s.launch(
+            s.launch_block(
                 "domain_keep",
                 blocks(n),
-                &[
-                    int(n)?,
-                    ptr(&self.leave),
-                    Arg::I32(p.held.state as i32),
-                    ptr(&a.pos),
-                    ptr(&a.vel),
-                    ptr(&a.mass),
-                    ptr(&a.id),
-                    ptr(&a.bin),
-                    ptr(&a.acc),
-                    ptr(&a.pot),
-                    ptr(&a.cost),
-                    ptr(&k.pos),
-                    ptr(&k.vel),
-                    ptr(&k.mass),
-                    ptr(&k.id),
-                    ptr(&k.bin),
-                    ptr(&k.acc),
-                    ptr(&k.pot),
-                    ptr(&k.cost),
-                ],
+                &DomainKeepArgs {
+                    n: int32(n)?,
+                    before: self.leave.ptr(),
+                    with_state: p.held.state as i32,
+                    pos: a.pos.ptr(),
+                    vel: a.vel.ptr(),
+                    mass: a.mass.ptr(),
+                    id: a.id.ptr(),
+                    bin: a.bin.ptr(),
+                    acc: a.acc.ptr(),
+                    pot: a.pot.ptr(),
+                    cost: a.cost.ptr(),
+                    kept_pos: k.pos.ptr(),
+                    kept_vel: k.vel.ptr(),
+                    kept_mass: k.mass.ptr(),
+                    kept_id: k.id.ptr(),
+                    kept_bin: k.bin.ptr(),
+                    kept_acc: k.acc.ptr(),
+                    kept_pot: k.pot.ptr(),
+                    kept_cost: k.cost.ptr(),
+                },
             )?;
         }
         if arrived > 0 {

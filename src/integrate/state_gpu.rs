@@ -6,8 +6,12 @@
 
 use super::{BinSummary, NonFinite, Timeline};
 use crate::error::Result;
-use crate::gpu::launch::{grow, Arg, DeviceArray, KernelRunner};
-use crate::gpu::stages::{blocks, int, ptr, Stages};
+use crate::gpu::args::{
+    AccMagnitudesArgs, AssignBinsArgs, BinSummaryArgs, ConservedSumsArgs, DriftArgs,
+    FirstNonFiniteArgs, HalfKickArgs, KeepForcesArgs, ParticleRecordArgs, SynchronisedFlagsArgs,
+};
+use crate::gpu::launch::{grow, DeviceArray, KernelRunner};
+use crate::gpu::stages::{blocks, int32, Stages};
 use crate::particles_gpu::DeviceParticles;
 use crate::walk::cpu::Units;
 use glam::DVec3;
@@ -57,18 +61,18 @@ impl<R: KernelRunner> StepArrays<R> {
         let a = &p.arrays;
         // SAFETY: the state's arrays hold p.n particles.
         unsafe {
-            s.launch(
+            s.launch_block(
                 "half_kick",
                 blocks(p.n),
-                &[
-                    int(p.n)?,
-                    ptr(&a.bin),
-                    Arg::U64(tick),
-                    Arg::I32(tl.depth as i32),
-                    Arg::F64(tl.dt_top),
-                    ptr(&a.acc),
-                    ptr(&a.vel),
-                ],
+                &HalfKickArgs {
+                    n: int32(p.n)?,
+                    bin: a.bin.ptr(),
+                    ti: tick,
+                    depth: tl.depth as i32,
+                    dt_top: tl.dt_top,
+                    acc: a.acc.ptr(),
+                    vel: a.vel.ptr(),
+                },
             )
         }
     }
@@ -78,10 +82,15 @@ impl<R: KernelRunner> StepArrays<R> {
         let a = &p.arrays;
         // SAFETY: the arrays hold p.n particles.
         unsafe {
-            s.launch(
+            s.launch_block(
                 "drift",
                 blocks(p.n),
-                &[int(p.n)?, Arg::F64(dt), ptr(&a.vel), ptr(&a.pos)],
+                &DriftArgs {
+                    n: int32(p.n)?,
+                    dt,
+                    vel: a.vel.ptr(),
+                    pos: a.pos.ptr(),
+                },
             )
         }
     }
@@ -100,19 +109,19 @@ impl<R: KernelRunner> StepArrays<R> {
         let a = &p.arrays;
         // SAFETY: the state's arrays hold p.n particles.
         unsafe {
-            s.launch(
+            s.launch_block(
                 "assign_bins",
                 blocks(p.n),
-                &[
-                    int(p.n)?,
-                    Arg::U64(tick),
-                    Arg::I32(tl.depth as i32),
-                    Arg::F64(tl.dt_top),
-                    Arg::F64(eta),
-                    Arg::F64(eps),
-                    ptr(&a.acc),
-                    ptr(&a.bin),
-                ],
+                &AssignBinsArgs {
+                    n: int32(p.n)?,
+                    ti: tick,
+                    depth: tl.depth as i32,
+                    dt_top: tl.dt_top,
+                    eta,
+                    eps,
+                    acc: a.acc.ptr(),
+                    bin: a.bin.ptr(),
+                },
             )
         }
     }
@@ -128,16 +137,16 @@ impl<R: KernelRunner> StepArrays<R> {
         grow(s.runner(), &mut self.flags, p.n)?;
         // SAFETY: flags holds p.n entries, the bins p.n.
         unsafe {
-            s.launch(
+            s.launch_block(
                 "synchronised_flags",
                 blocks(p.n),
-                &[
-                    int(p.n)?,
-                    ptr(&p.arrays.bin),
-                    Arg::U64(tick),
-                    Arg::I32(tl.depth as i32),
-                    ptr(&self.flags),
-                ],
+                &SynchronisedFlagsArgs {
+                    n: int32(p.n)?,
+                    bin: p.arrays.bin.ptr(),
+                    ti: tick,
+                    depth: tl.depth as i32,
+                    flag: self.flags.ptr(),
+                },
             )?;
         }
         Ok(self.flags.ptr())
@@ -158,21 +167,21 @@ impl<R: KernelRunner> StepArrays<R> {
         let a = &p.arrays;
         // SAFETY: the results, the flags (when given) and the state hold p.n particles.
         unsafe {
-            s.launch(
+            s.launch_block(
                 "keep_forces",
                 blocks(p.n),
-                &[
-                    int(p.n)?,
-                    Arg::Ptr(out),
-                    Arg::Ptr(counts),
-                    Arg::F64(units.acc),
-                    Arg::F64(units.pot),
-                    Arg::Ptr(active.unwrap_or(0)),
-                    Arg::I32(active.is_some() as i32),
-                    ptr(&a.acc),
-                    ptr(&a.pot),
-                    ptr(&a.cost),
-                ],
+                &KeepForcesArgs {
+                    n: int32(p.n)?,
+                    out,
+                    counts,
+                    acc_unit: units.acc,
+                    pot_unit: units.pot,
+                    active: active.unwrap_or(0),
+                    has_active: active.is_some() as i32,
+                    acc: a.acc.ptr(),
+                    pot: a.pot.ptr(),
+                    cost: a.cost.ptr(),
+                },
             )
         }
     }
@@ -189,15 +198,15 @@ impl<R: KernelRunner> StepArrays<R> {
     ) -> Result<()> {
         // SAFETY: `into` holds p.n floats, the state p.n accelerations.
         unsafe {
-            s.launch(
+            s.launch_block(
                 "acc_magnitudes",
                 blocks(p.n),
-                &[
-                    int(p.n)?,
-                    ptr(&p.arrays.acc),
-                    Arg::F64(scale),
-                    Arg::Ptr(into),
-                ],
+                &AccMagnitudesArgs {
+                    n: int32(p.n)?,
+                    acc: p.arrays.acc.ptr(),
+                    scale,
+                    amag: into,
+                },
             )
         }
     }
@@ -213,10 +222,15 @@ impl<R: KernelRunner> StepArrays<R> {
         let a = &p.arrays;
         // SAFETY: the state holds p.n particles; first one word.
         unsafe {
-            s.launch(
+            s.launch_block(
                 "first_non_finite",
                 blocks(p.n),
-                &[int(p.n)?, ptr(&a.acc), ptr(&a.pot), ptr(&self.first)],
+                &FirstNonFiniteArgs {
+                    n: int32(p.n)?,
+                    acc: a.acc.ptr(),
+                    pot: a.pot.ptr(),
+                    first: self.first.ptr(),
+                },
             )?;
         }
         let i = s.fetch(&self.first, 1)?[0];
@@ -225,17 +239,17 @@ impl<R: KernelRunner> StepArrays<R> {
         }
         // SAFETY: i < p.n; record holds 8 doubles.
         unsafe {
-            s.launch(
+            s.launch_block(
                 "particle_record",
                 1,
-                &[
-                    Arg::I32(i as i32),
-                    ptr(&a.id),
-                    ptr(&a.pos),
-                    ptr(&a.acc),
-                    ptr(&a.pot),
-                    ptr(&self.record),
-                ],
+                &ParticleRecordArgs {
+                    i: i as i32,
+                    id: a.id.ptr(),
+                    pos: a.pos.ptr(),
+                    acc: a.acc.ptr(),
+                    pot: a.pot.ptr(),
+                    out: self.record.ptr(),
+                },
             )?;
         }
         let r = s.fetch(&self.record, 8)?;
@@ -257,16 +271,16 @@ impl<R: KernelRunner> StepArrays<R> {
     ) -> Result<BinSummary> {
         // SAFETY: bins holds 3 words per block; the state p.n bins.
         unsafe {
-            s.launch(
+            s.launch_block(
                 "bin_summary",
                 REDUCE_BLOCKS as u32,
-                &[
-                    int(p.n)?,
-                    ptr(&p.arrays.bin),
-                    Arg::U64(tick),
-                    Arg::I32(tl.depth as i32),
-                    ptr(&self.bins),
-                ],
+                &BinSummaryArgs {
+                    n: int32(p.n)?,
+                    bin: p.arrays.bin.ptr(),
+                    ti: tick,
+                    depth: tl.depth as i32,
+                    partial: self.bins.ptr(),
+                },
             )?;
         }
         let partial = s.fetch(&self.bins, 3 * REDUCE_BLOCKS)?;
@@ -298,17 +312,17 @@ impl<R: KernelRunner> StepArrays<R> {
         let a = &p.arrays;
         // SAFETY: sums holds 8 doubles per chunk; the arrays p.n particles.
         unsafe {
-            s.launch(
+            s.launch_block(
                 "conserved_sums",
                 chunks as u32,
-                &[
-                    int(p.n)?,
-                    ptr(&a.pos),
-                    ptr(&a.vel),
-                    ptr(&a.mass),
-                    ptr(&a.pot),
-                    ptr(&self.sums),
-                ],
+                &ConservedSumsArgs {
+                    n: int32(p.n)?,
+                    pos: a.pos.ptr(),
+                    vel: a.vel.ptr(),
+                    mass: a.mass.ptr(),
+                    pot: a.pot.ptr(),
+                    partial: self.sums.ptr(),
+                },
             )?;
         }
         for c in s.fetch(&self.sums, 8 * chunks)?.chunks_exact(8) {

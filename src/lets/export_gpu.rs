@@ -9,9 +9,12 @@ use super::export::padded;
 use super::region::{Region, TargetBox};
 use super::wire::{check_root, header, malformed, CELL_WORDS, HEADER_WORDS, PARTICLE_WORDS};
 use crate::error::Result;
-use crate::gpu::args::TreeArrays;
-use crate::gpu::launch::{grow, Arg, DeviceArray, KernelRunner};
-use crate::gpu::stages::{blocks, int, ptr, Stages};
+use crate::gpu::args::{
+    LetEdgesArgs, LetFatesArgs, LetPackArgs, LetSentArgs, LetUnpackArgs, RegionBoxesArgs,
+    RegionCellsArgs, RegionListArgs, TargetsAminArgs, TreeArrays,
+};
+use crate::gpu::launch::{grow, DeviceArray, KernelRunner};
+use crate::gpu::stages::{blocks, int32, Stages};
 use crate::tree::build_gpu::DeviceTree;
 use crate::walk::mac::{Criterion, Mac};
 
@@ -109,22 +112,19 @@ impl<R: KernelRunner> LetArrays<R> {
     ) -> Result<Region> {
         let r = s.runner();
         let nc = tree.cells;
-        let t = &tree.arrays;
         let cut = (tree.particles / pieces.max(1)).max(1) as u32;
         grow(r, &mut self.slot, nc + 1)?;
         // SAFETY: slot holds a flag per cell and one more.
         unsafe {
-            s.launch(
+            s.launch_block(
                 "region_cells",
                 blocks(nc + 1),
-                &[
-                    int(nc)?,
-                    Arg::Ptr(t.count),
-                    Arg::Ptr(t.nchild),
-                    Arg::Ptr(t.parent),
-                    Arg::U32(cut),
-                    ptr(&self.slot),
-                ],
+                &RegionCellsArgs {
+                    tree: tree.arrays,
+                    ncells: int32(nc)?,
+                    cut,
+                    flag: self.slot.ptr(),
+                },
             )?;
         }
         let nb = s.scan_total(self.slot.ptr(), nc)?;
@@ -132,28 +132,34 @@ impl<R: KernelRunner> LetArrays<R> {
         grow(r, &mut self.boxes, 6 * nb)?;
         // SAFETY: list and boxes hold `nb` entries, the number of flagged cells.
         unsafe {
-            s.launch(
+            s.launch_block(
                 "region_list",
                 blocks(nc),
-                &[int(nc)?, ptr(&self.slot), ptr(&self.list)],
+                &RegionListArgs {
+                    ncells: int32(nc)?,
+                    slot: self.slot.ptr(),
+                    list: self.list.ptr(),
+                },
             )?;
             if nb > 0 {
-                s.launch(
+                s.launch_block(
                     "region_boxes",
                     nb as u32,
-                    &[
-                        ptr(&self.list),
-                        Arg::Ptr(t.first),
-                        Arg::Ptr(t.count),
-                        Arg::Ptr(t.particles),
-                        ptr(&self.boxes),
-                    ],
+                    &RegionBoxesArgs {
+                        tree: tree.arrays,
+                        list: self.list.ptr(),
+                        boxes: self.boxes.ptr(),
+                    },
                 )?;
             }
-            s.launch(
+            s.launch_block(
                 "targets_amin",
                 REDUCE_BLOCKS as u32,
-                &[Arg::Ptr(targets), int(nt)?, ptr(&self.partial)],
+                &TargetsAminArgs {
+                    targets,
+                    n: int32(nt)?,
+                    partial: self.partial.ptr(),
+                },
             )?;
         }
         let words: Vec<f32> = s.fetch(&self.boxes, 6 * nb)?;
@@ -181,7 +187,6 @@ impl<R: KernelRunner> LetArrays<R> {
     ) -> Result<(Vec<f32>, Vec<usize>)> {
         let r = s.runner();
         let (nc, nd) = (tree.cells, regions.len());
-        let t = &tree.arrays;
         // The destinations' boxes, padded as the host's export pads them: each bound, then its
         // boxes.
         let (mut start, mut count, mut amin, mut words) =
@@ -216,38 +221,34 @@ impl<R: KernelRunner> LetArrays<R> {
         // SAFETY: fate holds a cell per destination, sent and particles a cell and one more per
         // destination and one more; the boxes are those of `start` and `count`.
         unsafe {
-            s.launch(
+            s.launch_block(
                 "let_fates",
                 blocks(pairs),
-                &[
-                    int(nc)?,
-                    int(nd)?,
-                    Arg::Ptr(t.boxes),
-                    Arg::Ptr(t.com_mass),
-                    Arg::Ptr(t.s_eff),
-                    Arg::Ptr(t.nchild),
-                    ptr(&self.box_start),
-                    ptr(&self.box_count),
-                    ptr(&self.amin),
-                    ptr(&self.dest_boxes),
-                    Arg::I32((crit.mac == Mac::Acceleration) as i32),
-                    Arg::F32(crit.alpha),
-                    Arg::F32(crit.g),
-                    ptr(&self.fate),
-                ],
+                &LetFatesArgs {
+                    tree: tree.arrays,
+                    ncells: int32(nc)?,
+                    ndest: int32(nd)?,
+                    box_start: self.box_start.ptr(),
+                    box_count: self.box_count.ptr(),
+                    amin: self.amin.ptr(),
+                    dest_boxes: self.dest_boxes.ptr(),
+                    accel_mac: (crit.mac == Mac::Acceleration) as i32,
+                    alpha: crit.alpha,
+                    grav: crit.g,
+                    fate: self.fate.ptr(),
+                },
             )?;
-            s.launch(
+            s.launch_block(
                 "let_sent",
                 blocks(entries + 1),
-                &[
-                    int(nc)?,
-                    int(nd)?,
-                    Arg::Ptr(t.parent),
-                    Arg::Ptr(t.count),
-                    ptr(&self.fate),
-                    ptr(&self.sent),
-                    ptr(&self.particles),
-                ],
+                &LetSentArgs {
+                    tree: tree.arrays,
+                    ncells: int32(nc)?,
+                    ndest: int32(nd)?,
+                    fate: self.fate.ptr(),
+                    sent: self.sent.ptr(),
+                    particles: self.particles.ptr(),
+                },
             )?;
         }
         s.scan_total(self.sent.ptr(), entries)?;
@@ -256,16 +257,16 @@ impl<R: KernelRunner> LetArrays<R> {
         grow(r, &mut self.edges, 2 * (nd + 1))?;
         // SAFETY: edges holds two entries per destination and one more.
         unsafe {
-            s.launch(
+            s.launch_block(
                 "let_edges",
                 blocks(nd + 1),
-                &[
-                    int(nc)?,
-                    int(nd)?,
-                    ptr(&self.sent),
-                    ptr(&self.particles),
-                    ptr(&self.edges),
-                ],
+                &LetEdgesArgs {
+                    ncells: int32(nc)?,
+                    ndest: int32(nd)?,
+                    sent: self.sent.ptr(),
+                    particles: self.particles.ptr(),
+                    edges: self.edges.ptr(),
+                },
             )?;
         }
         let edges = s.fetch(&self.edges, 2 * (nd + 1))?;
@@ -297,30 +298,20 @@ impl<R: KernelRunner> LetArrays<R> {
         grow(r, &mut self.out, total)?;
         // SAFETY: out holds every destination's buffer at its `at`, sized from the scans.
         unsafe {
-            s.launch(
+            s.launch_block(
                 "let_pack",
                 blocks(entries),
-                &[
-                    int(nc)?,
-                    int(nd)?,
-                    Arg::Ptr(t.boxes),
-                    Arg::Ptr(t.com_mass),
-                    Arg::Ptr(t.quad),
-                    Arg::Ptr(t.trace),
-                    Arg::Ptr(t.s_eff),
-                    Arg::Ptr(t.first),
-                    Arg::Ptr(t.count),
-                    Arg::Ptr(t.subtree),
-                    Arg::Ptr(t.nchild),
-                    Arg::Ptr(t.level),
-                    Arg::Ptr(t.particles),
-                    ptr(&self.fate),
-                    ptr(&self.sent),
-                    ptr(&self.particles),
-                    ptr(&self.at),
-                    ptr(&self.ncell),
-                    ptr(&self.out),
-                ],
+                &LetPackArgs {
+                    tree: tree.arrays,
+                    ncells: int32(nc)?,
+                    ndest: int32(nd)?,
+                    fate: self.fate.ptr(),
+                    sent: self.sent.ptr(),
+                    particles: self.particles.ptr(),
+                    at: self.at.ptr(),
+                    ncell: self.ncell.ptr(),
+                    out: self.out.ptr(),
+                },
             )?;
         }
         Ok((s.fetch(&self.out, total)?, lens))
@@ -362,28 +353,19 @@ impl<R: KernelRunner> LetArrays<R> {
             // LET's go at cell0 and part0; its words lie in `received` from `at` (checked
             // against its header).
             unsafe {
-                s.launch(
+                s.launch_block(
                     "let_unpack",
                     blocks(nc + np),
-                    &[
-                        ptr(&self.received),
-                        Arg::U32((at + HEADER_WORDS) as u32),
-                        int(nc)?,
-                        int(np)?,
-                        int(cell0)?,
-                        int(part0)?,
-                        Arg::Ptr(forest.boxes),
-                        Arg::Ptr(forest.com_mass),
-                        Arg::Ptr(forest.quad),
-                        Arg::Ptr(forest.trace),
-                        Arg::Ptr(forest.s_eff),
-                        Arg::Ptr(forest.first),
-                        Arg::Ptr(forest.count),
-                        Arg::Ptr(forest.subtree),
-                        Arg::Ptr(forest.nchild),
-                        Arg::Ptr(forest.particles),
-                        ptr(&self.bad),
-                    ],
+                    &LetUnpackArgs {
+                        data: self.received.ptr(),
+                        cells_at: (at + HEADER_WORDS) as u32,
+                        ncells: int32(nc)?,
+                        nparts: int32(np)?,
+                        cell0: int32(cell0)?,
+                        part0: int32(part0)?,
+                        tree: forest,
+                        bad: self.bad.ptr(),
+                    },
                 )?;
             }
             let bad = s.fetch(&self.bad, 2)?;
