@@ -1,13 +1,15 @@
 // The tree build on the GPU: Peano-Hilbert (or Morton) keys, a stable LSD radix sort of
 // (key, index) pairs, the octree topology level by level, the cells' preorder, and the upward
-// pass of moments, and the refit of a kept tree. src/tree/build_gpu.rs launches these kernels in sequence.
+// pass of moments, and the refit of a kept tree. src/tree/build_gpu.rs launches these kernels
+// in sequence.
 //
 // This is its own NVRTC program, compiled with IEEE arithmetic (no fast math, no contraction of
 // multiply-adds): every kernel computes the formulas of src/sfc and src/tree in the same order
 // and precision, so the tree equals Tree::build's bit for bit on the same float32 particles.
 // It is also compiled as C++ by the CPU emulator (cuda/emulate/), which runs it in CI.
 //
-// Every kernel runs with blocks of BUILD_BLOCK threads.
+// Every kernel runs with blocks of BUILD_BLOCK threads and takes one argument block (a
+// `struct RUST_TWIN` defined above it, see cells.cuh).
 
 #define BUILD_BLOCK 256
 #define BUILD_WARPS (BUILD_BLOCK / 32)
@@ -83,14 +85,26 @@ __device__ __forceinline__ float frame_coord(double x, double c, double scale)
     return (float)((x - c) * scale);
 }
 
+// The arguments of sample_positions.
+struct RUST_TWIN SamplePositionsArgs {
+    // Particles.
+    int n;
+    // Per particle: position (3 doubles, length units).
+    const double *pos;
+    // Take every stride-th particle.
+    int stride;
+    // Per sample: position (3 doubles, length units).
+    double *out;
+};
+
 // Every stride-th of the n positions (3 doubles each) from the first, into out: the sample the
 // frame's centre is chosen from (src/sfc/frame.rs strided).
 extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
-    sample_positions(int n, const double *__restrict__ pos, int stride, double *__restrict__ out)
+    sample_positions(const SamplePositionsArgs a)
 {
-    const int m = (n + stride - 1) / stride;
+    const int m = (a.n + a.stride - 1) / a.stride;
     for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < m; j += gridDim.x * blockDim.x)
-        for (int d = 0; d < 3; d++) out[3ll * j + d] = pos[3ll * j * stride + d];
+        for (int d = 0; d < 3; d++) a.out[3ll * j + d] = a.pos[3ll * j * a.stride + d];
 }
 
 struct RUST_TWIN ToFrameArgs {
@@ -118,18 +132,38 @@ extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) to_frame(const ToFrame
                                     (float)a.mass[i]);
 }
 
+// The arguments of tree_keys.
+struct RUST_TWIN TreeKeysArgs {
+    // Per particle: frame position and mass (float32).
+    const float4 *pos_mass;
+    // Particles.
+    int n;
+    // Lower corner of the key grid's cube, x (frame units).
+    double ox;
+    // Lower corner of the key grid's cube, y (frame units).
+    double oy;
+    // Lower corner of the key grid's cube, z (frame units).
+    double oz;
+    // Grid cells per frame unit: 2^21 / the cube's side.
+    double scale;
+    // 1: Peano-Hilbert keys, 0: Morton keys.
+    int hilbert;
+    // Per particle: its key.
+    u64 *keys;
+    // Per particle: its index (the identity order).
+    unsigned *index;
+};
+
 // Key of every particle (frame positions, in the frame's own cube) and the identity order.
-extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
-    tree_keys(const float4 *__restrict__ pos_mass, int n, double ox, double oy, double oz,
-              double scale, int hilbert, u64 *__restrict__ keys, unsigned *__restrict__ index)
+extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) tree_keys(const TreeKeysArgs a)
 {
-    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < a.n; i += gridDim.x * blockDim.x) {
         unsigned c[3];
-        const float4 p = pos_mass[i];
-        grid_cell(p.x, p.y, p.z, ox, oy, oz, scale, c);
-        keys[i] = hilbert ? hilbert_key(c)
+        const float4 p = a.pos_mass[i];
+        grid_cell(p.x, p.y, p.z, a.ox, a.oy, a.oz, a.scale, c);
+        a.keys[i] = a.hilbert ? hilbert_key(c)
                           : (spread_bits(c[0]) << 2) | (spread_bits(c[1]) << 1) | spread_bits(c[2]);
-        index[i] = (unsigned)i;
+        a.index[i] = (unsigned)i;
     }
 }
 
@@ -227,27 +261,57 @@ extern "C" __global__ void read_word(const ReadWordArgs a)
 // knows where its keys of each digit go, and scatters (radix_scatter). Passes whose digit is
 // the same for every key are skipped (radix_digit_counts finds them).
 
+// The arguments of radix_digit_counts.
+struct RUST_TWIN RadixDigitCountsArgs {
+    // The keys.
+    const u64 *keys;
+    // Their number.
+    int n;
+    // 8 * 256 digit counts (digit-major), zero on entry.
+    unsigned *counts;
+};
+
 // Counts of all eight 8-bit digits of every key: counts[d * 256 + v] += keys with digit d = v.
 // `counts` must be zero on entry.
 extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
-    radix_digit_counts(const u64 *__restrict__ keys, int n, unsigned *__restrict__ counts)
+    radix_digit_counts(const RadixDigitCountsArgs a)
 {
     __shared__ unsigned h[8 * 256];
     for (int j = threadIdx.x; j < 8 * 256; j += blockDim.x) h[j] = 0;
     __syncthreads();
-    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
-        const u64 k = keys[i];
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < a.n; i += gridDim.x * blockDim.x) {
+        const u64 k = a.keys[i];
         for (int d = 0; d < 8; d++) atomicAdd(&h[d * 256 + (unsigned)((k >> (8 * d)) & 255)], 1u);
     }
     __syncthreads();
     for (int j = threadIdx.x; j < 8 * 256; j += blockDim.x)
-        if (h[j]) atomicAdd(&counts[j], h[j]);
+        if (h[j]) atomicAdd(&a.counts[j], h[j]);
 }
+
+// The arguments of one radix-sort pass: radix_tile_counts, then radix_scatter.
+struct RUST_TWIN RadixPassArgs {
+    // The keys, in the order of the previous pass.
+    const u64 *keys_in;
+    // Their particles' indices, in the same order.
+    const unsigned *index_in;
+    // Keys.
+    int n;
+    // Bit shift of the pass's 8-bit digit: 8 times its number.
+    int shift;
+    // Tiles of RADIX_TILE keys.
+    int ntiles;
+    // Per digit value and tile (digit-major): its keys (radix_tile_counts), then, scanned, where
+    // they go (radix_scatter).
+    unsigned *tile_counts;
+    // The keys, sorted by the pass's digit (stable).
+    u64 *keys_out;
+    // Their particles' indices, in the same order.
+    unsigned *index_out;
+};
 
 // Digit counts of each RADIX_TILE-key tile, digit-major: tile_counts[v * ntiles + tile].
 extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
-    radix_tile_counts(const u64 *__restrict__ keys, int n, int shift, int ntiles,
-                      unsigned *__restrict__ tile_counts)
+    radix_tile_counts(const RadixPassArgs a)
 {
     __shared__ unsigned h[256];
     h[threadIdx.x] = 0;
@@ -255,30 +319,27 @@ extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
     const long long base = (long long)blockIdx.x * RADIX_TILE;
     for (int r = 0; r < RADIX_ITEMS; r++) {
         const long long i = base + r * BUILD_BLOCK + threadIdx.x;
-        if (i < n) atomicAdd(&h[(unsigned)((keys[i] >> shift) & 255)], 1u);
+        if (i < a.n) atomicAdd(&h[(unsigned)((a.keys_in[i] >> a.shift) & 255)], 1u);
     }
     __syncthreads();
-    tile_counts[(long long)threadIdx.x * ntiles + blockIdx.x] = h[threadIdx.x];
+    a.tile_counts[(long long)threadIdx.x * a.ntiles + blockIdx.x] = h[threadIdx.x];
 }
 
 // Moves each key of a tile to its place: the tile's scanned offset for its digit plus the
 // number of equal digits before it in the tile (rounds of one key per thread, in order; within
 // a round, lanes with equal digits found with __match_any_sync, warps in order).
-extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
-    radix_scatter(const u64 *__restrict__ keys_in, const unsigned *__restrict__ index_in, int n,
-                  int shift, int ntiles, const unsigned *__restrict__ offsets,
-                  u64 *__restrict__ keys_out, unsigned *__restrict__ index_out)
+extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) radix_scatter(const RadixPassArgs a)
 {
     __shared__ unsigned next[256];
     __shared__ unsigned warp_counts[BUILD_WARPS][256];
     const unsigned t = threadIdx.x, lane = t & 31, warp = t >> 5;
-    next[t] = offsets[(long long)t * ntiles + blockIdx.x];
+    next[t] = a.tile_counts[(long long)t * a.ntiles + blockIdx.x];
     const long long base = (long long)blockIdx.x * RADIX_TILE;
     for (int r = 0; r < RADIX_ITEMS; r++) {
         const long long i = base + r * BUILD_BLOCK + t;
-        const bool valid = i < n;
-        const u64 key = valid ? keys_in[i] : 0ull;
-        const unsigned digit = valid ? (unsigned)((key >> shift) & 255) : 256u;
+        const bool valid = i < a.n;
+        const u64 key = valid ? a.keys_in[i] : 0ull;
+        const unsigned digit = valid ? (unsigned)((key >> a.shift) & 255) : 256u;
         for (int w = 0; w < BUILD_WARPS; w++) warp_counts[w][t] = 0;
         __syncthreads();
         const unsigned peers = __match_any_sync(FULL_MASK, digit);
@@ -295,20 +356,31 @@ extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
         __syncthreads();
         if (valid) {
             const unsigned at = warp_counts[warp][digit] + rank;
-            keys_out[at] = key;
-            index_out[at] = index_in[i];
+            a.keys_out[at] = key;
+            a.index_out[at] = a.index_in[i];
         }
         __syncthreads();
     }
 }
 
+// The arguments of gather_particles.
+struct RUST_TWIN GatherParticlesArgs {
+    // Per particle: frame position and mass (float32).
+    const float4 *pos_mass;
+    // Per sorted slot: its particle.
+    const unsigned *index;
+    // Particles.
+    int n;
+    // Per sorted slot: its particle's frame position and mass.
+    float4 *sorted;
+};
+
 // The particles in key order.
 extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
-    gather_particles(const float4 *__restrict__ pos_mass, const unsigned *__restrict__ index,
-                     int n, float4 *__restrict__ sorted)
+    gather_particles(const GatherParticlesArgs a)
 {
-    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
-        sorted[i] = pos_mass[index[i]];
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < a.n; i += gridDim.x * blockDim.x)
+        a.sorted[i] = a.pos_mass[a.index[i]];
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -332,28 +404,47 @@ __device__ __forceinline__ double centre_distance(const double *a, const double 
     return fmax(fmax(fmax(fabs(a[0] - c[0]), fabs(a[1] - c[1])), fabs(a[2] - c[2])), near);
 }
 
+// The arguments of closest_pair.
+struct RUST_TWIN ClosestPairArgs {
+    // Particles.
+    int n;
+    // Per sorted slot: its particle (the tree's order).
+    const unsigned *index;
+    // Per particle: position (3 doubles, length units).
+    const double *pos;
+    // The frame's centre, x (length units).
+    double cx;
+    // The frame's centre, y (length units).
+    double cy;
+    // The frame's centre, z (length units).
+    double cz;
+    // The least distance from the centre counted (length units): NEAR times the frame's side.
+    double near;
+    // Squared softening length (length units squared).
+    double eps2;
+    // The least pair_key (all ones on entry).
+    u64 *best;
+};
+
 // *best (all ones on entry) gets the smallest pair_key of the pairs of the n particles within
 // PAIR_WINDOW of each other in the tree's order `index` (positions pos, 3 doubles each; the
 // frame's centre (cx, cy, cz), the least distance from it `near`, squared softening eps2): each
 // block reduces its pairs, then one atomic minimum.
-extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
-    closest_pair(int n, const unsigned *__restrict__ index, const double *__restrict__ pos,
-                 double cx, double cy, double cz, double near, double eps2,
-                 u64 *__restrict__ best)
+extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) closest_pair(const ClosestPairArgs a)
 {
     __shared__ u64 least[BUILD_BLOCK];
-    const double c[3] = {cx, cy, cz};
+    const double c[3] = {a.cx, a.cy, a.cz};
     u64 least_key = ~0ull;
-    for (int k = blockIdx.x * blockDim.x + threadIdx.x; k < n - 1; k += gridDim.x * blockDim.x) {
-        const double *a = pos + 3ll * index[k];
-        const double ma = centre_distance(a, c, near);
-        for (int j = 1; j <= PAIR_WINDOW && k + j < n; j++) {
-            const double *b = pos + 3ll * index[k + j];
-            const double dx = b[0] - a[0], dy = b[1] - a[1], dz = b[2] - a[2];
+    for (int k = blockIdx.x * blockDim.x + threadIdx.x; k < a.n - 1; k += gridDim.x * blockDim.x) {
+        const double *p = a.pos + 3ll * a.index[k];
+        const double mp = centre_distance(p, c, a.near);
+        for (int j = 1; j <= PAIR_WINDOW && k + j < a.n; j++) {
+            const double *b = a.pos + 3ll * a.index[k + j];
+            const double dx = b[0] - p[0], dy = b[1] - p[1], dz = b[2] - p[2];
             const double s2 = dx * dx + dy * dy + dz * dz;
             if (s2 > 0.0) {
-                const double m = fmax(ma, centre_distance(b, c, near));
-                const u64 key = pair_key(fmax(s2, eps2) / (m * m), (unsigned)k, (unsigned)j);
+                const double m = fmax(mp, centre_distance(b, c, a.near));
+                const u64 key = pair_key(fmax(s2, a.eps2) / (m * m), (unsigned)k, (unsigned)j);
                 least_key = key < least_key ? key : least_key;
             }
         }
@@ -365,38 +456,65 @@ extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
             least[threadIdx.x] = least[threadIdx.x + half];
         __syncthreads();
     }
-    if (threadIdx.x == 0 && least[0] != ~0ull) atomicMin(best, least[0]);
+    if (threadIdx.x == 0 && least[0] != ~0ull) atomicMin(a.best, least[0]);
 }
+
+// The arguments of pair_record.
+struct RUST_TWIN PairRecordArgs {
+    // The pair's first sorted slot.
+    int k;
+    // The pair's second sorted slot.
+    int l;
+    // Per sorted slot: its particle (the tree's order).
+    const unsigned *index;
+    // Per particle: position (3 doubles, length units).
+    const double *pos;
+    // Per particle: its id; not read unless has_id.
+    const u64 *id;
+    // 1 when the rank holds ids.
+    int has_id;
+    // The record (ten doubles).
+    double *rec;
+};
 
 // The pair of sorted slots k, l (ClosePair, close.rs pair_at) as ten doubles: the two
 // particles' indices, their positions, and their ids' bits (has_id: the rank holds ids).
-extern "C" __global__ void pair_record(int k, int l, const unsigned *__restrict__ index,
-                                       const double *__restrict__ pos, const u64 *__restrict__ id,
-                                       int has_id, double *__restrict__ rec)
+extern "C" __global__ void pair_record(const PairRecordArgs a)
 {
     if (blockIdx.x != 0 || threadIdx.x != 0) return;
     for (int j = 0; j < 2; j++) {
-        const long long i = index[j == 0 ? k : l];
-        rec[j] = (double)i;
-        for (int d = 0; d < 3; d++) rec[2 + 3 * j + d] = pos[3 * i + d];
-        rec[8 + j] = has_id ? __longlong_as_double((long long)id[i]) : 0.0;
+        const long long i = a.index[j == 0 ? a.k : a.l];
+        a.rec[j] = (double)i;
+        for (int d = 0; d < 3; d++) a.rec[2 + 3 * j + d] = a.pos[3 * i + d];
+        a.rec[8 + j] = a.has_id ? __longlong_as_double((long long)a.id[i]) : 0.0;
     }
 }
+
+// The arguments of crowded_leaves.
+struct RUST_TWIN CrowdedLeavesArgs {
+    // Cells of the tree.
+    int nc;
+    // The tree (first, count, level, nchild read).
+    TreeArrays tree;
+    // Per sorted slot: its particle (the tree's order).
+    const unsigned *index;
+    // Per particle: position (3 doubles, length units).
+    const double *pos;
+    // The largest count found (0 on entry).
+    unsigned *most;
+};
 
 // *most gets the largest count of the nc cells' deepest leaves (level TREE_MAX_LEVEL) whose
 // first and last particles in the tree's order `index` lie apart (positions pos, 3 doubles
 // each): particles at distinct positions the tree cannot separate (src/tree/close.rs crowded).
-extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
-    crowded_leaves(int nc, const unsigned *__restrict__ first, const unsigned *__restrict__ count,
-                   const unsigned char *__restrict__ level,
-                   const unsigned char *__restrict__ nchild, const unsigned *__restrict__ index,
-                   const double *__restrict__ pos, unsigned *__restrict__ most)
+extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) crowded_leaves(const CrowdedLeavesArgs a)
 {
-    for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < nc; c += gridDim.x * blockDim.x) {
-        if (nchild[c] != 0 || level[c] != TREE_MAX_LEVEL || count[c] < 2) continue;
-        const double *a = pos + 3ll * index[first[c]];
-        const double *b = pos + 3ll * index[first[c] + count[c] - 1];
-        if (a[0] != b[0] || a[1] != b[1] || a[2] != b[2]) atomicMax(most, count[c]);
+    const TreeArrays t = a.tree;
+    for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < a.nc; c += gridDim.x * blockDim.x) {
+        if (t.nchild[c] != 0 || t.level[c] != TREE_MAX_LEVEL || t.count[c] < 2) continue;
+        const double *p = a.pos + 3ll * a.index[t.first[c]];
+        const double *q = a.pos + 3ll * a.index[t.first[c] + t.count[c] - 1];
+        if (p[0] != q[0] || p[1] != q[1] || p[2] != q[2]) atomicMax(a.most, t.count[c]);
     }
 }
 
@@ -406,41 +524,73 @@ extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
 // splits into its non-empty octants, which are appended as the next level. Children of one
 // cell are therefore consecutive, which the subtree sizes, the preorder and the upward pass use.
 
+// The arguments of tree_root.
+struct RUST_TWIN TreeRootArgs {
+    // Particles.
+    int n;
+    // Per breadth-first cell: first particle.
+    unsigned *first;
+    // Per breadth-first cell: number of particles.
+    unsigned *count;
+    // Per breadth-first cell: tree level.
+    unsigned char *level;
+};
+
 // The root: all n particles.
-extern "C" __global__ void tree_root(int n, unsigned *first, unsigned *count, unsigned char *level)
+extern "C" __global__ void tree_root(const TreeRootArgs a)
 {
     if (blockIdx.x == 0 && threadIdx.x == 0) {
-        first[0] = 0;
-        count[0] = (unsigned)n;
-        level[0] = 0;
+        a.first[0] = 0;
+        a.count[0] = (unsigned)a.n;
+        a.level[0] = 0;
     }
 }
 
+// The arguments of split_octants.
+struct RUST_TWIN SplitOctantsArgs {
+    // The sorted keys.
+    const u64 *keys;
+    // Per breadth-first cell: first particle.
+    const unsigned *first;
+    // Per breadth-first cell: number of particles.
+    const unsigned *count;
+    // The level's first cell.
+    int lo;
+    // One past the level's last cell.
+    int hi;
+    // The level.
+    int level;
+    // Most particles of a leaf.
+    int ncrit;
+    // Per octant of the level: first particle.
+    unsigned *oct_start;
+    // Per octant of the level: number of particles.
+    unsigned *oct_count;
+    // Per octant of the level: 1 when it becomes a cell of the next level.
+    unsigned *flag;
+};
+
 // For octant o of cell c of the level in [lo, hi) (thread j = 8 (c - lo) + o): the start and
 // size of its key range, and 1 in `flag` when the cell splits and the octant is not empty.
-extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
-    split_octants(const u64 *__restrict__ keys, const unsigned *__restrict__ first,
-                  const unsigned *__restrict__ count, int lo, int hi, int level, int ncrit,
-                  unsigned *__restrict__ oct_start, unsigned *__restrict__ oct_count,
-                  unsigned *__restrict__ flag)
+extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) split_octants(const SplitOctantsArgs a)
 {
-    const long long m = 8ll * (hi - lo);
+    const long long m = 8ll * (a.hi - a.lo);
     for (long long j = blockIdx.x * (long long)blockDim.x + threadIdx.x; j < m;
          j += (long long)gridDim.x * blockDim.x) {
-        const int c = lo + (int)(j >> 3);
+        const int c = a.lo + (int)(j >> 3);
         const unsigned o = (unsigned)(j & 7);
-        const unsigned a = first[c], n = count[c];
-        unsigned s = a, e = a;
-        if (n > (unsigned)ncrit && level < TREE_MAX_LEVEL) {
-            const int shift = 3 * (TREE_MAX_LEVEL - 1 - level);
+        const unsigned f = a.first[c], n = a.count[c];
+        unsigned s = f, e = f;
+        if (n > (unsigned)a.ncrit && a.level < TREE_MAX_LEVEL) {
+            const int shift = 3 * (TREE_MAX_LEVEL - 1 - a.level);
             // First key of the range with octant digit >= d, by bisection.
             unsigned bounds[2];
             for (int b = 0; b < 2; b++) {
                 const unsigned d = o + b;
-                unsigned l = a, r = a + n;
+                unsigned l = f, r = f + n;
                 while (l < r) {
                     const unsigned mid = l + (r - l) / 2;
-                    if (((keys[mid] >> shift) & 7) < d) l = mid + 1;
+                    if (((a.keys[mid] >> shift) & 7) < d) l = mid + 1;
                     else r = mid;
                 }
                 bounds[b] = l;
@@ -448,84 +598,132 @@ extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
             s = bounds[0];
             e = bounds[1];
         }
-        oct_start[j] = s;
-        oct_count[j] = e - s;
-        flag[j] = e > s ? 1u : 0u;
+        a.oct_start[j] = s;
+        a.oct_count[j] = e - s;
+        a.flag[j] = e > s ? 1u : 0u;
     }
 }
+
+// The arguments of split_emit.
+struct RUST_TWIN SplitEmitArgs {
+    // Per octant of the level: first particle.
+    const unsigned *oct_start;
+    // Per octant of the level: number of particles.
+    const unsigned *oct_count;
+    // Per octant of the level: its slot in the next level (the scanned flags).
+    const unsigned *slot;
+    // The level's first cell.
+    int lo;
+    // One past the level's last cell.
+    int hi;
+    // The level.
+    int level;
+    // The next level's first cell.
+    int next_lo;
+    // Cells the breadth-first arrays hold.
+    int capacity;
+    // Per breadth-first cell: first particle.
+    unsigned *first;
+    // Per breadth-first cell: number of particles.
+    unsigned *count;
+    // Per breadth-first cell: tree level.
+    unsigned char *levels;
+    // Per breadth-first cell: its first child.
+    unsigned *child;
+    // Per breadth-first cell: number of children.
+    unsigned char *nchild;
+    // The next level's number of cells (one word).
+    unsigned *next_total;
+};
 
 // Appends the non-empty octants (slot = scanned flag) as the next level at next_lo, and records
 // each cell's first child and number of children. Cells beyond `capacity` are not written;
 // *next_total gets the size of the next level either way, so the caller can grow and redo.
-extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
-    split_emit(const unsigned *__restrict__ oct_start, const unsigned *__restrict__ oct_count,
-               const unsigned *__restrict__ slot, int lo, int hi, int level, int next_lo,
-               int capacity, unsigned *__restrict__ first, unsigned *__restrict__ count,
-               unsigned char *__restrict__ levels, unsigned *__restrict__ child,
-               unsigned char *__restrict__ nchild, unsigned *__restrict__ next_total)
+extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) split_emit(const SplitEmitArgs a)
 {
-    const long long m = 8ll * (hi - lo);
+    const long long m = 8ll * (a.hi - a.lo);
     for (long long j = blockIdx.x * (long long)blockDim.x + threadIdx.x; j < m;
          j += (long long)gridDim.x * blockDim.x) {
-        const unsigned n = oct_count[j];
+        const unsigned n = a.oct_count[j];
         if ((j & 7) == 0) {
-            const int c = lo + (int)(j >> 3);
+            const int c = a.lo + (int)(j >> 3);
             unsigned kids = 0;
-            for (int k = 0; k < 8; k++) kids += oct_count[j + k] > 0;
-            nchild[c] = (unsigned char)kids;
-            child[c] = (unsigned)next_lo + slot[j];
+            for (int k = 0; k < 8; k++) kids += a.oct_count[j + k] > 0;
+            a.nchild[c] = (unsigned char)kids;
+            a.child[c] = (unsigned)a.next_lo + a.slot[j];
         }
         if (n > 0) {
-            const long long d = (long long)next_lo + slot[j];
-            if (d < capacity) {
-                first[d] = oct_start[j];
-                count[d] = n;
-                levels[d] = (unsigned char)(level + 1);
+            const long long d = (long long)a.next_lo + a.slot[j];
+            if (d < a.capacity) {
+                a.first[d] = a.oct_start[j];
+                a.count[d] = n;
+                a.levels[d] = (unsigned char)(a.level + 1);
             }
         }
-        if (j == m - 1) *next_total = slot[j] + (n > 0);
+        if (j == m - 1) *a.next_total = a.slot[j] + (n > 0);
     }
 }
 
+// The arguments of subtree_sizes and preorder_children.
+struct RUST_TWIN CellOrderArgs {
+    // The level's first cell.
+    int lo;
+    // One past the level's last cell.
+    int hi;
+    // Per breadth-first cell: its first child.
+    const unsigned *child;
+    // Per breadth-first cell: number of children.
+    const unsigned char *nchild;
+    // Per breadth-first cell: cells in its subtree (written by subtree_sizes).
+    unsigned *subtree;
+    // Per breadth-first cell: its preorder position (written by preorder_children).
+    unsigned *preorder;
+};
+
 // Subtree sizes of the cells in [lo, hi), whose children's are known (deepest level first).
-extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
-    subtree_sizes(int lo, int hi, const unsigned *__restrict__ child,
-                  const unsigned char *__restrict__ nchild, unsigned *__restrict__ subtree)
+extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) subtree_sizes(const CellOrderArgs a)
 {
-    for (int c = lo + blockIdx.x * blockDim.x + threadIdx.x; c < hi; c += gridDim.x * blockDim.x) {
+    for (int c = a.lo + blockIdx.x * blockDim.x + threadIdx.x; c < a.hi;
+         c += gridDim.x * blockDim.x) {
         unsigned s = 1;
-        for (int k = 0; k < nchild[c]; k++) s += subtree[child[c] + k];
-        subtree[c] = s;
+        for (int k = 0; k < a.nchild[c]; k++) s += a.subtree[a.child[c] + k];
+        a.subtree[c] = s;
     }
 }
 
 // Preorder positions of the children of the cells in [lo, hi), whose own are known (root
 // first): a cell's first child follows it, each next child follows its elder sibling's subtree.
 extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
-    preorder_children(int lo, int hi, const unsigned *__restrict__ child,
-                      const unsigned char *__restrict__ nchild,
-                      const unsigned *__restrict__ subtree, unsigned *__restrict__ preorder)
+    preorder_children(const CellOrderArgs a)
 {
-    for (int c = lo + blockIdx.x * blockDim.x + threadIdx.x; c < hi; c += gridDim.x * blockDim.x) {
-        unsigned p = preorder[c] + 1;
-        for (int k = 0; k < nchild[c]; k++) {
-            preorder[child[c] + k] = p;
-            p += subtree[child[c] + k];
+    for (int c = a.lo + blockIdx.x * blockDim.x + threadIdx.x; c < a.hi;
+         c += gridDim.x * blockDim.x) {
+        unsigned p = a.preorder[c] + 1;
+        for (int k = 0; k < a.nchild[c]; k++) {
+            a.preorder[a.child[c] + k] = p;
+            p += a.subtree[a.child[c] + k];
         }
     }
 }
 
+// The arguments of cell_parents.
+struct RUST_TWIN CellParentsArgs {
+    // Cells of the tree.
+    int ncells;
+    // The tree (nchild, subtree read; parent written).
+    TreeArrays tree;
+};
+
 // The parent of every cell (NO_PARENT for the root), from the children each cell lists.
-extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
-    cell_parents(int ncells, const unsigned char *__restrict__ nchild,
-                 const unsigned *__restrict__ subtree, unsigned *__restrict__ parent)
+extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) cell_parents(const CellParentsArgs a)
 {
-    for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < ncells; c += gridDim.x * blockDim.x) {
-        if (c == 0) parent[0] = NO_PARENT;
+    const TreeArrays t = a.tree;
+    for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < a.ncells; c += gridDim.x * blockDim.x) {
+        if (c == 0) t.parent[0] = NO_PARENT;
         unsigned kid = c + 1;
-        for (int j = 0; j < nchild[c]; j++) {
-            parent[kid] = c;
-            kid += subtree[kid];
+        for (int j = 0; j < t.nchild[c]; j++) {
+            t.parent[kid] = c;
+            kid += t.subtree[kid];
         }
     }
 }
@@ -545,28 +743,45 @@ __device__ __forceinline__ void point_quad(double m, const double y[3], double q
     q[5] = m * 3.0 * y[1] * y[2];
 }
 
+// The arguments of cell_moments.
+struct RUST_TWIN CellMomentsArgs {
+    // The level's first cell.
+    int lo;
+    // One past the level's last cell.
+    int hi;
+    // Sorted particles: frame position and mass.
+    const float4 *particles;
+    // Per breadth-first cell: first particle.
+    const unsigned *first;
+    // Per breadth-first cell: number of particles.
+    const unsigned *count;
+    // Per breadth-first cell: its first child.
+    const unsigned *child;
+    // Per breadth-first cell: number of children.
+    const unsigned char *nchild;
+    // Per breadth-first cell: MOMENT_WORDS float64 moments.
+    double *mom;
+};
+
 // Moments of the cells in [lo, hi) into mom (MOMENT_WORDS doubles per cell): leaves from their
 // particles, the others from their children (parallel-axis theorem), in the CPU's order.
-extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
-    cell_moments(int lo, int hi, const float4 *__restrict__ particles,
-                 const unsigned *__restrict__ first, const unsigned *__restrict__ count,
-                 const unsigned *__restrict__ child, const unsigned char *__restrict__ nchild,
-                 double *__restrict__ mom)
+extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) cell_moments(const CellMomentsArgs a)
 {
-    for (int c = lo + blockIdx.x * blockDim.x + threadIdx.x; c < hi; c += gridDim.x * blockDim.x) {
-        const bool leaf = nchild[c] == 0;
-        const unsigned a = leaf ? first[c] : child[c];
-        const unsigned k = leaf ? count[c] : nchild[c];
+    for (int c = a.lo + blockIdx.x * blockDim.x + threadIdx.x; c < a.hi;
+         c += gridDim.x * blockDim.x) {
+        const bool leaf = a.nchild[c] == 0;
+        const unsigned f = leaf ? a.first[c] : a.child[c];
+        const unsigned k = leaf ? a.count[c] : a.nchild[c];
         // Points (position, weight): particles of a leaf, children's centres of mass otherwise.
         auto point = [&](unsigned j, double y[3]) -> double {
             if (leaf) {
-                const float4 p = particles[a + j];
+                const float4 p = a.particles[f + j];
                 y[0] = p.x;
                 y[1] = p.y;
                 y[2] = p.z;
                 return p.w;
             }
-            const double *s = mom + (long long)(a + j) * MOMENT_WORDS;
+            const double *s = a.mom + (long long)(f + j) * MOMENT_WORDS;
             y[0] = s[1];
             y[1] = s[2];
             y[2] = s[3];
@@ -597,12 +812,12 @@ extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
                 for (int d = 0; d < 6; d++) quad[d] += q[d];
                 trace += w * r2;
             } else {
-                const double *s = mom + (long long)(a + j) * MOMENT_WORDS;
+                const double *s = a.mom + (long long)(f + j) * MOMENT_WORDS;
                 for (int d = 0; d < 6; d++) quad[d] += s[4 + d] + q[d];
                 trace += s[10] + w * r2;
             }
         }
-        double *out = mom + (long long)c * MOMENT_WORDS;
+        double *out = a.mom + (long long)c * MOMENT_WORDS;
         out[0] = mass;
         for (int d = 0; d < 3; d++) out[1 + d] = com[d];
         for (int d = 0; d < 6; d++) out[4 + d] = quad[d];
@@ -633,45 +848,71 @@ __device__ __forceinline__ float cell_s_eff(float4 box, float4 cm, int mac, floa
     return r * r;
 }
 
+// The arguments of store_cells.
+struct RUST_TWIN StoreCellsArgs {
+    // Cells.
+    int ncells;
+    // Per breadth-first cell: its preorder position.
+    const unsigned *preorder;
+    // Per breadth-first cell: first particle.
+    const unsigned *bfs_first;
+    // Per breadth-first cell: number of particles.
+    const unsigned *bfs_count;
+    // Per breadth-first cell: tree level.
+    const unsigned char *bfs_level;
+    // Per breadth-first cell: number of children.
+    const unsigned char *bfs_nchild;
+    // Per breadth-first cell: cells in its subtree.
+    const unsigned *bfs_subtree;
+    // Per breadth-first cell: MOMENT_WORDS float64 moments.
+    const double *mom;
+    // Lower corner of the key grid's cube, x (frame units).
+    double ox;
+    // Lower corner of the key grid's cube, y (frame units).
+    double oy;
+    // Lower corner of the key grid's cube, z (frame units).
+    double oz;
+    // Side of the key grid's cube (frame units).
+    double side;
+    // The opening criterion: 0 Barnes-Hut, otherwise the modified criterion.
+    int mac;
+    // Opening angle.
+    float theta;
+    // The tree in preorder: its sorted particles read, its cells' arrays (but parent) written.
+    TreeArrays tree;
+    // Per preorder cell: its box again (the boxes a refit starts from).
+    float4 *built;
+};
+
 // Writes every cell at its preorder position in the walk's arrays: topology, box (from the grid
 // cell of its first particle, truncated to its level; also into `built`, the boxes a refit
 // starts from), float32 moments and S_eff for the criterion (mac: 0 Barnes-Hut, otherwise the
 // modified criterion).
-extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
-    store_cells(int ncells, const unsigned *__restrict__ preorder,
-                const unsigned *__restrict__ bfs_first, const unsigned *__restrict__ bfs_count,
-                const unsigned char *__restrict__ bfs_level,
-                const unsigned char *__restrict__ bfs_nchild,
-                const unsigned *__restrict__ bfs_subtree, const double *__restrict__ mom,
-                const float4 *__restrict__ particles, double ox, double oy, double oz,
-                double side, int mac, float theta, unsigned *__restrict__ first,
-                unsigned *__restrict__ count, unsigned char *__restrict__ level,
-                unsigned char *__restrict__ nchild, unsigned *__restrict__ subtree,
-                float4 *__restrict__ boxes, float4 *__restrict__ com_mass,
-                float *__restrict__ quad, float *__restrict__ trace, float *__restrict__ s_eff,
-                float4 *__restrict__ built)
+extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) store_cells(const StoreCellsArgs a)
 {
-    for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < ncells; c += gridDim.x * blockDim.x) {
-        const unsigned p = preorder[c];
-        const unsigned lev = bfs_level[c];
-        first[p] = bfs_first[c];
-        count[p] = bfs_count[c];
-        level[p] = (unsigned char)lev;
-        nchild[p] = bfs_nchild[c];
-        subtree[p] = bfs_subtree[c];
-        const float4 cm = store_moments(p, mom + (long long)c * MOMENT_WORDS, com_mass, quad, trace);
+    const TreeArrays t = a.tree;
+    for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < a.ncells; c += gridDim.x * blockDim.x) {
+        const unsigned p = a.preorder[c];
+        const unsigned lev = a.bfs_level[c];
+        t.first[p] = a.bfs_first[c];
+        t.count[p] = a.bfs_count[c];
+        t.level[p] = (unsigned char)lev;
+        t.nchild[p] = a.bfs_nchild[c];
+        t.subtree[p] = a.bfs_subtree[c];
+        const float4 cm =
+            store_moments(p, a.mom + (long long)c * MOMENT_WORDS, t.com_mass, t.quad, t.trace);
         unsigned g[3];
-        const double cell = side / (double)(1ull << lev);
-        const float4 q = particles[bfs_first[c]];
-        grid_cell(q.x, q.y, q.z, ox, oy, oz, (double)GRID_CELLS / side, g);
+        const double cell = a.side / (double)(1ull << lev);
+        const float4 q = t.particles[a.bfs_first[c]];
+        grid_cell(q.x, q.y, q.z, a.ox, a.oy, a.oz, (double)GRID_CELLS / a.side, g);
         const unsigned shift = TREE_MAX_LEVEL - lev;
-        const float4 box = make_float4((float)(ox + ((double)(g[0] >> shift) + 0.5) * cell),
-                                       (float)(oy + ((double)(g[1] >> shift) + 0.5) * cell),
-                                       (float)(oz + ((double)(g[2] >> shift) + 0.5) * cell),
+        const float4 box = make_float4((float)(a.ox + ((double)(g[0] >> shift) + 0.5) * cell),
+                                       (float)(a.oy + ((double)(g[1] >> shift) + 0.5) * cell),
+                                       (float)(a.oz + ((double)(g[2] >> shift) + 0.5) * cell),
                                        (float)(0.5 * cell));
-        boxes[p] = box;
-        built[p] = box;
-        s_eff[p] = cell_s_eff(box, cm, mac, theta);
+        t.boxes[p] = box;
+        a.built[p] = box;
+        t.s_eff[p] = cell_s_eff(box, cm, a.mac, a.theta);
     }
 }
 
@@ -680,35 +921,67 @@ extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
 // in the tree's order from the current positions, moments and particle bounds recomputed level
 // by level (cell_moments, cell_bounds), and every box grown where its particles left it.
 
+// The arguments of refit_particles.
+struct RUST_TWIN RefitParticlesArgs {
+    // Per particle: position (3 doubles, length units).
+    const double *pos;
+    // Per particle: mass (mass units).
+    const double *mass;
+    // Per sorted slot: its particle (the tree's order).
+    const unsigned *index;
+    // Particles.
+    int n;
+    // The frame of the tree's build.
+    FrameMap frame;
+    // Per sorted slot: its particle's frame position and mass (float32).
+    float4 *sorted;
+};
+
 // The particles in the tree's order (index[k]: the particle of sorted slot k), in the frame of
 // the build's cube (to_frame) from the float64 positions, masses rounded to float32.
 extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
-    refit_particles(const double *__restrict__ pos, const double *__restrict__ mass,
-                    const unsigned *__restrict__ index, int n, double cx, double cy, double cz,
-                    double scale, float4 *__restrict__ sorted)
+    refit_particles(const RefitParticlesArgs a)
 {
-    for (int k = blockIdx.x * blockDim.x + threadIdx.x; k < n; k += gridDim.x * blockDim.x) {
-        const long long i = index[k];
-        sorted[k] = make_float4(frame_coord(pos[3 * i], cx, scale),
-                                frame_coord(pos[3 * i + 1], cy, scale),
-                                frame_coord(pos[3 * i + 2], cz, scale), (float)mass[i]);
+    const FrameMap f = a.frame;
+    for (int k = blockIdx.x * blockDim.x + threadIdx.x; k < a.n; k += gridDim.x * blockDim.x) {
+        const long long i = a.index[k];
+        a.sorted[k] = make_float4(frame_coord(a.pos[3 * i], f.cx, f.scale),
+                                  frame_coord(a.pos[3 * i + 1], f.cy, f.scale),
+                                  frame_coord(a.pos[3 * i + 2], f.cz, f.scale), (float)a.mass[i]);
     }
 }
 
+// The arguments of cell_bounds.
+struct RUST_TWIN CellBoundsArgs {
+    // The level's first cell.
+    int lo;
+    // One past the level's last cell.
+    int hi;
+    // Sorted particles: frame position and mass.
+    const float4 *particles;
+    // Per breadth-first cell: first particle.
+    const unsigned *first;
+    // Per breadth-first cell: number of particles.
+    const unsigned *count;
+    // Per breadth-first cell: its first child.
+    const unsigned *child;
+    // Per breadth-first cell: number of children.
+    const unsigned char *nchild;
+    // Per breadth-first cell: the bounds of its particles (6 floats, frame units).
+    float *bounds;
+};
+
 // Bounds of the particles of the cells in [lo, hi) (6 floats per cell: lowest x, y, z, then
 // highest): leaves from their particles, the others from their children's.
-extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
-    cell_bounds(int lo, int hi, const float4 *__restrict__ particles,
-                const unsigned *__restrict__ first, const unsigned *__restrict__ count,
-                const unsigned *__restrict__ child, const unsigned char *__restrict__ nchild,
-                float *__restrict__ bounds)
+extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) cell_bounds(const CellBoundsArgs a)
 {
     const float inf = __int_as_float(0x7f800000);
-    for (int c = lo + blockIdx.x * blockDim.x + threadIdx.x; c < hi; c += gridDim.x * blockDim.x) {
+    for (int c = a.lo + blockIdx.x * blockDim.x + threadIdx.x; c < a.hi;
+         c += gridDim.x * blockDim.x) {
         float b[6] = {inf, inf, inf, -inf, -inf, -inf};
-        if (nchild[c] == 0) {
-            for (unsigned j = first[c]; j < first[c] + count[c]; j++) {
-                const float4 p = particles[j];
+        if (a.nchild[c] == 0) {
+            for (unsigned j = a.first[c]; j < a.first[c] + a.count[c]; j++) {
+                const float4 p = a.particles[j];
                 const float x[3] = {p.x, p.y, p.z};
                 for (int k = 0; k < 3; k++) {
                     b[k] = fminf(b[k], x[k]);
@@ -716,15 +989,15 @@ extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
                 }
             }
         } else {
-            for (unsigned j = 0; j < nchild[c]; j++) {
-                const float *s = bounds + 6ll * (child[c] + j);
+            for (unsigned j = 0; j < a.nchild[c]; j++) {
+                const float *s = a.bounds + 6ll * (a.child[c] + j);
                 for (int k = 0; k < 3; k++) {
                     b[k] = fminf(b[k], s[k]);
                     b[3 + k] = fmaxf(b[3 + k], s[3 + k]);
                 }
             }
         }
-        for (int k = 0; k < 6; k++) bounds[6ll * c + k] = b[k];
+        for (int k = 0; k < 6; k++) a.bounds[6ll * c + k] = b[k];
     }
 }
 
@@ -762,19 +1035,37 @@ __device__ __forceinline__ float4 refit_box(float4 built, const float *b)
     return make_float4(centre[0], centre[1], centre[2], round_up(half));
 }
 
+// The arguments of refit_cells.
+struct RUST_TWIN RefitCellsArgs {
+    // Cells.
+    int ncells;
+    // Per breadth-first cell: its preorder position.
+    const unsigned *preorder;
+    // Per breadth-first cell: MOMENT_WORDS float64 moments.
+    const double *mom;
+    // Per breadth-first cell: the bounds of its particles (6 floats, frame units).
+    const float *bounds;
+    // Per preorder cell: its box at the last rebuild.
+    const float4 *built;
+    // The opening criterion: 0 Barnes-Hut, otherwise the modified criterion.
+    int mac;
+    // Opening angle.
+    float theta;
+    // The tree in preorder: boxes, com_mass, quad, trace and s_eff written.
+    TreeArrays tree;
+};
+
 // Every refitted cell at its preorder position: float32 moments, its box (refit_box of the
 // rebuild's box `built`) and S_eff.
-extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
-    refit_cells(int ncells, const unsigned *__restrict__ preorder, const double *__restrict__ mom,
-                const float *__restrict__ bounds, const float4 *__restrict__ built, int mac,
-                float theta, float4 *__restrict__ boxes, float4 *__restrict__ com_mass,
-                float *__restrict__ quad, float *__restrict__ trace, float *__restrict__ s_eff)
+extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) refit_cells(const RefitCellsArgs a)
 {
-    for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < ncells; c += gridDim.x * blockDim.x) {
-        const unsigned p = preorder[c];
-        const float4 cm = store_moments(p, mom + (long long)c * MOMENT_WORDS, com_mass, quad, trace);
-        const float4 box = refit_box(built[p], bounds + 6ll * c);
-        boxes[p] = box;
-        s_eff[p] = cell_s_eff(box, cm, mac, theta);
+    const TreeArrays t = a.tree;
+    for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < a.ncells; c += gridDim.x * blockDim.x) {
+        const unsigned p = a.preorder[c];
+        const float4 cm =
+            store_moments(p, a.mom + (long long)c * MOMENT_WORDS, t.com_mass, t.quad, t.trace);
+        const float4 box = refit_box(a.built[p], a.bounds + 6ll * c);
+        t.boxes[p] = box;
+        t.s_eff[p] = cell_s_eff(box, cm, a.mac, a.theta);
     }
 }

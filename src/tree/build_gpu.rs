@@ -10,9 +10,15 @@
 use crate::diag::PhaseTimes;
 use crate::error::Result;
 use crate::forces::TreeTopology;
-use crate::gpu::args::{FrameMap, ToFrameArgs, TreeArrays};
+use crate::gpu::args::{
+    CellBoundsArgs, CellMomentsArgs, CellOrderArgs, CellParentsArgs, ClosestPairArgs,
+    CrowdedLeavesArgs, FrameMap, GatherParticlesArgs, KernelArgs, PairRecordArgs,
+    RadixDigitCountsArgs, RadixPassArgs, RefitCellsArgs, RefitParticlesArgs, SamplePositionsArgs,
+    SplitEmitArgs, SplitOctantsArgs, StoreCellsArgs, ToFrameArgs, TreeArrays, TreeKeysArgs,
+    TreeRootArgs,
+};
 use crate::gpu::launch::{grow, with_headroom, Arg, DeviceArray, KernelRunner};
-use crate::gpu::stages::{blocks, int, int32, ptr, Stages};
+use crate::gpu::stages::{blocks, int32, Stages};
 use crate::sfc::{Frame, Order, GRID};
 use crate::tree::{close, ClosePair, DeviceCells, Tree, TreeParams, MAX_LEVEL};
 use crate::walk::mac::Mac;
@@ -207,60 +213,52 @@ impl<R: KernelRunner> TreeBuilder<R> {
             // SAFETY (every launch below): the arrays were sized for this tree by its build
             // (or restore), the particle arrays for `src.n` particles.
             unsafe {
-                s.launch(
+                s.launch_block(
                     "refit_particles",
                     blocks(src.n),
-                    &[
-                        &[
-                            Arg::Ptr(src.pos),
-                            Arg::Ptr(src.mass),
-                            ptr(&a.index[0]),
-                            int(src.n)?,
-                        ][..],
-                        &frame_args(&tree.frame),
-                        &[ptr(&a.sorted)],
-                    ]
-                    .concat(),
+                    &RefitParticlesArgs {
+                        pos: src.pos,
+                        mass: src.mass,
+                        index: a.index[0].ptr(),
+                        n: int32(src.n)?,
+                        frame: frame_map(&tree.frame),
+                        sorted: a.sorted.ptr(),
+                    },
                 )?;
-                let common = [
-                    ptr(&a.sorted),
-                    ptr(&c.bfs_first),
-                    ptr(&c.bfs_count),
-                    ptr(&c.bfs_child),
-                    ptr(&c.bfs_nchild),
-                ];
-                self.per_level(
-                    s,
-                    "cell_moments",
-                    &levels,
-                    true,
-                    &[&common[..], &[ptr(&c.moments)]].concat(),
-                )?;
+                self.per_level(s, "cell_moments", &levels, true, |lo, hi| CellMomentsArgs {
+                    lo,
+                    hi,
+                    particles: a.sorted.ptr(),
+                    first: c.bfs_first.ptr(),
+                    count: c.bfs_count.ptr(),
+                    child: c.bfs_child.ptr(),
+                    nchild: c.bfs_nchild.ptr(),
+                    mom: c.moments.ptr(),
+                })?;
                 // The octant lists are free between builds: 6 floats of bounds per cell.
-                self.per_level(
-                    s,
-                    "cell_bounds",
-                    &levels,
-                    true,
-                    &[&common[..], &[ptr(&c.oct_start)]].concat(),
-                )?;
-                s.launch(
+                self.per_level(s, "cell_bounds", &levels, true, |lo, hi| CellBoundsArgs {
+                    lo,
+                    hi,
+                    particles: a.sorted.ptr(),
+                    first: c.bfs_first.ptr(),
+                    count: c.bfs_count.ptr(),
+                    child: c.bfs_child.ptr(),
+                    nchild: c.bfs_nchild.ptr(),
+                    bounds: c.oct_start.ptr(),
+                })?;
+                s.launch_block(
                     "refit_cells",
                     blocks(tree.cells),
-                    &[
-                        int(tree.cells)?,
-                        ptr(&c.preorder),
-                        ptr(&c.moments),
-                        ptr(&c.oct_start),
-                        ptr(&c.built),
-                        Arg::I32((p.mac != Mac::BarnesHut) as i32),
-                        Arg::F32(p.theta),
-                        ptr(&c.cells.boxes),
-                        ptr(&c.cells.com_mass),
-                        ptr(&c.cells.quad),
-                        ptr(&c.cells.trace),
-                        ptr(&c.cells.s_eff),
-                    ],
+                    &RefitCellsArgs {
+                        ncells: int32(tree.cells)?,
+                        preorder: c.preorder.ptr(),
+                        mom: c.moments.ptr(),
+                        bounds: c.oct_start.ptr(),
+                        built: c.built.ptr(),
+                        mac: (p.mac != Mac::BarnesHut) as i32,
+                        theta: p.theta,
+                        tree: tree.arrays,
+                    },
                 )?;
             }
             s.synchronize()
@@ -287,20 +285,20 @@ impl<R: KernelRunner> TreeBuilder<R> {
         let c = tree.frame.centre;
         // SAFETY: the tree's order holds src.n indices of particles at src.
         unsafe {
-            s.launch(
+            s.launch_block(
                 "closest_pair",
                 blocks(src.n).min(1024),
-                &[
-                    int(src.n)?,
-                    Arg::Ptr(tree.order),
-                    Arg::Ptr(src.pos),
-                    Arg::F64(c.x),
-                    Arg::F64(c.y),
-                    Arg::F64(c.z),
-                    Arg::F64(close::NEAR * tree.frame.side()),
-                    Arg::F64(eps * eps),
-                    ptr(&self.pair_key),
-                ],
+                &ClosestPairArgs {
+                    n: int32(src.n)?,
+                    index: tree.order,
+                    pos: src.pos,
+                    cx: c.x,
+                    cy: c.y,
+                    cz: c.z,
+                    near: close::NEAR * tree.frame.side(),
+                    eps2: eps * eps,
+                    best: self.pair_key.ptr(),
+                },
             )?;
         }
         let key = s.fetch(&self.pair_key, 1)?[0];
@@ -310,18 +308,18 @@ impl<R: KernelRunner> TreeBuilder<R> {
         let (k, l) = close::pair_slots(key);
         // SAFETY: k < l < src.n; the record holds PAIR_WORDS doubles.
         unsafe {
-            s.launch(
+            s.launch_block(
                 "pair_record",
                 1,
-                &[
-                    int(k)?,
-                    int(l)?,
-                    Arg::Ptr(tree.order),
-                    Arg::Ptr(src.pos),
-                    Arg::Ptr(id.unwrap_or(0)),
-                    Arg::I32(id.is_some() as i32),
-                    ptr(&self.pair_record),
-                ],
+                &PairRecordArgs {
+                    k: int32(k)?,
+                    l: int32(l)?,
+                    index: tree.order,
+                    pos: src.pos,
+                    id: id.unwrap_or(0),
+                    has_id: id.is_some() as i32,
+                    rec: self.pair_record.ptr(),
+                },
             )?;
         }
         let r = s.fetch(&self.pair_record, PAIR_WORDS)?;
@@ -341,23 +339,19 @@ impl<R: KernelRunner> TreeBuilder<R> {
             return Ok(0);
         };
         s.runner().upload(&[0u32], &mut self.crowded)?;
-        let a = &tree.arrays;
         // SAFETY: the tree's cell arrays hold tree.cells cells, its order src.n indices of
         // particles at src.
         unsafe {
-            s.launch(
+            s.launch_block(
                 "crowded_leaves",
                 blocks(tree.cells).min(1024),
-                &[
-                    int(tree.cells)?,
-                    Arg::Ptr(a.first),
-                    Arg::Ptr(a.count),
-                    Arg::Ptr(a.level),
-                    Arg::Ptr(a.nchild),
-                    Arg::Ptr(tree.order),
-                    Arg::Ptr(src.pos),
-                    ptr(&self.crowded),
-                ],
+                &CrowdedLeavesArgs {
+                    nc: int32(tree.cells)?,
+                    tree: tree.arrays,
+                    index: tree.order,
+                    pos: src.pos,
+                    most: self.crowded.ptr(),
+                },
             )?;
         }
         Ok(s.fetch(&self.crowded, 1)?[0])
@@ -374,15 +368,15 @@ impl<R: KernelRunner> TreeBuilder<R> {
         grow(s.runner(), &mut self.samples, 3 * m)?;
         // SAFETY: the positions hold src.n particles, the samples 3 doubles for each of m.
         unsafe {
-            s.launch(
+            s.launch_block(
                 "sample_positions",
                 blocks(m),
-                &[
-                    int(src.n)?,
-                    Arg::Ptr(src.pos),
-                    int(stride)?,
-                    ptr(&self.samples),
-                ],
+                &SamplePositionsArgs {
+                    n: int32(src.n)?,
+                    pos: src.pos,
+                    stride: int32(stride)?,
+                    out: self.samples.ptr(),
+                },
             )?;
         }
         s.fetch_as(&self.samples, m)
@@ -390,18 +384,23 @@ impl<R: KernelRunner> TreeBuilder<R> {
 
     /// The view of the arrays of a tree of `n` particles and `cells` cells in `frame`.
     fn device_tree(&self, n: usize, cells: usize, frame: Frame) -> DeviceTree {
-        let (a, c) = (
-            self.particles.as_ref().expect("built"),
-            self.cells.as_ref().expect("built"),
-        );
+        let a = self.particles.as_ref().expect("built");
         DeviceTree {
             particles: n,
             cells,
             frame,
-            arrays: c.cells.arrays(a.sorted.ptr(), c.parent.ptr()),
+            arrays: self.tree_arrays(),
             order: a.index[0].ptr(),
             spare: a.pos_mass.ptr(),
         }
+    }
+
+    /// The builder's tree as kernels take it: the sorted particles, the cells in preorder and
+    /// their parents.
+    fn tree_arrays(&self) -> TreeArrays {
+        let a = self.particles.as_ref().expect("reserved");
+        let c = self.cells.as_ref().expect("reserved");
+        c.cells.arrays(a.sorted.ptr(), c.parent.ptr())
     }
 
     /// Grows the particle arrays to hold `n` particles.
@@ -479,25 +478,29 @@ impl<R: KernelRunner> TreeBuilder<R> {
                     pos_mass: a.pos_mass.ptr(),
                 },
             )?;
-            s.launch(
+            s.launch_block(
                 "tree_keys",
                 blocks(n),
-                &[
-                    ptr(&a.pos_mass),
-                    int(n)?,
-                    Arg::F64(o.x),
-                    Arg::F64(o.y),
-                    Arg::F64(o.z),
-                    Arg::F64(GRID as f64),
-                    Arg::I32((order == Order::Hilbert) as i32),
-                    ptr(&a.keys[0]),
-                    ptr(&a.index[0]),
-                ],
+                &TreeKeysArgs {
+                    pos_mass: a.pos_mass.ptr(),
+                    n: int32(n)?,
+                    ox: o.x,
+                    oy: o.y,
+                    oz: o.z,
+                    scale: GRID as f64,
+                    hilbert: (order == Order::Hilbert) as i32,
+                    keys: a.keys[0].ptr(),
+                    index: a.index[0].ptr(),
+                },
             )?;
-            s.launch(
+            s.launch_block(
                 "radix_digit_counts",
                 blocks(n).min(1024),
-                &[ptr(&a.keys[0]), int(n)?, ptr(&self.digit_counts)],
+                &RadixDigitCountsArgs {
+                    keys: a.keys[0].ptr(),
+                    n: int32(n)?,
+                    counts: self.digit_counts.ptr(),
+                },
             )?;
         }
         let counts = s.fetch(&self.digit_counts, 8 * 256)?;
@@ -513,39 +516,21 @@ impl<R: KernelRunner> TreeBuilder<R> {
             if counts[256 * digit..256 * (digit + 1)].contains(&(n as u32)) {
                 continue;
             }
-            let shift = Arg::I32(8 * digit as i32);
+            let pass = RadixPassArgs {
+                keys_in: keys[from],
+                index_in: index[from],
+                n: int32(n)?,
+                shift: 8 * digit as i32,
+                ntiles: int32(tiles)?,
+                tile_counts,
+                keys_out: keys[1 - from],
+                index_out: index[1 - from],
+            };
             // SAFETY: as above.
-            unsafe {
-                s.launch(
-                    "radix_tile_counts",
-                    tiles as u32,
-                    &[
-                        Arg::Ptr(keys[from]),
-                        int(n)?,
-                        shift,
-                        int(tiles)?,
-                        Arg::Ptr(tile_counts),
-                    ],
-                )?;
-            }
+            unsafe { s.launch_block("radix_tile_counts", tiles as u32, &pass) }?;
             s.scan(tile_counts, 256 * tiles)?;
             // SAFETY: as above.
-            unsafe {
-                s.launch(
-                    "radix_scatter",
-                    tiles as u32,
-                    &[
-                        Arg::Ptr(keys[from]),
-                        Arg::Ptr(index[from]),
-                        int(n)?,
-                        shift,
-                        int(tiles)?,
-                        Arg::Ptr(tile_counts),
-                        Arg::Ptr(keys[1 - from]),
-                        Arg::Ptr(index[1 - from]),
-                    ],
-                )?;
-            }
+            unsafe { s.launch_block("radix_scatter", tiles as u32, &pass) }?;
             from = 1 - from;
         }
         let a = self.particles.as_mut().expect("reserved");
@@ -556,10 +541,15 @@ impl<R: KernelRunner> TreeBuilder<R> {
         let a = self.particles.as_ref().expect("reserved");
         // SAFETY: as above.
         unsafe {
-            s.launch(
+            s.launch_block(
                 "gather_particles",
                 blocks(n),
-                &[ptr(&a.pos_mass), ptr(&a.index[0]), int(n)?, ptr(&a.sorted)],
+                &GatherParticlesArgs {
+                    pos_mass: a.pos_mass.ptr(),
+                    index: a.index[0].ptr(),
+                    n: int32(n)?,
+                    sorted: a.sorted.ptr(),
+                },
             )
         }
     }
@@ -596,15 +586,15 @@ impl<R: KernelRunner> TreeBuilder<R> {
         // SAFETY (every launch below): the cell arrays hold `cap` cells, the octant arrays 8
         // per cell; split_emit writes no cell beyond `cap`.
         unsafe {
-            s.launch(
+            s.launch_block(
                 "tree_root",
                 1,
-                &[
-                    int(n)?,
-                    ptr(&c.bfs_first),
-                    ptr(&c.bfs_count),
-                    ptr(&c.bfs_level),
-                ],
+                &TreeRootArgs {
+                    n: int32(n)?,
+                    first: c.bfs_first.ptr(),
+                    count: c.bfs_count.ptr(),
+                    level: c.bfs_level.ptr(),
+                },
             )?;
         }
         let mut levels = vec![0, 1];
@@ -613,45 +603,45 @@ impl<R: KernelRunner> TreeBuilder<R> {
             let m = 8 * (hi - lo);
             // SAFETY: as above.
             unsafe {
-                s.launch(
+                s.launch_block(
                     "split_octants",
                     blocks(m),
-                    &[
-                        ptr(&a.keys[0]),
-                        ptr(&c.bfs_first),
-                        ptr(&c.bfs_count),
-                        int(lo)?,
-                        int(hi)?,
-                        int(level)?,
-                        int(ncrit)?,
-                        ptr(&c.oct_start),
-                        ptr(&c.oct_count),
-                        ptr(&c.oct_slot),
-                    ],
+                    &SplitOctantsArgs {
+                        keys: a.keys[0].ptr(),
+                        first: c.bfs_first.ptr(),
+                        count: c.bfs_count.ptr(),
+                        lo: int32(lo)?,
+                        hi: int32(hi)?,
+                        level: int32(level)?,
+                        ncrit: int32(ncrit)?,
+                        oct_start: c.oct_start.ptr(),
+                        oct_count: c.oct_count.ptr(),
+                        flag: c.oct_slot.ptr(),
+                    },
                 )?;
             }
             s.scan(c.oct_slot.ptr(), m)?;
             // SAFETY: as above.
             unsafe {
-                s.launch(
+                s.launch_block(
                     "split_emit",
                     blocks(m),
-                    &[
-                        ptr(&c.oct_start),
-                        ptr(&c.oct_count),
-                        ptr(&c.oct_slot),
-                        int(lo)?,
-                        int(hi)?,
-                        int(level)?,
-                        int(hi)?,
-                        int(cap)?,
-                        ptr(&c.bfs_first),
-                        ptr(&c.bfs_count),
-                        ptr(&c.bfs_level),
-                        ptr(&c.bfs_child),
-                        ptr(&c.bfs_nchild),
-                        ptr(&self.next_total),
-                    ],
+                    &SplitEmitArgs {
+                        oct_start: c.oct_start.ptr(),
+                        oct_count: c.oct_count.ptr(),
+                        slot: c.oct_slot.ptr(),
+                        lo: int32(lo)?,
+                        hi: int32(hi)?,
+                        level: int32(level)?,
+                        next_lo: int32(hi)?,
+                        capacity: int32(cap)?,
+                        first: c.bfs_first.ptr(),
+                        count: c.bfs_count.ptr(),
+                        levels: c.bfs_level.ptr(),
+                        child: c.bfs_child.ptr(),
+                        nchild: c.bfs_nchild.ptr(),
+                        next_total: self.next_total.ptr(),
+                    },
                 )?;
             }
             let next = s.fetch(&self.next_total, 1)?[0] as usize;
@@ -668,18 +658,18 @@ impl<R: KernelRunner> TreeBuilder<R> {
     }
 
     /// Launches `name` once per tree level (`levels`: where each level's cells start, then
-    /// their number), deepest level first when `upward`, with the level's cells `lo, hi` as the
-    /// first two arguments and `rest` after them.
+    /// their number), deepest level first when `upward`, with the argument block `args(lo, hi)`
+    /// of the level's cells `lo..hi`.
     ///
     /// # Safety
-    /// As [`Stages::launch`], for every level's cells.
-    unsafe fn per_level(
+    /// As [`Stages::launch_block`], for every level's cells.
+    unsafe fn per_level<A: KernelArgs>(
         &self,
         s: &Stages<R>,
         name: &str,
         levels: &[usize],
         upward: bool,
-        rest: &[Arg],
+        args: impl Fn(i32, i32) -> A,
     ) -> Result<()> {
         let depth = levels.len() - 1;
         let mut order: Vec<usize> = (0..depth).collect();
@@ -688,9 +678,9 @@ impl<R: KernelRunner> TreeBuilder<R> {
         }
         for l in order {
             let (lo, hi) = (levels[l], levels[l + 1]);
-            let args = [&[int(lo)?, int(hi)?][..], rest].concat();
+            let block = args(int32(lo)?, int32(hi)?);
             // SAFETY: passed on with the caller's guarantee.
-            unsafe { s.launch(name, blocks(hi - lo), &args) }?;
+            unsafe { s.launch_block(name, blocks(hi - lo), &block) }?;
         }
         Ok(())
     }
@@ -699,22 +689,19 @@ impl<R: KernelRunner> TreeBuilder<R> {
     fn order_cells(&mut self, s: &Stages<R>, levels: &[usize]) -> Result<()> {
         let c = self.cells.as_mut().expect("reserved");
         s.runner().upload(&[0u32], &mut c.preorder)?;
-        let (child, nchild, subtree, preorder) = (
-            ptr(&c.bfs_child),
-            ptr(&c.bfs_nchild),
-            ptr(&c.bfs_subtree),
-            ptr(&c.preorder),
-        );
+        let order = CellOrderArgs {
+            lo: 0,
+            hi: 0,
+            child: c.bfs_child.ptr(),
+            nchild: c.bfs_nchild.ptr(),
+            subtree: c.bfs_subtree.ptr(),
+            preorder: c.preorder.ptr(),
+        };
+        let level = |lo, hi| CellOrderArgs { lo, hi, ..order };
         // SAFETY: the breadth-first arrays hold every level's cells.
         unsafe {
-            self.per_level(s, "subtree_sizes", levels, true, &[child, nchild, subtree])?;
-            self.per_level(
-                s,
-                "preorder_children",
-                levels,
-                false,
-                &[child, nchild, subtree, preorder],
-            )
+            self.per_level(s, "subtree_sizes", levels, true, level)?;
+            self.per_level(s, "preorder_children", levels, false, level)
         }
     }
 
@@ -734,51 +721,37 @@ impl<R: KernelRunner> TreeBuilder<R> {
         let o = frame.key_grid().origin;
         // SAFETY: the cell arrays hold every cell, the particle arrays every particle.
         unsafe {
-            self.per_level(
-                s,
-                "cell_moments",
-                levels,
-                true,
-                &[
-                    ptr(&a.sorted),
-                    ptr(&c.bfs_first),
-                    ptr(&c.bfs_count),
-                    ptr(&c.bfs_child),
-                    ptr(&c.bfs_nchild),
-                    ptr(&c.moments),
-                ],
-            )?;
-            s.launch(
+            self.per_level(s, "cell_moments", levels, true, |lo, hi| CellMomentsArgs {
+                lo,
+                hi,
+                particles: a.sorted.ptr(),
+                first: c.bfs_first.ptr(),
+                count: c.bfs_count.ptr(),
+                child: c.bfs_child.ptr(),
+                nchild: c.bfs_nchild.ptr(),
+                mom: c.moments.ptr(),
+            })?;
+            s.launch_block(
                 "store_cells",
                 blocks(ncells),
-                &[
-                    int(ncells)?,
-                    ptr(&c.preorder),
-                    ptr(&c.bfs_first),
-                    ptr(&c.bfs_count),
-                    ptr(&c.bfs_level),
-                    ptr(&c.bfs_nchild),
-                    ptr(&c.bfs_subtree),
-                    ptr(&c.moments),
-                    ptr(&a.sorted),
-                    Arg::F64(o.x),
-                    Arg::F64(o.y),
-                    Arg::F64(o.z),
-                    Arg::F64(1.0),
-                    Arg::I32((p.mac != Mac::BarnesHut) as i32),
-                    Arg::F32(p.theta),
-                    ptr(&c.cells.first),
-                    ptr(&c.cells.count),
-                    ptr(&c.cells.level),
-                    ptr(&c.cells.nchild),
-                    ptr(&c.cells.subtree),
-                    ptr(&c.cells.boxes),
-                    ptr(&c.cells.com_mass),
-                    ptr(&c.cells.quad),
-                    ptr(&c.cells.trace),
-                    ptr(&c.cells.s_eff),
-                    ptr(&c.built),
-                ],
+                &StoreCellsArgs {
+                    ncells: int32(ncells)?,
+                    preorder: c.preorder.ptr(),
+                    bfs_first: c.bfs_first.ptr(),
+                    bfs_count: c.bfs_count.ptr(),
+                    bfs_level: c.bfs_level.ptr(),
+                    bfs_nchild: c.bfs_nchild.ptr(),
+                    bfs_subtree: c.bfs_subtree.ptr(),
+                    mom: c.moments.ptr(),
+                    ox: o.x,
+                    oy: o.y,
+                    oz: o.z,
+                    side: 1.0,
+                    mac: (p.mac != Mac::BarnesHut) as i32,
+                    theta: p.theta,
+                    tree: self.tree_arrays(),
+                    built: c.built.ptr(),
+                },
             )
         }?;
         self.parents(s, ncells)
@@ -786,18 +759,15 @@ impl<R: KernelRunner> TreeBuilder<R> {
 
     /// Every cell's parent, from the preorder arrays.
     fn parents(&self, s: &Stages<R>, ncells: usize) -> Result<()> {
-        let c = self.cells.as_ref().expect("built");
         // SAFETY: the cell arrays hold `ncells` cells in preorder.
         unsafe {
-            s.launch(
+            s.launch_block(
                 "cell_parents",
                 blocks(ncells),
-                &[
-                    int(ncells)?,
-                    ptr(&c.cells.nchild),
-                    ptr(&c.cells.subtree),
-                    ptr(&c.parent),
-                ],
+                &CellParentsArgs {
+                    ncells: int32(ncells)?,
+                    tree: self.tree_arrays(),
+                },
             )
         }
     }
