@@ -18,47 +18,59 @@
 // Cells per independent piece of the host's group formation (PIECE in src/walk/groups.rs).
 #define GROUP_PIECE 4096u
 
-// Whether cell c is a group cell (src/walk/groups.rs `is_group`).
-__device__ __forceinline__ bool group_cell(unsigned c, const unsigned *__restrict__ count,
-                                           const unsigned char *__restrict__ nchild,
-                                           const float4 *__restrict__ boxes, unsigned max,
+// Whether cell c of tree t is a group cell (src/walk/groups.rs `is_group`).
+__device__ __forceinline__ bool group_cell(unsigned c, const TreeArrays &t, unsigned max,
                                            float widest)
 {
-    return nchild[c] == 0 || (count[c] <= max && 2.0f * boxes[c].w <= widest);
+    return t.nchild[c] == 0 || (t.count[c] <= max && 2.0f * t.boxes[c].w <= widest);
 }
+
+struct RUST_TWIN GroupStartsArgs {
+    // Cells of the tree.
+    int ncells;
+    // The tree (its count, nchild, subtree, boxes and parent are read).
+    TreeArrays tree;
+    // Most targets of a group.
+    unsigned max;
+    // Widest group cell: largest side of its box (frame length units; +inf for no limit).
+    float widest;
+    // Per cell and one more: the groups that start at it.
+    unsigned *starts;
+    // Per cell: the targets of the (packed) group that starts at it.
+    unsigned *run;
+};
 
 // For every cell, the groups that start at it (`starts`: 0, 1, or for a leaf of more than `max`
 // particles its number of pieces) and, for a packed group, the particles of the whole run
 // (`run`). starts[ncells] is set to 0 so that an exclusive scan over ncells + 1 entries ends
 // with the number of groups.
-extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
-    group_starts(int ncells, const unsigned *__restrict__ count,
-                 const unsigned char *__restrict__ nchild, const unsigned *__restrict__ subtree,
-                 const float4 *__restrict__ boxes, const unsigned *__restrict__ parent,
-                 unsigned max, float widest, unsigned *__restrict__ starts,
-                 unsigned *__restrict__ run)
+extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) group_starts(const GroupStartsArgs a)
 {
-    for (int c = blockIdx.x * blockDim.x + threadIdx.x; c <= ncells; c += gridDim.x * blockDim.x) {
-        if (c == ncells) {
-            starts[c] = 0;
+    const TreeArrays &t = a.tree;
+    const unsigned max = a.max;
+    const float widest = a.widest;
+    for (int c = blockIdx.x * blockDim.x + threadIdx.x; c <= a.ncells;
+         c += gridDim.x * blockDim.x) {
+        if (c == a.ncells) {
+            a.starts[c] = 0;
             continue;
         }
-        const unsigned up = parent[c];
-        const bool head = group_cell(c, count, nchild, boxes, max, widest) &&
-                          (up == NO_PARENT || !group_cell(up, count, nchild, boxes, max, widest));
-        unsigned k = 0, total = count[c];
-        if (head && count[c] > max) {
-            k = (count[c] + max - 1) / max; // a leaf cut into full groups and a rest
-        } else if (head && (up == NO_PARENT || subtree[up] > GROUP_PIECE)) {
+        const unsigned up = t.parent[c];
+        const bool head = group_cell(c, t, max, widest) &&
+                          (up == NO_PARENT || !group_cell(up, t, max, widest));
+        unsigned k = 0, total = t.count[c];
+        if (head && t.count[c] > max) {
+            k = (t.count[c] + max - 1) / max; // a leaf cut into full groups and a rest
+        } else if (head && (up == NO_PARENT || t.subtree[up] > GROUP_PIECE)) {
             k = 1; // alone in its piece
         } else if (head) {
             // Greedy packing over the siblings in order, as the host does it: a sibling that is
             // not a group cell, or a cut leaf, closes the open group.
             bool open = false, mine = false;
             unsigned sum = 0, kid = up + 1;
-            for (int j = 0; j < nchild[up]; j++, kid += subtree[kid]) {
-                const unsigned m = count[kid];
-                const bool whole = group_cell(kid, count, nchild, boxes, max, widest) && m <= max;
+            for (int j = 0; j < t.nchild[up]; j++, kid += t.subtree[kid]) {
+                const unsigned m = t.count[kid];
+                const bool whole = group_cell(kid, t, max, widest) && m <= max;
                 if (whole && open && sum + m <= max) {
                     sum += m;
                 } else {
@@ -71,80 +83,134 @@ extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
             k = mine ? 1 : 0;
             total = sum;
         }
-        starts[c] = k;
-        run[c] = total;
+        a.starts[c] = k;
+        a.run[c] = total;
     }
 }
+
+struct RUST_TWIN GroupLevelsArgs {
+    // Cells of the tree.
+    int ncells;
+    // Per cell: the groups that start at it (group_starts).
+    const unsigned *starts;
+    // Per cell: the targets of the group that starts at it (group_starts).
+    const unsigned *run;
+    // The tree (its level and boxes are read).
+    TreeArrays tree;
+    // Per level: targets of the groups that start at its cells (zero on entry).
+    unsigned *weight;
+    // Per level: largest half side of those cells (frame length units; zero on entry).
+    float *half;
+};
 
 // Adds the particles of every group that starts at a cell to the count of that cell's level
 // (`weight[level]`), for the particle-weighted median group width; `half[level]` (zero on entry)
 // becomes the largest half side of those cells (one value per level after a rebuild; after a
 // refit the boxes differ, and a maximum does not depend on the order of the threads).
-extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
-    group_levels(int ncells, const unsigned *__restrict__ starts, const unsigned *__restrict__ run,
-                 const unsigned char *__restrict__ level, const float4 *__restrict__ boxes,
-                 unsigned *__restrict__ weight, float *__restrict__ half)
+extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) group_levels(const GroupLevelsArgs a)
 {
-    for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < ncells; c += gridDim.x * blockDim.x) {
-        if (starts[c] == 0) continue;
-        atomicAdd(&weight[level[c]], run[c]);
+    const TreeArrays &t = a.tree;
+    for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < a.ncells;
+         c += gridDim.x * blockDim.x) {
+        if (a.starts[c] == 0) continue;
+        atomicAdd(&a.weight[t.level[c]], a.run[c]);
         // Non-negative floats order as their bit patterns.
-        atomicMax(reinterpret_cast<unsigned *>(half) + level[c], __float_as_uint(boxes[c].w));
+        atomicMax(reinterpret_cast<unsigned *>(a.half) + t.level[c], __float_as_uint(t.boxes[c].w));
     }
 }
 
+struct RUST_TWIN EmitGroupsArgs {
+    // Cells of the tree.
+    int ncells;
+    // Per cell and one more: the exclusive scan of the groups that start at it.
+    const unsigned *offset;
+    // The tree (its first and count are read).
+    TreeArrays tree;
+    // Per cell: the targets of the group that starts at it (group_starts).
+    const unsigned *run;
+    // Most targets of a group.
+    unsigned max;
+    // The groups: (first target, number of targets).
+    uint2 *groups;
+};
+
 // Writes the groups (first target, number of targets) at the positions of the exclusive scan
 // `offset` of `starts`.
-extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
-    emit_groups(int ncells, const unsigned *__restrict__ offset,
-                const unsigned *__restrict__ first, const unsigned *__restrict__ count,
-                const unsigned *__restrict__ run, unsigned max, uint2 *__restrict__ groups)
+extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) emit_groups(const EmitGroupsArgs a)
 {
-    for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < ncells; c += gridDim.x * blockDim.x) {
-        const unsigned at = offset[c], k = offset[c + 1] - at;
-        if (k == 1 && count[c] <= max) {
-            groups[at] = make_uint2(first[c], run[c]);
+    const TreeArrays &t = a.tree;
+    const unsigned max = a.max;
+    for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < a.ncells;
+         c += gridDim.x * blockDim.x) {
+        const unsigned at = a.offset[c], k = a.offset[c + 1] - at;
+        if (k == 1 && t.count[c] <= max) {
+            a.groups[at] = make_uint2(t.first[c], a.run[c]);
         } else {
             for (unsigned j = 0; j < k; j++) {
-                const unsigned rest = count[c] - j * max;
-                groups[at + j] = make_uint2(first[c] + j * max, rest < max ? rest : max);
+                const unsigned rest = t.count[c] - j * max;
+                a.groups[at + j] = make_uint2(t.first[c] + j * max, rest < max ? rest : max);
             }
         }
     }
 }
 
+struct RUST_TWIN GatherTargetsArgs {
+    // Particles.
+    int n;
+    // The tree's sorted particles: frame position and mass.
+    const float4 *sorted;
+    // Per sorted slot: the particle (input order) it holds.
+    const unsigned *index;
+    // Per particle (input order): previous |a| (acceleration units); null when has_amag is 0.
+    const float *amag;
+    // 1 when amag is given, else 0.
+    int has_amag;
+    // Per sorted slot: the target (frame position, previous |a|).
+    float4 *targets;
+};
+
 // The walk's targets in tree order: each sorted particle's position and the previous |a| of the
 // particle it is (`amag` in input order, indexed through `index`; zero when has_amag is 0).
-extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
-    gather_targets(int n, const float4 *__restrict__ sorted, const unsigned *__restrict__ index,
-                   const float *__restrict__ amag, int has_amag, float4 *__restrict__ targets)
+extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) gather_targets(const GatherTargetsArgs a)
 {
-    for (int k = blockIdx.x * blockDim.x + threadIdx.x; k < n; k += gridDim.x * blockDim.x) {
-        const float4 p = sorted[k];
-        targets[k] = make_float4(p.x, p.y, p.z, has_amag ? amag[index[k]] : 0.0f);
+    for (int k = blockIdx.x * blockDim.x + threadIdx.x; k < a.n; k += gridDim.x * blockDim.x) {
+        const float4 p = a.sorted[k];
+        a.targets[k] = make_float4(p.x, p.y, p.z, a.has_amag ? a.amag[a.index[k]] : 0.0f);
     }
 }
 
 // The GPU's groups (src/walk/groups.rs `curve_groups`): chunks of `chunk` consecutive targets,
 // cut at the cell groups above where a chunk is wider than `limit`.
 
+struct RUST_TWIN ChunkExtentsArgs {
+    // Targets.
+    int n;
+    // The tree's sorted particles: frame position and mass.
+    const float4 *sorted;
+    // Targets per chunk.
+    unsigned chunk;
+    // Chunks (n / chunk rounded up).
+    int nchunks;
+    // Per chunk: its extent (frame length units).
+    float *extents;
+};
+
 // The largest side of the bounding box of every chunk of `chunk` consecutive sorted particles
 // (`extent` in src/walk/groups.rs).
-extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
-    chunk_extents(int n, const float4 *__restrict__ sorted, unsigned chunk, int nchunks,
-                  float *__restrict__ extents)
+extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) chunk_extents(const ChunkExtentsArgs a)
 {
-    for (int k = blockIdx.x * blockDim.x + threadIdx.x; k < nchunks; k += gridDim.x * blockDim.x) {
-        const unsigned s = k * chunk, e = min(s + chunk, (unsigned)n);
-        const float4 q = sorted[s];
+    for (int k = blockIdx.x * blockDim.x + threadIdx.x; k < a.nchunks;
+         k += gridDim.x * blockDim.x) {
+        const unsigned s = k * a.chunk, e = min(s + a.chunk, (unsigned)a.n);
+        const float4 q = a.sorted[s];
         float lo[3] = {q.x, q.y, q.z}, hi[3] = {q.x, q.y, q.z};
         for (unsigned i = s + 1; i < e; i++) {
-            const float4 p = sorted[i];
+            const float4 p = a.sorted[i];
             lo[0] = fminf(lo[0], p.x); hi[0] = fmaxf(hi[0], p.x);
             lo[1] = fminf(lo[1], p.y); hi[1] = fmaxf(hi[1], p.y);
             lo[2] = fminf(lo[2], p.z); hi[2] = fmaxf(hi[2], p.z);
         }
-        extents[k] = fmaxf(fmaxf(fmaxf(0.0f, hi[0] - lo[0]), hi[1] - lo[1]), hi[2] - lo[2]);
+        a.extents[k] = fmaxf(fmaxf(fmaxf(0.0f, hi[0] - lo[0]), hi[1] - lo[1]), hi[2] - lo[2]);
     }
 }
 
@@ -159,119 +225,224 @@ __device__ __forceinline__ int cell_group_of(unsigned t, const uint2 *__restrict
     return lo;
 }
 
+// The chunks of the curve groups and the cell groups that cut the wide ones (chunk_pieces,
+// emit_pieces).
+struct RUST_TWIN Chunks {
+    // Targets.
+    int n;
+    // Targets per chunk.
+    unsigned chunk;
+    // Chunks (n / chunk rounded up).
+    int nchunks;
+    // Per chunk: its extent (frame length units, chunk_extents).
+    const float *extents;
+    // Widest chunk kept whole (frame length units).
+    float limit;
+    // The cell groups: (first target, number of targets), tiling the targets in order.
+    const uint2 *cells;
+    // Number of cell groups.
+    int ncg;
+};
+
+struct RUST_TWIN ChunkPiecesArgs {
+    // The chunks.
+    Chunks chunks;
+    // Per chunk and one more: the groups it becomes.
+    unsigned *pieces;
+};
+
 // For every chunk, the groups it becomes: itself when no wider than `limit`, else one piece
 // per cell group it overlaps. pieces[nchunks] is set to 0 for the scan that follows.
-extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
-    chunk_pieces(int n, unsigned chunk, int nchunks, const float *__restrict__ extents, float limit,
-                 const uint2 *__restrict__ cells, int ncg, unsigned *__restrict__ pieces)
+extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) chunk_pieces(const ChunkPiecesArgs a)
 {
-    for (int k = blockIdx.x * blockDim.x + threadIdx.x; k <= nchunks; k += gridDim.x * blockDim.x) {
-        if (k == nchunks) {
-            pieces[k] = 0;
-        } else if (extents[k] <= limit) {
-            pieces[k] = 1;
+    const Chunks &ch = a.chunks;
+    for (int k = blockIdx.x * blockDim.x + threadIdx.x; k <= ch.nchunks;
+         k += gridDim.x * blockDim.x) {
+        if (k == ch.nchunks) {
+            a.pieces[k] = 0;
+        } else if (ch.extents[k] <= ch.limit) {
+            a.pieces[k] = 1;
         } else {
-            const unsigned s = k * chunk, e = min(s + chunk, (unsigned)n);
-            pieces[k] = cell_group_of(e - 1, cells, ncg) - cell_group_of(s, cells, ncg) + 1;
+            const unsigned s = k * ch.chunk, e = min(s + ch.chunk, (unsigned)ch.n);
+            a.pieces[k] =
+                cell_group_of(e - 1, ch.cells, ch.ncg) - cell_group_of(s, ch.cells, ch.ncg) + 1;
         }
     }
 }
+
+struct RUST_TWIN EmitPiecesArgs {
+    // The chunks.
+    Chunks chunks;
+    // Per chunk and one more: the exclusive scan of the groups it becomes.
+    const unsigned *offset;
+    // The groups: (first target, number of targets).
+    uint2 *groups;
+};
 
 // Writes the groups of every chunk at the positions of the exclusive scan `offset` of
 // chunk_pieces.
-extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
-    emit_pieces(int n, unsigned chunk, int nchunks, const float *__restrict__ extents, float limit,
-                const uint2 *__restrict__ cells, int ncg, const unsigned *__restrict__ offset,
-                uint2 *__restrict__ groups)
+extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) emit_pieces(const EmitPiecesArgs a)
 {
-    for (int k = blockIdx.x * blockDim.x + threadIdx.x; k < nchunks; k += gridDim.x * blockDim.x) {
-        const unsigned s = k * chunk, e = min(s + chunk, (unsigned)n);
-        unsigned at = offset[k];
-        if (extents[k] <= limit) {
-            groups[at] = make_uint2(s, e - s);
+    const Chunks &ch = a.chunks;
+    for (int k = blockIdx.x * blockDim.x + threadIdx.x; k < ch.nchunks;
+         k += gridDim.x * blockDim.x) {
+        const unsigned s = k * ch.chunk, e = min(s + ch.chunk, (unsigned)ch.n);
+        unsigned at = a.offset[k];
+        if (ch.extents[k] <= ch.limit) {
+            a.groups[at] = make_uint2(s, e - s);
             continue;
         }
-        for (int j = cell_group_of(s, cells, ncg); j < ncg && cells[j].x < e; j++, at++) {
-            const unsigned from = max(cells[j].x, s), to = min(cells[j].x + cells[j].y, e);
-            groups[at] = make_uint2(from, to - from);
+        for (int j = cell_group_of(s, ch.cells, ch.ncg); j < ch.ncg && ch.cells[j].x < e;
+             j++, at++) {
+            const unsigned from = max(ch.cells[j].x, s), to = min(ch.cells[j].x + ch.cells[j].y, e);
+            a.groups[at] = make_uint2(from, to - from);
         }
     }
 }
 
+struct RUST_TWIN InputTargetsArgs {
+    // Particles.
+    int n;
+    // Per particle: position (3 doubles, length units).
+    const double *pos;
+    // The tree's frame.
+    FrameMap frame;
+    // Per particle: previous |a| (acceleration units); null when has_amag is 0.
+    const float *amag;
+    // 1 when amag is given, else 0.
+    int has_amag;
+    // Per particle: the target (frame position, previous |a|).
+    float4 *targets;
+};
+
 // Without a curve order (`--order none`): the targets are the particles in their own order,
-// in the tree's frame (centre (cx, cy, cz), `scale` = 1 / side, build.cu to_frame),
-// each with its previous |a| (zero when has_amag is 0), and the groups fixed chunks of `chunk`
-// consecutive ones (src/walk/groups.rs `chunk_groups`).
-extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
-    input_targets(int n, const double *__restrict__ pos, double cx, double cy, double cz,
-                  double scale, const float *__restrict__ amag, int has_amag,
-                  float4 *__restrict__ targets)
+// in the tree's frame (build.cu to_frame), each with its previous |a| (zero when has_amag is
+// 0), and the groups fixed chunks of `chunk` consecutive ones (src/walk/groups.rs
+// `chunk_groups`).
+extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) input_targets(const InputTargetsArgs a)
 {
-    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
-        targets[i] = make_float4(frame_coord(pos[3ll * i], cx, scale),
-                                 frame_coord(pos[3ll * i + 1], cy, scale),
-                                 frame_coord(pos[3ll * i + 2], cz, scale),
-                                 has_amag ? amag[i] : 0.0f);
+    const FrameMap f = a.frame;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < a.n; i += gridDim.x * blockDim.x)
+        a.targets[i] = make_float4(frame_coord(a.pos[3ll * i], f.cx, f.scale),
+                                   frame_coord(a.pos[3ll * i + 1], f.cy, f.scale),
+                                   frame_coord(a.pos[3ll * i + 2], f.cz, f.scale),
+                                   a.has_amag ? a.amag[i] : 0.0f);
 }
+
+struct RUST_TWIN InvertOrderArgs {
+    // Particles.
+    int n;
+    // Per sorted slot: the particle it holds.
+    const unsigned *order;
+    // Per particle: its sorted slot.
+    unsigned *inverse;
+};
 
 // The inverse of the tree's order (order[k]: the particle of sorted slot k): inverse[i] is the
 // sorted slot of particle i, the walk's own particle of target i without a curve order.
-extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
-    invert_order(int n, const unsigned *__restrict__ order, unsigned *__restrict__ inverse)
+extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) invert_order(const InvertOrderArgs a)
 {
-    for (int k = blockIdx.x * blockDim.x + threadIdx.x; k < n; k += gridDim.x * blockDim.x)
-        inverse[order[k]] = (unsigned)k;
+    for (int k = blockIdx.x * blockDim.x + threadIdx.x; k < a.n; k += gridDim.x * blockDim.x)
+        a.inverse[a.order[k]] = (unsigned)k;
 }
 
-extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
-    chunk_groups(int n, unsigned chunk, int nchunks, uint2 *__restrict__ groups)
+struct RUST_TWIN ChunkGroupsArgs {
+    // Targets.
+    int n;
+    // Targets per chunk.
+    unsigned chunk;
+    // Chunks (n / chunk rounded up).
+    int nchunks;
+    // The groups: (first target, number of targets).
+    uint2 *groups;
+};
+
+// The groups without a curve order: chunks of `chunk` consecutive targets, the last one holding
+// the rest.
+extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) chunk_groups(const ChunkGroupsArgs a)
 {
-    for (int k = blockIdx.x * blockDim.x + threadIdx.x; k < nchunks; k += gridDim.x * blockDim.x) {
-        const unsigned s = k * chunk;
-        groups[k] = make_uint2(s, min(chunk, (unsigned)n - s));
+    for (int k = blockIdx.x * blockDim.x + threadIdx.x; k < a.nchunks;
+         k += gridDim.x * blockDim.x) {
+        const unsigned s = k * a.chunk;
+        a.groups[k] = make_uint2(s, min(a.chunk, (unsigned)a.n - s));
     }
 }
+
+struct RUST_TWIN ActiveGroupsArgs {
+    // Groups.
+    int ngroups;
+    // The groups: (first target, number of targets).
+    const uint2 *groups;
+    // Per target: its particle; null when has_order is 0.
+    const unsigned *order;
+    // 1 when order is given, else 0 (target t is particle t).
+    int has_order;
+    // Per particle: nonzero when active (one byte).
+    const unsigned char *active;
+    // Per group and one more: 1 when it holds an active particle.
+    unsigned *flag;
+};
 
 // Block steps: flag[g] = 1 when group g holds an active particle (active[i] != 0 for particle
 // i; target t is particle order[t], or t itself when has_order is 0); flag[ngroups] = 0 for the
 // scan that follows.
-extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
-    active_groups(int ngroups, const uint2 *__restrict__ groups, const unsigned *__restrict__ order,
-                  int has_order, const unsigned char *__restrict__ active,
-                  unsigned *__restrict__ flag)
+extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) active_groups(const ActiveGroupsArgs a)
 {
-    for (int g = blockIdx.x * blockDim.x + threadIdx.x; g <= ngroups; g += gridDim.x * blockDim.x) {
+    for (int g = blockIdx.x * blockDim.x + threadIdx.x; g <= a.ngroups;
+         g += gridDim.x * blockDim.x) {
         unsigned any = 0;
-        if (g < ngroups) {
-            const uint2 gr = groups[g];
+        if (g < a.ngroups) {
+            const uint2 gr = a.groups[g];
             for (unsigned t = gr.x; t < gr.x + gr.y && !any; t++)
-                any = active[has_order ? order[t] : t] != 0;
+                any = a.active[a.has_order ? a.order[t] : t] != 0;
         }
-        flag[g] = any;
+        a.flag[g] = any;
     }
 }
+
+struct RUST_TWIN KeepGroupsArgs {
+    // Groups.
+    int ngroups;
+    // The groups: (first target, number of targets).
+    const uint2 *groups;
+    // Per group and one more: the exclusive scan of the flags of active_groups.
+    const unsigned *offset;
+    // The flagged groups: (first target, number of targets).
+    uint2 *kept;
+    // Their targets (one word, zero on entry).
+    unsigned *walked;
+};
 
 // The flagged groups, in order, at the positions of the exclusive scan `offset` of the flags;
 // *walked (zero on entry) gets the number of their targets.
-extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
-    keep_groups(int ngroups, const uint2 *__restrict__ groups, const unsigned *__restrict__ offset,
-                uint2 *__restrict__ kept, unsigned *__restrict__ walked)
+extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) keep_groups(const KeepGroupsArgs a)
 {
-    for (int g = blockIdx.x * blockDim.x + threadIdx.x; g < ngroups; g += gridDim.x * blockDim.x) {
-        if (offset[g + 1] > offset[g]) {
-            kept[offset[g]] = groups[g];
-            atomicAdd(walked, groups[g].y);
+    for (int g = blockIdx.x * blockDim.x + threadIdx.x; g < a.ngroups;
+         g += gridDim.x * blockDim.x) {
+        if (a.offset[g + 1] > a.offset[g]) {
+            a.kept[a.offset[g]] = a.groups[g];
+            atomicAdd(a.walked, a.groups[g].y);
         }
     }
 }
 
+struct RUST_TWIN BootstrapAmagArgs {
+    // Targets.
+    int n;
+    // Per target: the first walk's acceleration (x, y, z, with G = 1) and potential.
+    const float4 *out;
+    // The gravitational constant.
+    float g;
+    // Per target: frame position and |a_old| (w, written).
+    float4 *targets;
+};
+
 // The acceleration criterion's first evaluation: each target's |a_old| (the w of `targets`)
 // from the first walk's result for it, out[k] (G = 1), times g, as the host forms it.
-extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
-    bootstrap_amag(int n, const float4 *__restrict__ out, float g, float4 *__restrict__ targets)
+extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) bootstrap_amag(const BootstrapAmagArgs a)
 {
-    for (int k = blockIdx.x * blockDim.x + threadIdx.x; k < n; k += gridDim.x * blockDim.x) {
-        const float4 a = out[k];
-        targets[k].w = g * sqrtf(a.x * a.x + a.y * a.y + a.z * a.z);
+    for (int k = blockIdx.x * blockDim.x + threadIdx.x; k < a.n; k += gridDim.x * blockDim.x) {
+        const float4 o = a.out[k];
+        a.targets[k].w = a.g * sqrtf(o.x * o.x + o.y * o.y + o.z * o.z);
     }
 }

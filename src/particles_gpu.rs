@@ -6,8 +6,9 @@
 //! too and travels with them.
 
 use crate::error::Result;
+use crate::gpu::args::{ParticleBoundsArgs, ParticleSet};
 use crate::gpu::launch::{grow, DeviceArray, KernelRunner};
-use crate::gpu::stages::{int, ptr, Stages};
+use crate::gpu::stages::{int32, Stages};
 use crate::integrate::IntegratorState;
 use crate::particles::Particles;
 use crate::tree::build_gpu::Positions;
@@ -75,6 +76,20 @@ impl<R: KernelRunner> ParticleArrays<R> {
             grow(r, &mut self.cost, n)?;
         }
         Ok(())
+    }
+
+    /// Where the arrays are, as kernels take them (`ParticleSet` of `cuda/particles.cu`).
+    pub fn set(&self) -> ParticleSet {
+        ParticleSet {
+            pos: self.pos.ptr(),
+            vel: self.vel.ptr(),
+            mass: self.mass.ptr(),
+            id: self.id.ptr(),
+            bin: self.bin.ptr(),
+            acc: self.acc.ptr(),
+            pot: self.pot.ptr(),
+            cost: self.cost.ptr(),
+        }
     }
 
     /// Bytes held on the device.
@@ -217,10 +232,14 @@ impl<R: KernelRunner> DeviceParticles<R> {
     pub fn bounds(&self, s: &Stages<R>) -> Result<(DVec3, DVec3)> {
         // SAFETY: the positions hold n particles, partial 6 doubles per block.
         unsafe {
-            s.launch(
+            s.launch_block(
                 "particle_bounds",
                 BOUNDS_BLOCKS as u32,
-                &[ptr(&self.arrays.pos), int(self.n)?, ptr(&self.partial)],
+                &ParticleBoundsArgs {
+                    pos: self.arrays.pos.ptr(),
+                    n: int32(self.n)?,
+                    partial: self.partial.ptr(),
+                },
             )?;
         }
         let partial = s.fetch(&self.partial, 6 * BOUNDS_BLOCKS)?;

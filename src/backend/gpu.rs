@@ -10,10 +10,10 @@ use crate::domain::gpu::{DomainArrays, Weights};
 use crate::domain::{looked_at, shares, Sample};
 use crate::error::{Error, Result};
 use crate::forces::{TreeBuild, TreeTopology};
-use crate::gpu::args::TreeArrays;
-use crate::gpu::launch::{Arg, DeviceArray};
+use crate::gpu::args::{BootstrapAmagArgs, TreeArrays};
+use crate::gpu::launch::DeviceArray;
 use crate::gpu::runner::Runner;
-use crate::gpu::stages::{blocks, int, Stages};
+use crate::gpu::stages::{blocks, int32, Stages};
 use crate::gpu::{local_rank, GpuContext};
 use crate::integrate::state_gpu::StepArrays;
 use crate::integrate::{BinSummary, IntegratorState, NonFinite, Timeline};
@@ -381,10 +381,15 @@ impl Backend for GpuBackend {
         let (out, _) = self.walk.results();
         // SAFETY: the results and the targets hold t.n entries.
         unsafe {
-            self.stages.launch(
+            self.stages.launch_block(
                 "bootstrap_amag",
                 blocks(t.n),
-                &[int(t.n)?, Arg::Ptr(out), Arg::F32(g), Arg::Ptr(t.at)],
+                &BootstrapAmagArgs {
+                    n: int32(t.n)?,
+                    out,
+                    g,
+                    targets: t.at,
+                },
             )
         }
     }

@@ -7,9 +7,14 @@
 
 use super::groups::{median_width, wide_chunk_limit, LEVELS};
 use crate::error::Result;
-use crate::gpu::launch::{grow, Arg, DeviceArray, KernelRunner};
-use crate::gpu::stages::{blocks, int, ptr, Stages};
-use crate::tree::build_gpu::{frame_args, DeviceTree};
+use crate::gpu::args::{
+    ActiveGroupsArgs, ChunkExtentsArgs, ChunkGroupsArgs, ChunkPiecesArgs, Chunks, EmitGroupsArgs,
+    EmitPiecesArgs, GatherTargetsArgs, GroupLevelsArgs, GroupStartsArgs, InputTargetsArgs,
+    InvertOrderArgs, KeepGroupsArgs,
+};
+use crate::gpu::launch::{grow, DeviceArray, KernelRunner};
+use crate::gpu::stages::{blocks, int32, Stages};
+use crate::tree::build_gpu::{frame_map, DeviceTree};
 
 /// Forms target groups and targets on the device, keeping its arrays across evaluations.
 pub struct GroupFormer<R: KernelRunner> {
@@ -96,24 +101,19 @@ impl<R: KernelRunner> GroupFormer<R> {
         max: usize,
         widest: f32,
     ) -> Result<()> {
-        let t = &tree.arrays;
         // SAFETY: starts and run hold a cell more than the tree.
         unsafe {
-            s.launch(
+            s.launch_block(
                 "group_starts",
                 blocks(tree.cells + 1),
-                &[
-                    int(tree.cells)?,
-                    Arg::Ptr(t.count),
-                    Arg::Ptr(t.nchild),
-                    Arg::Ptr(t.subtree),
-                    Arg::Ptr(t.boxes),
-                    Arg::Ptr(t.parent),
-                    Arg::U32(max as u32),
-                    Arg::F32(widest),
-                    ptr(&self.starts),
-                    ptr(&self.run),
-                ],
+                &GroupStartsArgs {
+                    ncells: int32(tree.cells)?,
+                    tree: tree.arrays,
+                    max: max as u32,
+                    widest,
+                    starts: self.starts.ptr(),
+                    run: self.run.ptr(),
+                },
             )
         }
     }
@@ -129,21 +129,19 @@ impl<R: KernelRunner> GroupFormer<R> {
         // First the groups without a width limit, to find the particle-weighted median width
         // of their cells; cells wider than four times that are then split.
         self.group_starts(s, tree, max, f32::INFINITY)?;
-        let t = &tree.arrays;
         // SAFETY: the per-level arrays hold every level; starts and run every cell.
         unsafe {
-            s.launch(
+            s.launch_block(
                 "group_levels",
                 blocks(tree.cells),
-                &[
-                    int(tree.cells)?,
-                    ptr(&self.starts),
-                    ptr(&self.run),
-                    Arg::Ptr(t.level),
-                    Arg::Ptr(t.boxes),
-                    ptr(&self.weight),
-                    ptr(&self.half),
-                ],
+                &GroupLevelsArgs {
+                    ncells: int32(tree.cells)?,
+                    starts: self.starts.ptr(),
+                    run: self.run.ptr(),
+                    tree: tree.arrays,
+                    weight: self.weight.ptr(),
+                    half: self.half.ptr(),
+                },
             )?;
         }
         let weight = s.fetch(&self.weight, LEVELS)?;
@@ -154,18 +152,17 @@ impl<R: KernelRunner> GroupFormer<R> {
         grow(r, &mut self.cell_groups, 2 * count)?;
         // SAFETY: cell_groups holds `count` pairs, the scan's total.
         unsafe {
-            s.launch(
+            s.launch_block(
                 "emit_groups",
                 blocks(tree.cells),
-                &[
-                    int(tree.cells)?,
-                    ptr(&self.starts),
-                    Arg::Ptr(t.first),
-                    Arg::Ptr(t.count),
-                    ptr(&self.run),
-                    Arg::U32(max as u32),
-                    ptr(&self.cell_groups),
-                ],
+                &EmitGroupsArgs {
+                    ncells: int32(tree.cells)?,
+                    offset: self.starts.ptr(),
+                    tree: tree.arrays,
+                    run: self.run.ptr(),
+                    max: max as u32,
+                    groups: self.cell_groups.ptr(),
+                },
             )?;
         }
         Ok(count)
@@ -186,39 +183,44 @@ impl<R: KernelRunner> GroupFormer<R> {
         let r = s.runner();
         grow(r, &mut self.extents, chunks)?;
         grow(r, &mut self.pieces, chunks + 1)?;
-        let chunk = Arg::U32(max as u32);
         // SAFETY: extents holds one entry per chunk.
         unsafe {
-            s.launch(
+            s.launch_block(
                 "chunk_extents",
                 blocks(chunks),
-                &[
-                    int(n)?,
-                    Arg::Ptr(tree.arrays.particles),
-                    chunk,
-                    int(chunks)?,
-                    ptr(&self.extents),
-                ],
+                &ChunkExtentsArgs {
+                    n: int32(n)?,
+                    sorted: tree.arrays.particles,
+                    chunk: max as u32,
+                    nchunks: int32(chunks)?,
+                    extents: self.extents.ptr(),
+                },
             )?;
         }
-        let limit = Arg::F32(wide_chunk_limit(&mut s.fetch(&self.extents, chunks)?));
-        let common = [
-            int(n)?,
-            chunk,
-            int(chunks)?,
-            ptr(&self.extents),
-            limit,
-            ptr(&self.cell_groups),
-            int(ncg)?,
-        ];
-        let with = |rest: Arg| [&common[..], &[rest]].concat();
+        let cut = Chunks {
+            n: int32(n)?,
+            chunk: max as u32,
+            nchunks: int32(chunks)?,
+            extents: self.extents.ptr(),
+            limit: wide_chunk_limit(&mut s.fetch(&self.extents, chunks)?),
+            cells: self.cell_groups.ptr(),
+            ncg: int32(ncg)?,
+        };
+        let pieces = ChunkPiecesArgs {
+            chunks: cut,
+            pieces: self.pieces.ptr(),
+        };
         // SAFETY: pieces holds a chunk more than the chunks.
-        unsafe { s.launch("chunk_pieces", blocks(chunks + 1), &with(ptr(&self.pieces))) }?;
+        unsafe { s.launch_block("chunk_pieces", blocks(chunks + 1), &pieces) }?;
         let count = s.scan_total(self.pieces.ptr(), chunks)?;
         grow(r, &mut self.groups, 2 * count)?;
-        let args = [with(ptr(&self.pieces)), vec![ptr(&self.groups)]].concat();
+        let emit = EmitPiecesArgs {
+            chunks: cut,
+            offset: self.pieces.ptr(),
+            groups: self.groups.ptr(),
+        };
         // SAFETY: groups holds `count` pairs, the scan's total.
-        unsafe { s.launch("emit_pieces", blocks(chunks), &args) }?;
+        unsafe { s.launch_block("emit_pieces", blocks(chunks), &emit) }?;
         Ok(DeviceGroups {
             at: self.groups.ptr(),
             count,
@@ -232,15 +234,15 @@ impl<R: KernelRunner> GroupFormer<R> {
         grow(s.runner(), &mut self.groups, 2 * count)?;
         // SAFETY: groups holds `count` pairs.
         unsafe {
-            s.launch(
+            s.launch_block(
                 "chunk_groups",
                 blocks(count),
-                &[
-                    int(n)?,
-                    Arg::U32(max as u32),
-                    int(count)?,
-                    ptr(&self.groups),
-                ],
+                &ChunkGroupsArgs {
+                    n: int32(n)?,
+                    chunk: max as u32,
+                    nchunks: int32(count)?,
+                    groups: self.groups.ptr(),
+                },
             )
         }?;
         Ok(DeviceGroups {
@@ -274,17 +276,17 @@ impl<R: KernelRunner> GroupFormer<R> {
         // SAFETY: pieces holds a flag per group and one more; the order and the flags cover
         // every target of the groups.
         unsafe {
-            s.launch(
+            s.launch_block(
                 "active_groups",
                 blocks(all.count + 1),
-                &[
-                    int(all.count)?,
-                    Arg::Ptr(all.at),
-                    Arg::Ptr(order.unwrap_or(0)),
-                    Arg::I32(order.is_some() as i32),
-                    Arg::Ptr(active),
-                    ptr(&self.pieces),
-                ],
+                &ActiveGroupsArgs {
+                    ngroups: int32(all.count)?,
+                    groups: all.at,
+                    order: order.unwrap_or(0),
+                    has_order: order.is_some() as i32,
+                    active,
+                    flag: self.pieces.ptr(),
+                },
             )?;
         }
         let count = s.scan_total(self.pieces.ptr(), all.count)?;
@@ -292,16 +294,16 @@ impl<R: KernelRunner> GroupFormer<R> {
         r.upload(&[0u32], &mut self.walked)?;
         // SAFETY: kept holds `count` pairs, the scan's total.
         unsafe {
-            s.launch(
+            s.launch_block(
                 "keep_groups",
                 blocks(all.count),
-                &[
-                    int(all.count)?,
-                    Arg::Ptr(all.at),
-                    ptr(&self.pieces),
-                    ptr(&self.kept),
-                    ptr(&self.walked),
-                ],
+                &KeepGroupsArgs {
+                    ngroups: int32(all.count)?,
+                    groups: all.at,
+                    offset: self.pieces.ptr(),
+                    kept: self.kept.ptr(),
+                    walked: self.walked.ptr(),
+                },
             )?;
         }
         let walked = s.fetch(&self.walked, 1)?[0] as usize;
@@ -370,17 +372,17 @@ impl<R: KernelRunner> GroupFormer<R> {
     ) -> Result<u64> {
         // SAFETY: the spare room holds 4 floats per particle; amag one per particle.
         unsafe {
-            s.launch(
+            s.launch_block(
                 "gather_targets",
                 blocks(tree.particles),
-                &[
-                    int(tree.particles)?,
-                    Arg::Ptr(tree.arrays.particles),
-                    Arg::Ptr(tree.order),
-                    Arg::Ptr(amag.unwrap_or(0)),
-                    Arg::I32(amag.is_some() as i32),
-                    Arg::Ptr(tree.spare),
-                ],
+                &GatherTargetsArgs {
+                    n: int32(tree.particles)?,
+                    sorted: tree.arrays.particles,
+                    index: tree.order,
+                    amag: amag.unwrap_or(0),
+                    has_amag: amag.is_some() as i32,
+                    targets: tree.spare,
+                },
             )?;
         }
         Ok(tree.spare)
@@ -404,24 +406,26 @@ impl<R: KernelRunner> GroupFormer<R> {
         // SAFETY: the spare room holds 4 floats per particle, `pos` 3 doubles; amag, the
         // tree's order and the inverse one per particle.
         unsafe {
-            s.launch(
+            s.launch_block(
                 "input_targets",
                 blocks(n),
-                &[
-                    &[int(n)?, Arg::Ptr(pos)][..],
-                    &frame_args(&tree.frame),
-                    &[
-                        Arg::Ptr(amag.unwrap_or(0)),
-                        Arg::I32(amag.is_some() as i32),
-                        Arg::Ptr(tree.spare),
-                    ],
-                ]
-                .concat(),
+                &InputTargetsArgs {
+                    n: int32(n)?,
+                    pos,
+                    frame: frame_map(&tree.frame),
+                    amag: amag.unwrap_or(0),
+                    has_amag: amag.is_some() as i32,
+                    targets: tree.spare,
+                },
             )?;
-            s.launch(
+            s.launch_block(
                 "invert_order",
                 blocks(n),
-                &[int(n)?, Arg::Ptr(tree.order), ptr(&self.inverse)],
+                &InvertOrderArgs {
+                    n: int32(n)?,
+                    order: tree.order,
+                    inverse: self.inverse.ptr(),
+                },
             )?;
         }
         Ok(self.inverse.ptr())
