@@ -143,42 +143,14 @@ extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
 struct RUST_TWIN DomainKeepArgs {
     // Particles.
     int n;
-    // Per particle and one more: the leaving particles before it (the scan of leave).
-    const unsigned *before;
     // 1: the particles have an integrator state (bin, acc, pot, cost), copied too.
     int with_state;
-    // Per particle: position (3 doubles, length units).
-    const double *pos;
-    // Per particle: velocity (3 doubles, velocity units).
-    const double *vel;
-    // Per particle: mass (mass units).
-    const double *mass;
-    // Per particle: id.
-    const u64 *id;
-    // Per particle (with_state): time-step bin.
-    const unsigned char *bin;
-    // Per particle (with_state): acceleration (3 doubles, G applied).
-    const double *acc;
-    // Per particle (with_state): potential (G applied).
-    const double *pot;
-    // Per particle (with_state): cost of the last evaluation (interactions).
-    const double *cost;
-    // Per staying particle: position (the fresh arrays, as those above).
-    double *kept_pos;
-    // Per staying particle: velocity.
-    double *kept_vel;
-    // Per staying particle: mass.
-    double *kept_mass;
-    // Per staying particle: id.
-    u64 *kept_id;
-    // Per staying particle (with_state): bin.
-    unsigned char *kept_bin;
-    // Per staying particle (with_state): acceleration.
-    double *kept_acc;
-    // Per staying particle (with_state): potential.
-    double *kept_pot;
-    // Per staying particle (with_state): cost.
-    double *kept_cost;
+    // Per particle and one more: the leaving particles before it (the scan of leave).
+    const unsigned *before;
+    // The particles.
+    ParticleSet from;
+    // The fresh arrays, which the staying particles fill from the start.
+    ParticleSet to;
 };
 
 // Each staying particle i copied to slot i - before[i] of the fresh arrays, in order (with its
@@ -189,17 +161,18 @@ extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) domain_keep(const Doma
         const unsigned b = a.before[i];
         if (a.before[i + 1] > b) continue;
         const long long k = (long long)i - b;
+        const ParticleSet &from = a.from, &to = a.to;
         for (int d = 0; d < 3; d++) {
-            a.kept_pos[3 * k + d] = a.pos[3ll * i + d];
-            a.kept_vel[3 * k + d] = a.vel[3ll * i + d];
+            to.pos[3 * k + d] = from.pos[3ll * i + d];
+            to.vel[3 * k + d] = from.vel[3ll * i + d];
         }
-        a.kept_mass[k] = a.mass[i];
-        a.kept_id[k] = a.id[i];
+        to.mass[k] = from.mass[i];
+        to.id[k] = from.id[i];
         if (a.with_state) {
-            a.kept_bin[k] = a.bin[i];
-            for (int d = 0; d < 3; d++) a.kept_acc[3 * k + d] = a.acc[3ll * i + d];
-            a.kept_pot[k] = a.pot[i];
-            a.kept_cost[k] = a.cost[i];
+            to.bin[k] = from.bin[i];
+            for (int d = 0; d < 3; d++) to.acc[3 * k + d] = from.acc[3ll * i + d];
+            to.pot[k] = from.pot[i];
+            to.cost[k] = from.cost[i];
         }
     }
 }

@@ -8,7 +8,7 @@
 use crate::error::Result;
 use crate::gpu::args::{ParticleBoundsArgs, ParticleSet};
 use crate::gpu::launch::{grow, DeviceArray, KernelRunner};
-use crate::gpu::stages::{int32, Stages};
+use crate::gpu::stages::{int, Stages};
 use crate::integrate::IntegratorState;
 use crate::particles::Particles;
 use crate::tree::build_gpu::Positions;
@@ -232,12 +232,12 @@ impl<R: KernelRunner> DeviceParticles<R> {
     pub fn bounds(&self, s: &Stages<R>) -> Result<(DVec3, DVec3)> {
         // SAFETY: the positions hold n particles, partial 6 doubles per block.
         unsafe {
-            s.launch_block(
+            s.launch(
                 "particle_bounds",
                 BOUNDS_BLOCKS as u32,
                 &ParticleBoundsArgs {
                     pos: self.arrays.pos.ptr(),
-                    n: int32(self.n)?,
+                    n: int(self.n)?,
                     partial: self.partial.ptr(),
                 },
             )?;

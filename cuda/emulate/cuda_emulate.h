@@ -198,7 +198,7 @@ consteval char param_kind()
     else
         static_assert(!std::is_same_v<T, T>,
                       "a kernel parameter must be a pointer, int, unsigned, unsigned long long, "
-                      "float, double or a struct (the kinds of a launch argument)");
+                      "float, double or a struct (an argument block)");
 }
 
 // The Kernel entry of kernel F: its parameter letters and a function that calls it with

@@ -9,10 +9,11 @@
 // takes from NVRTC's options (-D...). build.rs also defines HINOKI_WALK_LAYOUTS, the layouts it
 // compiles walk_layout.cpp for, as HINOKI_LAYOUT(v, g) HINOKI_LAYOUT(v, g) ...
 //
-// To add a kernel: #include its source below, and add HINOKI_EMULATE(name) to the table. Its
-// parameters must be pointers, int, unsigned, unsigned long long, float or double (the kinds of
-// a launch argument; anything else fails to compile here). A kernel of the walk program goes into
-// walk_layout.cpp instead; a layout, into build.rs's list.
+// To add a kernel: #include its source below, and add HINOKI_EMULATE(name) to the table. It
+// takes its argument block (a struct), or pointers, int, unsigned, unsigned long long, float or
+// double (anything else fails to compile here); a launch hands it the block's bytes as a GPU's
+// parameter buffer would. A kernel of the walk program goes into walk_layout.cpp instead; a
+// layout, into build.rs's list.
 
 #include "selftest.cu"
 

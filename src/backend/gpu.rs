@@ -13,7 +13,7 @@ use crate::forces::{TreeBuild, TreeTopology};
 use crate::gpu::args::{BootstrapAmagArgs, TreeArrays};
 use crate::gpu::launch::DeviceArray;
 use crate::gpu::runner::Runner;
-use crate::gpu::stages::{blocks, int32, Stages};
+use crate::gpu::stages::{blocks, int, Stages};
 use crate::gpu::{local_rank, GpuContext};
 use crate::integrate::state_gpu::StepArrays;
 use crate::integrate::{BinSummary, IntegratorState, NonFinite, Timeline};
@@ -381,11 +381,11 @@ impl Backend for GpuBackend {
         let (out, _) = self.walk.results();
         // SAFETY: the results and the targets hold t.n entries.
         unsafe {
-            self.stages.launch_block(
+            self.stages.launch(
                 "bootstrap_amag",
                 blocks(t.n),
                 &BootstrapAmagArgs {
-                    n: int32(t.n)?,
+                    n: int(t.n)?,
                     out,
                     g,
                     targets: t.at,

@@ -10,9 +10,10 @@ use crate::comm::Comm;
 use crate::error::Result;
 use crate::gpu::args::{
     DomainKeepArgs, DomainKeysArgs, DomainLeavingArgs, DomainOwnersArgs, DomainSamplesArgs,
+    PackArgs, UnpackArgs,
 };
 use crate::gpu::launch::{grow, DeviceArray, KernelRunner};
-use crate::gpu::stages::{blocks, int, int32, ptr, Stages};
+use crate::gpu::stages::{blocks, int, Stages};
 use crate::particles_gpu::{DeviceParticles, Held, ParticleArrays};
 use crate::sfc::{GridBox, GRID};
 
@@ -110,12 +111,12 @@ impl<R: KernelRunner> DomainArrays<R> {
         let o = grid.origin;
         // SAFETY: keys holds n keys, the samples m entries; the counts (when given) n pairs.
         unsafe {
-            s.launch_block(
+            s.launch(
                 "domain_keys",
                 blocks(n),
                 &DomainKeysArgs {
                     pos: p.arrays.pos.ptr(),
-                    n: int32(n)?,
+                    n: int(n)?,
                     ox: o.x,
                     oy: o.y,
                     oz: o.z,
@@ -129,7 +130,7 @@ impl<R: KernelRunner> DomainArrays<R> {
                     Weights::Counts(c) => (1, c, 0),
                     Weights::Costs(c) => (2, 0, c),
                 };
-                s.launch_block(
+                s.launch(
                     "domain_samples",
                     blocks(m),
                     &DomainSamplesArgs {
@@ -137,8 +138,8 @@ impl<R: KernelRunner> DomainArrays<R> {
                         counts,
                         values,
                         use_cost,
-                        n: int32(n)?,
-                        m: int32(m)?,
+                        n: int(n)?,
+                        m: int(m)?,
                         sample_keys: self.sample_keys.ptr(),
                         weights: self.sample_weights.ptr(),
                     },
@@ -171,15 +172,15 @@ impl<R: KernelRunner> DomainArrays<R> {
         grow(r, &mut self.leave, n + 1)?;
         // SAFETY: dest holds n entries, leave n + 1.
         unsafe {
-            s.launch_block(
+            s.launch(
                 "domain_owners",
                 blocks(n + 1),
                 &DomainOwnersArgs {
                     keys: self.keys.ptr(),
-                    n: int32(n)?,
+                    n: int(n)?,
                     splitters: self.splitters.ptr(),
-                    nsplit: int32(splitters.len())?,
-                    me: int32(comm.rank())?,
+                    nsplit: int(splitters.len())?,
+                    me: int(comm.rank())?,
                     dest: self.dest.ptr(),
                     leave: self.leave.ptr(),
                 },
@@ -191,11 +192,11 @@ impl<R: KernelRunner> DomainArrays<R> {
         grow(r, &mut self.leaving_dest, leaving)?;
         // SAFETY: the leaving lists hold `leaving` entries, the scan's total.
         unsafe {
-            s.launch_block(
+            s.launch(
                 "domain_leaving",
                 blocks(n),
                 &DomainLeavingArgs {
-                    n: int32(n)?,
+                    n: int(n)?,
                     dest: self.dest.ptr(),
                     before: self.leave.ptr(),
                     leaving: self.leaving.ptr(),
@@ -218,20 +219,13 @@ impl<R: KernelRunner> DomainArrays<R> {
             s.launch(
                 "pack_particles",
                 blocks(leaving),
-                &[
-                    ptr(&self.order),
-                    int(leaving)?,
-                    int(words)?,
-                    ptr(&a.pos),
-                    ptr(&a.vel),
-                    ptr(&a.mass),
-                    ptr(&a.id),
-                    ptr(&a.bin),
-                    ptr(&a.acc),
-                    ptr(&a.pot),
-                    ptr(&a.cost),
-                    ptr(&self.records),
-                ],
+                &PackArgs {
+                    order: self.order.ptr(),
+                    count: int(leaving)?,
+                    words: int(words)?,
+                    from: a.set(),
+                    records: self.records.ptr(),
+                },
             )?;
         }
         let send = s.fetch(&self.records, words * leaving)?;
@@ -244,29 +238,15 @@ impl<R: KernelRunner> DomainArrays<R> {
         // SAFETY: the kept arrays hold `total` particles, of which the staying ones take the
         // first `kept`.
         unsafe {
-            s.launch_block(
+            s.launch(
                 "domain_keep",
                 blocks(n),
                 &DomainKeepArgs {
-                    n: int32(n)?,
-                    before: self.leave.ptr(),
+                    n: int(n)?,
                     with_state: p.held.state as i32,
-                    pos: a.pos.ptr(),
-                    vel: a.vel.ptr(),
-                    mass: a.mass.ptr(),
-                    id: a.id.ptr(),
-                    bin: a.bin.ptr(),
-                    acc: a.acc.ptr(),
-                    pot: a.pot.ptr(),
-                    cost: a.cost.ptr(),
-                    kept_pos: k.pos.ptr(),
-                    kept_vel: k.vel.ptr(),
-                    kept_mass: k.mass.ptr(),
-                    kept_id: k.id.ptr(),
-                    kept_bin: k.bin.ptr(),
-                    kept_acc: k.acc.ptr(),
-                    kept_pot: k.pot.ptr(),
-                    kept_cost: k.cost.ptr(),
+                    before: self.leave.ptr(),
+                    from: a.set(),
+                    to: k.set(),
                 },
             )?;
         }
@@ -279,20 +259,13 @@ impl<R: KernelRunner> DomainArrays<R> {
                 s.launch(
                     "unpack_particles",
                     blocks(arrived),
-                    &[
-                        ptr(&self.records),
-                        int(arrived)?,
-                        int(words)?,
-                        int(kept)?,
-                        ptr(&k.pos),
-                        ptr(&k.vel),
-                        ptr(&k.mass),
-                        ptr(&k.id),
-                        ptr(&k.bin),
-                        ptr(&k.acc),
-                        ptr(&k.pot),
-                        ptr(&k.cost),
-                    ],
+                    &UnpackArgs {
+                        records: self.records.ptr(),
+                        count: int(arrived)?,
+                        words: int(words)?,
+                        at: int(kept)?,
+                        to: k.set(),
+                    },
                 )?;
             }
         }

@@ -10,13 +10,12 @@
 
 use super::args::KernelArgs;
 use super::launch::{
-    fill_pieces, piece_len, take_pieces, Arg, DeviceArray, Element, KernelRunner, Pieces,
-    COPY_PIECE,
+    fill_pieces, piece_len, take_pieces, DeviceArray, Element, KernelRunner, Pieces, COPY_PIECE,
 };
 use crate::error::{Error, Result};
 use cudarc::driver::{
     result, sys, CudaEvent, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtr,
-    LaunchConfig, PinnedHostSlice, PushKernelArg,
+    LaunchConfig, PinnedHostSlice,
 };
 use cudarc::nvrtc::{compile_ptx_with_opts, CompileError, CompileOptions};
 use std::collections::HashMap;
@@ -362,24 +361,7 @@ impl KernelRunner for CudaRunner {
         self.device.download_with(src.ptr, len, take)
     }
 
-    unsafe fn launch(&self, name: &str, grid: u32, block: u32, args: &[Arg]) -> Result<()> {
-        let function = self.function(name)?;
-        let mut launch = self.device.stream.launch_builder(&function);
-        for a in args {
-            match a {
-                Arg::Ptr(v) | Arg::U64(v) => launch.arg(v),
-                Arg::I32(v) => launch.arg(v),
-                Arg::U32(v) => launch.arg(v),
-                Arg::F32(v) => launch.arg(v),
-                Arg::F64(v) => launch.arg(v),
-            };
-        }
-        // SAFETY: the caller guarantees that `args` match the kernel's parameters.
-        unsafe { launch.launch(config(grid, block)) }.map_err(driver_err("kernel launch"))?;
-        Ok(())
-    }
-
-    unsafe fn launch_block<A: KernelArgs>(
+    unsafe fn launch<A: KernelArgs>(
         &self,
         name: &str,
         grid: u32,

@@ -13,7 +13,7 @@
 //! as `kernel@V,G` (`cuda/emulate/walk_layout.cpp`): [`Emulator::for_layout`] launches those.
 
 use super::args::KernelArgs;
-use super::launch::{Arg, DeviceArray, Element, KernelRunner};
+use super::launch::{DeviceArray, Element, KernelRunner};
 use crate::error::{Error, Result};
 use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::ffi::{c_char, c_int, c_uint, c_ulong, c_void, CStr, CString};
@@ -110,30 +110,6 @@ fn emu_error(message: impl std::fmt::Display) -> Error {
     Error::device(format!("CPU kernel emulator: {message}"))
 }
 
-/// `args` one after another, each at the next multiple of its size, as a kernel parameter
-/// buffer holds them (8-byte words, so that the buffer is aligned for every argument).
-fn pack(args: &[Arg]) -> (Vec<u64>, usize) {
-    let mut bytes: Vec<u8> = Vec::new();
-    for &a in args {
-        let value: Vec<u8> = match a {
-            Arg::Ptr(v) | Arg::U64(v) => v.to_ne_bytes().to_vec(),
-            Arg::I32(v) => v.to_ne_bytes().to_vec(),
-            Arg::U32(v) => v.to_ne_bytes().to_vec(),
-            Arg::F32(v) => v.to_ne_bytes().to_vec(),
-            Arg::F64(v) => v.to_ne_bytes().to_vec(),
-        };
-        bytes.resize(bytes.len().next_multiple_of(value.len()), 0);
-        bytes.extend(value);
-    }
-    let size = bytes.len();
-    bytes.resize(size.next_multiple_of(8), 0);
-    let words = bytes
-        .chunks_exact(8)
-        .map(|w| u64::from_ne_bytes(w.try_into().expect("8 bytes")))
-        .collect();
-    (words, size)
-}
-
 impl KernelRunner for Emulator {
     type Array<T: Element> = EmuArray<T>;
 
@@ -183,14 +159,7 @@ impl KernelRunner for Emulator {
         Ok(())
     }
 
-    unsafe fn launch(&self, name: &str, grid: u32, block: u32, args: &[Arg]) -> Result<()> {
-        let (words, size) = pack(args);
-        // SAFETY: the buffer holds `size` bytes of the arguments; the caller vouches for the
-        // arrays the kernel reaches.
-        unsafe { self.run(name, grid, block, words.as_ptr().cast(), size) }
-    }
-
-    unsafe fn launch_block<A: KernelArgs>(
+    unsafe fn launch<A: KernelArgs>(
         &self,
         name: &str,
         grid: u32,
@@ -342,7 +311,7 @@ mod tests {
         args: &A,
     ) -> Result<()> {
         // SAFETY: every test passes the arrays its kernel takes, long enough for the launch.
-        unsafe { emu.launch_block(name, grid, block, args) }
+        unsafe { emu.launch(name, grid, block, args) }
     }
 
     /// n pseudo-random words (a linear congruential generator; the high bits).

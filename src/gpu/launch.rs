@@ -69,27 +69,9 @@ impl<'a, U: Send> Pieces<'a, U> {
     }
 }
 
-/// One kernel argument, passed by value as the kernel declares it. Device arrays are passed as
-/// their address ([`DeviceArray::ptr`]).
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum Arg {
-    /// A device address (a `T*` parameter).
-    Ptr(u64),
-    /// An `int` parameter.
-    I32(i32),
-    /// An `unsigned int` parameter.
-    U32(u32),
-    /// An `unsigned long long` parameter.
-    U64(u64),
-    /// A `float` parameter.
-    F32(f32),
-    /// A `double` parameter.
-    F64(f64),
-}
-
 /// An array in device memory.
 pub trait DeviceArray {
-    /// Its device address, for [`Arg::Ptr`].
+    /// Its device address, as an argument block holds it.
     fn ptr(&self) -> u64;
     /// Its length in elements.
     fn len(&self) -> usize;
@@ -172,20 +154,13 @@ pub trait KernelRunner {
         Ok(())
     }
 
-    /// Launches kernel `name` on `grid` blocks of `block` threads with `args`.
-    ///
-    /// # Safety
-    /// `args` must match the kernel's parameter list in order and type, and every array the
-    /// kernel indexes through an [`Arg::Ptr`] must be live and long enough.
-    unsafe fn launch(&self, name: &str, grid: u32, block: u32, args: &[Arg]) -> Result<()>;
-
     /// Launches kernel `name` on `grid` blocks of `block` threads with its argument block
     /// `args` (see [`super::args`]).
     ///
     /// # Safety
     /// `A` must be the kernel's parameter type, and every array the kernel indexes through a
     /// device address of `args` must be live and long enough.
-    unsafe fn launch_block<A: KernelArgs>(
+    unsafe fn launch<A: KernelArgs>(
         &self,
         name: &str,
         grid: u32,
@@ -239,16 +214,7 @@ mod tests {
             dst.copy_from_slice(&src.0[..dst.len()]);
             Ok(())
         }
-        unsafe fn launch(&self, name: &str, _: u32, _: u32, _: &[Arg]) -> Result<()> {
-            Err(Error::device(format!("no kernel {name} on the host")))
-        }
-        unsafe fn launch_block<A: KernelArgs>(
-            &self,
-            name: &str,
-            _: u32,
-            _: u32,
-            _: &A,
-        ) -> Result<()> {
+        unsafe fn launch<A: KernelArgs>(&self, name: &str, _: u32, _: u32, _: &A) -> Result<()> {
             Err(Error::device(format!("no kernel {name} on the host")))
         }
     }

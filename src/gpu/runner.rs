@@ -5,7 +5,7 @@ use super::args::KernelArgs;
 use super::cuda_runner::{CudaArray, CudaRunner};
 #[cfg(hinoki_emulator)]
 use super::emulator::{EmuArray, Emulator};
-use super::launch::{Arg, DeviceArray, Element, KernelRunner};
+use super::launch::{DeviceArray, Element, KernelRunner};
 use crate::error::Result;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
@@ -152,18 +152,7 @@ impl KernelRunner for Runner {
         }
     }
 
-    unsafe fn launch(&self, name: &str, grid: u32, block: u32, args: &[Arg]) -> Result<()> {
-        // SAFETY: passed on with the caller's guarantee.
-        unsafe {
-            match &self.device {
-                Device::Cuda(r) => r.launch(name, grid, block, args),
-                #[cfg(hinoki_emulator)]
-                Device::Emulated(r) => r.launch(name, grid, block, args),
-            }
-        }
-    }
-
-    unsafe fn launch_block<A: KernelArgs>(
+    unsafe fn launch<A: KernelArgs>(
         &self,
         name: &str,
         grid: u32,
@@ -173,9 +162,9 @@ impl KernelRunner for Runner {
         // SAFETY: passed on with the caller's guarantee.
         unsafe {
             match &self.device {
-                Device::Cuda(r) => r.launch_block(name, grid, block, args),
+                Device::Cuda(r) => r.launch(name, grid, block, args),
                 #[cfg(hinoki_emulator)]
-                Device::Emulated(r) => r.launch_block(name, grid, block, args),
+                Device::Emulated(r) => r.launch(name, grid, block, args),
             }
         }
     }

@@ -4,7 +4,7 @@
 //! down, and device-wide exclusive scans of `u32` counts (`scan_tiles`, `scan_add`).
 
 use super::args::{KernelArgs, ReadWordArgs, ScanArgs};
-use super::launch::{grow, Arg, DeviceArray, Element, KernelRunner};
+use super::launch::{grow, DeviceArray, Element, KernelRunner};
 use crate::error::{Error, Result};
 use std::sync::{Mutex, PoisonError};
 
@@ -20,22 +20,10 @@ pub fn blocks(items: usize) -> u32 {
     items.div_ceil(BLOCK as usize).clamp(1, MAX_GRID) as u32
 }
 
-/// `v` as a kernel's `int` argument, or an error naming the count when it does not fit.
-pub fn int(v: usize) -> Result<Arg> {
-    i32::try_from(v)
-        .map(Arg::I32)
-        .map_err(|_| Error::input(format!("{v} elements are too many for one GPU launch")))
-}
-
 /// `v` as a kernel's `int` field, or an error naming the count when it does not fit.
-pub fn int32(v: usize) -> Result<i32> {
+pub fn int(v: usize) -> Result<i32> {
     i32::try_from(v)
         .map_err(|_| Error::input(format!("{v} elements are too many for one GPU launch")))
-}
-
-/// The address of device array `a`, as a kernel argument.
-pub fn ptr<A: DeviceArray>(a: &A) -> Arg {
-    Arg::Ptr(a.ptr())
 }
 
 /// Scratch of the scans: one array of partial sums per recursion depth, and one word to bring
@@ -68,29 +56,14 @@ impl<R: KernelRunner> Stages<R> {
         &self.runner
     }
 
-    /// Launches kernel `name` on `grid` blocks of [`BLOCK`] threads.
-    ///
-    /// # Safety
-    /// `args` must match the kernel's parameter list in order and type, and every array the
-    /// kernel indexes must be live and long enough for the items the launch covers.
-    pub unsafe fn launch(&self, name: &str, grid: u32, args: &[Arg]) -> Result<()> {
-        // SAFETY: passed on with the caller's guarantee.
-        unsafe { self.runner.launch(name, grid, BLOCK, args) }
-    }
-
     /// Launches kernel `name` on `grid` blocks of [`BLOCK`] threads with its argument block.
     ///
     /// # Safety
     /// `A` must be the kernel's argument block, and every array it reaches must be live and
     /// long enough for the items the launch covers.
-    pub unsafe fn launch_block<A: KernelArgs>(
-        &self,
-        name: &str,
-        grid: u32,
-        args: &A,
-    ) -> Result<()> {
+    pub unsafe fn launch<A: KernelArgs>(&self, name: &str, grid: u32, args: &A) -> Result<()> {
         // SAFETY: passed on with the caller's guarantee.
-        unsafe { self.runner.launch_block(name, grid, BLOCK, args) }
+        unsafe { self.runner.launch(name, grid, BLOCK, args) }
     }
 
     /// Copies the first `len` elements of `a` down.
@@ -132,12 +105,12 @@ impl<R: KernelRunner> Stages<R> {
         }
         let word = scratch.word.as_ref().expect("allocated above");
         let args = ReadWordArgs {
-            m: int32(m)?,
+            m: int(m)?,
             data,
             out: word.ptr(),
         };
         // SAFETY: read_word reads data[m] (the scan covered m + 1 entries) into word[0].
-        unsafe { self.launch_block("read_word", 1, &args) }?;
+        unsafe { self.launch("read_word", 1, &args) }?;
         Ok(self.fetch(word, 1)?[0] as usize)
     }
 
@@ -157,15 +130,15 @@ impl<R: KernelRunner> Stages<R> {
         grow(&self.runner, &mut sums[depth], tiles)?;
         let args = ScanArgs {
             data,
-            m: int32(m)?,
+            m: int(m)?,
             tile_sums: sums[depth].ptr(),
         };
         // SAFETY: scan_tiles covers data[0..m) and writes one partial sum per tile.
-        unsafe { self.launch_block("scan_tiles", tiles as u32, &args) }?;
+        unsafe { self.launch("scan_tiles", tiles as u32, &args) }?;
         if tiles > 1 {
             self.scan_at(sums, args.tile_sums, tiles, depth + 1)?;
             // SAFETY: scan_add adds each tile's scanned partial sum to data[0..m).
-            unsafe { self.launch_block("scan_add", tiles as u32, &args) }?;
+            unsafe { self.launch("scan_add", tiles as u32, &args) }?;
         }
         Ok(())
     }

@@ -11,7 +11,7 @@ use crate::gpu::args::{
     FirstNonFiniteArgs, HalfKickArgs, KeepForcesArgs, ParticleRecordArgs, SynchronisedFlagsArgs,
 };
 use crate::gpu::launch::{grow, DeviceArray, KernelRunner};
-use crate::gpu::stages::{blocks, int32, Stages};
+use crate::gpu::stages::{blocks, int, Stages};
 use crate::particles_gpu::DeviceParticles;
 use crate::walk::cpu::Units;
 use glam::DVec3;
@@ -61,11 +61,11 @@ impl<R: KernelRunner> StepArrays<R> {
         let a = &p.arrays;
         // SAFETY: the state's arrays hold p.n particles.
         unsafe {
-            s.launch_block(
+            s.launch(
                 "half_kick",
                 blocks(p.n),
                 &HalfKickArgs {
-                    n: int32(p.n)?,
+                    n: int(p.n)?,
                     bin: a.bin.ptr(),
                     ti: tick,
                     depth: tl.depth as i32,
@@ -82,11 +82,11 @@ impl<R: KernelRunner> StepArrays<R> {
         let a = &p.arrays;
         // SAFETY: the arrays hold p.n particles.
         unsafe {
-            s.launch_block(
+            s.launch(
                 "drift",
                 blocks(p.n),
                 &DriftArgs {
-                    n: int32(p.n)?,
+                    n: int(p.n)?,
                     dt,
                     vel: a.vel.ptr(),
                     pos: a.pos.ptr(),
@@ -109,11 +109,11 @@ impl<R: KernelRunner> StepArrays<R> {
         let a = &p.arrays;
         // SAFETY: the state's arrays hold p.n particles.
         unsafe {
-            s.launch_block(
+            s.launch(
                 "assign_bins",
                 blocks(p.n),
                 &AssignBinsArgs {
-                    n: int32(p.n)?,
+                    n: int(p.n)?,
                     ti: tick,
                     depth: tl.depth as i32,
                     dt_top: tl.dt_top,
@@ -137,11 +137,11 @@ impl<R: KernelRunner> StepArrays<R> {
         grow(s.runner(), &mut self.flags, p.n)?;
         // SAFETY: flags holds p.n entries, the bins p.n.
         unsafe {
-            s.launch_block(
+            s.launch(
                 "synchronised_flags",
                 blocks(p.n),
                 &SynchronisedFlagsArgs {
-                    n: int32(p.n)?,
+                    n: int(p.n)?,
                     bin: p.arrays.bin.ptr(),
                     ti: tick,
                     depth: tl.depth as i32,
@@ -167,11 +167,11 @@ impl<R: KernelRunner> StepArrays<R> {
         let a = &p.arrays;
         // SAFETY: the results, the flags (when given) and the state hold p.n particles.
         unsafe {
-            s.launch_block(
+            s.launch(
                 "keep_forces",
                 blocks(p.n),
                 &KeepForcesArgs {
-                    n: int32(p.n)?,
+                    n: int(p.n)?,
                     out,
                     counts,
                     acc_unit: units.acc,
@@ -198,11 +198,11 @@ impl<R: KernelRunner> StepArrays<R> {
     ) -> Result<()> {
         // SAFETY: `into` holds p.n floats, the state p.n accelerations.
         unsafe {
-            s.launch_block(
+            s.launch(
                 "acc_magnitudes",
                 blocks(p.n),
                 &AccMagnitudesArgs {
-                    n: int32(p.n)?,
+                    n: int(p.n)?,
                     acc: p.arrays.acc.ptr(),
                     scale,
                     amag: into,
@@ -222,11 +222,11 @@ impl<R: KernelRunner> StepArrays<R> {
         let a = &p.arrays;
         // SAFETY: the state holds p.n particles; first one word.
         unsafe {
-            s.launch_block(
+            s.launch(
                 "first_non_finite",
                 blocks(p.n),
                 &FirstNonFiniteArgs {
-                    n: int32(p.n)?,
+                    n: int(p.n)?,
                     acc: a.acc.ptr(),
                     pot: a.pot.ptr(),
                     first: self.first.ptr(),
@@ -239,7 +239,7 @@ impl<R: KernelRunner> StepArrays<R> {
         }
         // SAFETY: i < p.n; record holds 8 doubles.
         unsafe {
-            s.launch_block(
+            s.launch(
                 "particle_record",
                 1,
                 &ParticleRecordArgs {
@@ -271,11 +271,11 @@ impl<R: KernelRunner> StepArrays<R> {
     ) -> Result<BinSummary> {
         // SAFETY: bins holds 3 words per block; the state p.n bins.
         unsafe {
-            s.launch_block(
+            s.launch(
                 "bin_summary",
                 REDUCE_BLOCKS as u32,
                 &BinSummaryArgs {
-                    n: int32(p.n)?,
+                    n: int(p.n)?,
                     bin: p.arrays.bin.ptr(),
                     ti: tick,
                     depth: tl.depth as i32,
@@ -312,11 +312,11 @@ impl<R: KernelRunner> StepArrays<R> {
         let a = &p.arrays;
         // SAFETY: sums holds 8 doubles per chunk; the arrays p.n particles.
         unsafe {
-            s.launch_block(
+            s.launch(
                 "conserved_sums",
                 chunks as u32,
                 &ConservedSumsArgs {
-                    n: int32(p.n)?,
+                    n: int(p.n)?,
                     pos: a.pos.ptr(),
                     vel: a.vel.ptr(),
                     mass: a.mass.ptr(),

@@ -14,7 +14,7 @@ use crate::gpu::args::{
     RegionCellsArgs, RegionListArgs, TargetsAminArgs, TreeArrays,
 };
 use crate::gpu::launch::{grow, DeviceArray, KernelRunner};
-use crate::gpu::stages::{blocks, int32, Stages};
+use crate::gpu::stages::{blocks, int, Stages};
 use crate::tree::build_gpu::DeviceTree;
 use crate::walk::mac::{Criterion, Mac};
 
@@ -116,12 +116,12 @@ impl<R: KernelRunner> LetArrays<R> {
         grow(r, &mut self.slot, nc + 1)?;
         // SAFETY: slot holds a flag per cell and one more.
         unsafe {
-            s.launch_block(
+            s.launch(
                 "region_cells",
                 blocks(nc + 1),
                 &RegionCellsArgs {
                     tree: tree.arrays,
-                    ncells: int32(nc)?,
+                    ncells: int(nc)?,
                     cut,
                     flag: self.slot.ptr(),
                 },
@@ -132,17 +132,17 @@ impl<R: KernelRunner> LetArrays<R> {
         grow(r, &mut self.boxes, 6 * nb)?;
         // SAFETY: list and boxes hold `nb` entries, the number of flagged cells.
         unsafe {
-            s.launch_block(
+            s.launch(
                 "region_list",
                 blocks(nc),
                 &RegionListArgs {
-                    ncells: int32(nc)?,
+                    ncells: int(nc)?,
                     slot: self.slot.ptr(),
                     list: self.list.ptr(),
                 },
             )?;
             if nb > 0 {
-                s.launch_block(
+                s.launch(
                     "region_boxes",
                     nb as u32,
                     &RegionBoxesArgs {
@@ -152,12 +152,12 @@ impl<R: KernelRunner> LetArrays<R> {
                     },
                 )?;
             }
-            s.launch_block(
+            s.launch(
                 "targets_amin",
                 REDUCE_BLOCKS as u32,
                 &TargetsAminArgs {
                     targets,
-                    n: int32(nt)?,
+                    n: int(nt)?,
                     partial: self.partial.ptr(),
                 },
             )?;
@@ -221,13 +221,13 @@ impl<R: KernelRunner> LetArrays<R> {
         // SAFETY: fate holds a cell per destination, sent and particles a cell and one more per
         // destination and one more; the boxes are those of `start` and `count`.
         unsafe {
-            s.launch_block(
+            s.launch(
                 "let_fates",
                 blocks(pairs),
                 &LetFatesArgs {
                     tree: tree.arrays,
-                    ncells: int32(nc)?,
-                    ndest: int32(nd)?,
+                    ncells: int(nc)?,
+                    ndest: int(nd)?,
                     box_start: self.box_start.ptr(),
                     box_count: self.box_count.ptr(),
                     amin: self.amin.ptr(),
@@ -238,13 +238,13 @@ impl<R: KernelRunner> LetArrays<R> {
                     fate: self.fate.ptr(),
                 },
             )?;
-            s.launch_block(
+            s.launch(
                 "let_sent",
                 blocks(entries + 1),
                 &LetSentArgs {
                     tree: tree.arrays,
-                    ncells: int32(nc)?,
-                    ndest: int32(nd)?,
+                    ncells: int(nc)?,
+                    ndest: int(nd)?,
                     fate: self.fate.ptr(),
                     sent: self.sent.ptr(),
                     particles: self.particles.ptr(),
@@ -257,12 +257,12 @@ impl<R: KernelRunner> LetArrays<R> {
         grow(r, &mut self.edges, 2 * (nd + 1))?;
         // SAFETY: edges holds two entries per destination and one more.
         unsafe {
-            s.launch_block(
+            s.launch(
                 "let_edges",
                 blocks(nd + 1),
                 &LetEdgesArgs {
-                    ncells: int32(nc)?,
-                    ndest: int32(nd)?,
+                    ncells: int(nc)?,
+                    ndest: int(nd)?,
                     sent: self.sent.ptr(),
                     particles: self.particles.ptr(),
                     edges: self.edges.ptr(),
@@ -298,13 +298,13 @@ impl<R: KernelRunner> LetArrays<R> {
         grow(r, &mut self.out, total)?;
         // SAFETY: out holds every destination's buffer at its `at`, sized from the scans.
         unsafe {
-            s.launch_block(
+            s.launch(
                 "let_pack",
                 blocks(entries),
                 &LetPackArgs {
                     tree: tree.arrays,
-                    ncells: int32(nc)?,
-                    ndest: int32(nd)?,
+                    ncells: int(nc)?,
+                    ndest: int(nd)?,
                     fate: self.fate.ptr(),
                     sent: self.sent.ptr(),
                     particles: self.particles.ptr(),
@@ -353,16 +353,16 @@ impl<R: KernelRunner> LetArrays<R> {
             // LET's go at cell0 and part0; its words lie in `received` from `at` (checked
             // against its header).
             unsafe {
-                s.launch_block(
+                s.launch(
                     "let_unpack",
                     blocks(nc + np),
                     &LetUnpackArgs {
                         data: self.received.ptr(),
                         cells_at: (at + HEADER_WORDS) as u32,
-                        ncells: int32(nc)?,
-                        nparts: int32(np)?,
-                        cell0: int32(cell0)?,
-                        part0: int32(part0)?,
+                        ncells: int(nc)?,
+                        nparts: int(np)?,
+                        cell0: int(cell0)?,
+                        part0: int(part0)?,
                         tree: forest,
                         bad: self.bad.ptr(),
                     },

@@ -17,8 +17,8 @@ use crate::gpu::args::{
     SplitEmitArgs, SplitOctantsArgs, StoreCellsArgs, ToFrameArgs, TreeArrays, TreeKeysArgs,
     TreeRootArgs,
 };
-use crate::gpu::launch::{grow, with_headroom, Arg, DeviceArray, KernelRunner};
-use crate::gpu::stages::{blocks, int32, Stages};
+use crate::gpu::launch::{grow, with_headroom, DeviceArray, KernelRunner};
+use crate::gpu::stages::{blocks, int, Stages};
 use crate::sfc::{Frame, Order, GRID};
 use crate::tree::{close, ClosePair, DeviceCells, Tree, TreeParams, MAX_LEVEL};
 use crate::walk::mac::Mac;
@@ -213,14 +213,14 @@ impl<R: KernelRunner> TreeBuilder<R> {
             // SAFETY (every launch below): the arrays were sized for this tree by its build
             // (or restore), the particle arrays for `src.n` particles.
             unsafe {
-                s.launch_block(
+                s.launch(
                     "refit_particles",
                     blocks(src.n),
                     &RefitParticlesArgs {
                         pos: src.pos,
                         mass: src.mass,
                         index: a.index[0].ptr(),
-                        n: int32(src.n)?,
+                        n: int(src.n)?,
                         frame: frame_map(&tree.frame),
                         sorted: a.sorted.ptr(),
                     },
@@ -246,11 +246,11 @@ impl<R: KernelRunner> TreeBuilder<R> {
                     nchild: c.bfs_nchild.ptr(),
                     bounds: c.oct_start.ptr(),
                 })?;
-                s.launch_block(
+                s.launch(
                     "refit_cells",
                     blocks(tree.cells),
                     &RefitCellsArgs {
-                        ncells: int32(tree.cells)?,
+                        ncells: int(tree.cells)?,
                         preorder: c.preorder.ptr(),
                         mom: c.moments.ptr(),
                         bounds: c.oct_start.ptr(),
@@ -285,11 +285,11 @@ impl<R: KernelRunner> TreeBuilder<R> {
         let c = tree.frame.centre;
         // SAFETY: the tree's order holds src.n indices of particles at src.
         unsafe {
-            s.launch_block(
+            s.launch(
                 "closest_pair",
                 blocks(src.n).min(1024),
                 &ClosestPairArgs {
-                    n: int32(src.n)?,
+                    n: int(src.n)?,
                     index: tree.order,
                     pos: src.pos,
                     cx: c.x,
@@ -308,12 +308,12 @@ impl<R: KernelRunner> TreeBuilder<R> {
         let (k, l) = close::pair_slots(key);
         // SAFETY: k < l < src.n; the record holds PAIR_WORDS doubles.
         unsafe {
-            s.launch_block(
+            s.launch(
                 "pair_record",
                 1,
                 &PairRecordArgs {
-                    k: int32(k)?,
-                    l: int32(l)?,
+                    k: int(k)?,
+                    l: int(l)?,
                     index: tree.order,
                     pos: src.pos,
                     id: id.unwrap_or(0),
@@ -342,11 +342,11 @@ impl<R: KernelRunner> TreeBuilder<R> {
         // SAFETY: the tree's cell arrays hold tree.cells cells, its order src.n indices of
         // particles at src.
         unsafe {
-            s.launch_block(
+            s.launch(
                 "crowded_leaves",
                 blocks(tree.cells).min(1024),
                 &CrowdedLeavesArgs {
-                    nc: int32(tree.cells)?,
+                    nc: int(tree.cells)?,
                     tree: tree.arrays,
                     index: tree.order,
                     pos: src.pos,
@@ -368,13 +368,13 @@ impl<R: KernelRunner> TreeBuilder<R> {
         grow(s.runner(), &mut self.samples, 3 * m)?;
         // SAFETY: the positions hold src.n particles, the samples 3 doubles for each of m.
         unsafe {
-            s.launch_block(
+            s.launch(
                 "sample_positions",
                 blocks(m),
                 &SamplePositionsArgs {
-                    n: int32(src.n)?,
+                    n: int(src.n)?,
                     pos: src.pos,
-                    stride: int32(stride)?,
+                    stride: int(stride)?,
                     out: self.samples.ptr(),
                 },
             )?;
@@ -467,23 +467,23 @@ impl<R: KernelRunner> TreeBuilder<R> {
         // SAFETY (every launch below): the particle arrays hold at least n particles, the
         // tile counts 256 per tile, the digit counts 8 * 256.
         unsafe {
-            s.launch_block(
+            s.launch(
                 "to_frame",
                 blocks(n),
                 &ToFrameArgs {
                     pos: src.pos,
                     mass: src.mass,
-                    n: int32(n)?,
+                    n: int(n)?,
                     frame: frame_map(frame),
                     pos_mass: a.pos_mass.ptr(),
                 },
             )?;
-            s.launch_block(
+            s.launch(
                 "tree_keys",
                 blocks(n),
                 &TreeKeysArgs {
                     pos_mass: a.pos_mass.ptr(),
-                    n: int32(n)?,
+                    n: int(n)?,
                     ox: o.x,
                     oy: o.y,
                     oz: o.z,
@@ -493,12 +493,12 @@ impl<R: KernelRunner> TreeBuilder<R> {
                     index: a.index[0].ptr(),
                 },
             )?;
-            s.launch_block(
+            s.launch(
                 "radix_digit_counts",
                 blocks(n).min(1024),
                 &RadixDigitCountsArgs {
                     keys: a.keys[0].ptr(),
-                    n: int32(n)?,
+                    n: int(n)?,
                     counts: self.digit_counts.ptr(),
                 },
             )?;
@@ -519,18 +519,18 @@ impl<R: KernelRunner> TreeBuilder<R> {
             let pass = RadixPassArgs {
                 keys_in: keys[from],
                 index_in: index[from],
-                n: int32(n)?,
+                n: int(n)?,
                 shift: 8 * digit as i32,
-                ntiles: int32(tiles)?,
+                ntiles: int(tiles)?,
                 tile_counts,
                 keys_out: keys[1 - from],
                 index_out: index[1 - from],
             };
             // SAFETY: as above.
-            unsafe { s.launch_block("radix_tile_counts", tiles as u32, &pass) }?;
+            unsafe { s.launch("radix_tile_counts", tiles as u32, &pass) }?;
             s.scan(tile_counts, 256 * tiles)?;
             // SAFETY: as above.
-            unsafe { s.launch_block("radix_scatter", tiles as u32, &pass) }?;
+            unsafe { s.launch("radix_scatter", tiles as u32, &pass) }?;
             from = 1 - from;
         }
         let a = self.particles.as_mut().expect("reserved");
@@ -541,13 +541,13 @@ impl<R: KernelRunner> TreeBuilder<R> {
         let a = self.particles.as_ref().expect("reserved");
         // SAFETY: as above.
         unsafe {
-            s.launch_block(
+            s.launch(
                 "gather_particles",
                 blocks(n),
                 &GatherParticlesArgs {
                     pos_mass: a.pos_mass.ptr(),
                     index: a.index[0].ptr(),
-                    n: int32(n)?,
+                    n: int(n)?,
                     sorted: a.sorted.ptr(),
                 },
             )
@@ -586,11 +586,11 @@ impl<R: KernelRunner> TreeBuilder<R> {
         // SAFETY (every launch below): the cell arrays hold `cap` cells, the octant arrays 8
         // per cell; split_emit writes no cell beyond `cap`.
         unsafe {
-            s.launch_block(
+            s.launch(
                 "tree_root",
                 1,
                 &TreeRootArgs {
-                    n: int32(n)?,
+                    n: int(n)?,
                     first: c.bfs_first.ptr(),
                     count: c.bfs_count.ptr(),
                     level: c.bfs_level.ptr(),
@@ -603,17 +603,17 @@ impl<R: KernelRunner> TreeBuilder<R> {
             let m = 8 * (hi - lo);
             // SAFETY: as above.
             unsafe {
-                s.launch_block(
+                s.launch(
                     "split_octants",
                     blocks(m),
                     &SplitOctantsArgs {
                         keys: a.keys[0].ptr(),
                         first: c.bfs_first.ptr(),
                         count: c.bfs_count.ptr(),
-                        lo: int32(lo)?,
-                        hi: int32(hi)?,
-                        level: int32(level)?,
-                        ncrit: int32(ncrit)?,
+                        lo: int(lo)?,
+                        hi: int(hi)?,
+                        level: int(level)?,
+                        ncrit: int(ncrit)?,
                         oct_start: c.oct_start.ptr(),
                         oct_count: c.oct_count.ptr(),
                         flag: c.oct_slot.ptr(),
@@ -623,18 +623,18 @@ impl<R: KernelRunner> TreeBuilder<R> {
             s.scan(c.oct_slot.ptr(), m)?;
             // SAFETY: as above.
             unsafe {
-                s.launch_block(
+                s.launch(
                     "split_emit",
                     blocks(m),
                     &SplitEmitArgs {
                         oct_start: c.oct_start.ptr(),
                         oct_count: c.oct_count.ptr(),
                         slot: c.oct_slot.ptr(),
-                        lo: int32(lo)?,
-                        hi: int32(hi)?,
-                        level: int32(level)?,
-                        next_lo: int32(hi)?,
-                        capacity: int32(cap)?,
+                        lo: int(lo)?,
+                        hi: int(hi)?,
+                        level: int(level)?,
+                        next_lo: int(hi)?,
+                        capacity: int(cap)?,
                         first: c.bfs_first.ptr(),
                         count: c.bfs_count.ptr(),
                         levels: c.bfs_level.ptr(),
@@ -662,7 +662,7 @@ impl<R: KernelRunner> TreeBuilder<R> {
     /// of the level's cells `lo..hi`.
     ///
     /// # Safety
-    /// As [`Stages::launch_block`], for every level's cells.
+    /// As [`Stages::launch`], for every level's cells.
     unsafe fn per_level<A: KernelArgs>(
         &self,
         s: &Stages<R>,
@@ -678,9 +678,9 @@ impl<R: KernelRunner> TreeBuilder<R> {
         }
         for l in order {
             let (lo, hi) = (levels[l], levels[l + 1]);
-            let block = args(int32(lo)?, int32(hi)?);
+            let block = args(int(lo)?, int(hi)?);
             // SAFETY: passed on with the caller's guarantee.
-            unsafe { s.launch_block(name, blocks(hi - lo), &block) }?;
+            unsafe { s.launch(name, blocks(hi - lo), &block) }?;
         }
         Ok(())
     }
@@ -731,11 +731,11 @@ impl<R: KernelRunner> TreeBuilder<R> {
                 nchild: c.bfs_nchild.ptr(),
                 mom: c.moments.ptr(),
             })?;
-            s.launch_block(
+            s.launch(
                 "store_cells",
                 blocks(ncells),
                 &StoreCellsArgs {
-                    ncells: int32(ncells)?,
+                    ncells: int(ncells)?,
                     preorder: c.preorder.ptr(),
                     bfs_first: c.bfs_first.ptr(),
                     bfs_count: c.bfs_count.ptr(),
@@ -761,11 +761,11 @@ impl<R: KernelRunner> TreeBuilder<R> {
     fn parents(&self, s: &Stages<R>, ncells: usize) -> Result<()> {
         // SAFETY: the cell arrays hold `ncells` cells in preorder.
         unsafe {
-            s.launch_block(
+            s.launch(
                 "cell_parents",
                 blocks(ncells),
                 &CellParentsArgs {
-                    ncells: int32(ncells)?,
+                    ncells: int(ncells)?,
                     tree: self.tree_arrays(),
                 },
             )
@@ -886,18 +886,6 @@ pub(crate) fn frame_map(frame: &Frame) -> FrameMap {
         cz: c.z,
         scale: 1.0 / frame.side(),
     }
-}
-
-/// The kernel arguments that take float64 positions to the float32 `frame`
-/// ([`Frame::to_frame`]): its centre and the inverse of its cube's side.
-pub(crate) fn frame_args(frame: &Frame) -> [Arg; 4] {
-    let c = frame.centre;
-    [
-        Arg::F64(c.x),
-        Arg::F64(c.y),
-        Arg::F64(c.z),
-        Arg::F64(1.0 / frame.side()),
-    ]
 }
 
 mod bfs;

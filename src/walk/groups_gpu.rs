@@ -13,7 +13,7 @@ use crate::gpu::args::{
     InvertOrderArgs, KeepGroupsArgs,
 };
 use crate::gpu::launch::{grow, DeviceArray, KernelRunner};
-use crate::gpu::stages::{blocks, int32, Stages};
+use crate::gpu::stages::{blocks, int, Stages};
 use crate::tree::build_gpu::{frame_map, DeviceTree};
 
 /// Forms target groups and targets on the device, keeping its arrays across evaluations.
@@ -103,11 +103,11 @@ impl<R: KernelRunner> GroupFormer<R> {
     ) -> Result<()> {
         // SAFETY: starts and run hold a cell more than the tree.
         unsafe {
-            s.launch_block(
+            s.launch(
                 "group_starts",
                 blocks(tree.cells + 1),
                 &GroupStartsArgs {
-                    ncells: int32(tree.cells)?,
+                    ncells: int(tree.cells)?,
                     tree: tree.arrays,
                     max: max as u32,
                     widest,
@@ -131,11 +131,11 @@ impl<R: KernelRunner> GroupFormer<R> {
         self.group_starts(s, tree, max, f32::INFINITY)?;
         // SAFETY: the per-level arrays hold every level; starts and run every cell.
         unsafe {
-            s.launch_block(
+            s.launch(
                 "group_levels",
                 blocks(tree.cells),
                 &GroupLevelsArgs {
-                    ncells: int32(tree.cells)?,
+                    ncells: int(tree.cells)?,
                     starts: self.starts.ptr(),
                     run: self.run.ptr(),
                     tree: tree.arrays,
@@ -152,11 +152,11 @@ impl<R: KernelRunner> GroupFormer<R> {
         grow(r, &mut self.cell_groups, 2 * count)?;
         // SAFETY: cell_groups holds `count` pairs, the scan's total.
         unsafe {
-            s.launch_block(
+            s.launch(
                 "emit_groups",
                 blocks(tree.cells),
                 &EmitGroupsArgs {
-                    ncells: int32(tree.cells)?,
+                    ncells: int(tree.cells)?,
                     offset: self.starts.ptr(),
                     tree: tree.arrays,
                     run: self.run.ptr(),
@@ -185,33 +185,33 @@ impl<R: KernelRunner> GroupFormer<R> {
         grow(r, &mut self.pieces, chunks + 1)?;
         // SAFETY: extents holds one entry per chunk.
         unsafe {
-            s.launch_block(
+            s.launch(
                 "chunk_extents",
                 blocks(chunks),
                 &ChunkExtentsArgs {
-                    n: int32(n)?,
+                    n: int(n)?,
                     sorted: tree.arrays.particles,
                     chunk: max as u32,
-                    nchunks: int32(chunks)?,
+                    nchunks: int(chunks)?,
                     extents: self.extents.ptr(),
                 },
             )?;
         }
         let cut = Chunks {
-            n: int32(n)?,
+            n: int(n)?,
             chunk: max as u32,
-            nchunks: int32(chunks)?,
+            nchunks: int(chunks)?,
             extents: self.extents.ptr(),
             limit: wide_chunk_limit(&mut s.fetch(&self.extents, chunks)?),
             cells: self.cell_groups.ptr(),
-            ncg: int32(ncg)?,
+            ncg: int(ncg)?,
         };
         let pieces = ChunkPiecesArgs {
             chunks: cut,
             pieces: self.pieces.ptr(),
         };
         // SAFETY: pieces holds a chunk more than the chunks.
-        unsafe { s.launch_block("chunk_pieces", blocks(chunks + 1), &pieces) }?;
+        unsafe { s.launch("chunk_pieces", blocks(chunks + 1), &pieces) }?;
         let count = s.scan_total(self.pieces.ptr(), chunks)?;
         grow(r, &mut self.groups, 2 * count)?;
         let emit = EmitPiecesArgs {
@@ -220,7 +220,7 @@ impl<R: KernelRunner> GroupFormer<R> {
             groups: self.groups.ptr(),
         };
         // SAFETY: groups holds `count` pairs, the scan's total.
-        unsafe { s.launch_block("emit_pieces", blocks(chunks), &emit) }?;
+        unsafe { s.launch("emit_pieces", blocks(chunks), &emit) }?;
         Ok(DeviceGroups {
             at: self.groups.ptr(),
             count,
@@ -234,13 +234,13 @@ impl<R: KernelRunner> GroupFormer<R> {
         grow(s.runner(), &mut self.groups, 2 * count)?;
         // SAFETY: groups holds `count` pairs.
         unsafe {
-            s.launch_block(
+            s.launch(
                 "chunk_groups",
                 blocks(count),
                 &ChunkGroupsArgs {
-                    n: int32(n)?,
+                    n: int(n)?,
                     chunk: max as u32,
-                    nchunks: int32(count)?,
+                    nchunks: int(count)?,
                     groups: self.groups.ptr(),
                 },
             )
@@ -276,11 +276,11 @@ impl<R: KernelRunner> GroupFormer<R> {
         // SAFETY: pieces holds a flag per group and one more; the order and the flags cover
         // every target of the groups.
         unsafe {
-            s.launch_block(
+            s.launch(
                 "active_groups",
                 blocks(all.count + 1),
                 &ActiveGroupsArgs {
-                    ngroups: int32(all.count)?,
+                    ngroups: int(all.count)?,
                     groups: all.at,
                     order: order.unwrap_or(0),
                     has_order: order.is_some() as i32,
@@ -294,11 +294,11 @@ impl<R: KernelRunner> GroupFormer<R> {
         r.upload(&[0u32], &mut self.walked)?;
         // SAFETY: kept holds `count` pairs, the scan's total.
         unsafe {
-            s.launch_block(
+            s.launch(
                 "keep_groups",
                 blocks(all.count),
                 &KeepGroupsArgs {
-                    ngroups: int32(all.count)?,
+                    ngroups: int(all.count)?,
                     groups: all.at,
                     offset: self.pieces.ptr(),
                     kept: self.kept.ptr(),
@@ -372,11 +372,11 @@ impl<R: KernelRunner> GroupFormer<R> {
     ) -> Result<u64> {
         // SAFETY: the spare room holds 4 floats per particle; amag one per particle.
         unsafe {
-            s.launch_block(
+            s.launch(
                 "gather_targets",
                 blocks(tree.particles),
                 &GatherTargetsArgs {
-                    n: int32(tree.particles)?,
+                    n: int(tree.particles)?,
                     sorted: tree.arrays.particles,
                     index: tree.order,
                     amag: amag.unwrap_or(0),
@@ -406,11 +406,11 @@ impl<R: KernelRunner> GroupFormer<R> {
         // SAFETY: the spare room holds 4 floats per particle, `pos` 3 doubles; amag, the
         // tree's order and the inverse one per particle.
         unsafe {
-            s.launch_block(
+            s.launch(
                 "input_targets",
                 blocks(n),
                 &InputTargetsArgs {
-                    n: int32(n)?,
+                    n: int(n)?,
                     pos,
                     frame: frame_map(&tree.frame),
                     amag: amag.unwrap_or(0),
@@ -418,11 +418,11 @@ impl<R: KernelRunner> GroupFormer<R> {
                     targets: tree.spare,
                 },
             )?;
-            s.launch_block(
+            s.launch(
                 "invert_order",
                 blocks(n),
                 &InvertOrderArgs {
-                    n: int32(n)?,
+                    n: int(n)?,
                     order: tree.order,
                     inverse: self.inverse.ptr(),
                 },

@@ -113,7 +113,7 @@ impl GpuWalk {
     fn launch<A: KernelArgs>(&self, name: &str, grid: u32, block: u32, args: &A) -> Result<()> {
         // SAFETY: every call passes the argument block of the kernel's declaration in cuda/,
         // with buffers sized by `Buffers`' reserve functions for the targets and cells it covers.
-        unsafe { self.program.launch_block(name, grid, block, args) }
+        unsafe { self.program.launch(name, grid, block, args) }
     }
 
     /// The results in walk order.
