@@ -7,10 +7,11 @@
 //! A kernel may instead take the fields of a twin as separate parameters, in order, nested twins
 //! flattened (`tree.first` as `tree_first`): the walks do, because NVVM honours `__restrict__`
 //! only on kernel parameters (read-only loads through the non-coherent cache and fewer
-//! registers). A comment line `// Its parameters are the fields of Name.` marks such a kernel;
-//! its parameter list is checked here against the twin's fields (names, C types and byte
-//! offsets), so it cannot drift from the struct the launch fills, and the struct may have no
-//! tail padding (a launch passes all of its bytes as the parameters).
+//! registers). Such a parameter list is a macro, `#define NAME` with continued lines and
+//! `/* */` comments, right after a comment that says "parameters are the fields of Name"; it
+//! is checked here against the twin's fields (names, C types and byte offsets), so it cannot
+//! drift from the struct the launch fills, and the struct may have no tail padding (a launch
+//! passes all of its bytes as the parameters).
 //!
 //! The grammar read is small on purpose: the struct line, then one field per line
 //! (`type name;`, with `const` and `__restrict__` allowed and ignored), each with a `//` comment
@@ -314,37 +315,27 @@ fn check_flat_kernels(text: &str, source: &str, twins: &[Twin]) -> Result<(), St
                 "{source}: a kernel takes the fields of {name}, which is no twin"
             ));
         }
-        let kernel = after
-            .find("__global__")
-            .ok_or_else(|| format!("{source}: no kernel after the fields of {name}"))?;
-        let sig = &after[kernel..];
-        let open = sig.find('(').expect("a parameter list");
-        // Past __launch_bounds__(...): the parameter list is the parenthesis after the name.
-        let (open, kname) = {
-            let head = &sig[..sig.find(')').unwrap_or(0) + 1];
-            if head.contains("__launch_bounds__") {
-                let after_lb = sig.find(')').unwrap() + 1;
-                let o = after_lb + sig[after_lb..].find('(').expect("a parameter list");
-                (o, sig[after_lb..o].trim().to_string())
-            } else {
-                (
-                    open,
-                    sig[..open]
-                        .trim_start_matches("__global__")
-                        .trim()
-                        .trim_start_matches("void")
-                        .trim()
-                        .to_string(),
-                )
+        // The macro that declares the parameters: `#define NAME` and its continued lines.
+        let define = after
+            .find("#define ")
+            .ok_or_else(|| format!("{source}: no #define after the fields of {name}"))?;
+        let mut lines = after[define + "#define ".len()..].lines();
+        let first = lines.next().unwrap_or("");
+        let kname = first.split_whitespace().next().unwrap_or("").to_string();
+        let mut body = vec![first.trim_end().trim_end_matches('\\')[kname.len()..].to_string()];
+        let mut continued = first.trim_end().ends_with('\\');
+        for line in lines {
+            if !continued {
+                break;
             }
-        };
-        // The parameter list without its comments, up to its closing parenthesis.
-        let uncommented: String = sig[open + 1..]
-            .lines()
-            .map(|l| l.split("//").next().unwrap_or(""))
-            .collect::<Vec<_>>()
-            .join(" ");
-        let list = &uncommented[..uncommented.find(')').expect("a closed parameter list")];
+            continued = line.trim_end().ends_with('\\');
+            body.push(line.trim_end().trim_end_matches('\\').to_string());
+        }
+        // Without its /* */ comments.
+        let mut list = String::new();
+        for piece in body.join(" ").split("/*") {
+            list.push_str(piece.split_once("*/").map_or(piece, |(_, after)| after));
+        }
         let params: Vec<(String, String)> = list
             .split(',')
             .map(|p| {
@@ -363,19 +354,19 @@ fn check_flat_kernels(text: &str, source: &str, twins: &[Twin]) -> Result<(), St
         for (k, (n, c)) in params.iter().enumerate() {
             let Some((wn, wc, woff)) = want.get(k) else {
                 return Err(format!(
-                    "{source}: kernel {kname} has more parameters than {name} has fields"
+                    "{source}: {kname} has more parameters than {name} has fields"
                 ));
             };
             if n != wn || c != wc {
                 return Err(format!(
-                    "{source}: kernel {kname}, parameter {k} is `{c} {n}`; the fields of {name} give `{wc} {wn}`"
+                    "{source}: {kname}, parameter {k} is `{c} {n}`; the fields of {name} give `{wc} {wn}`"
                 ));
             }
             let (s, a) = layout_of(c, twins);
             at = at.next_multiple_of(a);
             if at != *woff {
                 return Err(format!(
-                    "{source}: kernel {kname}, parameter {k} is `{c} {n}` at byte {at}; the fields of {name} give `{wc} {wn}` at byte {woff}"
+                    "{source}: {kname}, parameter {k} is `{c} {n}` at byte {at}; the fields of {name} give `{wc} {wn}` at byte {woff}"
                 ));
             }
             at += s;
@@ -383,17 +374,17 @@ fn check_flat_kernels(text: &str, source: &str, twins: &[Twin]) -> Result<(), St
         let (size, _) = layout_of(&name, twins);
         if at != size {
             return Err(format!(
-                "{source}: kernel {kname} takes the fields of {name}, which end at byte {at} of its {size}: reorder them so that the struct has no tail padding (the launch passes all its bytes as the kernel's parameters)"
+                "{source}: {kname} takes the fields of {name}, which end at byte {at} of its {size}: reorder them so that the struct has no tail padding (the launch passes all its bytes as the kernel's parameters)"
             ));
         }
         if params.len() != want.len() {
             return Err(format!(
-                "{source}: kernel {kname} lacks fields of {name} (it has {} of {})",
+                "{source}: {kname} lacks fields of {name} (it has {} of {})",
                 params.len(),
                 want.len()
             ));
         }
-        rest = &after[kernel + open..];
+        rest = &after[define + 1..];
     }
     Ok(())
 }

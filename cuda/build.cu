@@ -743,8 +743,9 @@ __device__ __forceinline__ void point_quad(double m, const double y[3], double q
     q[5] = m * 3.0 * y[1] * y[2];
 }
 
-// The arguments of cell_moments.
-struct RUST_TWIN CellMomentsArgs {
+// The arguments of cell_moments and cell_bounds: one level of the breadth-first cells, each
+// summed from its particles (a leaf) or from its children.
+struct RUST_TWIN UpwardArgs {
     // The level's first cell.
     int lo;
     // One past the level's last cell.
@@ -759,13 +760,15 @@ struct RUST_TWIN CellMomentsArgs {
     const unsigned *child;
     // Per breadth-first cell: number of children.
     const unsigned char *nchild;
-    // Per breadth-first cell: MOMENT_WORDS float64 moments.
+    // cell_moments: per breadth-first cell, MOMENT_WORDS float64 moments.
     double *mom;
+    // cell_bounds: per breadth-first cell, the bounds of its particles (6 floats, frame units).
+    float *bounds;
 };
 
 // Moments of the cells in [lo, hi) into mom (MOMENT_WORDS doubles per cell): leaves from their
 // particles, the others from their children (parallel-axis theorem), in the CPU's order.
-extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) cell_moments(const CellMomentsArgs a)
+extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) cell_moments(const UpwardArgs a)
 {
     for (int c = a.lo + blockIdx.x * blockDim.x + threadIdx.x; c < a.hi;
          c += gridDim.x * blockDim.x) {
@@ -951,29 +954,9 @@ extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
     }
 }
 
-// The arguments of cell_bounds.
-struct RUST_TWIN CellBoundsArgs {
-    // The level's first cell.
-    int lo;
-    // One past the level's last cell.
-    int hi;
-    // Sorted particles: frame position and mass.
-    const float4 *particles;
-    // Per breadth-first cell: first particle.
-    const unsigned *first;
-    // Per breadth-first cell: number of particles.
-    const unsigned *count;
-    // Per breadth-first cell: its first child.
-    const unsigned *child;
-    // Per breadth-first cell: number of children.
-    const unsigned char *nchild;
-    // Per breadth-first cell: the bounds of its particles (6 floats, frame units).
-    float *bounds;
-};
-
 // Bounds of the particles of the cells in [lo, hi) (6 floats per cell: lowest x, y, z, then
 // highest): leaves from their particles, the others from their children's.
-extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) cell_bounds(const CellBoundsArgs a)
+extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) cell_bounds(const UpwardArgs a)
 {
     const float inf = __int_as_float(0x7f800000);
     for (int c = a.lo + blockIdx.x * blockDim.x + threadIdx.x; c < a.hi;

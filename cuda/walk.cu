@@ -75,35 +75,39 @@ struct RUST_TWIN WalkArgs {
     unsigned *stacks;
 };
 
-// Its parameters are the fields of WalkArgs.
-extern "C" __global__ void __launch_bounds__(128)
-walk_vg(const float4 *__restrict__ tree_particles,     // sorted particles: position, mass
-    const unsigned *__restrict__ tree_first,       // per cell: first particle
-    const unsigned *__restrict__ tree_count,       // per cell: particles
-    const unsigned char *__restrict__ tree_level,  // (not read)
-    const unsigned char *__restrict__ tree_nchild, // per cell: children (0: a leaf)
-    const unsigned *__restrict__ tree_subtree,     // per cell: cells in its subtree, itself included
-    const float4 *__restrict__ tree_boxes,         // per cell: geometric centre, half side
-    const float4 *__restrict__ tree_com_mass,      // per cell: centre of mass, mass
-    const float *__restrict__ tree_quad,           // per cell: xx, yy, zz, xy, xz, yz
-    const float *__restrict__ tree_trace,          // per cell: sum m |y|^2
-    const float *__restrict__ tree_s_eff,          // per cell: S_eff
-    const unsigned *__restrict__ tree_parent,      // (not read)
-    int n_cells,
-    const unsigned *__restrict__ children,         // walk_list: per cell, 8 child slots
-    const float4 *__restrict__ targets,            // per target: position, |a_old|
-    int n_targets,
-    int own_kind,                                  // which particle each target is (own_particle)
-    const unsigned *__restrict__ own,              //   for own_kind 2: per target, its particle
-    const uint2 *__restrict__ groups,              // per group: first target, count
-    int n_groups,
-    float eps2, int quadrupole, int accel_mac, float alpha, float grav,
-    float4 *__restrict__ out,                      // per target: acceleration, potential
-    uint2 *__restrict__ counts,                    // per target: p2p, m2p
-    int accumulate,                                // add to out and counts instead of writing
-    int stack_cap,                                 // walk_list: entries of each warp's stack
-    unsigned *__restrict__ control,                // walk_list: next group, stack overflow
-    unsigned *__restrict__ stacks)                 // walk_list: per warp, stack_cap cell indices
+// The walk kernels' parameters are the fields of WalkArgs, one by one and restrict-qualified
+// (NVVM honours __restrict__ only on kernel parameters); build.rs checks them against the
+// struct, whose bytes the launch passes as the parameter buffer.
+#define WALK_PARAMETERS                                                                                      \
+    const float4 *__restrict__ tree_particles,  /* sorted particles: position, mass */                \
+    const unsigned *__restrict__ tree_first,  /* per cell: first particle */                          \
+    const unsigned *__restrict__ tree_count,  /* per cell: particles */                               \
+    const unsigned char *__restrict__ tree_level,  /* (not read) */                                   \
+    const unsigned char *__restrict__ tree_nchild,  /* per cell: children (0: a leaf) */              \
+    const unsigned *__restrict__ tree_subtree,  /* per cell: cells in its subtree, itself included */ \
+    const float4 *__restrict__ tree_boxes,  /* per cell: geometric centre, half side */               \
+    const float4 *__restrict__ tree_com_mass,  /* per cell: centre of mass, mass */                   \
+    const float *__restrict__ tree_quad,  /* per cell: xx, yy, zz, xy, xz, yz */                      \
+    const float *__restrict__ tree_trace,  /* per cell: sum m |y|^2 */                                \
+    const float *__restrict__ tree_s_eff,  /* per cell: S_eff */                                      \
+    const unsigned *__restrict__ tree_parent,  /* (not read) */                                       \
+    int n_cells,                                                                                      \
+    const unsigned *__restrict__ children,  /* walk_list: per cell, 8 child slots */                  \
+    const float4 *__restrict__ targets,  /* per target: position, |a_old| */                          \
+    int n_targets,                                                                                    \
+    int own_kind,  /* which particle each target is (own_particle) */                                 \
+    const unsigned *__restrict__ own,  /* for own_kind 2: per target, its particle */                 \
+    const uint2 *__restrict__ groups,  /* per group: first target, count */                           \
+    int n_groups,                                                                                     \
+    float eps2, int quadrupole, int accel_mac, float alpha, float grav,                               \
+    float4 *__restrict__ out,  /* per target: acceleration, potential */                              \
+    uint2 *__restrict__ counts,  /* per target: p2p, m2p */                                           \
+    int accumulate,  /* add to out and counts instead of writing */                                   \
+    int stack_cap,  /* walk_list: entries of each warp's stack */                                     \
+    unsigned *__restrict__ control,  /* walk_list: next group, stack overflow */                      \
+    unsigned *__restrict__ stacks  /* walk_list: per warp, stack_cap cell indices */
+
+extern "C" __global__ void __launch_bounds__(128) walk_vg(WALK_PARAMETERS)
 {
     const float2 *cell_quad = (const float2 *)tree_quad;  // (xx,yy), (zz,xy), (xz,yz)
     const int tid = blockIdx.x * blockDim.x + threadIdx.x;

@@ -11,11 +11,10 @@ use crate::diag::PhaseTimes;
 use crate::error::Result;
 use crate::forces::TreeTopology;
 use crate::gpu::args::{
-    CellBoundsArgs, CellMomentsArgs, CellOrderArgs, CellParentsArgs, ClosestPairArgs,
-    CrowdedLeavesArgs, FrameMap, GatherParticlesArgs, KernelArgs, PairRecordArgs,
-    RadixDigitCountsArgs, RadixPassArgs, RefitCellsArgs, RefitParticlesArgs, SamplePositionsArgs,
-    SplitEmitArgs, SplitOctantsArgs, StoreCellsArgs, ToFrameArgs, TreeArrays, TreeKeysArgs,
-    TreeRootArgs,
+    CellOrderArgs, CellParentsArgs, ClosestPairArgs, CrowdedLeavesArgs, FrameMap,
+    GatherParticlesArgs, KernelArgs, PairRecordArgs, RadixDigitCountsArgs, RadixPassArgs,
+    RefitCellsArgs, RefitParticlesArgs, SamplePositionsArgs, SplitEmitArgs, SplitOctantsArgs,
+    StoreCellsArgs, ToFrameArgs, TreeArrays, TreeKeysArgs, TreeRootArgs, UpwardArgs,
 };
 use crate::gpu::launch::{grow, with_headroom, DeviceArray, KernelRunner};
 use crate::gpu::stages::{blocks, int, Stages};
@@ -225,27 +224,10 @@ impl<R: KernelRunner> TreeBuilder<R> {
                         sorted: a.sorted.ptr(),
                     },
                 )?;
-                self.per_level(s, "cell_moments", &levels, true, |lo, hi| CellMomentsArgs {
-                    lo,
-                    hi,
-                    particles: a.sorted.ptr(),
-                    first: c.bfs_first.ptr(),
-                    count: c.bfs_count.ptr(),
-                    child: c.bfs_child.ptr(),
-                    nchild: c.bfs_nchild.ptr(),
-                    mom: c.moments.ptr(),
-                })?;
+                let upward = self.upward();
+                self.per_level(s, "cell_moments", &levels, true, &upward)?;
                 // The octant lists are free between builds: 6 floats of bounds per cell.
-                self.per_level(s, "cell_bounds", &levels, true, |lo, hi| CellBoundsArgs {
-                    lo,
-                    hi,
-                    particles: a.sorted.ptr(),
-                    first: c.bfs_first.ptr(),
-                    count: c.bfs_count.ptr(),
-                    child: c.bfs_child.ptr(),
-                    nchild: c.bfs_nchild.ptr(),
-                    bounds: c.oct_start.ptr(),
-                })?;
+                self.per_level(s, "cell_bounds", &levels, true, &upward)?;
                 s.launch(
                     "refit_cells",
                     blocks(tree.cells),
@@ -380,6 +362,25 @@ impl<R: KernelRunner> TreeBuilder<R> {
             )?;
         }
         s.fetch_as(&self.samples, m)
+    }
+
+    /// The block of `cell_moments` and `cell_bounds` for the breadth-first cells `lo..hi`: the
+    /// moments into the moment words, the bounds into the octant lists (free between builds).
+    fn upward(&self) -> impl Fn(i32, i32) -> UpwardArgs {
+        let a = self.particles.as_ref().expect("sorted");
+        let c = self.cells.as_ref().expect("reserved");
+        let block = UpwardArgs {
+            lo: 0,
+            hi: 0,
+            particles: a.sorted.ptr(),
+            first: c.bfs_first.ptr(),
+            count: c.bfs_count.ptr(),
+            child: c.bfs_child.ptr(),
+            nchild: c.bfs_nchild.ptr(),
+            mom: c.moments.ptr(),
+            bounds: c.oct_start.ptr(),
+        };
+        move |lo, hi| UpwardArgs { lo, hi, ..block }
     }
 
     /// The view of the arrays of a tree of `n` particles and `cells` cells in `frame`.
@@ -715,22 +716,12 @@ impl<R: KernelRunner> TreeBuilder<R> {
         p: &TreeParams,
     ) -> Result<()> {
         let c = self.cells.as_ref().expect("reserved");
-        let a = self.particles.as_ref().expect("sorted");
         let depth = levels.len() - 1;
         let ncells = levels[depth];
         let o = frame.key_grid().origin;
         // SAFETY: the cell arrays hold every cell, the particle arrays every particle.
         unsafe {
-            self.per_level(s, "cell_moments", levels, true, |lo, hi| CellMomentsArgs {
-                lo,
-                hi,
-                particles: a.sorted.ptr(),
-                first: c.bfs_first.ptr(),
-                count: c.bfs_count.ptr(),
-                child: c.bfs_child.ptr(),
-                nchild: c.bfs_nchild.ptr(),
-                mom: c.moments.ptr(),
-            })?;
+            self.per_level(s, "cell_moments", levels, true, self.upward())?;
             s.launch(
                 "store_cells",
                 blocks(ncells),
