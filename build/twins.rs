@@ -23,6 +23,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 /// One field of a twin.
+#[derive(Debug)]
 struct Field {
     name: String,
     /// The Rust type.
@@ -35,6 +36,7 @@ struct Field {
 }
 
 /// One `struct RUST_TWIN`.
+#[derive(Debug)]
 struct Twin {
     name: String,
     source: String,
@@ -371,12 +373,6 @@ fn check_flat_kernels(text: &str, source: &str, twins: &[Twin]) -> Result<(), St
             }
             at += s;
         }
-        let (size, _) = layout_of(&name, twins);
-        if at != size {
-            return Err(format!(
-                "{source}: {kname} takes the fields of {name}, which end at byte {at} of its {size}: reorder them so that the struct has no tail padding (the launch passes all its bytes as the kernel's parameters)"
-            ));
-        }
         if params.len() != want.len() {
             return Err(format!(
                 "{source}: {kname} lacks fields of {name} (it has {} of {})",
@@ -384,7 +380,111 @@ fn check_flat_kernels(text: &str, source: &str, twins: &[Twin]) -> Result<(), St
                 want.len()
             ));
         }
+        let (size, _) = layout_of(&name, twins);
+        if at != size {
+            return Err(format!(
+                "{source}: {kname} takes the fields of {name}, which end at byte {at} of its {size}: reorder them so that the struct has no tail padding (the launch passes all its bytes as the kernel's parameters)"
+            ));
+        }
         rest = &after[define + 1..];
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The twins of `text` (one file), checked as `generate` checks them.
+    fn twins_of(text: &str) -> Result<Vec<Twin>, String> {
+        let twins = parse(text, "t.cu")?;
+        check_flat_kernels(text, "t.cu", &twins)?;
+        Ok(twins)
+    }
+
+    #[test]
+    fn the_kernels_sources_give_their_twins() {
+        let code = generate(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("cuda"))
+            .expect("cuda/ declares valid blocks");
+        for name in [
+            "TreeArrays",
+            "FrameMap",
+            "WalkArgs",
+            "ScanArgs",
+            "ParticleSet",
+        ] {
+            assert!(code.contains(&format!("pub struct {name} {{")), "{name}");
+        }
+        assert!(code.contains("    pub tree: TreeArrays,"));
+    }
+
+    #[test]
+    fn fields_map_to_rust_types_and_carry_their_comments() {
+        let t = twins_of(
+            "// A block.\nstruct RUST_TWIN B {\n    // Count.\n    int n;\n    \
+             const float4 *__restrict__ p; // Points.\n    // Wide.\n    unsigned long long w;\n};\n",
+        )
+        .unwrap();
+        let f: Vec<_> = t[0]
+            .fields
+            .iter()
+            .map(|f| (&*f.name, &*f.rust, &*f.c))
+            .collect();
+        assert_eq!(
+            f,
+            [
+                ("n", "i32", "int"),
+                ("p", "u64", "float4*"),
+                ("w", "u64", "unsigned long long")
+            ]
+        );
+        assert_eq!(t[0].fields[1].doc, ["Points."]);
+        assert_eq!(layout_of("B", &t), (24, 8));
+    }
+
+    #[test]
+    fn malformed_blocks_are_errors_naming_the_line() {
+        let missing = twins_of("struct RUST_TWIN B {\n    int n;\n};\n").unwrap_err();
+        assert!(
+            missing.contains("t.cu:2: field `n` has no `//` comment"),
+            "{missing}"
+        );
+        let two = twins_of("struct RUST_TWIN B {\n    int a, b; // Two.\n};\n").unwrap_err();
+        assert!(two.contains("one field per line"), "{two}");
+        let open = twins_of("struct RUST_TWIN B {\n    int n; // N.\n").unwrap_err();
+        assert!(open.contains("is not closed"), "{open}");
+        let nested = parse("struct RUST_TWIN B {\n    Other o; // O.\n};\n", "t.cu").unwrap();
+        assert!(nested[0].fields[0].nested);
+    }
+
+    /// Twin B = {int n; int m; P p} with P = {float *q; int a; int b}, and a parameter macro
+    /// for it.
+    fn flat(params: &str) -> String {
+        format!(
+            "struct RUST_TWIN P {{\n    // Q.\n    float *q;\n    // A.\n    int a;\n    // B.\n    int b;\n}};\n\
+             struct RUST_TWIN B {{\n    // N.\n    int n;\n    // M.\n    int m;\n    // P.\n    P p;\n}};\n\
+             // Its parameters are the fields of B.\n#define B_PARAMETERS \\\n{params}\n"
+        )
+    }
+
+    #[test]
+    fn parameter_macros_must_be_their_structs_fields() {
+        let good = "    int n, int m, /* M */ \\\n    float *__restrict__ p_q, int p_a, int p_b";
+        assert!(twins_of(&flat(good)).is_ok());
+        let swapped =
+            twins_of(&flat("    int m, int n, float *p_q, int p_a, int p_b")).unwrap_err();
+        assert!(swapped.contains("parameter 0 is `int m`"), "{swapped}");
+        let short = twins_of(&flat("    int n, int m, float *p_q, int p_a")).unwrap_err();
+        assert!(short.contains("lacks fields of B"), "{short}");
+        // A nested struct aligned past where its first field would go as a parameter.
+        let gap = "struct RUST_TWIN P {\n    // A.\n    int a;\n    // Q.\n    float *q;\n};\n\
+                   struct RUST_TWIN G {\n    // N.\n    int n;\n    // P.\n    P p;\n};\n\
+                   // Its parameters are the fields of G.\n#define G_PARAMETERS int n, int p_a, float *p_q\n";
+        let gap = twins_of(gap).unwrap_err();
+        assert!(gap.contains("parameter 1 is `int p_a` at byte 4"), "{gap}");
+        let tail = "struct RUST_TWIN T {\n    // P.\n    float *p;\n    // N.\n    int n;\n};\n\
+                    // Its parameters are the fields of T.\n#define T_PARAMETERS float *p, int n\n";
+        let padded = twins_of(tail).unwrap_err();
+        assert!(padded.contains("no tail padding"), "{padded}");
+    }
 }

@@ -12,3 +12,8 @@ pub trait KernelArgs: cudarc::driver::DeviceRepr + Copy + std::fmt::Debug {
 }
 
 include!(concat!(env!("OUT_DIR"), "/kernel_args.rs"));
+
+/// The generator's tests: `build/twins.rs` is compiled into `build.rs`, and here for them.
+#[cfg(test)]
+#[path = "../../build/twins.rs"]
+mod twins;
