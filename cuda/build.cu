@@ -210,12 +210,17 @@ struct RUST_TWIN ScanArgs {
     unsigned *tile_sums;
 };
 
+// The parameters are the fields of ScanArgs, restrict-qualified (NVVM honours __restrict__
+// only on kernel parameters; build.rs checks them against the struct).
+#define SCAN_PARAMETERS              \
+    unsigned *__restrict__ data,     \
+    int m,                           \
+    unsigned *__restrict__ tile_sums
+
 // In-place exclusive scan of each SCAN_TILE-element tile of data[0..m); tile_sums[b] = the
 // total of tile b.
-extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) scan_tiles(const ScanArgs a)
+extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) scan_tiles(SCAN_PARAMETERS)
 {
-    unsigned *data = a.data;
-    const int m = a.m;
     const long long base = (long long)blockIdx.x * SCAN_TILE + threadIdx.x * SCAN_ITEMS;
     unsigned v[SCAN_ITEMS], sum = 0;
     for (int k = 0; k < SCAN_ITEMS; k++) {
@@ -228,16 +233,16 @@ extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) scan_tiles(const ScanA
         if (base + k < m) data[base + k] = run;
         run += v[k];
     }
-    if (threadIdx.x == 0) a.tile_sums[blockIdx.x] = total;
+    if (threadIdx.x == 0) tile_sums[blockIdx.x] = total;
 }
 
 // Adds the scanned tile totals back: tile b of data gets tile_sums[b].
-extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) scan_add(const ScanArgs a)
+extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) scan_add(SCAN_PARAMETERS)
 {
     const long long base = (long long)blockIdx.x * SCAN_TILE + threadIdx.x * SCAN_ITEMS;
-    const unsigned add = a.tile_sums[blockIdx.x];
+    const unsigned add = tile_sums[blockIdx.x];
     for (int k = 0; k < SCAN_ITEMS; k++)
-        if (base + k < a.m) a.data[base + k] += add;
+        if (base + k < m) data[base + k] += add;
 }
 
 struct RUST_TWIN ReadWordArgs {
@@ -309,9 +314,21 @@ struct RUST_TWIN RadixPassArgs {
     unsigned *index_out;
 };
 
+// The parameters are the fields of RadixPassArgs, restrict-qualified (NVVM honours __restrict__
+// only on kernel parameters; build.rs checks them against the struct).
+#define RADIX_PASS_PARAMETERS              \
+    const u64 *__restrict__ keys_in,       \
+    const unsigned *__restrict__ index_in, \
+    int n,                                 \
+    int shift,                             \
+    int ntiles,                            \
+    unsigned *__restrict__ tile_counts,    \
+    u64 *__restrict__ keys_out,            \
+    unsigned *__restrict__ index_out
+
 // Digit counts of each RADIX_TILE-key tile, digit-major: tile_counts[v * ntiles + tile].
 extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
-    radix_tile_counts(const RadixPassArgs a)
+    radix_tile_counts(RADIX_PASS_PARAMETERS)
 {
     __shared__ unsigned h[256];
     h[threadIdx.x] = 0;
@@ -319,27 +336,27 @@ extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
     const long long base = (long long)blockIdx.x * RADIX_TILE;
     for (int r = 0; r < RADIX_ITEMS; r++) {
         const long long i = base + r * BUILD_BLOCK + threadIdx.x;
-        if (i < a.n) atomicAdd(&h[(unsigned)((a.keys_in[i] >> a.shift) & 255)], 1u);
+        if (i < n) atomicAdd(&h[(unsigned)((keys_in[i] >> shift) & 255)], 1u);
     }
     __syncthreads();
-    a.tile_counts[(long long)threadIdx.x * a.ntiles + blockIdx.x] = h[threadIdx.x];
+    tile_counts[(long long)threadIdx.x * ntiles + blockIdx.x] = h[threadIdx.x];
 }
 
 // Moves each key of a tile to its place: the tile's scanned offset for its digit plus the
 // number of equal digits before it in the tile (rounds of one key per thread, in order; within
 // a round, lanes with equal digits found with __match_any_sync, warps in order).
-extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) radix_scatter(const RadixPassArgs a)
+extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) radix_scatter(RADIX_PASS_PARAMETERS)
 {
     __shared__ unsigned next[256];
     __shared__ unsigned warp_counts[BUILD_WARPS][256];
     const unsigned t = threadIdx.x, lane = t & 31, warp = t >> 5;
-    next[t] = a.tile_counts[(long long)t * a.ntiles + blockIdx.x];
+    next[t] = tile_counts[(long long)t * ntiles + blockIdx.x];
     const long long base = (long long)blockIdx.x * RADIX_TILE;
     for (int r = 0; r < RADIX_ITEMS; r++) {
         const long long i = base + r * BUILD_BLOCK + t;
-        const bool valid = i < a.n;
-        const u64 key = valid ? a.keys_in[i] : 0ull;
-        const unsigned digit = valid ? (unsigned)((key >> a.shift) & 255) : 256u;
+        const bool valid = i < n;
+        const u64 key = valid ? keys_in[i] : 0ull;
+        const unsigned digit = valid ? (unsigned)((key >> shift) & 255) : 256u;
         for (int w = 0; w < BUILD_WARPS; w++) warp_counts[w][t] = 0;
         __syncthreads();
         const unsigned peers = __match_any_sync(FULL_MASK, digit);
@@ -356,8 +373,8 @@ extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) radix_scatter(const Ra
         __syncthreads();
         if (valid) {
             const unsigned at = warp_counts[warp][digit] + rank;
-            a.keys_out[at] = key;
-            a.index_out[at] = a.index_in[i];
+            keys_out[at] = key;
+            index_out[at] = index_in[i];
         }
         __syncthreads();
     }
@@ -887,35 +904,65 @@ struct RUST_TWIN StoreCellsArgs {
     float4 *built;
 };
 
+// The parameters are the fields of StoreCellsArgs, restrict-qualified (NVVM honours __restrict__
+// only on kernel parameters; build.rs checks them against the struct).
+#define STORE_CELLS_PARAMETERS                    \
+    int ncells,                                   \
+    const unsigned *__restrict__ preorder,        \
+    const unsigned *__restrict__ bfs_first,       \
+    const unsigned *__restrict__ bfs_count,       \
+    const unsigned char *__restrict__ bfs_level,  \
+    const unsigned char *__restrict__ bfs_nchild, \
+    const unsigned *__restrict__ bfs_subtree,     \
+    const double *__restrict__ mom,               \
+    double ox,                                    \
+    double oy,                                    \
+    double oz,                                    \
+    double side,                                  \
+    int mac,                                      \
+    float theta,                                  \
+    float4 *__restrict__ tree_particles,          \
+    unsigned *__restrict__ tree_first,            \
+    unsigned *__restrict__ tree_count,            \
+    unsigned char *__restrict__ tree_level,       \
+    unsigned char *__restrict__ tree_nchild,      \
+    unsigned *__restrict__ tree_subtree,          \
+    float4 *__restrict__ tree_boxes,              \
+    float4 *__restrict__ tree_com_mass,           \
+    float *__restrict__ tree_quad,                \
+    float *__restrict__ tree_trace,               \
+    float *__restrict__ tree_s_eff,               \
+    unsigned *__restrict__ tree_parent,           \
+    float4 *__restrict__ built
+
 // Writes every cell at its preorder position in the walk's arrays: topology, box (from the grid
 // cell of its first particle, truncated to its level; also into `built`, the boxes a refit
 // starts from), float32 moments and S_eff for the criterion (mac: 0 Barnes-Hut, otherwise the
 // modified criterion).
-extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) store_cells(const StoreCellsArgs a)
+extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) store_cells(STORE_CELLS_PARAMETERS)
 {
-    const TreeArrays t = a.tree;
-    for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < a.ncells; c += gridDim.x * blockDim.x) {
-        const unsigned p = a.preorder[c];
-        const unsigned lev = a.bfs_level[c];
-        t.first[p] = a.bfs_first[c];
-        t.count[p] = a.bfs_count[c];
-        t.level[p] = (unsigned char)lev;
-        t.nchild[p] = a.bfs_nchild[c];
-        t.subtree[p] = a.bfs_subtree[c];
+    for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < ncells; c += gridDim.x * blockDim.x) {
+        const unsigned p = preorder[c];
+        const unsigned lev = bfs_level[c];
+        tree_first[p] = bfs_first[c];
+        tree_count[p] = bfs_count[c];
+        tree_level[p] = (unsigned char)lev;
+        tree_nchild[p] = bfs_nchild[c];
+        tree_subtree[p] = bfs_subtree[c];
         const float4 cm =
-            store_moments(p, a.mom + (long long)c * MOMENT_WORDS, t.com_mass, t.quad, t.trace);
+            store_moments(p, mom + (long long)c * MOMENT_WORDS, tree_com_mass, tree_quad, tree_trace);
         unsigned g[3];
-        const double cell = a.side / (double)(1ull << lev);
-        const float4 q = t.particles[a.bfs_first[c]];
-        grid_cell(q.x, q.y, q.z, a.ox, a.oy, a.oz, (double)GRID_CELLS / a.side, g);
+        const double cell = side / (double)(1ull << lev);
+        const float4 q = tree_particles[bfs_first[c]];
+        grid_cell(q.x, q.y, q.z, ox, oy, oz, (double)GRID_CELLS / side, g);
         const unsigned shift = TREE_MAX_LEVEL - lev;
-        const float4 box = make_float4((float)(a.ox + ((double)(g[0] >> shift) + 0.5) * cell),
-                                       (float)(a.oy + ((double)(g[1] >> shift) + 0.5) * cell),
-                                       (float)(a.oz + ((double)(g[2] >> shift) + 0.5) * cell),
+        const float4 box = make_float4((float)(ox + ((double)(g[0] >> shift) + 0.5) * cell),
+                                       (float)(oy + ((double)(g[1] >> shift) + 0.5) * cell),
+                                       (float)(oz + ((double)(g[2] >> shift) + 0.5) * cell),
                                        (float)(0.5 * cell));
-        t.boxes[p] = box;
-        a.built[p] = box;
-        t.s_eff[p] = cell_s_eff(box, cm, a.mac, a.theta);
+        tree_boxes[p] = box;
+        built[p] = box;
+        tree_s_eff[p] = cell_s_eff(box, cm, mac, theta);
     }
 }
 

@@ -17,6 +17,10 @@
 
 #include "selftest.cu"
 
+// Kernels that take the fields of a shared block as parameters (build.cu's *_PARAMETERS) do not
+// all read every one of them, which g++ warns of under -Wextra.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-parameter"
 #include "../cells.cuh"
 #include "../gravity.cuh"
 #include "../build.cu"
@@ -25,6 +29,7 @@
 #include "../domain.cu"
 #include "../lets.cu"
 #include "../integrate.cu"
+#pragma GCC diagnostic pop
 
 #ifndef HINOKI_WALK_LAYOUTS
 #error "build.rs compiles kernels.cpp with -DHINOKI_WALK_LAYOUTS=..."
