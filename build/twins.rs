@@ -6,9 +6,8 @@
 //!
 //! A kernel may instead take the fields of a twin as separate parameters, in order, nested twins
 //! flattened (`tree.first` as `tree_first`): the walks, scans, radix passes and `store_cells` do,
-//! because NVVM honours `__restrict__`
-//! only on kernel parameters (read-only loads through the non-coherent cache and fewer
-//! registers). Such a parameter list is a macro, `#define NAME` with continued lines and
+//! because NVVM honours `__restrict__` only on kernel parameters (read-only loads through the
+//! non-coherent cache and fewer registers). Such a parameter list is a macro, `#define NAME` with continued lines and
 //! `/* */` comments, right after a comment that says "parameters are the fields of Name"; it
 //! is checked here against the twin's fields (names, C types and byte offsets), so it cannot
 //! drift from the struct the launch fills, and the struct may have no tail padding (a launch
