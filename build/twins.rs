@@ -246,11 +246,7 @@ fn render(twins: &[Twin]) -> String {
              unsafe impl cudarc::driver::DeviceRepr for {} {{}}\n",
             t.name
         );
-        let _ = writeln!(
-            out,
-            "impl KernelArgs for {} {{\n    const C_NAME: &'static str = {:?};\n}}\n",
-            t.name, t.name
-        );
+        let _ = writeln!(out, "impl KernelArgs for {} {{}}\n", t.name);
     }
     out
 }

@@ -6,10 +6,7 @@
 
 /// A kernel's argument block (or a struct nested in one): a `#[repr(C)]` twin of a C struct of
 /// `cuda/`, passed to a kernel by value.
-pub trait KernelArgs: cudarc::driver::DeviceRepr + Copy + std::fmt::Debug {
-    /// The C struct's name.
-    const C_NAME: &'static str;
-}
+pub trait KernelArgs: cudarc::driver::DeviceRepr + Copy + std::fmt::Debug {}
 
 include!(concat!(env!("OUT_DIR"), "/kernel_args.rs"));
 

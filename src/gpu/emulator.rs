@@ -240,9 +240,7 @@ mod tests {
             }
             // SAFETY: #[repr(C)] with the kernel's parameter types in its order.
             unsafe impl cudarc::driver::DeviceRepr for $name {}
-            impl KernelArgs for $name {
-                const C_NAME: &'static str = stringify!($name);
-            }
+            impl KernelArgs for $name {}
         };
     }
 
