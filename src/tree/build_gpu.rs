@@ -813,6 +813,23 @@ impl<R: KernelRunner> TreeBuilder<R> {
     /// the next [`TreeBuilder::refit`] refits it: its breadth-first arrays are laid out on the
     /// host and copied up with its preorder arrays, order and rebuild boxes.
     pub fn restore(&mut self, s: &Stages<R>, t: &TreeTopology) -> Result<()> {
+        self.restore_with(s, t, |r, cells| {
+            r.upload(&t.first, &mut cells.first)?;
+            r.upload(&t.count, &mut cells.count)?;
+            r.upload(&t.level, &mut cells.level)?;
+            r.upload(&t.nchild, &mut cells.nchild)?;
+            r.upload(&t.subtree, &mut cells.subtree)
+        })
+    }
+
+    /// [`TreeBuilder::restore`] with the preorder cells filled by `upload_cells` (at least
+    /// their topology: first, count, level, nchild, subtree).
+    fn restore_with(
+        &mut self,
+        s: &Stages<R>,
+        t: &TreeTopology,
+        upload_cells: impl FnOnce(&R, &mut DeviceCells<R>) -> Result<()>,
+    ) -> Result<()> {
         self.last = None;
         let (n, ncells) = (t.index.len(), t.first.len());
         self.reserve_particles(s, n)?;
@@ -828,11 +845,7 @@ impl<R: KernelRunner> TreeBuilder<R> {
         r.upload(&bfs.child, &mut c.bfs_child)?;
         r.upload(&bfs.nchild, &mut c.bfs_nchild)?;
         r.upload(&bfs.preorder, &mut c.preorder)?;
-        r.upload(&t.first, &mut c.cells.first)?;
-        r.upload(&t.count, &mut c.cells.count)?;
-        r.upload(&t.level, &mut c.cells.level)?;
-        r.upload(&t.nchild, &mut c.cells.nchild)?;
-        r.upload(&t.subtree, &mut c.cells.subtree)?;
+        upload_cells(r, &mut c.cells)?;
         r.upload(bytemuck::cast_slice(&t.boxes), &mut c.built)?;
         self.parents(s, ncells)?;
         let tree = self.device_tree(n, ncells, t.frame);
@@ -845,24 +858,20 @@ impl<R: KernelRunner> TreeBuilder<R> {
     /// build (and refits) run on it as on a tree built here.
     pub fn upload(&mut self, s: &Stages<R>, tree: &Tree) -> Result<DeviceTree> {
         let cells = &tree.cells;
-        self.restore(
-            s,
-            &TreeTopology {
-                frame: tree.frame,
-                index: tree.index.clone(),
-                first: cells.first.clone(),
-                count: cells.count.clone(),
-                level: cells.level.clone(),
-                nchild: cells.nchild.clone(),
-                subtree: cells.subtree.clone(),
-                boxes: cells.boxes.clone(),
-            },
-        )?;
+        let topology = TreeTopology {
+            frame: tree.frame,
+            index: tree.index.clone(),
+            first: cells.first.clone(),
+            count: cells.count.clone(),
+            level: cells.level.clone(),
+            nchild: cells.nchild.clone(),
+            subtree: cells.subtree.clone(),
+            boxes: cells.boxes.clone(),
+        };
+        self.restore_with(s, &topology, |r, device| device.upload(r, cells))?;
         let r = s.runner();
         let a = self.particles.as_mut().expect("restored");
         r.upload(bytemuck::cast_slice(&tree.particles), &mut a.sorted)?;
-        let c = self.cells.as_mut().expect("restored");
-        c.cells.upload(r, cells)?;
         Ok(self.tree().expect("restored"))
     }
 }
