@@ -119,6 +119,7 @@ fn gpu_matches_cpu_on_the_same_tree() {
                     },
                     eps2: (1e-4 / (side * side)) as f32,
                     quadrupole,
+                    periodic: false,
                 };
                 let groups = tree_groups(&tree, layout.group());
                 let cpu = grouped_walk(&tree, &targets, Some(&own), &groups, &wp);
@@ -305,6 +306,7 @@ fn gpu_walks_a_forest_like_the_cpu() {
         },
         eps2: (1e-4 / (frame.side() * frame.side())) as f32,
         quadrupole: true,
+        periodic: false,
     };
     // Groups of the first tree's targets then the second's (tree cells of each).
     let layout = GpuLayout::default();
@@ -418,6 +420,7 @@ fn gpu_forces_are_converted_on_the_way_down_as_on_the_host() {
         },
         eps2: 1e-4,
         quadrupole: true,
+        periodic: false,
     };
     let out = g
         .walk_host(&tree, &targets, false, &groups, &wp, &mut t)

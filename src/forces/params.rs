@@ -169,6 +169,12 @@ pub struct ForceParams {
     #[arg(long, default_value_t = ForceParams::default().balance)]
     #[serde(deserialize_with = "by_name")]
     pub balance: Balance,
+    /// Side of the periodic box (length units; the particles live in [0, box)³): forces of
+    /// the nearest images plus the Ewald correction of all others; 0: open boundaries.
+    #[arg(long = "box", value_name = "L", allow_negative_numbers = true,
+          default_value_t = ForceParams::default().box_size)]
+    #[serde(rename = "box")]
+    pub box_size: f64,
     /// Multi-rank: boxes per rank describing its particles to the other ranks' LET builders
     /// (1 ..= 4096; 1: the bounding box of seed 001; more: tighter, smaller LETs).
     #[arg(long, default_value_t = ForceParams::default().let_boxes)]
@@ -194,6 +200,7 @@ impl Default for ForceParams {
             kernel: WalkKernel::default(),
             tree_build: TreeBuild::Gpu,
             balance: Balance::Cost,
+            box_size: 0.0,
             let_boxes: 64,
         }
     }
@@ -212,6 +219,7 @@ impl ForceParams {
             },
             eps2: (eps * eps) as f32,
             quadrupole: self.multipole >= 2,
+            periodic: self.box_size > 0.0,
         }
     }
 
@@ -250,6 +258,18 @@ impl ForceParams {
         }
         if let VgChoice::Fixed(l) = self.vg {
             l.validate_for(self.kernel)?;
+        }
+        if !(self.box_size.is_finite() && self.box_size >= 0.0) {
+            return Err(Error::input(format!(
+                "the periodic box must be finite and >= 0 (0: open boundaries; got {})",
+                self.box_size
+            )));
+        }
+        if self.box_size > 0.0 {
+            return Err(Error::input(
+                "periodic boxes (box > 0) are not available yet: the walks' Ewald terms are \
+                 being built (issue 16)",
+            ));
         }
         if !(self.eps.is_finite() && self.eps >= 0.0) {
             return Err(Error::input(format!(
@@ -416,6 +436,7 @@ mod tests {
             kernel: WalkKernel::Vg,
             tree_build: TreeBuild::Host,
             balance: Balance::Count,
+            box_size: 0.0,
             let_boxes: 8,
         };
         assert_eq!(p, want);

@@ -587,6 +587,7 @@ mod tests {
                 kernel: WalkKernel::Vg,
                 tree_build: TreeBuild::Gpu,
                 balance: Balance::Count,
+                box_size: 0.0,
                 let_boxes: 3,
             }
         );

@@ -30,6 +30,9 @@ pub struct WalkParams {
     pub eps2: f32,
     /// Add quadrupole terms to cell interactions.
     pub quadrupole: bool,
+    /// The tree's frame is a periodic box (period 1 in the frame): the walks take the
+    /// nearest image of every source and add the Ewald correction ([`super::ewald`]).
+    pub periodic: bool,
 }
 
 /// Per-target results of a walk.
@@ -407,6 +410,7 @@ mod tests {
                 },
                 eps2: 1e-4,
                 quadrupole,
+                periodic: false,
             };
             let mut worst = 0.0f32;
             let mut list = List::default();

@@ -5,6 +5,7 @@
 mod avx2;
 pub mod cpu;
 pub mod direct;
+pub mod ewald;
 pub mod gpu;
 pub mod groups;
 pub mod groups_gpu;
