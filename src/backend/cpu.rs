@@ -365,6 +365,7 @@ impl Backend for CpuBackend {
         regions: &[Region],
         me: usize,
         crit: &Criterion,
+        periodic: bool,
         times: &mut PhaseTimes,
     ) -> Result<(Vec<f32>, Vec<usize>)> {
         let tree = self.tree.as_ref();
@@ -373,7 +374,7 @@ impl Backend for CpuBackend {
                 .par_iter()
                 .enumerate()
                 .map(|(r, region)| match tree {
-                    Some(t) if r != me => lets::export(t, crit, region),
+                    Some(t) if r != me => lets::export(t, crit, periodic, region),
                     _ => Vec::new(),
                 })
                 .collect();

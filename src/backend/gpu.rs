@@ -409,13 +409,15 @@ impl Backend for GpuBackend {
         regions: &[Region],
         me: usize,
         crit: &Criterion,
+        periodic: bool,
         times: &mut PhaseTimes,
     ) -> Result<(Vec<f32>, Vec<usize>)> {
         let Some(tree) = self.builder.tree() else {
             return Ok((Vec::new(), vec![0; regions.len()]));
         };
         times.time("let", || {
-            self.lets.export(&self.stages, &tree, regions, me, crit)
+            self.lets
+                .export(&self.stages, &tree, regions, me, crit, periodic)
         })
     }
 

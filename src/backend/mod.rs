@@ -177,12 +177,14 @@ pub trait Backend {
     fn region(&mut self, pieces: usize) -> Result<Region>;
 
     /// The LETs of the local tree for every rank's region (none for rank `me`), concatenated
-    /// in rank order in the wire format, and the words of each. Times `let`.
+    /// in rank order in the wire format, and the words of each; `periodic`: the frame is a
+    /// periodic box of side 1 ([`crate::lets::accepts_periodic`]). Times `let`.
     fn export_lets(
         &mut self,
         regions: &[Region],
         me: usize,
         crit: &Criterion,
+        periodic: bool,
         times: &mut PhaseTimes,
     ) -> Result<(Vec<f32>, Vec<usize>)>;
 

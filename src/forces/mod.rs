@@ -223,7 +223,7 @@ impl ForceEngine {
     /// copied to the device, where they stay), for [`ForceEngine::evaluate`] (not
     /// [`ForceEngine::decompose`], which needs the whole particles of [`ForceEngine::load`]).
     pub fn load_positions(&mut self, p: &Particles) -> Result<()> {
-        self.backend.load(p, false)?;
+        self.backend.load(&self.in_box(p), false)?;
         self.has_tree = false;
         self.ids = None;
         Ok(())
@@ -239,10 +239,28 @@ impl ForceEngine {
     /// GPU: copied to the device, where they stay), for [`ForceEngine::decompose`] and
     /// [`ForceEngine::evaluate`].
     pub fn load(&mut self, p: &Particles) -> Result<()> {
-        self.backend.load(p, true)?;
+        self.backend.load(&self.in_box(p), true)?;
         self.has_tree = false;
         self.ids = None;
         Ok(())
+    }
+
+    /// `p` with its positions wrapped into the periodic box [0, L)³ when the evaluations are
+    /// periodic (as GADGET puts particles back into the box), else `p` itself.
+    fn in_box<'p>(&self, p: &'p Particles) -> std::borrow::Cow<'p, Particles> {
+        let side = self.params.box_size;
+        if side <= 0.0
+            || p.pos
+                .iter()
+                .all(|x| x.min_element() >= 0.0 && x.max_element() < side)
+        {
+            return std::borrow::Cow::Borrowed(p);
+        }
+        let mut q = p.clone();
+        for x in &mut q.pos {
+            *x = crate::sfc::wrap_into_box(*x, side);
+        }
+        std::borrow::Cow::Owned(q)
     }
 
     /// The number of particles this rank's backend holds.
