@@ -49,6 +49,15 @@ pub fn file_id(tagged: u64) -> u64 {
     tagged & MAX_FILE_ID
 }
 
+/// How messages name the particle `tagged`: "id 42" for a halo particle, "id 42 of type 0"
+/// for the others.
+pub fn id_label(tagged: u64) -> String {
+    match particle_type(tagged) {
+        HALO_TYPE => format!("id {tagged}"),
+        t => format!("id {} of type {t}", file_id(tagged)),
+    }
+}
+
 /// A set of particles, one entry per particle in each array (all arrays have the same length).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Particles {
@@ -179,21 +188,27 @@ impl Particles {
         for i in 0..n {
             if !self.pos[i].is_finite() {
                 return Err(Error::input(format!(
-                    "particle {} (id {}) has a non-finite position {:?}",
-                    i, self.id[i], self.pos[i]
+                    "particle {} ({}) has a non-finite position {:?}",
+                    i,
+                    id_label(self.id[i]),
+                    self.pos[i]
                 )));
             }
             if !self.vel[i].is_finite() {
                 return Err(Error::input(format!(
-                    "particle {} (id {}) has a non-finite velocity {:?}",
-                    i, self.id[i], self.vel[i]
+                    "particle {} ({}) has a non-finite velocity {:?}",
+                    i,
+                    id_label(self.id[i]),
+                    self.vel[i]
                 )));
             }
             let m = self.mass[i];
             if !m.is_finite() || m < 0.0 {
                 return Err(Error::input(format!(
-                    "particle {} (id {}) has an invalid mass {} (must be finite and >= 0)",
-                    i, self.id[i], m
+                    "particle {} ({}) has an invalid mass {} (must be finite and >= 0)",
+                    i,
+                    id_label(self.id[i]),
+                    m
                 )));
             }
         }
@@ -267,6 +282,8 @@ mod tests {
         assert_eq!(particle_type(123), 1);
         assert_eq!(tagged_id(5, 0), (1 << 61) + 5);
         assert_eq!(particle_type(u64::MAX), 6);
+        assert_eq!(id_label(42), "id 42");
+        assert_eq!(id_label(tagged_id(42, 0)), "id 42 of type 0");
         assert_eq!(MAX_FILE_ID, (1 << 61) - 1);
     }
 
