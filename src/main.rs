@@ -574,8 +574,7 @@ fn ics_cosmology(c: CosmologyArgs) -> Result<()> {
         &format!("{n} cosmological particles ({}^3)", c.grid),
     )?;
     if let Some(r) = c.sphere {
-        // Checked before the field is made.
-        hinoki::cosmology::cut_sphere(&Particles::default(), c.box_size, r)?;
+        hinoki::cosmology::check_sphere(c.box_size, r)?;
     }
     let ics = zeldovich(&cosmology, &power, c.grid, c.box_size, a_start, c.seed)?;
     let box_kpc = 1000.0 * ics.box_size;

@@ -34,7 +34,7 @@ mod zeldovich;
 
 pub use factors::DriftKickTable;
 pub use power::{top_hat_window, PowerSpectrum, SIGMA8_RADIUS, T_CMB};
-pub use sphere::cut_sphere;
+pub use sphere::{check_sphere, cut_sphere};
 pub use zeldovich::{zeldovich, CosmologicalIcs, RHO_CRIT, ZELDOVICH_BYTES};
 
 use crate::error::{Error, Result};

@@ -5,13 +5,10 @@ use crate::error::{Error, Result};
 use crate::particles::Particles;
 use glam::DVec3;
 
-/// The particles of `p` (positions in [0, `box_size`)³, any length unit) that lie within
-/// `radius` of the box centre, moved so that the centre is the origin; velocities, masses and
-/// ids unchanged, the order kept. Positions are taken as wrapped into the box, so each
-/// particle is at its nearest image of the centre (`radius` ≤ `box_size`/2 keeps the sphere
-/// inside one box). Fails with a one-line input error unless `box_size` is finite and > 0 and
-/// 0 < `radius` ≤ `box_size`/2.
-pub fn cut_sphere(p: &Particles, box_size: f64, radius: f64) -> Result<Particles> {
+/// Checks that a sphere of `radius` can be cut from a periodic box of side `box_size` (same
+/// length unit): the box finite and > 0, 0 < `radius` ≤ `box_size`/2 (the sphere inside one
+/// box). The error is one line.
+pub fn check_sphere(box_size: f64, radius: f64) -> Result<()> {
     if !(box_size.is_finite() && box_size > 0.0) {
         return Err(Error::input(format!(
             "cannot cut a sphere from a box of side {box_size} (must be finite and > 0)"
@@ -23,6 +20,16 @@ pub fn cut_sphere(p: &Particles, box_size: f64, radius: f64) -> Result<Particles
             box_size / 2.0
         )));
     }
+    Ok(())
+}
+
+/// The particles of `p` (positions in [0, `box_size`)³, any length unit) that lie within
+/// `radius` of the box centre, moved so that the centre is the origin; velocities, masses and
+/// ids unchanged, the order kept. Positions are taken as wrapped into the box, so each
+/// particle is at its nearest image of the centre (`radius` ≤ `box_size`/2 keeps the sphere
+/// inside one box). Fails as [`check_sphere`] does.
+pub fn cut_sphere(p: &Particles, box_size: f64, radius: f64) -> Result<Particles> {
+    check_sphere(box_size, radius)?;
     let centre = DVec3::splat(box_size / 2.0);
     let inside: Vec<u32> = (0..p.len())
         .filter(|&i| p.pos[i].distance_squared(centre) <= radius * radius)
