@@ -11,11 +11,10 @@ use hinoki::domain::Balance;
 use hinoki::forces::{ForceEngine, ForceParams};
 use hinoki::ics::Model;
 use hinoki::io::config::IcsConfig;
-use hinoki::io::{
-    read_snapshot, write_cosmological_snapshot_file, write_snapshot_file, RunConfig,
-    SnapshotCosmology, SnapshotUnits,
+use hinoki::io::{write_snapshot_file, RunConfig, SnapshotCosmology, SnapshotMeta, SnapshotUnits};
+use hinoki::render::{
+    plot_diagnostics, plot_power, render_snapshot, Axis, PowerOptions, RenderOptions,
 };
-use hinoki::render::{plot_diagnostics, plot_power, render, Axis, PowerOptions, RenderOptions};
 use hinoki::resources::{check_threads, FORCES_BYTES, PARTICLE_BYTES};
 use hinoki::simulation::{self, check_forces, initial_particles};
 use hinoki::{Error, Particles, Result};
@@ -54,7 +53,9 @@ enum Command {
     /// reporting per-rank particles, cost and LET volume (one JSON line per P): the distributed
     /// design judged at cluster scale without a cluster.
     VirtualRanks(VirtualRanksArgs),
-    /// Draw a snapshot's projected surface density (log scale, viridis) as a PNG.
+    /// Draw a snapshot's projected surface density (log scale, viridis) as a PNG: all its
+    /// particles or those of some types, through its whole depth or a slab; a periodic box
+    /// (BoxSize > 0) is drawn whole about its centre, each particle at its nearest image.
     Render(RenderArgs),
     /// Draw a run's diagnostics.jsonl: energy error and seconds per phase versus time
     /// (`hinoki plot DIAGNOSTICS -o FILE`), or a cosmological snapshot's power spectrum
@@ -100,13 +101,22 @@ struct RenderArgs {
     /// Width of the picture in pixels.
     #[arg(long, default_value_t = RenderOptions::default().width)]
     width: u32,
-    /// Half-width of the view in length units (default: the radius around the centre that
-    /// holds 99% of the mass).
+    /// Half-width of the view in length units (default: half the periodic box, or the radius
+    /// around the centre that holds 99% of the mass drawn).
     #[arg(long, allow_negative_numbers = true)]
     extent: Option<f64>,
-    /// Centre of the view in length units (default: the centre of mass).
+    /// Centre of the view in length units (default: the centre of the periodic box, or the
+    /// centre of mass of the particles drawn).
     #[arg(long, value_name = "X,Y,Z", allow_hyphen_values = true, value_parser = parse_point)]
     center: Option<DVec3>,
+    /// Particle types to draw, e.g. 1,4 (GADGET's: 0 gas, 1 halo, 2 disk, 3 bulge, 4 stars,
+    /// 5 boundary; default: all).
+    #[arg(long, value_name = "T,T,...", value_delimiter = ',')]
+    types: Option<Vec<u8>>,
+    /// Draw only the slab of this thickness (length units) centred on the plane through the
+    /// centre across the line of sight (default: the whole depth).
+    #[arg(long, value_name = "THICKNESS", allow_negative_numbers = true)]
+    slab: Option<f64>,
 }
 
 #[derive(Args)]
@@ -269,8 +279,10 @@ enum IcsCommand {
     /// comoving positions in kpc/h in [0, BoxSize), velocities u = v_pec/√a in km/s
     /// (GADGET's snapshot convention), masses in 10^10 M_sun/h, ids 1 … N³; `Time` = a,
     /// `Redshift`, `BoxSize` (kpc/h), `Omega0`, `OmegaBaryon`, `OmegaLambda`, `HubbleParam` in
-    /// `/Header`, the units in `/Parameters`. `hinoki run` refuses these files until comoving
-    /// integration exists; `forces` and `render` take the positions as given.
+    /// `/Header`, the units in `/Parameters` and `/Header`. With `--sphere R` only the sphere
+    /// of radius R about the box centre is kept, moved to the origin, with open boundaries
+    /// (`BoxSize` 0). `hinoki run` refuses these files until comoving integration exists;
+    /// `forces` takes the positions as given.
     Cosmology(CosmologyArgs),
 }
 
@@ -331,6 +343,11 @@ struct CosmologyArgs {
     /// the number of threads).
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Keep only the sphere of radius R (Mpc/h, comoving; 0 < R <= box/2) about the box
+    /// centre, centred on the origin, with open boundaries (BoxSize 0): e.g. `--grid 256
+    /// --box 91.4 --sphere 31.5`, 2.87 M particles in 45 Mpc.
+    #[arg(long, value_name = "R", allow_negative_numbers = true)]
+    sphere: Option<f64>,
 }
 
 #[derive(Args)]
@@ -479,15 +496,21 @@ fn dispatch(cli: Cli, comm: &dyn Comm) -> Result<()> {
         Command::Forces(a) => forces(a, comm),
         Command::VirtualRanks(a) => virtual_ranks(a),
         Command::Render(a) => {
-            let (p, time) = read_snapshot(comm, &a.snapshot)?;
+            // One picture: rank 0 reads the whole snapshot and draws it.
+            if comm.rank() != 0 {
+                return Ok(());
+            }
             let opts = RenderOptions {
                 axis: a.axis,
                 width: a.width,
                 extent: a.extent,
                 center: a.center,
+                types: a.types,
+                slab: a.slab,
+                ..RenderOptions::default()
             };
-            render(&p, time, &opts, &a.output)?;
-            tracing::info!("drew {} particles to {}", p.len(), a.output.display());
+            let n = render_snapshot(&a.snapshot, &opts, &a.output)?;
+            tracing::info!("drew {n} particles to {}", a.output.display());
             Ok(())
         }
         Command::Plot(a) => match (a.power, a.diagnostics, a.output) {
@@ -518,7 +541,7 @@ fn ics(a: IcsArgs) -> Result<()> {
     };
     let source = particle_source(Some(model), n, a.seed, None);
     let p = initial_particles(&source, &SingleProcess, PARTICLE_BYTES)?;
-    write_snapshot_file(&output, &p, 0.0)?;
+    write_snapshot_file(&output, &p, SnapshotMeta::nbody(0.0))?;
     tracing::info!(
         "wrote {} {} particles to {}",
         p.len(),
@@ -550,9 +573,13 @@ fn ics_cosmology(c: CosmologyArgs) -> Result<()> {
         hinoki::cosmology::ZELDOVICH_BYTES * n,
         &format!("{n} cosmological particles ({}^3)", c.grid),
     )?;
+    if let Some(r) = c.sphere {
+        hinoki::cosmology::check_sphere(c.box_size, r)?;
+    }
     let ics = zeldovich(&cosmology, &power, c.grid, c.box_size, a_start, c.seed)?;
-    let header = SnapshotCosmology {
-        box_size: 1000.0 * ics.box_size,
+    let box_kpc = 1000.0 * ics.box_size;
+    let cosmology = SnapshotCosmology {
+        box_size: box_kpc,
         redshift: ics.redshift,
         omega0: c.omega_m,
         omega_baryon: c.omega_b,
@@ -560,14 +587,22 @@ fn ics_cosmology(c: CosmologyArgs) -> Result<()> {
         hubble_param: c.hubble_param,
     };
     let a = ics.scale_factor;
-    let p = ics.into_gadget();
-    write_cosmological_snapshot_file(&c.output, &p, a, &header, &SnapshotUnits::GADGET)?;
+    let mut meta = SnapshotMeta::comoving(a, cosmology, SnapshotUnits::GADGET);
+    let mut p = ics.into_gadget();
+    let grid = format!("{}^3, box {} Mpc/h", c.grid, c.box_size);
+    let region = match c.sphere {
+        Some(r) => {
+            p = hinoki::cosmology::cut_sphere(&p, box_kpc, 1000.0 * r)?;
+            meta.cosmology.box_size = 0.0;
+            format!("a sphere of radius {r} Mpc/h about the centre of {grid}, open boundaries")
+        }
+        None => grid,
+    };
+    write_snapshot_file(&c.output, &p, meta)?;
     tracing::info!(
-        "wrote {} particles ({}^3, box {} Mpc/h, z = {}, a = {a}) to {} in GADGET's units \
-         (kpc/h, km/s with u = v/sqrt(a), 10^10 M_sun/h)",
+        "wrote {} particles ({region}, z = {}, a = {a}) to {} in GADGET's units (kpc/h, km/s \
+         with u = v/sqrt(a), 10^10 M_sun/h)",
         p.len(),
-        c.grid,
-        c.box_size,
         c.z_start,
         c.output.display()
     );

@@ -552,7 +552,7 @@ fn bad_particle_files_are_one_line_errors() {
         bad(&negative, &["/PartType1/Masses", "row 5", "-1"]),
         bad(&infinite_velocity, &["/PartType1/Velocities", "row 0"]),
         bad(&massless, &["total mass"]),
-        bad(&empty_set, &["no PartType1 particles"]),
+        bad(&empty_set, &["the snapshot holds no particles"]),
         bad(&no_velocities, &["missing dataset /PartType1/Velocities"]),
         bad(&no_group, &["missing group /PartType1"]),
         bad(&half, &["not a readable HDF5 file"]),

@@ -463,8 +463,12 @@ fn two_ranks_refitting_between_rebuilds_conserve_particles_and_meet_the_bounds()
         let n = pos.len();
         pos.extend(vec3(&f, "PartType1/Coordinates"));
         acc.extend(vec3(&f, "PartType1/Acceleration"));
-        let m = f.dataset("PartType1/Masses").unwrap();
-        masses.extend(m.read_raw::<f64>().unwrap());
+        // Equal masses are in the header's MassTable (GADGET-4's rule), else in Masses.
+        let table = f.group("Header").unwrap().attr("MassTable").unwrap();
+        match f.dataset("PartType1/Masses") {
+            Ok(m) => masses.extend(m.read_raw::<f64>().unwrap()),
+            Err(_) => masses.resize(pos.len(), table.read_raw::<f64>().unwrap()[1]),
+        }
         let i = f.dataset("PartType1/ParticleIDs").unwrap();
         ids.extend(i.read_raw::<u64>().unwrap());
         assert!(pos.len() - n > 1000, "rank {r} holds {}", pos.len() - n);
