@@ -730,6 +730,7 @@ fn gpu_steps_follow_the_cpu_trajectory_in_block_and_shared_steps() {
                     pictures: false,
                     ..OutputConfig::default()
                 },
+                cosmology: None,
             };
             let s = simulation::run(&cfg, &out, &SingleProcess).unwrap();
             let p = read_snapshot(&SingleProcess, &s.final_files[0]).unwrap().0;
@@ -824,6 +825,7 @@ fn gpu_runs_restart_bit_for_bit_between_rebuilds() {
             pictures: false,
             ..OutputConfig::default()
         },
+        cosmology: None,
     };
     let (whole, parts) = (dir.join("whole"), dir.join("parts"));
     let go = |out: &std::path::Path, restart: bool, stop_after: Option<u64>| {
