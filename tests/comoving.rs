@@ -265,8 +265,8 @@ fn free_particles_keep_their_momenta_and_drift_by_the_closed_form() {
             k => snapshot(&out, k),
         };
         assert!((t - a).abs() < 1e-12, "{t} vs {a}");
-        for i in 0..2 {
-            let momentum = u0[i] * a0.powf(1.5);
+        for (i, u0) in u0.iter().enumerate() {
+            let momentum = *u0 * a0.powf(1.5);
             let x = p.pos[i] + momentum * drift(a0, a);
             let u = momentum / a.powf(1.5);
             assert!(
