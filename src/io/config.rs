@@ -339,7 +339,9 @@ pub struct TimeConfig {
     /// Accuracy parameter η of the block step criterion dt_i = η √(ε / |a_i|)
     /// (`eta`, dimensionless, > 0; default 0.1).
     pub eta: f64,
-    /// The end time; the run starts at t = 0 (`t_end`, time units, finite, > 0; default 2).
+    /// The end time (`t_end`, time units, finite, > 0; default 2): the run starts at t = 0, or
+    /// at the `Time` of the snapshot it reads, which must be earlier. A comoving run must not
+    /// give it (it ends at `[cosmology] z_end`).
     pub t_end: f64,
 }
 
