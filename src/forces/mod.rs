@@ -390,7 +390,7 @@ impl ForceEngine {
     /// [`Expansion::kick_factors`](crate::integrate::Expansion::kick_factors) of a
     /// [`HalfKick`](crate::integrate::HalfKick)).
     pub fn half_kick(&mut self, tl: &Timeline, tick: u64, kick: &[f64]) -> Result<()> {
-        debug_assert_eq!(kick.len(), tl.depth as usize + 1);
+        tl.check_per_bin(kick)?;
         self.backend.half_kick(tl, tick, kick)
     }
 
@@ -418,11 +418,6 @@ impl ForceEngine {
         self.params.eps = eps;
         self.backend.set_softening(eps);
         Ok(())
-    }
-
-    /// The softening length ε in use (length units).
-    pub fn softening(&self) -> f64 {
-        self.params.eps
     }
 
     /// New bins for the particles whose step ends at `tick` (η, softening `eps`).

@@ -66,13 +66,7 @@ impl<R: KernelRunner> StepArrays<R> {
         tick: u64,
         kick: &[f64],
     ) -> Result<()> {
-        if kick.len() != tl.depth as usize + 1 {
-            return Err(crate::Error::input(format!(
-                "a half kick needs one factor per bin 0 ..= {} (got {})",
-                tl.depth,
-                kick.len()
-            )));
-        }
+        tl.check_per_bin(kick)?;
         s.runner().upload(kick, &mut self.kick)?;
         let a = &p.arrays;
         // SAFETY: the state's arrays hold p.n particles; kick one factor per bin.

@@ -126,6 +126,18 @@ impl Timeline {
         (0..=self.depth).map(|b| 0.5 * self.dt(b)).collect()
     }
 
+    /// Checks that `factors` holds one value per bin 0 ..= depth (a half kick's factors).
+    pub fn check_per_bin(&self, factors: &[f64]) -> Result<()> {
+        if factors.len() != self.depth as usize + 1 {
+            return Err(Error::input(format!(
+                "a half kick needs one factor per bin 0 ..= {} (got {})",
+                self.depth,
+                factors.len()
+            )));
+        }
+        Ok(())
+    }
+
     /// The bin whose step is the largest not above `dt` (time units): 0 for `dt ≥ dt_top`,
     /// `depth` for steps below the smallest allowed (and for NaN).
     pub fn bin_for(&self, dt: f64) -> u8 {
@@ -179,6 +191,8 @@ mod tests {
             1
         );
         assert_eq!(t.half_steps(), [0.125]);
+        assert!(t.check_per_bin(&t.half_steps()).is_ok());
+        assert!(moved.check_per_bin(&[0.1; 3]).is_err());
     }
 
     #[test]

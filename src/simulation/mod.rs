@@ -427,44 +427,7 @@ impl<'a> Run<'a> {
             phases.time("domain", || engine.decompose(comm, Balance::Count))?;
         }
         let tl = clock.tl;
-        let force = engine.params();
-        let (theta, g, rebuild, device) = (force.theta, force.g, engine.rebuild(), engine.device());
-        match &clock.comoving {
-            Some(c) => tracing::info!(
-                "run (comoving): N = {}, {} ranks, {} steps, dln(a)_max = {}, {} -> {}, {}, \
-                 Omega_m = {}, Omega_Lambda = {}, h = {}, theta = {theta}, eps = {} comoving{}, \
-                 G = {g}, rebuild = {rebuild}, forces on {device}, output {}",
-                n_global,
-                comm.size(),
-                cfg.time.stepping,
-                tl.dt_top,
-                clock.describe(0),
-                clock.describe(tl.ti_end),
-                match c.period > 0.0 {
-                    true => format!("periodic box of side {}", c.period),
-                    false => "vacuum boundaries".to_string(),
-                },
-                c.expansion.cosmology().omega_m(),
-                c.expansion.cosmology().omega_lambda(),
-                c.expansion.cosmology().h(),
-                c.eps,
-                c.max_physical_softening
-                    .map_or(String::new(), |m| format!(" (at most {m} physical)")),
-                out.display()
-            ),
-            None => tracing::info!(
-                "run: N = {}, {} ranks, {} steps, dt_max = {}, t = {} to {}, theta = {theta}, \
-                 eps = {}, rebuild = {rebuild}, forces on {device}, output {}",
-                n_global,
-                comm.size(),
-                cfg.time.stepping,
-                tl.dt_top,
-                tl.t0,
-                cfg.time.t_end,
-                cfg.gravity.force.eps,
-                out.display()
-            ),
-        }
+        log_start(cfg, &clock, engine, n_global, comm.size(), out);
         let n = engine.particle_count();
         engine.load_state(&IntegratorState::new(
             vec![glam::DVec3::ZERO; n],
@@ -754,6 +717,58 @@ fn draw_pictures(out: &Path, final_snapshot: &Path, diagnostics: bool) -> Result
     crate::render::plot_diagnostics(&out.join("diagnostics.jsonl"), &diag, 900)?;
     tracing::info!("pictures: {} and {}", png.display(), diag.display());
     Ok(())
+}
+
+/// Logs the line that starts a run of `n` particles on `ranks` ranks: its steps, span,
+/// force parameters and output directory `out` (and a comoving run's cosmology, boundaries and
+/// softening).
+fn log_start(
+    cfg: &RunConfig,
+    clock: &Clock,
+    engine: &ForceEngine,
+    n: u64,
+    ranks: usize,
+    out: &Path,
+) {
+    let tl = clock.tl;
+    let force = engine.params();
+    let (theta, g, rebuild, device) = (force.theta, force.g, engine.rebuild(), engine.device());
+    match &clock.comoving {
+        Some(c) => tracing::info!(
+            "run (comoving): N = {}, {} ranks, {} steps, dln(a)_max = {}, {} -> {}, {}, \
+             Omega_m = {}, Omega_Lambda = {}, h = {}, theta = {theta}, eps = {} comoving{}, \
+             G = {g}, rebuild = {rebuild}, forces on {device}, output {}",
+            n,
+            ranks,
+            cfg.time.stepping,
+            tl.dt_top,
+            clock.describe(0),
+            clock.describe(tl.ti_end),
+            match c.period > 0.0 {
+                true => format!("periodic box of side {}", c.period),
+                false => "vacuum boundaries".to_string(),
+            },
+            c.expansion.cosmology().omega_m(),
+            c.expansion.cosmology().omega_lambda(),
+            c.expansion.cosmology().h(),
+            c.eps,
+            c.max_physical_softening
+                .map_or(String::new(), |m| format!(" (at most {m} physical)")),
+            out.display()
+        ),
+        None => tracing::info!(
+            "run: N = {}, {} ranks, {} steps, dt_max = {}, t = {} to {}, theta = {theta}, \
+             eps = {}, rebuild = {rebuild}, forces on {device}, output {}",
+            n,
+            ranks,
+            cfg.time.stepping,
+            tl.dt_top,
+            tl.t0,
+            cfg.time.t_end,
+            cfg.gravity.force.eps,
+            out.display()
+        ),
+    }
 }
 
 /// Logs one warning (rank 0) when the run takes shared steps of `dt` that are large against the
