@@ -281,8 +281,8 @@ enum IcsCommand {
     /// `Redshift`, `BoxSize` (kpc/h), `Omega0`, `OmegaBaryon`, `OmegaLambda`, `HubbleParam` in
     /// `/Header`, the units in `/Parameters` and `/Header`. With `--sphere R` only the sphere
     /// of radius R about the box centre is kept, moved to the origin, with open boundaries
-    /// (`BoxSize` 0). `hinoki run` refuses these files until comoving integration exists;
-    /// `forces` takes the positions as given.
+    /// (`BoxSize` 0). `hinoki run` integrates them in comoving coordinates with a `[cosmology]`
+    /// table (and refuses them without one); `forces` takes the positions as given.
     Cosmology(CosmologyArgs),
 }
 
@@ -862,9 +862,9 @@ fn run(a: RunArgs, comm: &dyn Comm) -> Result<()> {
     }
     if let Some(why) = &s.stopped {
         outln!(
-            "hinoki run: {why} at step {}, t = {:.6}; checkpoint in {}; continue with: hinoki run{} -o {} --restart {}",
+            "hinoki run: {why} at step {}, {}; checkpoint in {}; continue with: hinoki run{} -o {} --restart {}",
             s.steps,
-            s.time,
+            s.describe_end(),
             out.join("checkpoint").display(),
             a.config.as_ref().map_or(String::new(), |c| format!(" {}", c.display())),
             out.display(),
@@ -872,10 +872,20 @@ fn run(a: RunArgs, comm: &dyn Comm) -> Result<()> {
         );
         return Ok(());
     }
-    outln!(
-        "hinoki run: N = {}, {} steps to t = {:.4} in {:.1} s; energy {:.8e} -> {:.8e}, |dE/E| = {:.3e}",
-        s.n, s.steps, s.time, s.wall_seconds, s.start.total, s.end.total, s.energy_error
-    );
+    match s.scale_factor {
+        // The energy of comoving coordinates is not conserved: no |dE/E| to give.
+        Some(_) => outln!(
+            "hinoki run: N = {}, {} steps to {} in {:.1} s (comoving; |dE/E| n/a)",
+            s.n,
+            s.steps,
+            s.describe_end(),
+            s.wall_seconds
+        ),
+        None => outln!(
+            "hinoki run: N = {}, {} steps to t = {:.4} in {:.1} s; energy {:.8e} -> {:.8e}, |dE/E| = {:.3e}",
+            s.n, s.steps, s.time, s.wall_seconds, s.start.total, s.end.total, s.energy_error
+        ),
+    }
     let phases: Vec<String> = s.times.iter().map(|(n, t)| format!("{n} {t:.2}")).collect();
     outln!("time per phase [s]: {}", phases.join(", "));
     match s.final_files.as_slice() {

@@ -1155,9 +1155,9 @@ fn bad_ics_cosmology_options_are_one_line_errors() {
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
 }
 
-/// A run from cosmological initial conditions stops with one line before it writes anything
-/// (comoving integration is not there yet); `forces` reads the file, warning that the
-/// positions are taken as given.
+/// A run from cosmological initial conditions without a `[cosmology]` table stops with one
+/// line before it writes anything; `forces` reads the file, warning that the positions are
+/// taken as given.
 #[test]
 fn run_refuses_a_cosmological_snapshot_and_forces_reads_it() {
     let dir = TempDir::new("run-cosmo");
@@ -1181,7 +1181,7 @@ fn run_refuses_a_cosmological_snapshot_and_forces_reads_it() {
             "ics.hdf5 is a cosmological snapshot",
             "BoxSize 100000",
             "z = 49",
-            "comoving integration is not implemented yet",
+            "add a [cosmology] table",
         ],
     )]);
     assert!(!run_dir.exists(), "run wrote {}", run_dir.display());
