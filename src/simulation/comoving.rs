@@ -296,6 +296,8 @@ mod tests {
             files: 1,
             cosmology,
             units: None,
+            per_type: [0, 8, 0, 0, 0, 0],
+            comoving: None,
         }
     }
 
