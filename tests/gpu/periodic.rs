@@ -1,7 +1,7 @@
 //! The GPU walk in a periodic box (nearest images and the Ewald correction) against Ewald sums
 //! written here and float64 periodic direct summation.
 
-use super::{gpu, size, KERNELS};
+use super::{forest, gpu, size, KERNELS};
 use glam::DVec3;
 use hinoki::diag::error_stats::relative_acc_errors;
 use hinoki::diag::{ErrorStats, PhaseTimes};
@@ -11,29 +11,39 @@ use hinoki::tree::{Tree, TreeParams};
 use hinoki::walk::cpu::WalkParams;
 use hinoki::walk::ewald::ewald_sum;
 use hinoki::walk::gpu::{GpuLayout, GpuWalk, WalkKernel};
-use hinoki::walk::groups::tree_groups;
+use hinoki::walk::groups::{tree_groups, Group};
 use hinoki::walk::mac::{Criterion, Mac};
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 
-/// The tree of particles at `pos` (inside the box [0, 1)³) with masses `mass`, built in the box
-/// as a periodic evaluation builds it: the box is the frame's cube (period 1 in the frame),
-/// centred by a sample of the particles.
-fn periodic_tree(pos: &[DVec3], mass: &[f64], ncrit: usize, theta: f32) -> Tree {
-    let frame = Frame {
+/// The frame of a periodic evaluation of particles at `pos` (inside the box [0, 1)³): the box
+/// is its cube (period 1 in the frame), centred by a sample of the particles.
+fn periodic_frame(pos: &[DVec3]) -> Frame {
+    Frame {
         cube: GridBox {
             origin: DVec3::ZERO,
             side: 1.0,
         },
         centre: centre_of(&strided(pos, CENTRE_SAMPLES)),
-    };
+    }
+}
+
+/// The tree of particles at `pos` (inside the box [0, 1)³) with masses `mass` in the frame of
+/// a periodic evaluation.
+fn periodic_tree(pos: &[DVec3], mass: &[f64], ncrit: usize, theta: f32) -> Tree {
     let tp = TreeParams {
         order: Order::Hilbert,
         ncrit,
         mac: Mac::Modified,
         theta,
     };
-    Tree::build_in(&frame, pos, mass, &tp, &mut PhaseTimes::default())
+    Tree::build_in(
+        &periodic_frame(pos),
+        pos,
+        mass,
+        &tp,
+        &mut PhaseTimes::default(),
+    )
 }
 
 /// The periodic walk's parameters: the modified criterion (θ is in the tree), softening ε²
@@ -51,32 +61,45 @@ fn periodic_params(eps2: f32) -> WalkParams {
     }
 }
 
-/// The periodic GPU walk of `tree`'s particles on themselves (tree-cell groups of V·G): the
-/// acceleration and potential of every particle, in their input order (box units, G = 1).
-fn periodic_walk(g: &mut GpuWalk, tree: &Tree, eps2: f32) -> (Vec<DVec3>, Vec<f64>) {
+/// The periodic GPU walk of `tree`'s particles on themselves, by `groups`: the acceleration and
+/// potential of every particle, put at `order[k]` for the tree's particle k (box units, G = 1).
+fn periodic_walk(
+    g: &mut GpuWalk,
+    tree: &Tree,
+    groups: &[Group],
+    order: &[usize],
+    eps2: f32,
+) -> (Vec<DVec3>, Vec<f64>) {
     let targets: Vec<[f32; 4]> = tree
         .particles
         .iter()
         .map(|q| [q[0], q[1], q[2], 0.0])
         .collect();
-    let groups = tree_groups(tree, g.layout().group());
     let out = g
         .walk_host(
             tree,
             &targets,
             true,
-            &groups,
+            groups,
             &periodic_params(eps2),
             &mut PhaseTimes::default(),
         )
         .unwrap();
     let n = targets.len();
     let (mut acc, mut pot) = (vec![DVec3::ZERO; n], vec![0.0; n]);
-    for (f, &i) in out.acc_pot.iter().zip(&tree.index) {
-        acc[i as usize] = DVec3::new(f[0] as f64, f[1] as f64, f[2] as f64);
-        pot[i as usize] = f[3] as f64;
+    for (f, &i) in out.acc_pot.iter().zip(order) {
+        acc[i] = DVec3::new(f[0] as f64, f[1] as f64, f[2] as f64);
+        pot[i] = f[3] as f64;
     }
     (acc, pot)
+}
+
+/// The periodic GPU walk of all of `tree`'s particles by its tree-cell groups, in their input
+/// order.
+fn periodic_tree_walk(g: &mut GpuWalk, tree: &Tree, eps2: f32) -> (Vec<DVec3>, Vec<f64>) {
+    let groups = tree_groups(tree, g.layout().group());
+    let order: Vec<usize> = tree.index.iter().map(|&i| i as usize).collect();
+    periodic_walk(g, tree, &groups, &order, eps2)
 }
 
 /// The splitting parameter of the Ewald sums below (box units⁻¹), another than the table's.
@@ -164,7 +187,7 @@ fn gpu_periodic_pair_matches_an_ewald_sum() {
             // One leaf (wider than MAX_LEAF_MONOPOLE_HALF: each particle its own image) or two.
             let ncrit = if rng.random_bool(0.5) { 1 } else { 2 };
             let tree = periodic_tree(&pos, &mass, ncrit, 0.45);
-            let (acc, pot) = periodic_walk(&mut g, &tree, 0.0);
+            let (acc, pot) = periodic_tree_walk(&mut g, &tree, 0.0);
             // Where the frame holds them.
             let x: Vec<DVec3> = tree.index.iter().zip(&tree.particles).fold(
                 vec![DVec3::ZERO; 2],
@@ -211,7 +234,7 @@ fn gpu_periodic_lattice_feels_no_force() {
         let tree = periodic_tree(&pos, &mass, 8, 0.45);
         for kernel in KERNELS {
             let mut g = gpu(kernel, GpuLayout::default()).unwrap();
-            let (acc, _) = periodic_walk(&mut g, &tree, 0.0);
+            let (acc, _) = periodic_tree_walk(&mut g, &tree, 0.0);
             let worst = acc.iter().map(|a| a.length()).fold(0.0, f64::max);
             eprintln!("{kernel}, lattice offset {offset}: max |a| = {worst:.2e} G m N / L²");
             assert!(worst <= 1e-5, "{kernel}, offset {offset}: {worst:e}");
@@ -305,37 +328,73 @@ fn gpu_periodic_walk_meets_the_periodic_direct_sum() {
     let sample: Vec<usize> = (0..n).step_by(n / 100).collect();
     let (want_acc, want_pot) = periodic_direct(&pos, &mass, &sample, eps2);
     let rms_pot = (want_pot.iter().map(|p| p * p).sum::<f64>() / want_pot.len() as f64).sqrt();
-    let tree = periodic_tree(&pos, &mass, 8, 0.45);
+    let tp = TreeParams {
+        order: Order::Hilbert,
+        ncrit: 8,
+        mac: Mac::Modified,
+        theta: 0.45,
+    };
+    let frame = periodic_frame(&pos);
+    let tree = Tree::build_in(&frame, &pos, &mass, &tp, &mut PhaseTimes::default());
+    // The same particles as a forest of two trees in the same frame (x < 0.37 and the rest,
+    // a cut through cells), as the LETs of two ranks: both roots walked, both corrections
+    // summed.
+    let halves: Vec<(Vec<usize>, Tree)> = [true, false]
+        .map(|left| {
+            let ids: Vec<usize> = (0..n).filter(|&i| (pos[i].x < 0.37) == left).collect();
+            let p: Vec<DVec3> = ids.iter().map(|&i| pos[i]).collect();
+            let m: Vec<f64> = ids.iter().map(|&i| mass[i]).collect();
+            (
+                ids,
+                Tree::build_in(&frame, &p, &m, &tp, &mut PhaseTimes::default()),
+            )
+        })
+        .into();
+    let (ta, tb) = (&halves[0].1, &halves[1].1);
+    let both = forest(ta, tb);
+    let order: Vec<usize> = halves
+        .iter()
+        .flat_map(|(ids, t)| t.index.iter().map(|&k| ids[k as usize]))
+        .collect();
     for kernel in KERNELS {
         for layout in [GpuLayout::default(), GpuLayout { v: 4, g: 8 }] {
             if kernel == WalkKernel::List && layout.g != 32 {
                 continue;
             }
             let mut g = gpu(kernel, layout).unwrap();
-            let (acc, pot) = periodic_walk(&mut g, &tree, eps2 as f32);
-            let acc: Vec<DVec3> = sample.iter().map(|&i| acc[i]).collect();
-            let pot_err: Vec<f64> = sample
-                .iter()
-                .zip(&want_pot)
-                .map(|(&i, w)| (pot[i] - w).abs() / rms_pot)
-                .collect();
-            // Relative errors: large where the forces of the near-uniform background cancel to
-            // a small net force; in units of the rms acceleration: the tree's error as in
-            // open boundaries.
-            let e = ErrorStats::of(&relative_acc_errors(&acc, &want_acc));
-            let en = errors_in_rms_units(&acc, &want_acc);
-            let ep = ErrorStats::of(&pot_err);
-            eprintln!(
-                "{kernel} V,G = {layout}, N = {n}, theta 0.45: relative acceleration errors \
-                 {e:?}; in units of the rms acceleration {en:?}; potential errors in units of \
-                 the rms potential {ep:?}"
-            );
-            assert!(e.p50 <= 2e-3 && e.p99 <= 3e-2, "{kernel} {layout}: {e:?}");
-            assert!(
-                en.p99 <= 1e-3 && en.max <= 3e-3,
-                "{kernel} {layout}: {en:?}"
-            );
-            assert!(ep.max <= 5e-3, "{kernel} {layout}: {ep:?}");
+            let size = layout.group();
+            let shift = ta.particles.len() as u32;
+            let mut groups = tree_groups(ta, size);
+            groups.extend(tree_groups(tb, size).iter().map(|g| [g[0] + shift, g[1]]));
+            for (what, (acc, pot)) in [
+                ("tree", periodic_tree_walk(&mut g, &tree, eps2 as f32)),
+                (
+                    "forest",
+                    periodic_walk(&mut g, &both, &groups, &order, eps2 as f32),
+                ),
+            ] {
+                let acc: Vec<DVec3> = sample.iter().map(|&i| acc[i]).collect();
+                let pot_err: Vec<f64> = sample
+                    .iter()
+                    .zip(&want_pot)
+                    .map(|(&i, w)| (pot[i] - w).abs() / rms_pot)
+                    .collect();
+                // Relative errors: large where the forces of the near-uniform background
+                // cancel to a small net force; in units of the rms acceleration: the tree's
+                // error as in open boundaries.
+                let e = ErrorStats::of(&relative_acc_errors(&acc, &want_acc));
+                let en = errors_in_rms_units(&acc, &want_acc);
+                let ep = ErrorStats::of(&pot_err);
+                eprintln!(
+                    "{kernel} V,G = {layout}, {what}, N = {n}, theta 0.45: relative \
+                     acceleration errors {e:?}; in units of the rms acceleration {en:?}; \
+                     potential errors in units of the rms potential {ep:?}"
+                );
+                let at = format!("{kernel} {layout} {what}");
+                assert!(e.p50 <= 2e-3 && e.p99 <= 3e-2, "{at}: {e:?}");
+                assert!(en.p99 <= 1e-3 && en.max <= 3e-3, "{at}: {en:?}");
+                assert!(ep.max <= 5e-3, "{at}: {ep:?}");
+            }
         }
     }
 }
