@@ -11,7 +11,9 @@
 //! `/* */` comments, right after a comment that says "parameters are the fields of Name"; it
 //! is checked here against the twin's fields (names, C types and byte offsets), so it cannot
 //! drift from the struct the launch fills, and the struct may have no tail padding (a launch
-//! passes all of its bytes as the parameters).
+//! passes all of its bytes as the parameters). A kernel that hands such parameters on to a
+//! device function does so with a macro of their names after a comment that says "arguments
+//! are the fields of Name" (on one line), checked here as well.
 //!
 //! The grammar read is small on purpose: the struct line, then one field per line
 //! (`type name;`, with `const` and `__restrict__` allowed and ignored), each with a `//` comment
@@ -76,6 +78,7 @@ pub fn generate(dir: &Path) -> Result<String, String> {
             .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
         let name = format!("cuda/{}", file.file_name().unwrap().to_string_lossy());
         check_flat_kernels(&text, &name, &twins)?;
+        check_forwarded_arguments(&text, &name, &twins)?;
     }
     let mut names: Vec<&str> = twins.iter().map(|t| t.name.as_str()).collect();
     names.sort();
@@ -297,6 +300,69 @@ fn leaves(
     }
 }
 
+/// The first macro of `after` (`#define NAME` and its continued lines), which follows a marker
+/// naming twin `name` in file `source`: its name, its body without `/* */` comments, and where
+/// its `#define` is in `after`.
+fn macro_after(after: &str, source: &str, name: &str) -> Result<(String, String, usize), String> {
+    let define = after
+        .find("#define ")
+        .ok_or_else(|| format!("{source}: no #define after the fields of {name}"))?;
+    let mut lines = after[define + "#define ".len()..].lines();
+    let first = lines.next().unwrap_or("");
+    let mname = first.split_whitespace().next().unwrap_or("").to_string();
+    let mut body = vec![first.trim_end().trim_end_matches('\\')[mname.len()..].to_string()];
+    let mut continued = first.trim_end().ends_with('\\');
+    for line in lines {
+        if !continued {
+            break;
+        }
+        continued = line.trim_end().ends_with('\\');
+        body.push(line.trim_end().trim_end_matches('\\').to_string());
+    }
+    let mut list = String::new();
+    for piece in body.join(" ").split("/*") {
+        list.push_str(piece.split_once("*/").map_or(piece, |(_, after)| after));
+    }
+    Ok((mname, list, define))
+}
+
+/// The marker of a macro that passes a twin's fields on as arguments, by name.
+const ARGUMENTS_MARKER: &str = "arguments are the fields of ";
+
+/// Checks every macro of `text` (file `source`) marked as passing a twin's fields on (a
+/// kernel that hands its parameters to a device function): its names must be the twin's
+/// leaves, in order.
+fn check_forwarded_arguments(text: &str, source: &str, twins: &[Twin]) -> Result<(), String> {
+    let mut rest = text;
+    while let Some(at) = rest.find(ARGUMENTS_MARKER) {
+        let after = &rest[at + ARGUMENTS_MARKER.len()..];
+        let name: String = after
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .collect();
+        if !twins.iter().any(|t| t.name == name) {
+            return Err(format!(
+                "{source}: a macro passes on the fields of {name}, which is no twin"
+            ));
+        }
+        let (mname, list, define) = macro_after(after, source, &name)?;
+        let names: Vec<&str> = list.split(',').map(str::trim).collect();
+        let mut want = Vec::new();
+        leaves(&name, "", 0, twins, &mut want);
+        let want: Vec<&str> = want.iter().map(|(n, _, _)| n.as_str()).collect();
+        if names != want {
+            let k = names.iter().zip(&want).take_while(|(a, b)| a == b).count();
+            return Err(format!(
+                "{source}: {mname} passes `{}` as argument {k}; the fields of {name} give `{}`",
+                names.get(k).unwrap_or(&"nothing"),
+                want.get(k).unwrap_or(&"nothing")
+            ));
+        }
+        rest = &after[define + 1..];
+    }
+    Ok(())
+}
+
 /// Checks every kernel of `text` (file `source`) marked as taking a twin's fields: its
 /// parameters must be the twin's leaves, by name and C type, at the offsets the struct gives
 /// them (each parameter aligned to its own type, as kernel parameters are).
@@ -313,27 +379,7 @@ fn check_flat_kernels(text: &str, source: &str, twins: &[Twin]) -> Result<(), St
                 "{source}: a kernel takes the fields of {name}, which is no twin"
             ));
         }
-        // The macro that declares the parameters: `#define NAME` and its continued lines.
-        let define = after
-            .find("#define ")
-            .ok_or_else(|| format!("{source}: no #define after the fields of {name}"))?;
-        let mut lines = after[define + "#define ".len()..].lines();
-        let first = lines.next().unwrap_or("");
-        let kname = first.split_whitespace().next().unwrap_or("").to_string();
-        let mut body = vec![first.trim_end().trim_end_matches('\\')[kname.len()..].to_string()];
-        let mut continued = first.trim_end().ends_with('\\');
-        for line in lines {
-            if !continued {
-                break;
-            }
-            continued = line.trim_end().ends_with('\\');
-            body.push(line.trim_end().trim_end_matches('\\').to_string());
-        }
-        // Without its /* */ comments.
-        let mut list = String::new();
-        for piece in body.join(" ").split("/*") {
-            list.push_str(piece.split_once("*/").map_or(piece, |(_, after)| after));
-        }
+        let (kname, list, define) = macro_after(after, source, &name)?;
         let params: Vec<(String, String)> = list
             .split(',')
             .map(|p| {
@@ -461,6 +507,24 @@ mod tests {
              struct RUST_TWIN B {{\n    // N.\n    int n;\n    // M.\n    int m;\n    // P.\n    P p;\n}};\n\
              // Its parameters are the fields of B.\n#define B_PARAMETERS \\\n{params}\n"
         )
+    }
+
+    #[test]
+    fn argument_macros_must_name_their_structs_fields() {
+        let twins = |args: &str| {
+            let text = format!(
+                "struct RUST_TWIN P {{\n    // Q.\n    float *q;\n    // A.\n    int a;\n}};\n\
+                 struct RUST_TWIN B {{\n    // N.\n    int n;\n    // P.\n    P p;\n}};\n\
+                 // The arguments are the fields of B.\n#define B_ARGUMENTS \\\n{args}\n"
+            );
+            let t = parse(&text, "t.cu")?;
+            check_forwarded_arguments(&text, "t.cu", &t)
+        };
+        assert!(twins("    n, /* N */ p_q, \\\n    p_a").is_ok());
+        let swapped = twins("    n, p_a, p_q").unwrap_err();
+        assert!(swapped.contains("passes `p_a` as argument 1"), "{swapped}");
+        let short = twins("    n, p_q").unwrap_err();
+        assert!(short.contains("passes `nothing` as argument 2"), "{short}");
     }
 
     #[test]

@@ -21,6 +21,12 @@
 //
 // Warps are persistent: each takes the next group from a global counter until none is left.
 // Output per target as walk_vg: (ax, ay, az, phi) with G = 1, and the p2p and m2p counts.
+//
+// In a periodic box (walk_list_periodic, periodic.cuh) the lane that tests a cell moves it to
+// its image nearest the group, so that the lists hold every source already shifted and the
+// loops that apply them are those of the open walk. The lane that accepts a cell or opens a
+// small leaf adds that source's Ewald correction to its own sums, a lane that loads a larger
+// leaf's particles theirs; at the group's end a warp reduction gives every lane the group's sums.
 
 #define LIST_WARPS 4    // warps per block (128 threads, the launch bound)
 #define LIST_CAP 64     // entries of each shared-memory list; evaluated in batches of 32
@@ -62,8 +68,26 @@ extern "C" __global__ void link_children(const LinkArgs a)
     }
 }
 
-// Takes WALK_PARAMETERS (walk.cu).
-extern "C" __global__ void __launch_bounds__(LIST_WARPS * 32) walk_list(WALK_PARAMETERS)
+// An opened leaf's particle p as the source list holds it: as it is in an open walk; in a
+// periodic one at the leaf's image (`shift`), or when `own_images`, at its own image nearest bc
+// with its Ewald correction added to ew.
+template <bool PERIODIC>
+__device__ __forceinline__ float4 source_image(float4 p, bool own_images, float3 shift, float3 bc,
+                                               const float4 *__restrict__ ewald, EwaldSums &ew)
+{
+    if constexpr (PERIODIC) {
+        if (!own_images) return shifted(p, shift);
+        p = shifted(p, nearest_shift(p, bc));
+        ewald_add(ewald, separation(bc, p), p.w, ew);
+    }
+    return p;
+}
+
+// The list walk of a warp's groups, with open boundaries or (PERIODIC) in the periodic box:
+// one template, compiled into a kernel of each kind (walk_list, walk_list_periodic), so that the
+// open walk's code and registers are those it had without the periodic one.
+template <bool PERIODIC>
+__device__ __forceinline__ void walk_list_groups(WALK_PARAMETERS)
 {
     const float2 *cell_quad = (const float2 *)tree_quad;  // (xx,yy), (zz,xy), (xz,yz)
     const uint4 *cell_children = (const uint4 *)children;  // 8 slots a cell
@@ -101,6 +125,7 @@ extern "C" __global__ void __launch_bounds__(LIST_WARPS * 32) walk_list(WALK_PAR
         }
         unsigned np = 0, nm = 0;   // interactions evaluated (the same on every lane)
         int n_cm = 0, n_src = 0;   // entries waiting in the two lists
+        EwaldSums ew = ewald_zero();   // PERIODIC: this lane's share of the Ewald corrections
 
         // Applies the first `k` multipoles (or point sources) of the lists to this lane's
         // targets; one loop per multipole order, each compiled for its order.
@@ -147,9 +172,21 @@ extern "C" __global__ void __launch_bounds__(LIST_WARPS * 32) walk_list(WALK_PAR
                 bool accepted = false;
                 unsigned children = 0, leaf_first = 0, leaf_count = 0;
                 float4 pm;
+                // PERIODIC: the lattice vector to the cell's image nearest the group, and
+                // whether an opened leaf's particles take their own images instead.
+                float3 shift = make_float3(0.f, 0.f, 0.f);
+                bool own_images = false;
                 if (c >= 0) {
                     pm = tree_com_mass[c];
-                    accepted = accepts(tree_boxes[c], pm, tree_s_eff[c], bc, bh, accel_mac, alpha, grav, amin);
+                    if constexpr (PERIODIC) {
+                        shift = nearest_shift(pm, bc);
+                        pm = shifted(pm, shift);
+                        const float4 box = shifted(tree_boxes[c], shift);
+                        accepted = periodic_accepts(box, pm, tree_s_eff[c], bc, bh, accel_mac, alpha, grav, amin);
+                        own_images = box.w > MAX_LEAF_MONOPOLE_HALF;
+                    } else {
+                        accepted = accepts(tree_boxes[c], pm, tree_s_eff[c], bc, bh, accel_mac, alpha, grav, amin);
+                    }
                     if (!accepted) {
                         children = tree_nchild[c];
                         if (children == 0) {
@@ -157,6 +194,9 @@ extern "C" __global__ void __launch_bounds__(LIST_WARPS * 32) walk_list(WALK_PAR
                             leaf_count = tree_count[c];
                         }
                     }
+                    // An accepted cell's correction, or a small opened leaf's.
+                    if (PERIODIC && (accepted || (children == 0 && !own_images)))
+                        ewald_add(ewald, separation(bc, pm), pm.w, ew);
                 }
                 // Accepted cells join the multipole list.
                 const unsigned ballot = __ballot_sync(FULL_MASK, accepted);
@@ -210,7 +250,9 @@ extern "C" __global__ void __launch_bounds__(LIST_WARPS * 32) walk_list(WALK_PAR
                     const int space = LIST_CAP - n_src;
                     const int take = max(0, min((int)leaf_count, space - off));
                     for (int j = 0; j < take; j++) {
-                        src[n_src + off + j] = tree_particles[leaf_first + j];
+                        float4 &slot = src[n_src + off + j];
+                        slot = source_image<PERIODIC>(tree_particles[leaf_first + j], own_images,
+                                                      shift, bc, ewald, ew);
                         idx[n_src + off + j] = leaf_first + j;
                     }
                     leaf_first += take;
@@ -233,6 +275,11 @@ extern "C" __global__ void __launch_bounds__(LIST_WARPS * 32) walk_list(WALK_PAR
         apply_multipoles(n_cm);
         apply_sources(n_src);
         __syncwarp();   // the lists are reused by the warp's next group
+        if constexpr (PERIODIC) {
+            ewald_reduce<32>(ew, FULL_MASK);
+#pragma unroll
+            for (int v = 0; v < HINOKI_V; v++) ewald_apply(ew, bc, x[v], acc[v]);
+        }
 #pragma unroll
         for (int v = 0; v < HINOKI_V; v++) {
             const int i = first + lane * HINOKI_V + v;
@@ -241,4 +288,15 @@ extern "C" __global__ void __launch_bounds__(LIST_WARPS * 32) walk_list(WALK_PAR
             }
         }
     }
+}
+
+// Take WALK_PARAMETERS (walk.cu).
+extern "C" __global__ void __launch_bounds__(LIST_WARPS * 32) walk_list(WALK_PARAMETERS)
+{
+    walk_list_groups<false>(WALK_ARGUMENTS);
+}
+
+extern "C" __global__ void __launch_bounds__(LIST_WARPS * 32) walk_list_periodic(WALK_PARAMETERS)
+{
+    walk_list_groups<true>(WALK_ARGUMENTS);
 }

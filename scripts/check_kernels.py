@@ -18,7 +18,7 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WHEEL_DIR = os.path.join(ROOT, "target", "nvrtc")
-INCLUDE = '#include "gravity.cuh"'
+INCLUDES = ['#include "gravity.cuh"', '#include "periodic.cuh"']
 
 
 def wheel_library():
@@ -50,11 +50,19 @@ def nvrtc():
     return ctypes.CDLL(path) if path else None
 
 
+def without_includes(source):
+    """A source without its includes of the headers the programs hold once, first."""
+    for include in INCLUDES:
+        source = source.replace(include, "")
+    return source
+
+
 def program():
     """The walk program hinoki hands NVRTC (src/gpu/context.rs, walk_source)."""
-    parts = [open(os.path.join(ROOT, "cuda", h)).read() for h in ["cells.cuh", "gravity.cuh"]]
+    parts = [open(os.path.join(ROOT, "cuda", h)).read()
+             for h in ["cells.cuh", "gravity.cuh", "periodic.cuh"]]
     for name in ["walk.cu", "walk_list.cu", "direct.cu", "unsort.cu"]:
-        parts.append(open(os.path.join(ROOT, "cuda", name)).read().replace(INCLUDE, ""))
+        parts.append(without_includes(open(os.path.join(ROOT, "cuda", name)).read()))
     return "\n".join(parts).encode()
 
 
@@ -95,7 +103,7 @@ def main():
     # kernels, no fast math, no FMA contraction.
     parts = [open(os.path.join(ROOT, "cuda", h)).read() for h in ["cells.cuh", "gravity.cuh"]]
     for name in ["build.cu", "groups.cu", "particles.cu", "domain.cu", "lets.cu", "integrate.cu"]:
-        parts.append(open(os.path.join(ROOT, "cuda", name)).read().replace(INCLUDE, ""))
+        parts.append(without_includes(open(os.path.join(ROOT, "cuda", name)).read()))
     stages = "\n".join(parts).encode()
     for arch in ["compute_80", "compute_90"]:
         result, log = compile_once(lib, stages, [f"-arch={arch}", "--fmad=false", "-std=c++17"])

@@ -17,6 +17,8 @@ use hinoki::walk::groups::tree_groups;
 use hinoki::walk::mac::{Criterion, Mac};
 
 mod common;
+#[path = "gpu/periodic.rs"]
+mod periodic;
 
 /// `n` particles on a GPU; a tenth (at least 2000) on the CPU kernel emulator
 /// (`HINOKI_GPU_EMULATOR`), which runs the same kernels and launch sequences far slower.

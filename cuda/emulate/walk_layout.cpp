@@ -1,5 +1,5 @@
 // hinoki's GPU walk program for the CPU emulator, in one (V, G) layout: cuda/gravity.cuh,
-// walk.cu, walk_list.cu, direct.cu and unsort.cu, the program NVRTC compiles (walk_source in
+// periodic.cuh, walk.cu, walk_list.cu, direct.cu and unsort.cu, the program NVRTC compiles (walk_source in
 // src/gpu/context.rs), with the table of its kernels registered as kernel@V,G (walk_vg@4,8,
 // walk_list@2,32, link_children@2,32, direct@2,32, unsort_results@2,32, ...).
 //
@@ -27,7 +27,10 @@
 // The kernels' own names, per layout (a macro does not expand within its own expansion: the
 // name inside stays as written).
 #define walk_vg HINOKI_IN_LAYOUT(walk_vg)
+#define walk_vg_periodic HINOKI_IN_LAYOUT(walk_vg_periodic)
+#define periodic_groups HINOKI_IN_LAYOUT(periodic_groups)
 #define walk_list HINOKI_IN_LAYOUT(walk_list)
+#define walk_list_periodic HINOKI_IN_LAYOUT(walk_list_periodic)
 #define link_children HINOKI_IN_LAYOUT(link_children)
 #define direct HINOKI_IN_LAYOUT(direct)
 #define unsort_results HINOKI_IN_LAYOUT(unsort_results)
@@ -38,10 +41,11 @@
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wunused-parameter"
 namespace {
-// cells.cuh and gravity.cuh first, as in the NVRTC program; the sources' own #include of
-// gravity.cuh is then empty (#pragma once).
+// cells.cuh, gravity.cuh and periodic.cuh first, as in the NVRTC program; the sources' own
+// #include of them is then empty (#pragma once).
 #include "../cells.cuh"
 #include "../gravity.cuh"
+#include "../periodic.cuh"
 #include "../walk.cu"
 #include "../walk_list.cu"
 #include "../direct.cu"
@@ -63,8 +67,11 @@ std::span<const Kernel> HINOKI_IN_LAYOUT(walk_kernels)()
 {
     static constexpr Kernel table[] = {
         HINOKI_LAYOUT_ENTRY(walk_vg),
+        HINOKI_LAYOUT_ENTRY(walk_vg_periodic),
+        HINOKI_LAYOUT_ENTRY(periodic_groups),
         HINOKI_LAYOUT_ENTRY(link_children),
         HINOKI_LAYOUT_ENTRY(walk_list),
+        HINOKI_LAYOUT_ENTRY(walk_list_periodic),
         HINOKI_LAYOUT_ENTRY(direct),
         HINOKI_LAYOUT_ENTRY(unsort_results),
         HINOKI_LAYOUT_ENTRY(clear_results),

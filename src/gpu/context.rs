@@ -39,13 +39,14 @@ enum Host {
     Emulated,
 }
 
-/// The sources of the walk program: `cuda/cells.cuh` and `cuda/gravity.cuh`, then
-/// `cuda/walk.cu`, `cuda/walk_list.cu`, `cuda/direct.cu` without their includes of it, and
-/// `cuda/unsort.cu` (NVRTC is given one self-contained program).
+/// The sources of the walk program: `cuda/cells.cuh`, `cuda/gravity.cuh` and
+/// `cuda/periodic.cuh`, then `cuda/walk.cu`, `cuda/walk_list.cu`, `cuda/direct.cu` without
+/// their includes of them, and `cuda/unsort.cu` (NVRTC is given one self-contained program).
 fn walk_source() -> String {
     [
         include_str!("../../cuda/cells.cuh"),
         include_str!("../../cuda/gravity.cuh"),
+        include_str!("../../cuda/periodic.cuh"),
         &without_include(include_str!("../../cuda/walk.cu")),
         &without_include(include_str!("../../cuda/walk_list.cu")),
         &without_include(include_str!("../../cuda/direct.cu")),
@@ -70,9 +71,12 @@ fn stage_source() -> String {
     .join("\n")
 }
 
-/// `source` without its `#include "gravity.cuh"` (the program holds that header once, first).
+/// `source` without its `#include` of `gravity.cuh` and `periodic.cuh` (the programs hold
+/// those headers once, first).
 fn without_include(source: &str) -> String {
-    source.replace("#include \"gravity.cuh\"", "")
+    source
+        .replace("#include \"gravity.cuh\"", "")
+        .replace("#include \"periodic.cuh\"", "")
 }
 
 fn driver_err(what: &str) -> impl Fn(cudarc::driver::DriverError) -> Error + '_ {
@@ -153,8 +157,8 @@ impl GpuContext {
         self.bus.get()
     }
 
-    /// The walk program (`cuda/gravity.cuh`, `walk.cu`, `walk_list.cu`, `direct.cu`,
-    /// `unsort.cu`) compiled for V targets per thread and G threads per group, with fast math:
+    /// The walk program (`cuda/gravity.cuh`, `periodic.cuh`, `walk.cu`, `walk_list.cu`,
+    /// `direct.cu`, `unsort.cu`) compiled for V targets per thread and G threads per group, with fast math:
     /// rsqrtf, flush-to-zero and approximate division (the walk's error budget is set by the
     /// multipole expansion, orders of magnitude above this).
     pub fn walk_program(&self, v: u32, g: u32) -> Result<Runner> {

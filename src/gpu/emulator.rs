@@ -227,7 +227,9 @@ impl Emulator {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gpu::args::{ClearArgs, DirectArgs, LinkArgs, MaskArgs, UnsortArgs, WalkArgs};
+    use crate::gpu::args::{
+        ClearArgs, DirectArgs, LinkArgs, MaskArgs, PeriodicGroupsArgs, UnsortArgs, WalkArgs,
+    };
 
     /// The argument block of a kernel of `cuda/emulate/selftest.cu`, whose parameters are its
     /// fields one after another.
@@ -817,7 +819,10 @@ mod tests {
             let emu = Emulator::for_layout(v, g);
             for (name, bytes) in [
                 ("walk_vg", size_of::<WalkArgs>()),
+                ("walk_vg_periodic", size_of::<WalkArgs>()),
+                ("periodic_groups", size_of::<PeriodicGroupsArgs>()),
                 ("walk_list", size_of::<WalkArgs>()),
+                ("walk_list_periodic", size_of::<WalkArgs>()),
                 ("link_children", size_of::<LinkArgs>()),
                 ("direct", size_of::<DirectArgs>()),
                 ("unsort_results", size_of::<UnsortArgs>()),

@@ -33,6 +33,12 @@ pub(super) struct Buffers {
     /// `out` and `counts` moved to the particles' order.
     pub out_input: RunnerArray<f32>,
     pub counts_input: RunnerArray<u32>,
+    /// The periodic walk's groups, (first target, targets) pairs (room for one per target),
+    /// and how many there are.
+    pub pieces: RunnerArray<u32>,
+    pub piece_count: RunnerArray<u32>,
+    /// The Ewald table of [`crate::walk::ewald::table`], copied up for the first periodic walk.
+    pub ewald: Option<RunnerArray<f32>>,
 }
 
 impl Buffers {
@@ -50,6 +56,9 @@ impl Buffers {
             children: r.alloc(1)?,
             out_input: r.alloc(1)?,
             counts_input: r.alloc(1)?,
+            pieces: r.alloc(1)?,
+            piece_count: r.alloc(1)?,
+            ewald: None,
         })
     }
 
@@ -65,7 +74,10 @@ impl Buffers {
                 + self.stacks.len()
                 + self.children.len()
                 + self.out_input.len()
-                + self.counts_input.len())
+                + self.counts_input.len()
+                + self.pieces.len()
+                + self.piece_count.len()
+                + self.ewald.as_ref().map_or(0, |e| e.len()))
     }
 
     /// Grows the tree buffers to `n` particles and `nc` cells.
@@ -101,6 +113,30 @@ impl Buffers {
         }
         grow(r, &mut self.children, 8 * nc)?;
         r.upload(&[0u32; 2], &mut self.control)
+    }
+
+    /// The Ewald table on the device, copied up on the first call; its device address.
+    pub fn ewald_table(&mut self, r: &Runner) -> Result<u64> {
+        if let Some(e) = &self.ewald {
+            return Ok(e.ptr());
+        }
+        let values = crate::walk::ewald::table().values();
+        let mut e = r.alloc(values.len())?;
+        r.upload(values, &mut e)?;
+        Ok(self.ewald.insert(e).ptr())
+    }
+
+    /// Grows the periodic walk's groups to `nt` targets and sets their count to zero.
+    pub fn prepare_pieces(&mut self, r: &Runner, nt: usize) -> Result<()> {
+        grow(r, &mut self.pieces, 2 * nt)?;
+        r.upload(&[0u32], &mut self.piece_count)
+    }
+
+    /// How many groups the periodic walk's groups are (after `periodic_groups`).
+    pub fn pieces(&self, r: &Runner) -> Result<usize> {
+        let mut count = [0u32];
+        r.download(&self.piece_count, &mut count)?;
+        Ok(count[0] as usize)
     }
 
     /// The list kernel's stack-overflow flag after a walk.

@@ -16,8 +16,8 @@ use super::mac::Mac;
 use crate::diag::PhaseTimes;
 use crate::error::{Error, Result};
 use crate::gpu::args::{
-    ClearArgs, DirectArgs, KernelArgs, LinkArgs, MaskArgs, Results, TreeArrays, UnsortArgs,
-    WalkArgs,
+    ClearArgs, DirectArgs, KernelArgs, LinkArgs, MaskArgs, PeriodicGroupsArgs, Results, TreeArrays,
+    UnsortArgs, WalkArgs,
 };
 use crate::gpu::launch::{DeviceArray, KernelRunner};
 use crate::gpu::runner::Runner;
@@ -65,8 +65,10 @@ pub struct GpuWalk {
     program: Runner,
     kernel: WalkKernel,
     layout: GpuLayout,
-    /// Blocks of the list kernel resident on the whole device at once (its persistent grid).
+    /// Blocks of the list kernel resident on the whole device at once (its persistent grid),
+    /// with open boundaries and in a periodic box.
     list_blocks: u32,
+    periodic_list_blocks: u32,
     buffers: Buffers,
 }
 
@@ -77,6 +79,7 @@ impl GpuWalk {
         let program = ctx.walk_program(layout.v, layout.g)?;
         Ok(Self {
             list_blocks: program.resident_blocks("walk_list", BLOCK)?,
+            periodic_list_blocks: program.resident_blocks("walk_list_periodic", BLOCK)?,
             buffers: Buffers::new(&program)?,
             program,
             kernel,
@@ -222,10 +225,43 @@ impl GpuWalk {
         (r.out, r.counts)
     }
 
+    /// The groups of a periodic walk: `groups` of the `nt` targets at device address
+    /// `targets` cut into consecutive pieces whose targets' half-extent is at most
+    /// [`MAX_GROUP_HALF`](crate::walk::ewald::MAX_GROUP_HALF) per axis (or one target), in
+    /// any order (`periodic_groups` in `cuda/walk.cu`).
+    fn periodic_groups(
+        &mut self,
+        targets: u64,
+        groups: DeviceGroups,
+        nt: usize,
+    ) -> Result<DeviceGroups> {
+        self.buffers.prepare_pieces(&self.program, nt)?;
+        if groups.count > 0 {
+            self.launch(
+                "periodic_groups",
+                (groups.count as u32).div_ceil(BLOCK),
+                BLOCK,
+                &PeriodicGroupsArgs {
+                    targets,
+                    groups: groups.at,
+                    n_groups: groups.count as i32,
+                    pieces: self.buffers.pieces.ptr(),
+                    count: self.buffers.piece_count.ptr(),
+                },
+            )?;
+        }
+        Ok(DeviceGroups {
+            at: self.buffers.pieces.ptr(),
+            count: self.buffers.pieces(&self.program)?,
+        })
+    }
+
     /// Forces on `targets` (device address, `nt` targets of x, y, z, |a_old|), which are the
     /// tree's particles `own`, from the tree at `t` (`nc` cells), one group of G threads per
     /// group of `groups` (at most V·G targets each), into the results in walk order, written
-    /// there, or added to what is there when `accumulate`. Times `walk`.
+    /// there, or added to what is there when `accumulate`. A periodic walk (`p.periodic`, the
+    /// tree's frame the box) cuts the groups to its size first and adds the Ewald correction.
+    /// Times `walk`.
     #[allow(clippy::too_many_arguments)]
     pub fn walk(
         &mut self,
@@ -241,11 +277,22 @@ impl GpuWalk {
     ) -> Result<()> {
         self.reserve_results(nt)?;
         let t0 = Instant::now();
+        let (groups, ewald) = match p.periodic {
+            true => (
+                self.periodic_groups(targets, groups, nt)?,
+                self.buffers.ewald_table(&self.program)?,
+            ),
+            false => (groups, 0),
+        };
         let list = self.kernel == WalkKernel::List;
         let ngroups = groups.count;
         let blocks = if list {
             // Persistent warps, each with its stack, taking groups until none is left.
-            let blocks = self.list_blocks.min((ngroups as u32).div_ceil(BLOCK / 32));
+            let resident = match p.periodic {
+                true => self.periodic_list_blocks,
+                false => self.list_blocks,
+            };
+            let blocks = resident.min((ngroups as u32).div_ceil(BLOCK / 32));
             self.buffers.prepare_list(
                 &self.program,
                 blocks as usize * (BLOCK / 32) as usize * LIST_STACK,
@@ -282,6 +329,7 @@ impl GpuWalk {
             accel_mac: (p.criterion.mac == Mac::Acceleration) as i32,
             alpha: p.criterion.alpha,
             grav: p.criterion.g,
+            ewald,
             out: b.out.ptr(),
             counts: b.counts.ptr(),
             accumulate: accumulate as i32,
@@ -290,7 +338,12 @@ impl GpuWalk {
             stack_cap: LIST_STACK as i32,
         };
         if ngroups > 0 {
-            let name = if list { "walk_list" } else { "walk_vg" };
+            let name = match (list, p.periodic) {
+                (true, false) => "walk_list",
+                (true, true) => "walk_list_periodic",
+                (false, false) => "walk_vg",
+                (false, true) => "walk_vg_periodic",
+            };
             self.launch(name, blocks.max(1), BLOCK, &args)?;
         }
         self.program.synchronize()?;
@@ -427,3 +480,6 @@ impl GpuWalk {
         Ok(out)
     }
 }
+
+#[cfg(test)]
+mod tests;
