@@ -141,14 +141,17 @@ struct PlotArgs {
 
 #[derive(Subcommand)]
 enum PlotCommand {
-    /// The matter power spectrum of a periodic cosmological snapshot against linear theory.
+    /// The matter power spectrum of a periodic cosmological snapshot against linear theory
+    /// and Halofit.
     ///
     /// Cloud-in-cell assignment on an N³ grid, FFT, the CIC window divided out and (by
     /// default) the Poisson shot noise V Σm²/(Σm)² subtracted, averaged in shells of width
     /// 2π/L up to the grid's Nyquist wave number; k in h/Mpc, P in (Mpc/h)³ (lengths converted
     /// with the snapshot's UnitLength_in_cm, kpc/h when it records none). The linear curve is
     /// D(a)² P_EH98(k) with Ω_m, Ω_Λ, Ω_b (0.045 if absent) and h from the header, a = Time,
-    /// and σ8 and n_s from the options.
+    /// and σ8 and n_s from the options; the Halofit curve (Takahashi et al. 2012) is the
+    /// nonlinear spectrum of the same linear one at that a (flat or open ΛCDM; not drawn where
+    /// it equals linear theory, at high redshift).
     Power(PowerArgs),
 }
 
@@ -176,6 +179,10 @@ struct PowerArgs {
     /// Width of the picture in pixels (the height is 3/4 of it).
     #[arg(long, default_value_t = 900)]
     width: u32,
+    /// Also print the numbers as one JSON object on stdout: per shell k, modes, the measured,
+    /// linear and Halofit power and power/Halofit (see the README).
+    #[arg(long)]
+    json: bool,
 }
 
 /// Parses `subtract` or `keep`.
@@ -514,16 +521,7 @@ fn dispatch(cli: Cli, comm: &dyn Comm) -> Result<()> {
             Ok(())
         }
         Command::Plot(a) => match (a.power, a.diagnostics, a.output) {
-            (Some(PlotCommand::Power(p)), _, _) => {
-                let opts = PowerOptions {
-                    sigma8: p.sigma8,
-                    n_s: p.n_s,
-                    grid: p.grid,
-                    shot_noise: p.shot_noise,
-                    width: p.width,
-                };
-                plot_power(&p.snapshot, &p.output, &opts)
-            }
+            (Some(PlotCommand::Power(p)), _, _) => power(p),
             (None, Some(d), Some(o)) => plot_diagnostics(&d, &o, a.width),
             // clap requires both without the subcommand.
             _ => Err(Error::input("plot: DIAGNOSTICS and --output are required")),
@@ -636,6 +634,22 @@ macro_rules! outln {
         use std::io::Write;
         let _ = writeln!(std::io::stdout().lock(), $($t)*);
     }};
+}
+
+/// `hinoki plot power`: the picture, and the numbers on stdout with `--json`.
+fn power(p: PowerArgs) -> Result<()> {
+    let opts = PowerOptions {
+        sigma8: p.sigma8,
+        n_s: p.n_s,
+        grid: p.grid,
+        shot_noise: p.shot_noise,
+        width: p.width,
+    };
+    let report = plot_power(&p.snapshot, &p.output, &opts)?;
+    if p.json {
+        outln!("{report}");
+    }
+    Ok(())
 }
 
 fn forces(a: ForcesArgs, comm: &dyn Comm) -> Result<()> {
