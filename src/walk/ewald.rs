@@ -36,6 +36,12 @@ pub const TABLE_POINTS: usize = 65;
 /// Float32 values per table point: ψ, f_x, f_y, f_z, J_xx, J_yy, J_zz, J_xy, J_xz, J_yz and two
 /// zeros, so that a point is three aligned float4 on the GPU.
 pub const TABLE_STRIDE: usize = 12;
+/// A periodic walk's target groups have at most this half-extent per axis (box units).
+pub const MAX_GROUP_HALF: f32 = 1.0 / 128.0;
+/// A periodic walk never accepts a cell of a larger half side (box units).
+pub const MAX_ACCEPTED_HALF: f32 = 1.0 / 16.0;
+/// An opened leaf of at most this half side takes one Ewald correction at its centre of mass.
+pub const MAX_LEAF_MONOPOLE_HALF: f32 = 1.0 / 128.0;
 
 /// The Ewald correction at one separation (box units, unit mass, G = 1).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
