@@ -265,12 +265,6 @@ impl ForceParams {
                 self.box_size
             )));
         }
-        if self.box_size > 0.0 {
-            return Err(Error::input(
-                "periodic boxes (box > 0) are not available yet: the walks' Ewald terms are \
-                 being built (issue 16)",
-            ));
-        }
         if !(self.eps.is_finite() && self.eps >= 0.0) {
             return Err(Error::input(format!(
                 "softening eps must be finite and >= 0 (got {})",

@@ -111,11 +111,6 @@ impl Clock {
         }
     }
 
-    /// The periodic box's side (length units), 0 without one.
-    pub fn period(&self) -> f64 {
-        self.comoving.as_ref().map_or(0.0, |c| c.period)
-    }
-
     /// The forces of the particles whose step ends at `tick` (of all of them with `every`),
     /// kept in the integrator's state where the particles are ([`ForceEngine::step_forces`];
     /// `first` for the run's first evaluation), checked finite; in a comoving run with the

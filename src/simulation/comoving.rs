@@ -184,22 +184,21 @@ impl Comoving {
         }
     }
 
-    /// The force parameters of the run from the configured `base`: G in the run's units and
-    /// the softening at the start. A periodic box needs the Ewald walk.
+    /// The force parameters of the run from the configured `base`: G in the run's units, the
+    /// softening at the start and the periodic box (nearest images and the Ewald correction),
+    /// which `[gravity] box` may repeat but not contradict.
     pub fn force_params(&self, base: &ForceParams) -> Result<ForceParams> {
-        // MERGE(ewald): a periodic box is the walk's `period` (src/forces/params.rs):
-        // `period: self.period` below, and this refusal goes.
-        if self.period > 0.0 {
+        if base.box_size > 0.0 && base.box_size != self.period {
             return Err(Error::input(format!(
-                "a periodic comoving run (BoxSize = {}) needs the periodic (Ewald) force \
-                 evaluation, which this build lacks; [cosmology] periodic = false runs the box \
-                 with vacuum boundaries",
-                self.period
+                "[gravity] box = {} disagrees with the comoving run's box {} (the initial \
+                 conditions' BoxSize, or 0 with vacuum boundaries)",
+                base.box_size, self.period
             )));
         }
         Ok(ForceParams {
             g: self.g,
             eps: self.softening(self.expansion.a_start()),
+            box_size: self.period,
             ..base.clone()
         })
     }

@@ -558,7 +558,7 @@ impl<'a> Run<'a> {
         let ti = self.s.ti;
         let next = ti + tl.ticks(self.deepest);
         self.write_outputs(engine, next, &mut phases)?;
-        let (drift, period) = (self.clock.drift(ti, next), self.clock.period());
+        let (drift, period) = (self.clock.drift(ti, next), engine.params().box_size);
         phases.time("drift", || engine.drift(drift, period))?;
         let due = phases.time("timestep", || engine.bins(&tl, next))?;
         let f = self
