@@ -440,11 +440,16 @@ mod tests {
         assert!((r.softening(1.0) - 2.8).abs() < 1e-15);
         assert!((r.softening(0.5) - 5.6).abs() < 1e-15);
         assert_eq!(r.force_params(&f).unwrap().eps, 8.4);
-        // A periodic box waits for the Ewald walk.
+        // A periodic box is the force evaluation's, which [gravity] box may repeat only.
         let boxed = Comoving::resolve(&c, &f, &header(0.02, LCDM), Path::new("x")).unwrap();
         assert_eq!(boxed.period, 100_000.0);
         assert_eq!(boxed.background(), 0.0);
-        assert!(boxed.force_params(&f).is_err());
+        assert_eq!(boxed.force_params(&f).unwrap().box_size, 100_000.0);
+        let other = ForceParams {
+            box_size: 50_000.0,
+            ..f.clone()
+        };
+        assert!(boxed.force_params(&other).is_err());
     }
 
     #[test]
