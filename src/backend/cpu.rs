@@ -15,9 +15,10 @@ use crate::particles::Particles;
 use crate::sfc::{Frame, GridBox, Order};
 use crate::tree::{close, Cells, ClosePair, FlatTree, Tree, TreeParams};
 use crate::walk::cpu::{grouped_walk, single_walk, Forces, Units, WalkOutput, WalkParams};
-use crate::walk::direct::direct_forces;
+use crate::walk::direct::{direct_forces, periodic_direct_forces};
+use crate::walk::ewald::MAX_GROUP_HALF;
 use crate::walk::gpu::GpuLayout;
-use crate::walk::groups::{chunk_groups, tree_groups, Group};
+use crate::walk::groups::{chunk_groups, tree_groups_within, within_half, Group};
 use crate::walk::mac::Criterion;
 use glam::DVec3;
 use rayon::prelude::*;
@@ -269,6 +270,10 @@ impl Backend for CpuBackend {
         let amag = amag.as_deref();
         let amag = |i: u32| amag.map_or(0.0, |a| a[i as usize]);
         let curve = matches!(spec.order, Order::Hilbert | Order::Morton);
+        let half = match spec.periodic {
+            true => MAX_GROUP_HALF,
+            false => f32::INFINITY,
+        };
         // Targets in walk order: the tree's float32 particles when the walk follows the tree,
         // read in sequence, else the particles in their own order; and which of the tree's
         // particles each is.
@@ -282,7 +287,7 @@ impl Backend for CpuBackend {
                     .map(|(x, &i)| [x[0], x[1], x[2], amag(i)])
                     .collect();
                 let own = (0..n as u32).into_par_iter().collect();
-                (targets, own, tree_groups(t, spec.group))
+                (targets, own, tree_groups_within(t, spec.group, half))
             }
             Some(t) => {
                 self.walk_order = (0..n as u32).collect();
@@ -295,9 +300,10 @@ impl Backend for CpuBackend {
                         let [x, y, z] = t.frame.to_frame(*x);
                         [x, y, z, amag(i as u32)]
                     })
-                    .collect();
+                    .collect::<Vec<_>>();
                 let own = inverse_permutation(&t.index);
-                (targets, own, chunk_groups(n, spec.group))
+                let groups = within_half(&targets, chunk_groups(n, spec.group), half);
+                (targets, own, groups)
             }
             // No tree: no particles.
             None => {
@@ -523,6 +529,7 @@ impl Backend for CpuBackend {
         mine: std::ops::Range<usize>,
         active: Option<&[bool]>,
         eps: f64,
+        box_size: f64,
         times: &mut PhaseTimes,
     ) -> Result<(Vec<DVec3>, Vec<f64>)> {
         let start = mine.start;
@@ -530,7 +537,10 @@ impl Backend for CpuBackend {
             .clone()
             .filter(|&i| active.is_none_or(|a| a[i - start]))
             .collect();
-        let (acc, pot) = times.time("walk", || direct_forces(pos, mass, eps, &targets));
+        let (acc, pot) = times.time("walk", || match box_size > 0.0 {
+            true => periodic_direct_forces(pos, mass, eps, box_size, &targets),
+            false => direct_forces(pos, mass, eps, &targets),
+        });
         let mut all = (vec![DVec3::ZERO; mine.len()], vec![0.0; mine.len()]);
         for (k, &i) in targets.iter().enumerate() {
             (all.0[i - start], all.1[i - start]) = (acc[k], pot[k]);

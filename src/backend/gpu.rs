@@ -567,8 +567,14 @@ impl Backend for GpuBackend {
         mine: std::ops::Range<usize>,
         active: Option<&[bool]>,
         eps: f64,
+        box_size: f64,
         times: &mut PhaseTimes,
     ) -> Result<(Vec<DVec3>, Vec<f64>)> {
+        if box_size > 0.0 {
+            return Err(Error::input(
+                "--method direct in a periodic box runs on the CPU only (use --backend cpu)",
+            ));
+        }
         if mine != (0..pos.len()) {
             return Err(Error::input(
                 "--method direct on the GPU runs on one rank only \

@@ -80,6 +80,9 @@ pub struct TargetSpec<'a> {
     pub order: Order,
     /// Targets per group of the CPU's grouped walk (the GPU groups V·G of its layout).
     pub group: usize,
+    /// The walk is periodic: every group's targets lie within
+    /// [`MAX_GROUP_HALF`](crate::walk::ewald::MAX_GROUP_HALF) per axis of its centre.
+    pub periodic: bool,
     /// The previous accelerations, for the acceleration criterion.
     pub amag: PreviousAcc<'a>,
     /// Block steps: only the groups holding an active particle walk, and the others' results
@@ -238,8 +241,11 @@ pub trait Backend {
 
     /// Direct summation for the particles `mine` of all of `pos`, `mass` (float64 on the CPU,
     /// float32 on the GPU), G = 1, softening length `eps`: accelerations and potentials of
-    /// `mine`, zero for those not flagged in `active` (when given). Times `walk` (and
-    /// `upload`, `download`).
+    /// `mine`, zero for those not flagged in `active` (when given). With `box_size` > 0
+    /// (length units) the box is periodic: every pair at its nearest image plus the Ewald
+    /// correction ([`crate::walk::direct::periodic_direct_forces`], the CPU only). Times
+    /// `walk` (and `upload`, `download`).
+    #[allow(clippy::too_many_arguments)]
     fn direct(
         &mut self,
         pos: &[DVec3],
@@ -247,6 +253,7 @@ pub trait Backend {
         mine: std::ops::Range<usize>,
         active: Option<&[bool]>,
         eps: f64,
+        box_size: f64,
         times: &mut PhaseTimes,
     ) -> Result<(Vec<DVec3>, Vec<f64>)>;
 }

@@ -9,7 +9,7 @@ use crate::error::Result;
 use crate::forces::rebuild::mix;
 use crate::forces::{ForceParams, ForceResult};
 use crate::particles::Particles;
-use crate::walk::direct::direct_forces;
+use crate::walk::direct::{direct_forces, periodic_direct_forces};
 use serde_json::{json, Value};
 use std::time::Instant;
 
@@ -28,8 +28,9 @@ pub struct Check {
 
 /// Compares `result` (forces on this rank's particles `p`) with float64 direct summation over
 /// every particle of the job on about `k` particles chosen by a hash of their id and `seed`
-/// (all when `k ≥ N`): the same particles whatever the rank count. Uses the softening and G of
-/// `params`. Collective: every rank gets the job's statistics.
+/// (all when `k ≥ N`): the same particles whatever the rank count. Uses the softening, G and
+/// periodic box of `params` (in a box, the periodic float64 sum of
+/// [`periodic_direct_forces`]). Collective: every rank gets the job's statistics.
 pub fn check_against_direct(
     comm: &dyn Comm,
     p: &Particles,
@@ -49,7 +50,10 @@ pub fn check_against_direct(
         .filter(|&i| k >= n || pick(p.id[i]))
         .map(|i| mine.start + i)
         .collect();
-    let (acc_ref, pot_ref) = direct_forces(&pos, &mass, params.eps, &idx);
+    let (acc_ref, pot_ref) = match params.box_size > 0.0 {
+        true => periodic_direct_forces(&pos, &mass, params.eps, params.box_size, &idx),
+        false => direct_forces(&pos, &mass, params.eps, &idx),
+    };
     let acc_ref: Vec<_> = acc_ref.into_iter().map(|a| a * params.g).collect();
     let pot_ref: Vec<_> = pot_ref.into_iter().map(|v| v * params.g).collect();
     let acc: Vec<_> = idx.iter().map(|&i| result.acc[i - mine.start]).collect();

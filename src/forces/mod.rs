@@ -456,6 +456,7 @@ impl ForceEngine {
                     mine,
                     due.as_deref(),
                     params.eps,
+                    params.box_size,
                     &mut times,
                 )?;
                 let r = ForceResult::of(

@@ -131,6 +131,7 @@ pub(super) fn tree_forces(
     let spec = TargetSpec {
         order: params.order,
         group: params.group,
+        periodic: params.box_size > 0.0,
         amag,
         active,
     };
@@ -206,6 +207,7 @@ fn sample_walk(
     let spec = TargetSpec {
         order: params.order,
         group: params.group,
+        periodic: params.box_size > 0.0,
         amag,
         active: Active::Sample { every: PROBE_EVERY },
     };

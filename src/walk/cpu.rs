@@ -10,6 +10,9 @@
 //!   target, on the flat node arrays.
 //!
 //! Both return accelerations and potentials with G = 1 (the caller scales) in target order.
+//! With [`WalkParams::periodic`] both walk the periodic box of the frame instead, by the rules
+//! of `super::periodic` (nearest images and the Ewald correction): the grouped walk per group,
+//! the single-particle walk as that walk over groups of one target.
 
 use super::groups::Group;
 use super::kernels::{m2p, p2p};
@@ -75,7 +78,7 @@ impl Units {
 }
 
 impl WalkOutput {
-    fn zeros(n: usize) -> Self {
+    pub(super) fn zeros(n: usize) -> Self {
         Self {
             acc_pot: vec![[0.0; 4]; n],
             p2p: vec![0; n],
@@ -99,9 +102,33 @@ impl WalkOutput {
 
 /// An interaction list: particle index ranges and cell indices.
 #[derive(Default)]
-struct List {
-    ranges: Vec<(u32, u32)>,
-    cells: Vec<u32>,
+pub(super) struct List {
+    pub(super) ranges: Vec<(u32, u32)>,
+    pub(super) cells: Vec<u32>,
+}
+
+impl List {
+    /// Empties the list.
+    pub(super) fn clear(&mut self) {
+        self.ranges.clear();
+        self.cells.clear();
+    }
+
+    /// Adds the particles `a..b`, merged with the last range when contiguous (neighbouring
+    /// leaves).
+    #[inline(always)]
+    pub(super) fn push_range(&mut self, a: u32, b: u32) {
+        match self.ranges.last_mut() {
+            Some(last) if last.1 == a => last.1 = b,
+            _ => self.ranges.push((a, b)),
+        }
+    }
+
+    /// Particle–particle interactions per target of the list (the target itself included
+    /// where the list holds it).
+    pub(super) fn p2p(&self) -> u32 {
+        self.ranges.iter().map(|r| r.1 - r.0).sum()
+    }
 }
 
 /// Which of a walked tree's particles each target is, so that its sums leave out only itself
@@ -123,6 +150,9 @@ pub fn grouped_walk(
     groups: &[Group],
     p: &WalkParams,
 ) -> WalkOutput {
+    if p.periodic {
+        return super::periodic::grouped_walk(tree, targets, own, groups, p);
+    }
     let mut out = WalkOutput::zeros(targets.len());
     let acc = split(&mut out.acc_pot, groups);
     let np = split(&mut out.p2p, groups);
@@ -135,8 +165,7 @@ pub fn grouped_walk(
             let range = s as usize..(s + k) as usize;
             let tg = &targets[range.clone()];
             collect(tree, tg, &p.criterion, list);
-            let n_p2p: u32 = list.ranges.iter().map(|r| r.1 - r.0).sum();
-            np.fill(n_p2p);
+            np.fill(list.p2p());
             nm.fill(list.cells.len() as u32);
             evaluate(tree, tg, own.map(|o| &o[range]), list, p, acc);
         });
@@ -150,7 +179,7 @@ fn own_lanes(own: Own, len: usize) -> [u32; LANES] {
 }
 
 /// Cuts `v` into the consecutive pieces of `groups`.
-fn split<'a, T>(mut v: &'a mut [T], groups: &[Group]) -> Vec<&'a mut [T]> {
+pub(super) fn split<'a, T>(mut v: &'a mut [T], groups: &[Group]) -> Vec<&'a mut [T]> {
     let mut out = Vec::with_capacity(groups.len());
     for &[_, k] in groups {
         let (head, tail) = v.split_at_mut(k as usize);
@@ -160,10 +189,10 @@ fn split<'a, T>(mut v: &'a mut [T], groups: &[Group]) -> Vec<&'a mut [T]> {
     out
 }
 
-/// Walks the tree once for the group `tg`, filling `list`.
-fn collect(tree: &Tree, tg: &[[f32; 4]], crit: &Criterion, list: &mut List) {
-    list.ranges.clear();
-    list.cells.clear();
+/// The bounding box of the group `tg` (centre, half-extents per axis) and its targets'
+/// smallest previous acceleration.
+#[inline(always)]
+pub(super) fn group_box(tg: &[[f32; 4]]) -> ([f32; 3], [f32; 3], f32) {
     let mut lo = [f32::INFINITY; 3];
     let mut hi = [f32::NEG_INFINITY; 3];
     let mut amin = f32::INFINITY;
@@ -176,6 +205,13 @@ fn collect(tree: &Tree, tg: &[[f32; 4]], crit: &Criterion, list: &mut List) {
     }
     let bc = [0, 1, 2].map(|k| 0.5 * (lo[k] + hi[k]));
     let bh = [0, 1, 2].map(|k| 0.5 * (hi[k] - lo[k]));
+    (bc, bh, amin)
+}
+
+/// Walks the tree once for the group `tg`, filling `list`.
+fn collect(tree: &Tree, tg: &[[f32; 4]], crit: &Criterion, list: &mut List) {
+    list.clear();
+    let (bc, bh, amin) = group_box(tg);
     let cells = &tree.cells;
     let nc = cells.len();
     let mut c = 0;
@@ -186,12 +222,7 @@ fn collect(tree: &Tree, tg: &[[f32; 4]], crit: &Criterion, list: &mut List) {
         } else {
             if cells.is_leaf(c) {
                 let a = cells.first[c];
-                let b = a + cells.count[c];
-                // Merge with the previous range when contiguous (neighbouring leaves).
-                match list.ranges.last_mut() {
-                    Some(last) if last.1 == a => last.1 = b,
-                    _ => list.ranges.push((a, b)),
-                }
+                list.push_range(a, a + cells.count[c]);
             }
             c += 1;
         }
@@ -200,7 +231,7 @@ fn collect(tree: &Tree, tg: &[[f32; 4]], crit: &Criterion, list: &mut List) {
 
 /// Evaluates the interaction list for every target of the group (`own`: which of the tree's
 /// particles they are), writing `acc`.
-fn evaluate(
+pub(super) fn evaluate(
     tree: &Tree,
     tg: &[[f32; 4]],
     own: Own,
@@ -306,6 +337,11 @@ pub fn single_walk(
     own: Own,
     p: &WalkParams,
 ) -> WalkOutput {
+    if p.periodic {
+        // One walk per target: the grouped periodic walk over groups of one target.
+        let one = super::groups::chunk_groups(targets.len(), 1);
+        return super::periodic::grouped_walk(tree, targets, own, &one, p);
+    }
     let n = flat.n_particles;
     let cells = &tree.cells;
     let results: Vec<([f32; 4], u32, u32)> = targets

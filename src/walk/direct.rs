@@ -4,7 +4,14 @@
 //! a_i = Σ_{j≠i} m_j (x_j − x_i) / (|x_j − x_i|² + ε²)^{3/2},  φ_i = −Σ_{j≠i} m_j / (|x_j − x_i|² + ε²)^{1/2}
 //! with G = 1 (scale by G outside). Self-interaction is excluded by index, so coincident but
 //! distinct particles still interact (through the softening).
+//!
+//! In a periodic box of side L ([`periodic_direct_forces`]) every pair is taken at its nearest
+//! image, d = x_j − x_i − L round((x_j − x_i)/L), softened as above, plus the Ewald correction
+//! of all the other images ([`ewald_sum`] at −d/L, float64), and every particle also feels its
+//! own images (the correction at 0: no force, the potential m_i ψ(0)/L). This is the exact
+//! periodic reference of the walks, at about 50 µs per pair (the correction's sums).
 
+use super::ewald::ewald_sum;
 use glam::DVec3;
 use rayon::prelude::*;
 
@@ -20,6 +27,46 @@ pub fn direct_forces(
     targets
         .par_iter()
         .map(|&i| force_on(pos, mass, eps2, i))
+        .unzip()
+}
+
+/// Accelerations and potentials on the `targets` (indices into `pos`) from all particles and
+/// all their periodic images in a box of side `side` (length units; positions anywhere, taken
+/// modulo the box), in float64 with Plummer softening `eps` (length units) of the nearest
+/// images, G = 1. Returns `(acc, pot)` in target order.
+pub fn periodic_direct_forces(
+    pos: &[DVec3],
+    mass: &[f64],
+    eps: f64,
+    side: f64,
+    targets: &[usize],
+) -> (Vec<DVec3>, Vec<f64>) {
+    let eps2 = eps * eps;
+    let own_images = ewald_sum(DVec3::ZERO).pot / side;
+    targets
+        .par_iter()
+        .map(|&i| {
+            let xi = pos[i];
+            let mut a = DVec3::ZERO;
+            let mut p = mass[i] * own_images;
+            for (j, (&xj, &m)) in pos.iter().zip(mass).enumerate() {
+                if j == i {
+                    continue;
+                }
+                let mut d = xj - xi;
+                d -= side * (d / side).round();
+                let r2 = d.length_squared() + eps2;
+                if r2 > 0.0 {
+                    let rinv = 1.0 / r2.sqrt();
+                    a += d * (m * rinv * rinv * rinv);
+                    p -= m * rinv;
+                }
+                let c = ewald_sum(-d / side);
+                a += c.acc * (m / (side * side));
+                p += c.pot * (m / side);
+            }
+            (a, p)
+        })
         .unzip()
 }
 

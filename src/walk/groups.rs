@@ -29,19 +29,62 @@ pub type Group = [u32; 2];
 /// order). Targets must be in
 /// tree order.
 pub fn tree_groups(tree: &Tree, max: usize) -> Vec<Group> {
+    tree_groups_within(tree, max, f32::INFINITY)
+}
+
+/// [`tree_groups`] whose targets lie within a half-extent `half` per axis (frame units; a
+/// periodic walk's [`MAX_GROUP_HALF`](super::ewald::MAX_GROUP_HALF)): cells wider than
+/// 2 `half` are split further as well, and a group still wider (a large leaf, packed siblings)
+/// is cut by [`within_half`]. With `half` infinite these are [`tree_groups`].
+pub fn tree_groups_within(tree: &Tree, max: usize, half: f32) -> Vec<Group> {
     let first = form(tree, max, f32::INFINITY);
     let cells = &tree.cells;
     let mut weight = [0u32; LEVELS];
-    let mut half = [0f32; LEVELS];
+    let mut widths = [0f32; LEVELS];
     for (g, c) in &first {
         let l = cells.level[*c as usize] as usize;
         weight[l] += g[1];
-        half[l] = half[l].max(cells.boxes[*c as usize][3]);
+        widths[l] = widths[l].max(cells.boxes[*c as usize][3]);
     }
-    let median = median_width(&weight, &half, tree.particles.len());
-    form(tree, max, 4.0 * median)
+    let median = median_width(&weight, &widths, tree.particles.len());
+    let groups = form(tree, max, (4.0 * median).min(2.0 * half))
         .into_iter()
         .map(|g| g.0)
+        .collect();
+    within_half(&tree.particles, groups, half)
+}
+
+/// `groups` (consecutive ranges of `targets`, x, y, z first) cut into consecutive pieces, each
+/// as long as it can be, whose targets' bounding box has half-extent ½ (max − min) at most
+/// `half` on every axis (frame units), as the walks compute it; a piece of one target is
+/// always within. With `half` infinite the groups are returned as they are.
+pub fn within_half(targets: &[[f32; 4]], groups: Vec<Group>, half: f32) -> Vec<Group> {
+    if half == f32::INFINITY {
+        return groups;
+    }
+    groups
+        .par_iter()
+        .flat_map_iter(|&[s, k]| {
+            let mut pieces = Vec::new();
+            let at = |i: u32| {
+                let t = targets[i as usize];
+                [t[0], t[1], t[2]]
+            };
+            let (mut start, mut lo, mut hi) = (s, at(s), at(s));
+            for i in s + 1..s + k {
+                let x = at(i);
+                let nlo = [0, 1, 2].map(|d| lo[d].min(x[d]));
+                let nhi = [0, 1, 2].map(|d| hi[d].max(x[d]));
+                if (0..3).any(|d| 0.5 * (nhi[d] - nlo[d]) > half) {
+                    pieces.push([start, i - start]);
+                    (start, lo, hi) = (i, x, x);
+                } else {
+                    (lo, hi) = (nlo, nhi);
+                }
+            }
+            pieces.push([start, s + k - start]);
+            pieces
+        })
         .collect()
 }
 
@@ -268,5 +311,46 @@ mod tests {
             assert!(e < 100.0 || k == 1, "a group of {k} spans {e}");
         }
         assert_eq!(chunk_groups(100, 32).last(), Some(&[96, 4]));
+    }
+
+    /// Groups within a half-extent: every group is within it on every axis, a cut group's
+    /// pieces are as long as they can be (each one's next target would break the limit), and
+    /// without a limit they are the tree's groups.
+    #[test]
+    fn groups_within_a_half_extent() {
+        let pos: Vec<DVec3> = (0..6000)
+            .map(|i| {
+                let t = i as f64 * 0.37;
+                let r = if i % 3 == 0 { 0.02 } else { 1.0 };
+                DVec3::new(t.sin(), (2.1 * t).cos(), (0.7 * t).sin()) * r
+            })
+            .collect();
+        let mass = vec![1.0; pos.len()];
+        for ncrit in [1, 8, 100] {
+            let tree = tree(&pos, &mass, ncrit);
+            assert_eq!(
+                tree_groups_within(&tree, 64, f32::INFINITY),
+                tree_groups(&tree, 64)
+            );
+            let half = 1.0 / 128.0;
+            let groups = tree_groups_within(&tree, 64, half);
+            covers(&groups, pos.len(), 64);
+            let x = &tree.particles;
+            let within = |s: u32, e: u32| extent(&x[s as usize..e as usize]) <= 2.0 * half;
+            for g in &groups {
+                assert!(within(g[0], g[0] + g[1]), "{g:?} spans more than {half}");
+            }
+            let several = groups.iter().filter(|g| g[1] > 1).count();
+            assert!(several > 0, "ncrit {ncrit}: no group of several targets");
+            // Cutting the groups of a large leaf: maximal pieces.
+            let leafy = within_half(x, vec![[0, x.len() as u32]], half);
+            for (g, next) in leafy.iter().zip(leafy.iter().skip(1)) {
+                assert_eq!(g[0] + g[1], next[0]);
+                assert!(
+                    !within(g[0], next[0] + 1),
+                    "{g:?} could take its next target"
+                );
+            }
+        }
     }
 }

@@ -76,6 +76,7 @@ pub fn s_eff(mac: Mac, theta: f32, l: f32, s: f32) -> f32 {
     }
 }
 
+use super::ewald::MAX_ACCEPTED_HALF;
 use crate::tree::Cells;
 
 /// An opening criterion with its parameters, ready to test cells against a target box.
@@ -102,12 +103,55 @@ impl Criterion {
             return true;
         }
         let [cx, cy, cz, h] = cells.boxes[c];
-        let ce = [cx, cy, cz];
-        let overlap = (0..3).all(|k| (ce[k] - bc[k]).abs() <= h + bh[k]);
+        self.accepts_box(cells, c, [cx, cy, cz], h, cells.com_mass[c], bc, bh, amin)
+    }
+
+    /// [`Criterion::accepts`] in a periodic walk (frame units, period 1): for the image of cell
+    /// `c` moved by −`s` (box centre − s, centre of mass − s; `s` whole box sides per axis, the
+    /// walk's shift of the cell). A cell of half side above [`MAX_ACCEPTED_HALF`] is never
+    /// accepted, except a LET multipole its sender accepted (S_eff < 0).
+    #[inline(always)]
+    pub fn accepts_image(
+        &self,
+        cells: &Cells,
+        c: usize,
+        s: [f32; 3],
+        bc: [f32; 3],
+        bh: [f32; 3],
+        amin: f32,
+    ) -> bool {
+        if cells.s_eff[c] < 0.0 {
+            return true;
+        }
+        let [cx, cy, cz, h] = cells.boxes[c];
+        if h > MAX_ACCEPTED_HALF {
+            return false;
+        }
+        let [mx, my, mz, m] = cells.com_mass[c];
+        let centre = [cx - s[0], cy - s[1], cz - s[2]];
+        let cm = [mx - s[0], my - s[1], mz - s[2], m];
+        self.accepts_box(cells, c, centre, h, cm, bc, bh, amin)
+    }
+
+    /// The test of [`Criterion::accepts`] for cell `c` with its box centre `centre`, half side
+    /// `h` and centre of mass and mass `cm` given (those of the cell or of one of its images).
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    fn accepts_box(
+        &self,
+        cells: &Cells,
+        c: usize,
+        centre: [f32; 3],
+        h: f32,
+        cm: [f32; 4],
+        bc: [f32; 3],
+        bh: [f32; 3],
+        amin: f32,
+    ) -> bool {
+        let overlap = (0..3).all(|k| (centre[k] - bc[k]).abs() <= h + bh[k]);
         if overlap {
             return false;
         }
-        let cm = cells.com_mass[c];
         let mut d2 = 0.0f32;
         for k in 0..3 {
             let d = ((cm[k] - bc[k]).abs() - bh[k]).max(0.0);

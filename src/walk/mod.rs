@@ -1,5 +1,6 @@
 //! Force walks: the opening criteria, the interaction kernels, target groups (on the CPU and the
-//! GPU), the CPU tree walks, the GPU walk, and the exact direct-summation reference.
+//! GPU), the CPU tree walks (open and periodic), the GPU walk, the Ewald correction of a
+//! periodic box, and the exact direct-summation reference.
 
 #[cfg(target_arch = "x86_64")]
 mod avx2;
@@ -11,3 +12,4 @@ pub mod groups;
 pub mod groups_gpu;
 pub mod kernels;
 pub mod mac;
+mod periodic;

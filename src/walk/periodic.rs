@@ -1,0 +1,239 @@
+//! The grouped CPU walk in a periodic box (`WalkParams::periodic`): the nearest image of every
+//! source plus the Ewald correction of all the others ([`super::ewald`]), by the rules both
+//! backends follow (frame units, period 1; `bc`, `bh` the centre and half-extents of a group's
+//! targets' box; s ∈ ℤ³ a shift by whole periods, `round` half away from zero):
+//!
+//! - every cell tested against a group is taken at its image nearest the group, its centre of
+//!   mass at cm − s with s = round(cm − bc), and opened or accepted as that image
+//!   ([`Criterion::accepts_image`]: a cell of half side above
+//!   [`MAX_ACCEPTED_HALF`](super::ewald::MAX_ACCEPTED_HALF) is always opened);
+//! - an accepted cell adds its multipole from cm − s and one Ewald monopole, its mass at
+//!   D = bc − (cm − s);
+//! - an opened leaf of half side at most [`MAX_LEAF_MONOPOLE_HALF`] adds its particles moved by
+//!   the leaf's s and one Ewald monopole of its mass at its cm's D; a larger one adds each of
+//!   its particles j at x_j − s_j, s_j = round(x_j − bc), with its own monopole at
+//!   D = bc − (x_j − s_j);
+//! - the monopoles' sums C = Σ M f(D), J = Σ M J(D), Ψ = Σ M ψ(D) (float64) reach each target
+//!   at x to first order, a += C + J δ, φ += Ψ − C·δ with δ = x − bc (the target's own term
+//!   included: its ψ(0) is the self-energy of its images).
+//!
+//! The interaction list of a group is one list per shift; a list of shift s is evaluated by the
+//! open walk's list evaluation with the targets moved by +s (x + s against sources y is x
+//! against y − s). Groups must be small ([`MAX_GROUP_HALF`](super::ewald::MAX_GROUP_HALF),
+//! [`super::groups::within_half`]): the correction's first-order carry errs as bh².
+
+use super::cpu::{evaluate, group_box, split, List, Own, WalkOutput, WalkParams};
+use super::ewald::{table, Correction, EwaldTable, MAX_LEAF_MONOPOLE_HALF};
+use super::groups::Group;
+use super::mac::Criterion;
+use crate::tree::Tree;
+use glam::DVec3;
+use rayon::prelude::*;
+
+/// One group's interaction lists, one per image shift, and its Ewald sums.
+#[derive(Default)]
+struct Images {
+    /// Shifts s (whole periods per axis) and their lists: sources taken at their position − s.
+    /// Kept between groups (emptied), so that their storage is reused.
+    lists: Vec<([f32; 3], List)>,
+    /// C, J and Ψ of the group's Ewald monopoles at its centre (unit G).
+    ewald: Correction,
+}
+
+impl Images {
+    fn clear(&mut self) {
+        for (_, list) in &mut self.lists {
+            list.clear();
+        }
+        self.ewald = Correction::default();
+    }
+
+    /// The list of shift `s`.
+    #[inline]
+    fn list(&mut self, s: [f32; 3]) -> &mut List {
+        let at = match self.lists.iter().position(|(t, _)| *t == s) {
+            Some(at) => at,
+            None => {
+                self.lists.push((s, List::default()));
+                self.lists.len() - 1
+            }
+        };
+        &mut self.lists[at].1
+    }
+
+    /// Adds the Ewald monopole of mass `m` at separation `d` (target minus source, the nearest
+    /// image).
+    #[inline]
+    fn correct(&mut self, table: &EwaldTable, m: f32, d: [f32; 3]) {
+        let c = table.correction(d);
+        let m = m as f64;
+        let e = &mut self.ewald;
+        e.pot += m * c.pot;
+        e.acc += m * c.acc;
+        for (a, b) in e.jac.iter_mut().zip(c.jac) {
+            *a += m * b;
+        }
+    }
+
+    /// Particle–particle and particle–cell interactions per target of the lists.
+    fn counts(&self) -> (u32, u32) {
+        self.lists.iter().fold((0, 0), |(np, nm), (_, l)| {
+            (np + l.p2p(), nm + l.cells.len() as u32)
+        })
+    }
+}
+
+/// What one thread keeps between its groups.
+#[derive(Default)]
+struct Scratch {
+    images: Images,
+    /// A group's targets moved by a shift, their results from one list, and their sums over
+    /// the lists.
+    moved: Vec<[f32; 4]>,
+    part: Vec<[f32; 4]>,
+    sums: Vec<[f64; 4]>,
+}
+
+/// Forces on `targets` (x, y, z, |a_old|, frame units) from `tree` in a periodic box of
+/// period 1, by the grouped walk over `groups` (consecutive ranges covering all targets in
+/// order, each within [`MAX_GROUP_HALF`](super::ewald::MAX_GROUP_HALF) unless of one target);
+/// `own` says which of the tree's particles the targets are. Accelerations and potentials
+/// with G = 1, as [`super::cpu::grouped_walk`]; the Ewald terms are not counted as
+/// interactions.
+pub(super) fn grouped_walk(
+    tree: &Tree,
+    targets: &[[f32; 4]],
+    own: Own,
+    groups: &[Group],
+    p: &WalkParams,
+) -> WalkOutput {
+    let table = table();
+    let mut out = WalkOutput::zeros(targets.len());
+    let acc = split(&mut out.acc_pot, groups);
+    let np = split(&mut out.p2p, groups);
+    let nm = split(&mut out.m2p, groups);
+    groups
+        .par_iter()
+        .zip(acc)
+        .zip(np.into_par_iter().zip(nm))
+        .for_each_init(Scratch::default, |sc, ((&[s, k], acc), (np, nm))| {
+            let range = s as usize..(s + k) as usize;
+            let tg = &targets[range.clone()];
+            let bc = collect(tree, tg, &p.criterion, table, &mut sc.images);
+            let (n_p2p, n_m2p) = sc.images.counts();
+            np.fill(n_p2p);
+            nm.fill(n_m2p);
+            evaluate_images(tree, tg, own.map(|o| &o[range]), bc, p, sc, acc);
+        });
+    out
+}
+
+/// The shift of a source at `x` for a group centred at `bc`: whole periods per axis that take
+/// it to its image nearest the group.
+#[inline(always)]
+fn shift(x: [f32; 4], bc: [f32; 3]) -> [f32; 3] {
+    [0, 1, 2].map(|k| (x[k] - bc[k]).round())
+}
+
+/// The separation of the group's centre `bc` from a source at `x` moved by −`s` (target minus
+/// source, frame units).
+#[inline(always)]
+fn separation(bc: [f32; 3], x: [f32; 4], s: [f32; 3]) -> [f32; 3] {
+    [0, 1, 2].map(|k| bc[k] - (x[k] - s[k]))
+}
+
+/// Walks the tree once for the group `tg`, filling `im` with its lists per shift and its Ewald
+/// sums; returns the group's centre.
+fn collect(
+    tree: &Tree,
+    tg: &[[f32; 4]],
+    crit: &Criterion,
+    table: &EwaldTable,
+    im: &mut Images,
+) -> [f32; 3] {
+    im.clear();
+    let (bc, bh, amin) = group_box(tg);
+    let cells = &tree.cells;
+    let nc = cells.len();
+    let mut c = 0;
+    while c < nc {
+        let cm = cells.com_mass[c];
+        let s = shift(cm, bc);
+        if crit.accepts_image(cells, c, s, bc, bh, amin) {
+            im.list(s).cells.push(c as u32);
+            im.correct(table, cm[3], separation(bc, cm, s));
+            c += cells.subtree[c] as usize;
+            continue;
+        }
+        if cells.is_leaf(c) {
+            let a = cells.first[c];
+            let b = a + cells.count[c];
+            if cells.boxes[c][3] <= MAX_LEAF_MONOPOLE_HALF {
+                im.list(s).push_range(a, b);
+                im.correct(table, cm[3], separation(bc, cm, s));
+            } else {
+                for j in a..b {
+                    let x = tree.particles[j as usize];
+                    let sj = shift(x, bc);
+                    im.list(sj).push_range(j, j + 1);
+                    im.correct(table, x[3], separation(bc, x, sj));
+                }
+            }
+        }
+        c += 1;
+    }
+    bc
+}
+
+/// Evaluates the lists of `sc.images` for every target of the group `tg` (centred at `bc`;
+/// `own`: which of the tree's particles they are), each list with the targets moved by its
+/// shift, and adds the Ewald sums carried to each target; writes `acc`.
+fn evaluate_images(
+    tree: &Tree,
+    tg: &[[f32; 4]],
+    own: Own,
+    bc: [f32; 3],
+    p: &WalkParams,
+    sc: &mut Scratch,
+    acc: &mut [[f32; 4]],
+) {
+    let Scratch {
+        images,
+        moved,
+        part,
+        sums,
+    } = sc;
+    sums.clear();
+    sums.resize(tg.len(), [0.0; 4]);
+    part.resize(tg.len(), [0.0; 4]);
+    for (s, list) in images.lists.iter() {
+        if list.ranges.is_empty() && list.cells.is_empty() {
+            continue;
+        }
+        moved.clear();
+        moved.extend(
+            tg.iter()
+                .map(|t| [t[0] + s[0], t[1] + s[1], t[2] + s[2], t[3]]),
+        );
+        evaluate(tree, moved, own, list, p, part);
+        for (a, b) in sums.iter_mut().zip(part.iter()) {
+            for k in 0..4 {
+                a[k] += b[k] as f64;
+            }
+        }
+    }
+    let centre = DVec3::new(bc[0] as f64, bc[1] as f64, bc[2] as f64);
+    for ((out, a), t) in acc.iter_mut().zip(sums.iter()).zip(tg) {
+        let x = DVec3::new(t[0] as f64, t[1] as f64, t[2] as f64);
+        let (f, psi) = images.ewald.at_offset(x - centre);
+        *out = [
+            (a[0] + f.x) as f32,
+            (a[1] + f.y) as f32,
+            (a[2] + f.z) as f32,
+            (a[3] + psi) as f32,
+        ];
+    }
+}
+
+#[cfg(test)]
+mod tests;
