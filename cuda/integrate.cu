@@ -50,21 +50,22 @@ struct RUST_TWIN HalfKickArgs {
     unsigned long long ti;
     // The deepest bin (the timeline's depth).
     int depth;
-    // The step of bin 0 (time units).
-    double dt_top;
+    // Per bin 0 ..= depth: the half kick's factor (dt_bin / 2 in time units for Newtonian
+    // steps, the comoving kick factor of the half step otherwise).
+    const double *kick;
     // Per particle: acceleration (3 doubles, G applied).
     const double *acc;
     // Per particle: velocity (3 doubles), kicked in place.
     double *vel;
 };
 
-// Half kick of the particles that end their step at tick ti: v <- v + a dt_bin / 2
+// Half kick of the particles that end their step at tick ti: v <- v + a kick[bin]
 // (IntegratorState::half_kick).
 extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) half_kick(const HalfKickArgs a)
 {
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < a.n; i += gridDim.x * blockDim.x) {
         if (!synchronised(a.bin[i], a.ti, a.depth)) continue;
-        const double h = 0.5 * bin_dt(a.dt_top, a.bin[i]);
+        const double h = a.kick[a.bin[i]];
         for (int d = 0; d < 3; d++) a.vel[3ll * i + d] += a.acc[3ll * i + d] * h;
     }
 }
@@ -72,19 +73,56 @@ extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) half_kick(const HalfKi
 struct RUST_TWIN DriftArgs {
     // Particles.
     int n;
-    // The drift's time (time units).
+    // The drift's time (time units), or the comoving drift factor.
     double dt;
+    // Side of the periodic box (length units) the positions are wrapped into; 0: none.
+    double period;
     // Per particle: velocity (3 doubles).
     const double *vel;
     // Per particle: position (3 doubles, length units), drifted in place.
     double *pos;
 };
 
-// Drift of every particle: x <- x + v dt (leapfrog::drift).
+// Drift of every particle: x <- x + v dt (leapfrog::drift), then with a box of side L > 0
+// x <- x - L floor(x / L), 0 where that rounds up to L (leapfrog::wrap).
 extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) drift(const DriftArgs a)
 {
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < a.n; i += gridDim.x * blockDim.x)
-        for (int d = 0; d < 3; d++) a.pos[3ll * i + d] += a.vel[3ll * i + d] * a.dt;
+        for (int d = 0; d < 3; d++) {
+            double x = a.pos[3ll * i + d] + a.vel[3ll * i + d] * a.dt;
+            if (a.period > 0.0) {
+                x = x - a.period * floor(x / a.period);
+                if (x >= a.period) x = 0.0;
+            }
+            a.pos[3ll * i + d] = x;
+        }
+}
+
+struct RUST_TWIN AddBackgroundArgs {
+    // Particles.
+    int n;
+    // Per particle: time-step bin.
+    const unsigned char *bin;
+    // The tick (in ticks of the deepest bin).
+    unsigned long long ti;
+    // The deepest bin (the timeline's depth).
+    int depth;
+    // The coefficient c (time^-2): 1/2 Omega_m H0^2 of a comoving run with vacuum boundaries.
+    double c;
+    // Per particle: position (3 doubles, length units).
+    const double *pos;
+    // Per particle: acceleration (3 doubles, G applied), added to in place.
+    double *acc;
+};
+
+// a <- a + c x for the particles that end their step at tick ti: the background term of a
+// comoving run with vacuum boundaries (IntegratorState::add_background).
+extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) add_background(const AddBackgroundArgs a)
+{
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < a.n; i += gridDim.x * blockDim.x) {
+        if (!synchronised(a.bin[i], a.ti, a.depth)) continue;
+        for (int d = 0; d < 3; d++) a.acc[3ll * i + d] += a.pos[3ll * i + d] * a.c;
+    }
 }
 
 struct RUST_TWIN KeepForcesArgs {

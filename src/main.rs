@@ -11,11 +11,10 @@ use hinoki::domain::Balance;
 use hinoki::forces::{ForceEngine, ForceParams};
 use hinoki::ics::Model;
 use hinoki::io::config::IcsConfig;
-use hinoki::io::{
-    read_snapshot, write_cosmological_snapshot_file, write_snapshot_file, RunConfig,
-    SnapshotCosmology, SnapshotUnits,
+use hinoki::io::{write_snapshot_file, RunConfig, SnapshotCosmology, SnapshotMeta, SnapshotUnits};
+use hinoki::render::{
+    plot_diagnostics, plot_power, render_snapshot, Axis, PowerOptions, RenderOptions,
 };
-use hinoki::render::{plot_diagnostics, plot_power, render, Axis, PowerOptions, RenderOptions};
 use hinoki::resources::{check_threads, FORCES_BYTES, PARTICLE_BYTES};
 use hinoki::simulation::{self, check_forces, initial_particles};
 use hinoki::{Error, Particles, Result};
@@ -54,7 +53,9 @@ enum Command {
     /// reporting per-rank particles, cost and LET volume (one JSON line per P): the distributed
     /// design judged at cluster scale without a cluster.
     VirtualRanks(VirtualRanksArgs),
-    /// Draw a snapshot's projected surface density (log scale, viridis) as a PNG.
+    /// Draw a snapshot's projected surface density (log scale, viridis) as a PNG: all its
+    /// particles or those of some types, through its whole depth or a slab; a periodic box
+    /// (BoxSize > 0) is drawn whole about its centre, each particle at its nearest image.
     Render(RenderArgs),
     /// Draw a run's diagnostics.jsonl: energy error and seconds per phase versus time
     /// (`hinoki plot DIAGNOSTICS -o FILE`), or a cosmological snapshot's power spectrum
@@ -100,13 +101,22 @@ struct RenderArgs {
     /// Width of the picture in pixels.
     #[arg(long, default_value_t = RenderOptions::default().width)]
     width: u32,
-    /// Half-width of the view in length units (default: the radius around the centre that
-    /// holds 99% of the mass).
+    /// Half-width of the view in length units (default: half the periodic box, or the radius
+    /// around the centre that holds 99% of the mass drawn).
     #[arg(long, allow_negative_numbers = true)]
     extent: Option<f64>,
-    /// Centre of the view in length units (default: the centre of mass).
+    /// Centre of the view in length units (default: the centre of the periodic box, or the
+    /// centre of mass of the particles drawn).
     #[arg(long, value_name = "X,Y,Z", allow_hyphen_values = true, value_parser = parse_point)]
     center: Option<DVec3>,
+    /// Particle types to draw, e.g. 1,4 (GADGET's: 0 gas, 1 halo, 2 disk, 3 bulge, 4 stars,
+    /// 5 boundary; default: all).
+    #[arg(long, value_name = "T,T,...", value_delimiter = ',')]
+    types: Option<Vec<u8>>,
+    /// Draw only the slab of this thickness (length units) centred on the plane through the
+    /// centre across the line of sight (default: the whole depth).
+    #[arg(long, value_name = "THICKNESS", allow_negative_numbers = true)]
+    slab: Option<f64>,
 }
 
 #[derive(Args)]
@@ -131,14 +141,17 @@ struct PlotArgs {
 
 #[derive(Subcommand)]
 enum PlotCommand {
-    /// The matter power spectrum of a periodic cosmological snapshot against linear theory.
+    /// The matter power spectrum of a periodic cosmological snapshot against linear theory
+    /// and Halofit.
     ///
     /// Cloud-in-cell assignment on an N³ grid, FFT, the CIC window divided out and (by
     /// default) the Poisson shot noise V Σm²/(Σm)² subtracted, averaged in shells of width
     /// 2π/L up to the grid's Nyquist wave number; k in h/Mpc, P in (Mpc/h)³ (lengths converted
     /// with the snapshot's UnitLength_in_cm, kpc/h when it records none). The linear curve is
     /// D(a)² P_EH98(k) with Ω_m, Ω_Λ, Ω_b (0.045 if absent) and h from the header, a = Time,
-    /// and σ8 and n_s from the options.
+    /// and σ8 and n_s from the options; the Halofit curve (Takahashi et al. 2012) is the
+    /// nonlinear spectrum of the same linear one at that a (flat or open ΛCDM; not drawn where
+    /// it equals linear theory, at high redshift).
     Power(PowerArgs),
 }
 
@@ -166,6 +179,10 @@ struct PowerArgs {
     /// Width of the picture in pixels (the height is 3/4 of it).
     #[arg(long, default_value_t = 900)]
     width: u32,
+    /// Also print the numbers as one JSON object on stdout: per shell k, modes, the measured,
+    /// linear and Halofit power and power/Halofit (see the README).
+    #[arg(long)]
+    json: bool,
 }
 
 /// Parses `subtract` or `keep`.
@@ -269,8 +286,10 @@ enum IcsCommand {
     /// comoving positions in kpc/h in [0, BoxSize), velocities u = v_pec/√a in km/s
     /// (GADGET's snapshot convention), masses in 10^10 M_sun/h, ids 1 … N³; `Time` = a,
     /// `Redshift`, `BoxSize` (kpc/h), `Omega0`, `OmegaBaryon`, `OmegaLambda`, `HubbleParam` in
-    /// `/Header`, the units in `/Parameters`. `hinoki run` refuses these files until comoving
-    /// integration exists; `forces` and `render` take the positions as given.
+    /// `/Header`, the units in `/Parameters` and `/Header`. With `--sphere R` only the sphere
+    /// of radius R about the box centre is kept, moved to the origin, with open boundaries
+    /// (`BoxSize` 0). `hinoki run` integrates them in comoving coordinates with a `[cosmology]`
+    /// table (and refuses them without one); `forces` takes the positions as given.
     Cosmology(CosmologyArgs),
 }
 
@@ -331,6 +350,11 @@ struct CosmologyArgs {
     /// the number of threads).
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Keep only the sphere of radius R (Mpc/h, comoving; 0 < R <= box/2) about the box
+    /// centre, centred on the origin, with open boundaries (BoxSize 0): e.g. `--grid 256
+    /// --box 91.4 --sphere 31.5`, 2.87 M particles in 45 Mpc.
+    #[arg(long, value_name = "R", allow_negative_numbers = true)]
+    sphere: Option<f64>,
 }
 
 #[derive(Args)]
@@ -479,28 +503,25 @@ fn dispatch(cli: Cli, comm: &dyn Comm) -> Result<()> {
         Command::Forces(a) => forces(a, comm),
         Command::VirtualRanks(a) => virtual_ranks(a),
         Command::Render(a) => {
-            let (p, time) = read_snapshot(comm, &a.snapshot)?;
+            // One picture: rank 0 reads the whole snapshot and draws it.
+            if comm.rank() != 0 {
+                return Ok(());
+            }
             let opts = RenderOptions {
                 axis: a.axis,
                 width: a.width,
                 extent: a.extent,
                 center: a.center,
+                types: a.types,
+                slab: a.slab,
+                ..RenderOptions::default()
             };
-            render(&p, time, &opts, &a.output)?;
-            tracing::info!("drew {} particles to {}", p.len(), a.output.display());
+            let n = render_snapshot(&a.snapshot, &opts, &a.output)?;
+            tracing::info!("drew {n} particles to {}", a.output.display());
             Ok(())
         }
         Command::Plot(a) => match (a.power, a.diagnostics, a.output) {
-            (Some(PlotCommand::Power(p)), _, _) => {
-                let opts = PowerOptions {
-                    sigma8: p.sigma8,
-                    n_s: p.n_s,
-                    grid: p.grid,
-                    shot_noise: p.shot_noise,
-                    width: p.width,
-                };
-                plot_power(&p.snapshot, &p.output, &opts)
-            }
+            (Some(PlotCommand::Power(p)), _, _) => power(p),
             (None, Some(d), Some(o)) => plot_diagnostics(&d, &o, a.width),
             // clap requires both without the subcommand.
             _ => Err(Error::input("plot: DIAGNOSTICS and --output are required")),
@@ -518,7 +539,7 @@ fn ics(a: IcsArgs) -> Result<()> {
     };
     let source = particle_source(Some(model), n, a.seed, None);
     let p = initial_particles(&source, &SingleProcess, PARTICLE_BYTES)?;
-    write_snapshot_file(&output, &p, 0.0)?;
+    write_snapshot_file(&output, &p, SnapshotMeta::nbody(0.0))?;
     tracing::info!(
         "wrote {} {} particles to {}",
         p.len(),
@@ -550,9 +571,13 @@ fn ics_cosmology(c: CosmologyArgs) -> Result<()> {
         hinoki::cosmology::ZELDOVICH_BYTES * n,
         &format!("{n} cosmological particles ({}^3)", c.grid),
     )?;
+    if let Some(r) = c.sphere {
+        hinoki::cosmology::check_sphere(c.box_size, r)?;
+    }
     let ics = zeldovich(&cosmology, &power, c.grid, c.box_size, a_start, c.seed)?;
-    let header = SnapshotCosmology {
-        box_size: 1000.0 * ics.box_size,
+    let box_kpc = 1000.0 * ics.box_size;
+    let cosmology = SnapshotCosmology {
+        box_size: box_kpc,
         redshift: ics.redshift,
         omega0: c.omega_m,
         omega_baryon: c.omega_b,
@@ -560,14 +585,22 @@ fn ics_cosmology(c: CosmologyArgs) -> Result<()> {
         hubble_param: c.hubble_param,
     };
     let a = ics.scale_factor;
-    let p = ics.into_gadget();
-    write_cosmological_snapshot_file(&c.output, &p, a, &header, &SnapshotUnits::GADGET)?;
+    let mut meta = SnapshotMeta::comoving(a, cosmology, SnapshotUnits::GADGET);
+    let mut p = ics.into_gadget();
+    let grid = format!("{}^3, box {} Mpc/h", c.grid, c.box_size);
+    let region = match c.sphere {
+        Some(r) => {
+            p = hinoki::cosmology::cut_sphere(&p, box_kpc, 1000.0 * r)?;
+            meta.cosmology.box_size = 0.0;
+            format!("a sphere of radius {r} Mpc/h about the centre of {grid}, open boundaries")
+        }
+        None => grid,
+    };
+    write_snapshot_file(&c.output, &p, meta)?;
     tracing::info!(
-        "wrote {} particles ({}^3, box {} Mpc/h, z = {}, a = {a}) to {} in GADGET's units \
-         (kpc/h, km/s with u = v/sqrt(a), 10^10 M_sun/h)",
+        "wrote {} particles ({region}, z = {}, a = {a}) to {} in GADGET's units (kpc/h, km/s \
+         with u = v/sqrt(a), 10^10 M_sun/h)",
         p.len(),
-        c.grid,
-        c.box_size,
         c.z_start,
         c.output.display()
     );
@@ -601,6 +634,22 @@ macro_rules! outln {
         use std::io::Write;
         let _ = writeln!(std::io::stdout().lock(), $($t)*);
     }};
+}
+
+/// `hinoki plot power`: the picture, and the numbers on stdout with `--json`.
+fn power(p: PowerArgs) -> Result<()> {
+    let opts = PowerOptions {
+        sigma8: p.sigma8,
+        n_s: p.n_s,
+        grid: p.grid,
+        shot_noise: p.shot_noise,
+        width: p.width,
+    };
+    let report = plot_power(&p.snapshot, &p.output, &opts)?;
+    if p.json {
+        outln!("{report}");
+    }
+    Ok(())
 }
 
 fn forces(a: ForcesArgs, comm: &dyn Comm) -> Result<()> {
@@ -827,9 +876,9 @@ fn run(a: RunArgs, comm: &dyn Comm) -> Result<()> {
     }
     if let Some(why) = &s.stopped {
         outln!(
-            "hinoki run: {why} at step {}, t = {:.6}; checkpoint in {}; continue with: hinoki run{} -o {} --restart {}",
+            "hinoki run: {why} at step {}, {}; checkpoint in {}; continue with: hinoki run{} -o {} --restart {}",
             s.steps,
-            s.time,
+            s.describe_end(),
             out.join("checkpoint").display(),
             a.config.as_ref().map_or(String::new(), |c| format!(" {}", c.display())),
             out.display(),
@@ -837,10 +886,20 @@ fn run(a: RunArgs, comm: &dyn Comm) -> Result<()> {
         );
         return Ok(());
     }
-    outln!(
-        "hinoki run: N = {}, {} steps to t = {:.4} in {:.1} s; energy {:.8e} -> {:.8e}, |dE/E| = {:.3e}",
-        s.n, s.steps, s.time, s.wall_seconds, s.start.total, s.end.total, s.energy_error
-    );
+    match s.scale_factor {
+        // The energy of comoving coordinates is not conserved: no |dE/E| to give.
+        Some(_) => outln!(
+            "hinoki run: N = {}, {} steps to {} in {:.1} s (comoving; |dE/E| n/a)",
+            s.n,
+            s.steps,
+            s.describe_end(),
+            s.wall_seconds
+        ),
+        None => outln!(
+            "hinoki run: N = {}, {} steps to t = {:.4} in {:.1} s; energy {:.8e} -> {:.8e}, |dE/E| = {:.3e}",
+            s.n, s.steps, s.time, s.wall_seconds, s.start.total, s.end.total, s.energy_error
+        ),
+    }
     let phases: Vec<String> = s.times.iter().map(|(n, t)| format!("{n} {t:.2}")).collect();
     outln!("time per phase [s]: {}", phases.join(", "));
     match s.final_files.as_slice() {

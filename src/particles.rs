@@ -5,9 +5,58 @@
 //! walk copies positions and masses to float32 (see [`crate::tree`]), which is all the force
 //! kernels need: their error budget is set by the multipole expansion, far above f32 rounding.
 //! Units are whatever the run uses (N-body units, G = 1, by default).
+//!
+//! **Particle types.** Each particle keeps its GADGET type (0 gas, 1 halo, 2 disk, 3 bulge,
+//! 4 stars, 5 boundary) without an array of its own: the type travels in the top three bits of
+//! its 64-bit id ([`Particles::id`]), so it follows the particle through everything that moves
+//! ids (sorting, domain decomposition, the device arrays, checkpoints). The bits hold the type
+//! XOR 1, so that an id whose top bits are zero, as every id hinoki generates, is a type 1
+//! (collisionless halo) particle, the type hinoki's own particles always had. A snapshot's ids
+//! must therefore be below 2^61 ([`MAX_FILE_ID`]); [`tagged_id`] puts the type in,
+//! [`particle_type`] and [`file_id`] take the two apart.
 
 use crate::error::{Error, Result};
 use glam::DVec3;
+
+/// The first bit of a particle's type in its id ([`Particles::id`]): bits 61 … 63.
+pub const TYPE_SHIFT: u32 = 61;
+/// The largest id a particle of a file may have (2^61 − 1): the bits above hold its type.
+pub const MAX_FILE_ID: u64 = (1 << TYPE_SHIFT) - 1;
+/// The number of particle types (GADGET's: 0 gas, 1 halo, 2 disk, 3 bulge, 4 stars,
+/// 5 boundary).
+pub const PARTICLE_TYPES: usize = 6;
+/// GADGET's type 1, collisionless halo (dark-matter) particles: the type of every particle
+/// whose id has no type bits set.
+pub const HALO_TYPE: u8 = 1;
+
+/// The id of a particle of type `ptype` (0 … 5) whose id in its file is `id` (at most
+/// [`MAX_FILE_ID`]): `id` with the type in its top three bits (stored as `ptype` XOR 1, so that
+/// `tagged_id(id, 1) == id`). Callers check both ranges first (the snapshot reader makes an id
+/// above [`MAX_FILE_ID`] an input error); bits outside them are cut off.
+pub fn tagged_id(id: u64, ptype: u8) -> u64 {
+    debug_assert!(id <= MAX_FILE_ID && usize::from(ptype) < PARTICLE_TYPES);
+    (id & MAX_FILE_ID) | (u64::from((ptype ^ HALO_TYPE) & 7) << TYPE_SHIFT)
+}
+
+/// The particle type (0 … 5) that the id `tagged` carries; 6 or 7 for bits that no
+/// [`tagged_id`] sets (the snapshot writer refuses such ids).
+pub fn particle_type(tagged: u64) -> u8 {
+    (tagged >> TYPE_SHIFT) as u8 ^ HALO_TYPE
+}
+
+/// The id of `tagged` as its file holds it: without the type bits.
+pub fn file_id(tagged: u64) -> u64 {
+    tagged & MAX_FILE_ID
+}
+
+/// How messages name the particle `tagged`: "id 42" for a halo particle, "id 42 of type 0"
+/// for the others.
+pub fn id_label(tagged: u64) -> String {
+    match particle_type(tagged) {
+        HALO_TYPE => format!("id {tagged}"),
+        t => format!("id {} of type {t}", file_id(tagged)),
+    }
+}
 
 /// A set of particles, one entry per particle in each array (all arrays have the same length).
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -18,7 +67,8 @@ pub struct Particles {
     pub vel: Vec<DVec3>,
     /// Masses (mass units), finite and non-negative.
     pub mass: Vec<f64>,
-    /// Unique particle identifiers, kept through every reordering.
+    /// Unique particle identifiers, kept through every reordering; the top three bits hold the
+    /// particle's type ([`tagged_id`], [`particle_type`], [`file_id`]).
     pub id: Vec<u64>,
 }
 
@@ -138,21 +188,27 @@ impl Particles {
         for i in 0..n {
             if !self.pos[i].is_finite() {
                 return Err(Error::input(format!(
-                    "particle {} (id {}) has a non-finite position {:?}",
-                    i, self.id[i], self.pos[i]
+                    "particle {} ({}) has a non-finite position {:?}",
+                    i,
+                    id_label(self.id[i]),
+                    self.pos[i]
                 )));
             }
             if !self.vel[i].is_finite() {
                 return Err(Error::input(format!(
-                    "particle {} (id {}) has a non-finite velocity {:?}",
-                    i, self.id[i], self.vel[i]
+                    "particle {} ({}) has a non-finite velocity {:?}",
+                    i,
+                    id_label(self.id[i]),
+                    self.vel[i]
                 )));
             }
             let m = self.mass[i];
             if !m.is_finite() || m < 0.0 {
                 return Err(Error::input(format!(
-                    "particle {} (id {}) has an invalid mass {} (must be finite and >= 0)",
-                    i, self.id[i], m
+                    "particle {} ({}) has an invalid mass {} (must be finite and >= 0)",
+                    i,
+                    id_label(self.id[i]),
+                    m
                 )));
             }
         }
@@ -208,6 +264,27 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("N = 0"));
+    }
+
+    /// The type travels in the id's top bits: every type and the ids at both ends of the range
+    /// come back apart as they went in; an untagged id is a halo particle; the bits are exactly
+    /// the top three (type XOR 1).
+    #[test]
+    fn ids_carry_their_type() {
+        for ptype in 0..PARTICLE_TYPES as u8 {
+            for id in [0, 1, 12_345, 1 << 60, MAX_FILE_ID] {
+                let t = tagged_id(id, ptype);
+                assert_eq!((particle_type(t), file_id(t)), (ptype, id), "{id} {ptype}");
+                assert_eq!(t >> 61, u64::from(ptype ^ 1));
+            }
+        }
+        assert_eq!(tagged_id(77, HALO_TYPE), 77);
+        assert_eq!(particle_type(123), 1);
+        assert_eq!(tagged_id(5, 0), (1 << 61) + 5);
+        assert_eq!(particle_type(u64::MAX), 6);
+        assert_eq!(id_label(42), "id 42");
+        assert_eq!(id_label(tagged_id(42, 0)), "id 42 of type 0");
+        assert_eq!(MAX_FILE_ID, (1 << 61) - 1);
     }
 
     #[test]

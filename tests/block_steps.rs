@@ -37,6 +37,7 @@ fn config(n: usize, time: TimeConfig, dir: &Path) -> RunConfig {
             energy_every: 1,
             ..OutputConfig::default()
         },
+        cosmology: None,
     }
 }
 

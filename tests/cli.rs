@@ -552,7 +552,7 @@ fn bad_particle_files_are_one_line_errors() {
         bad(&negative, &["/PartType1/Masses", "row 5", "-1"]),
         bad(&infinite_velocity, &["/PartType1/Velocities", "row 0"]),
         bad(&massless, &["total mass"]),
-        bad(&empty_set, &["no PartType1 particles"]),
+        bad(&empty_set, &["the snapshot holds no particles"]),
         bad(&no_velocities, &["missing dataset /PartType1/Velocities"]),
         bad(&no_group, &["missing group /PartType1"]),
         bad(&half, &["not a readable HDF5 file"]),
@@ -1155,9 +1155,9 @@ fn bad_ics_cosmology_options_are_one_line_errors() {
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
 }
 
-/// A run from cosmological initial conditions stops with one line before it writes anything
-/// (comoving integration is not there yet); `forces` reads the file, warning that the
-/// positions are taken as given.
+/// A run from cosmological initial conditions without a `[cosmology]` table stops with one
+/// line before it writes anything; `forces` reads the file, warning that the positions are
+/// taken as given.
 #[test]
 fn run_refuses_a_cosmological_snapshot_and_forces_reads_it() {
     let dir = TempDir::new("run-cosmo");
@@ -1181,7 +1181,7 @@ fn run_refuses_a_cosmological_snapshot_and_forces_reads_it() {
             "ics.hdf5 is a cosmological snapshot",
             "BoxSize 100000",
             "z = 49",
-            "comoving integration is not implemented yet",
+            "add a [cosmology] table",
         ],
     )]);
     assert!(!run_dir.exists(), "run wrote {}", run_dir.display());
@@ -1209,6 +1209,103 @@ fn run_refuses_a_cosmological_snapshot_and_forces_reads_it() {
     ] {
         assert!(help.contains(needle), "{needle}: {help}");
     }
+}
+
+/// `hinoki plot power --json` prints one object with the measured, linear and Halofit power
+/// per shell: at z = 0 Halofit has a nonlinear scale and exceeds linear theory at
+/// k > 0.2 h/Mpc; at z = 49 it has none and equals linear theory.
+#[test]
+fn plot_power_json_reports_halofit_per_shell() {
+    let dir = TempDir::new("plot-power-json");
+    for (z, nonlinear) in [("0", true), ("49", false)] {
+        let ics = dir.join(&format!("z{z}.hdf5"));
+        let out = hinoki(&[
+            "ics",
+            "cosmology",
+            "--grid",
+            "32",
+            "--box",
+            "128",
+            "--z-start",
+            z,
+            "-o",
+            &arg(&ics),
+        ]);
+        assert_success(&out, "ics cosmology");
+        let png = dir.join(&format!("z{z}.png"));
+        let out = hinoki(&[
+            "plot",
+            "power",
+            &arg(&ics),
+            "-o",
+            &arg(&png),
+            "--shot-noise",
+            "keep",
+            "--json",
+        ]);
+        assert_success(&out, "plot power --json");
+        assert!(png.exists());
+        let v = one_json_object(&out);
+        assert_eq!(number(&v, "/redshift"), z.parse::<f64>().unwrap(), "{v}");
+        assert_eq!(number(&v, "/sigma8"), 0.8, "{v}");
+        assert_eq!(v["shot_noise_subtracted"], false, "{v}");
+        assert_eq!(v["halofit"]["k_sigma"].is_number(), nonlinear, "{v}");
+        let shells = v["shells"].as_array().unwrap();
+        assert!(shells.len() > 10, "{v}");
+        for s in shells {
+            let (k, power, linear, halofit) = (
+                number(s, "/k"),
+                number(s, "/power"),
+                number(s, "/linear"),
+                number(s, "/halofit"),
+            );
+            let ratio = number(s, "/power_over_halofit");
+            assert!(
+                (ratio - power / halofit).abs() <= 1e-12 * ratio.abs(),
+                "{s}"
+            );
+            assert!(s["modes"].as_u64().is_some_and(|m| m > 0), "{s}");
+            if !nonlinear {
+                assert_eq!(halofit, linear, "{s}");
+            } else if k > 0.2 {
+                assert!(halofit > 1.2 * linear, "{s}");
+            }
+        }
+    }
+    // A closed universe is outside the fit: no Halofit numbers, the picture is still drawn.
+    let closed = dir.join("closed.hdf5");
+    let out = hinoki(&[
+        "ics",
+        "cosmology",
+        "--grid",
+        "16",
+        "--omega-m",
+        "0.5",
+        "--omega-lambda",
+        "0.7",
+        "-o",
+        &arg(&closed),
+    ]);
+    assert_success(&out, "ics cosmology (closed)");
+    let png = dir.join("closed.png");
+    let out = hinoki_logging(
+        &["plot", "power", &arg(&closed), "-o", &arg(&png), "--json"],
+        "warn",
+    );
+    assert_success_logging(&out, "plot power --json (closed)");
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("no Halofit spectrum") && stderr.contains("not flat or open"),
+        "{stderr}"
+    );
+    let v = one_json_object(&out);
+    assert!(v["halofit"].is_null(), "{v}");
+    let shell = &v["shells"][0];
+    assert!(
+        shell["halofit"].is_null() && shell["power_over_halofit"].is_null(),
+        "{v}"
+    );
+    assert!(number(shell, "/linear") > 0.0, "{v}");
 }
 
 /// `hinoki plot power` draws the power spectrum of `ics cosmology`'s snapshot as a PNG, and a

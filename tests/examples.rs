@@ -1,5 +1,6 @@
 //! The example configurations in `examples/`: each loads, validates, names the model it is
-//! about, and runs a few steps of its problem at a small N with good energy conservation.
+//! about, and runs a few steps of its problem at a small N with good energy conservation; the
+//! comoving example runs a few steps from a small sphere of Zel'dovich initial conditions.
 
 mod common;
 
@@ -21,6 +22,9 @@ const EXAMPLES: [(&str, Model); 6] = [
     ("random-bodies.toml", Model::RandomBodies),
 ];
 
+/// The comoving example (seed 000's cosmological run), which reads its initial conditions.
+const COMOVING: &str = "cosmology-sphere.toml";
+
 fn example(name: &str) -> RunConfig {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("examples")
@@ -40,6 +44,7 @@ fn every_example_is_listed_and_valid() {
         .collect();
     files.sort();
     let mut listed: Vec<String> = EXAMPLES.iter().map(|(f, _)| f.to_string()).collect();
+    listed.push(COMOVING.to_string());
     listed.sort();
     assert_eq!(files, listed);
     for (name, model) in EXAMPLES {
@@ -83,4 +88,59 @@ fn examples_run_a_few_steps_at_small_n() {
             summary.energy_error
         );
     }
+}
+
+#[test]
+fn the_comoving_example_runs_a_few_steps_of_a_small_sphere() {
+    use hinoki::cosmology::{hubble_for_units, zeldovich, Cosmology, PowerSpectrum};
+    let mut cfg = example(COMOVING);
+    let Some(c) = cfg.cosmology.as_mut() else {
+        panic!("{COMOVING} has no [cosmology] table");
+    };
+    assert_eq!(c.output_redshifts, [8.9, 2.5, 0.93, 0.0]);
+    assert_eq!(
+        cfg.ics,
+        IcsConfig::File(PathBuf::from("seed000-ics.hdf5")),
+        "{COMOVING}"
+    );
+    // 3584 steps in ln a from z = 49 to 0.
+    assert_eq!((50f64.ln() / cfg.time.dt_max).ceil(), 3584.0);
+    // A sphere of radius 11.4 Mpc/h from a 16³ realisation of 34.2 Mpc/h at z = 49, centred
+    // on the origin, in GADGET's units; the file is not cosmological, so the table gives the
+    // Ω's and h; 20 steps of the example's.
+    let cosmology = Cosmology::new(0.3, 0.7, 0.7, hubble_for_units(0.7, 1.0, 1.0)).unwrap();
+    let power = PowerSpectrum::new(&cosmology, 0.045, 0.96, 0.8).unwrap();
+    let side = 34.2;
+    let mut p = zeldovich(&cosmology, &power, 16, side, 0.02, 5)
+        .unwrap()
+        .into_gadget();
+    let centre = glam::DVec3::splat(500.0 * side);
+    let keep: Vec<u32> = (0..p.len() as u32)
+        .filter(|&i| (p.pos[i as usize] - centre).length() < 1000.0 * side / 3.0)
+        .collect();
+    p.permute(&keep);
+    p.pos.iter_mut().for_each(|x| *x -= centre);
+    let dir = TempDir::new("example-comoving");
+    let ics = dir.path().join("ics.hdf5");
+    hinoki::io::write_snapshot_file(&ics, &p, 0.02).unwrap();
+    cfg.ics = IcsConfig::File(ics);
+    let c = cfg.cosmology.as_mut().unwrap();
+    (c.omega_m, c.omega_lambda, c.hubble_param) = (Some(0.3), Some(0.7), Some(0.7));
+    let a_end = 0.02 * (20.0 * cfg.time.dt_max).exp();
+    c.z_end = 1.0 / a_end - 1.0;
+    c.output_redshifts = vec![c.z_end];
+    let out = dir.path().join("out");
+    let summary = run(&cfg, &out, &SingleProcess).unwrap();
+    assert_eq!((summary.steps, summary.n), (20, p.len()));
+    assert!((summary.scale_factor.unwrap() / a_end - 1.0).abs() < 1e-12);
+    for file in [
+        "snapshots/snapshot_000.hdf5",
+        "diagnostics.jsonl",
+        "final/snapshot_000.hdf5",
+        "final.png",
+    ] {
+        assert!(out.join(file).exists(), "{COMOVING}: no {file}");
+    }
+    // No energy error to draw in a comoving run.
+    assert!(!out.join("diagnostics.png").exists());
 }

@@ -37,8 +37,9 @@ use std::time::{Duration, Instant};
 const CASE_LIMIT: Duration = Duration::from_secs(20);
 
 /// The valid configurations mutated: every example the project ships.
-const CONFIGS: [&str; 6] = [
+const CONFIGS: [&str; 7] = [
     include_str!("../examples/plummer.toml"),
+    include_str!("../examples/cosmology-sphere.toml"),
     include_str!("../examples/figure-eight.toml"),
     include_str!("../examples/figure-eight-4.toml"),
     include_str!("../examples/cartwheel.toml"),

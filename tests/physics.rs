@@ -54,6 +54,7 @@ fn config(ics: IcsConfig, gravity: GravityConfig, dt: f64, t_end: f64, dir: &Pat
             energy_every: 16,
             ..OutputConfig::default()
         },
+        cosmology: None,
     }
 }
 

@@ -49,6 +49,7 @@ fn config(stepping: Stepping, mac: Mac, rebuild: Rebuild, dir: &Path) -> RunConf
             energy_every: 2,
             ..OutputConfig::default()
         },
+        cosmology: None,
     }
 }
 

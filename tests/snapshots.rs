@@ -10,6 +10,7 @@ use common::TempDir;
 use hinoki::comm::SingleProcess;
 use hinoki::ics::{generate, Model};
 use hinoki::io::{read_snapshot, write_snapshot, SnapshotExtras};
+use hinoki::particles::{file_id, particle_type};
 use serde_json::Value;
 use std::path::Path;
 use std::process::Command;
@@ -121,18 +122,22 @@ fn h5py_reads_what_hinoki_writes() {
 }
 
 /// Writes a two-file snapshot as GADGET-2 would (int32 counts split in 32-bit words, float32
-/// vectors, uint32 ids, the mass in MassTable and no Masses, some gas particles) into the
-/// directory argv[1]; prints the particles it wrote.
+/// vectors, uint32 ids, the halo mass in MassTable and no Masses, two gas particles per file
+/// with their masses and an SPH field) into the directory argv[1]; prints the particles it
+/// wrote, the gas before the halo particles of each file.
 const WRITE_GADGET_WITH_H5PY: &str = r#"
 import os
 d = sys.argv[1]
 n = [3, 4]
 rng = np.random.default_rng(5)
-pos = rng.normal(size=(7, 3)).astype(np.float32)
-vel = rng.normal(size=(7, 3)).astype(np.float32)
-ids = np.arange(100, 107, dtype=np.uint32)
+pos = rng.normal(size=(11, 3)).astype(np.float32)
+vel = rng.normal(size=(11, 3)).astype(np.float32)
+ids = np.arange(100, 111, dtype=np.uint32)
+mass = np.array([1.0 / 7] * 11)
 start = 0
 for k in range(2):
+    gas, halo = slice(start, start + 2), slice(start + 2, start + 2 + n[k])
+    mass[gas] = [0.25 + k, 0.5 + k]
     with h5py.File(os.path.join(d, f"snap_005.{k}.hdf5"), "w") as f:
         h = f.create_group("Header")
         h.attrs["NumPart_ThisFile"] = np.array([2, n[k], 0, 0, 0, 0], dtype=np.int32)
@@ -142,14 +147,17 @@ for k in range(2):
         h.attrs["Time"] = 0.5
         h.attrs["Redshift"] = 1.0
         h.attrs["NumFilesPerSnapshot"] = np.int32(2)
-        f.create_group("PartType0")["Coordinates"] = np.zeros((2, 3), dtype=np.float32)
-        g = f.create_group("PartType1")
-        g["Coordinates"] = pos[start:start + n[k]]
-        g["Velocities"] = vel[start:start + n[k]]
-        g["ParticleIDs"] = ids[start:start + n[k]]
-    start += n[k]
+        for t, rows in ((0, gas), (1, halo)):
+            g = f.create_group(f"PartType{t}")
+            g["Coordinates"] = pos[rows]
+            g["Velocities"] = vel[rows]
+            g["ParticleIDs"] = ids[rows]
+        f["PartType0/Masses"] = mass[gas].astype(np.float32)
+        f["PartType0/InternalEnergy"] = np.ones(2, dtype=np.float32)
+    start += 2 + n[k]
 bits = lambda a: a.astype(np.float64).reshape(-1).view(np.uint64).tolist()
-print(json.dumps({"pos": bits(pos), "vel": bits(vel), "ids": ids.tolist()}))
+print(json.dumps({"pos": bits(pos), "vel": bits(vel), "ids": ids.tolist(),
+                  "types": [0, 0, 1, 1, 1, 0, 0, 1, 1, 1, 1], "mass": bits(mass)}))
 "#;
 
 #[test]
@@ -158,12 +166,16 @@ fn hinoki_reads_a_gadget_file_set_made_by_h5py() {
     let v = python(WRITE_GADGET_WITH_H5PY, &[dir.path()]);
     let (p, time) = read_snapshot(&SingleProcess, &dir.join("snap_005.1.hdf5")).unwrap();
     assert_eq!(time, 0.5);
-    assert_eq!(v["ids"], serde_json::json!(p.id));
-    assert_eq!(p.mass, vec![1.0 / 7.0; 7]);
-    // float32 values widen to float64 exactly.
+    let ids: Vec<u64> = p.id.iter().map(|&id| file_id(id)).collect();
+    let types: Vec<u8> = p.id.iter().map(|&id| particle_type(id)).collect();
+    assert_eq!(v["ids"], serde_json::json!(ids));
+    assert_eq!(v["types"], serde_json::json!(types));
+    // float32 values widen to float64 exactly; the gas masses from Masses, the halo's from
+    // MassTable.
     let flat = |x: &[glam::DVec3]| x.iter().flat_map(|v| v.to_array()).collect::<Vec<f64>>();
     assert_eq!(v["pos"], Value::from(bits(&flat(&p.pos))));
     assert_eq!(v["vel"], Value::from(bits(&flat(&p.vel))));
+    assert_eq!(v["mass"], Value::from(bits(&p.mass)));
 
     // The same set through the command line, given by its directory.
     let out = common::output(
@@ -178,7 +190,7 @@ fn hinoki_reads_a_gadget_file_set_made_by_h5py() {
         String::from_utf8_lossy(&out.stderr)
     );
     let report: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(report["n"], 7);
+    assert_eq!(report["n"], 11);
 }
 
 /// Reads every attribute of `/Header` and `/Parameters` of a file with h5py (numpy type,
@@ -306,9 +318,10 @@ fn cosmological_ics_read_back_by_hinoki_and_h5py() {
         check("header", "NumPart_Total_HighWord", "uint32", &[6]),
         serde_json::json!([0, 0, 0, 0, 0, 0])
     );
+    // All particles of one mass: in MassTable, and no Masses dataset (GADGET-4's rule).
     assert_eq!(
         check("header", "MassTable", "float64", &[6]),
-        serde_json::json!([0.0, 0.0, 0.0, 0.0, 0.0, 0.0])
+        serde_json::json!([0.0, p.mass[0], 0.0, 0.0, 0.0, 0.0])
     );
     assert_eq!(check("header", "NumFilesPerSnapshot", "int32", &[]), 1);
     assert_eq!(check("header", "Time", "float64", &[]), a);
@@ -328,7 +341,7 @@ fn cosmological_ics_read_back_by_hinoki_and_h5py() {
     }
     assert_eq!(
         v["header"].as_object().unwrap().len(),
-        12,
+        15,
         "{}",
         v["header"]
     );
@@ -336,10 +349,11 @@ fn cosmological_ics_read_back_by_hinoki_and_h5py() {
         ("UnitLength_in_cm", 3.085678e21),
         ("UnitMass_in_g", 1.989e43),
         ("UnitVelocity_in_cm_per_s", 1e5),
-        ("TimeBegin", a),
     ] {
         assert_eq!(check("parameters", name, "float64", &[]), value, "{name}");
+        assert_eq!(check("header", name, "float64", &[]), value, "{name}");
     }
+    assert_eq!(check("parameters", "TimeBegin", "float64", &[]), a);
     assert_eq!(
         check("parameters", "ComovingIntegrationOn", "int32", &[]),
         1
@@ -351,8 +365,301 @@ fn cosmological_ics_read_back_by_hinoki_and_h5py() {
     );
     assert_eq!(
         v["datasets"],
-        serde_json::json!(["Coordinates", "Masses", "ParticleIDs", "Velocities"])
+        serde_json::json!(["Coordinates", "ParticleIDs", "Velocities"])
     );
     assert_eq!(v["n"], 4096);
     assert!(v["min"].as_f64().unwrap() >= 0.0 && v["max"].as_f64().unwrap() < 50_000.0);
+}
+
+/// Writes argv[1] as GADGET-4 writes a cosmological snapshot (z = 3 in a 50 Mpc/h box, its
+/// units and cosmology in /Parameters only, uint64 counts, float32 vectors, uint64 ids up to
+/// 2^61 − 1) with gas (type 0: Masses and SPH fields), halo (type 1: the mass in MassTable)
+/// and star particles (type 4: Masses).
+const WRITE_GADGET4_WITH_H5PY: &str = r#"
+n = {0: 5, 1: 7, 4: 3}
+rng = np.random.default_rng(11)
+with h5py.File(sys.argv[1], "w") as f:
+    h = f.create_group("Header")
+    counts = np.array([n.get(t, 0) for t in range(6)], dtype=np.uint64)
+    h.attrs["NumPart_ThisFile"] = counts
+    h.attrs["NumPart_Total"] = counts
+    h.attrs["MassTable"] = np.array([0.0, 0.0123, 0, 0, 0, 0])
+    h.attrs["Time"] = 0.25
+    h.attrs["Redshift"] = 3.0
+    h.attrs["BoxSize"] = 50000.0
+    h.attrs["NumFilesPerSnapshot"] = np.int32(1)
+    h.attrs["Git_commit"] = np.bytes_("0123abc")
+    p = f.create_group("Parameters")
+    for k, v in [("UnitLength_in_cm", 3.085678e21), ("UnitMass_in_g", 1.989e43),
+                 ("UnitVelocity_in_cm_per_s", 1e5), ("Omega0", 0.31), ("OmegaBaryon", 0.049),
+                 ("OmegaLambda", 0.69), ("HubbleParam", 0.68), ("BoxSize", 50000.0),
+                 ("TimeBegin", 0.02)]:
+        p.attrs[k] = v
+    p.attrs["ComovingIntegrationOn"] = np.int32(1)
+    first = {0: 1, 1: 1000, 4: 2**61 - 3}
+    for t, k in n.items():
+        g = f.create_group(f"PartType{t}")
+        g["Coordinates"] = rng.uniform(0, 50000, size=(k, 3)).astype(np.float32)
+        g["Velocities"] = (100 * rng.normal(size=(k, 3))).astype(np.float32)
+        g["ParticleIDs"] = np.arange(first[t], first[t] + k, dtype=np.uint64)
+        if t != 1:
+            g["Masses"] = rng.uniform(0.001, 0.002, size=k).astype(np.float32)
+    for name in ["InternalEnergy", "Density", "SmoothingLength"]:
+        f["PartType0"][name] = rng.uniform(1, 2, size=n[0]).astype(np.float32)
+print(json.dumps({}))
+"#;
+
+/// Compares the GADGET-4 file argv[1] with hinoki's copy argv[2]: every particle dataset hinoki
+/// keeps (values as float64, ids exactly), the masses (from Masses or MassTable), the header
+/// counts and table, and each cosmological field and unit of the original (from /Header, else
+/// /Parameters) against the copy's /Header and /Parameters. Prints the differences and what
+/// the copy holds.
+const COMPARE_WITH_H5PY: &str = r#"
+a, b = h5py.File(sys.argv[1], "r"), h5py.File(sys.argv[2], "r")
+diff = []
+def field(f, name):
+    for g in ("Header", "Parameters"):
+        if g in f and name in f[g].attrs:
+            return np.asarray(f[g].attrs[name]).tolist()
+    return None
+for name in ["NumPart_ThisFile", "NumPart_Total", "MassTable", "Time", "Redshift", "BoxSize",
+             "NumFilesPerSnapshot"]:
+    if np.asarray(a["Header"].attrs[name]).tolist() != np.asarray(b["Header"].attrs[name]).tolist():
+        diff.append(name)
+for name in ["Omega0", "OmegaBaryon", "OmegaLambda", "HubbleParam", "UnitLength_in_cm",
+             "UnitMass_in_g", "UnitVelocity_in_cm_per_s", "BoxSize"]:
+    for g in ("Header", "Parameters"):
+        if np.asarray(b[g].attrs[name]).tolist() != field(a, name):
+            diff.append(g + "/" + name)
+def masses(f, t):
+    g = f[f"PartType{t}"]
+    if "Masses" in g:
+        return g["Masses"][...].astype(np.float64)
+    return np.full(g["ParticleIDs"].shape[0], f["Header"].attrs["MassTable"][t])
+groups = {}
+for t in range(6):
+    name = f"PartType{t}"
+    if (name in a) != (name in b):
+        diff.append(name)
+        continue
+    if name not in a:
+        continue
+    groups[name] = sorted(b[name].keys())
+    for ds in ["Coordinates", "Velocities"]:
+        if not np.array_equal(a[name][ds][...].astype(np.float64), b[name][ds][...]):
+            diff.append(name + "/" + ds)
+    if not np.array_equal(a[name]["ParticleIDs"][...], b[name]["ParticleIDs"][...]):
+        diff.append(name + "/ParticleIDs")
+    if not np.array_equal(masses(a, t), masses(b, t)):
+        diff.append(name + "/masses")
+print(json.dumps({"diff": diff, "groups": groups,
+                  "comoving": int(b["Parameters"].attrs["ComovingIntegrationOn"]),
+                  "x_scaling": [float(b["PartType1/Coordinates"].attrs[k])
+                                for k in ("a_scaling", "h_scaling", "to_cgs")]}))
+"#;
+
+/// Issue 16's round trip: a GADGET-4 cosmological snapshot with gas, halo and star particles,
+/// made by h5py, read by hinoki and written again is the same file to h5py: every particle
+/// of every type with its id, position, velocity and mass (the halo's in MassTable, the
+/// others' in Masses), the counts, Time, Redshift, BoxSize, the Ω's, h and the units. The gas
+/// particles' SPH fields are left out.
+#[test]
+fn a_gadget4_snapshot_of_several_types_round_trips() {
+    use hinoki::io::read_snapshot_header;
+    let dir = TempDir::new("g4-round-trip");
+    let original = dir.join("g4.hdf5");
+    python(WRITE_GADGET4_WITH_H5PY, &[&original]);
+    let (p, time) = read_snapshot(&SingleProcess, &original).unwrap();
+    let header = read_snapshot_header(&original).unwrap();
+    assert_eq!((p.len(), time), (15, 0.25));
+    assert_eq!(header.per_type, [5, 7, 0, 0, 3, 0]);
+    assert!(header.is_cosmological());
+    let types: Vec<u8> = p.id.iter().map(|&id| particle_type(id)).collect();
+    assert_eq!(types, [0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 4, 4, 4]);
+    assert_eq!(file_id(p.id[14]), (1 << 61) - 1);
+    let copy = common::writing_hdf5(|| {
+        write_snapshot(
+            &SingleProcess,
+            &dir.join("copy"),
+            0,
+            &p,
+            header.meta(),
+            &SnapshotExtras::default(),
+        )
+    })
+    .unwrap();
+    let v = python(COMPARE_WITH_H5PY, &[&original, &copy]);
+    assert_eq!(v["diff"], serde_json::json!([]), "{v}");
+    let kept = ["Coordinates", "Masses", "ParticleIDs", "Velocities"];
+    assert_eq!(v["groups"]["PartType0"], serde_json::json!(kept));
+    assert_eq!(v["groups"]["PartType4"], serde_json::json!(kept));
+    assert_eq!(
+        v["groups"]["PartType1"],
+        serde_json::json!(["Coordinates", "ParticleIDs", "Velocities"])
+    );
+    assert_eq!(v["comoving"], 1);
+    assert_eq!(v["x_scaling"], serde_json::json!([1.0, -1.0, 3.085678e21]));
+}
+
+/// Runs the hinoki binary with `args` (logging at info level) and returns its output.
+fn hinoki(args: &[&str]) -> std::process::Output {
+    common::output(
+        Command::new(env!("CARGO_BIN_EXE_hinoki"))
+            .args(args)
+            .env("HINOKI_LOG", "info"),
+    )
+}
+
+/// `hinoki render --types` draws only the particles of those types and `--slab` only those
+/// within half its thickness of the centre's plane, at their nearest images in the periodic
+/// box (counted here by h5py); reading the gas warns once, naming the SPH fields not kept.
+#[test]
+fn render_draws_the_chosen_types_and_slab() {
+    let dir = TempDir::new("render-types");
+    let file = dir.join("g4.hdf5");
+    python(WRITE_GADGET4_WITH_H5PY, &[&file]);
+    let f = file.to_str().unwrap();
+    let png = |name: &str| dir.join(name).to_str().unwrap().to_string();
+    let drawn = |args: &[&str]| {
+        let o = hinoki(args);
+        let stderr = String::from_utf8_lossy(&o.stderr).to_string();
+        assert!(o.status.success(), "{stderr}");
+        let n = stderr
+            .split("drew ")
+            .nth(1)
+            .and_then(|s| s.split(' ').next())
+            .and_then(|s| s.parse::<usize>().ok());
+        (n.unwrap_or_else(|| panic!("{stderr}")), stderr)
+    };
+    let (all, stderr) = drawn(&["render", f, "-o", &png("all.png")]);
+    assert_eq!(all, 15);
+    for field in ["Density", "InternalEnergy", "SmoothingLength"] {
+        assert!(stderr.contains(&format!("PartType0/{field}")), "{stderr}");
+    }
+    assert_eq!(stderr.matches("not kept").count(), 1, "{stderr}");
+    let (stars, _) = drawn(&["render", f, "--types", "4", "-o", &png("stars.png")]);
+    let (some, _) = drawn(&["render", f, "--types", "0,4", "-o", &png("gas-stars.png")]);
+    assert_eq!((stars, some), (3, 8));
+    let read = |name: &str| std::fs::read(dir.join(name)).unwrap();
+    assert_ne!(read("all.png"), read("stars.png"));
+    // The slab: |z - 25000| <= 4000 about the box centre, z at its nearest image.
+    let v = python(
+        r#"
+f = h5py.File(sys.argv[1], "r")
+z = np.concatenate([f[g]["Coordinates"][:, 2].astype(np.float64) for g in ("PartType1", "PartType4")])
+d = z - 25000.0
+d -= 50000.0 * np.round(d / 50000.0)
+print(json.dumps({"n": int(np.sum(np.abs(d) <= 4000.0))}))
+"#,
+        &[&file],
+    );
+    let (slab, _) = drawn(&[
+        "render",
+        f,
+        "--types",
+        "1,4",
+        "--slab",
+        "8000",
+        "-o",
+        &png("slab.png"),
+    ]);
+    assert_eq!(serde_json::json!(slab), v["n"]);
+    // Types the snapshot lacks, or that are none, are one-line errors.
+    for (args, needle) in [
+        (
+            vec!["--types", "2,3"],
+            "no particle has these types (the snapshot has types 0,1,4)",
+        ),
+        (vec!["--types", "6"], "6 is not a particle type"),
+        (vec!["--slab", "0"], "--slab must be a positive length"),
+    ] {
+        let out = png("bad.png");
+        let mut all_args = vec!["render", f, "-o", &out];
+        all_args.extend(args);
+        let o = hinoki(&all_args);
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{stderr}");
+        let last = stderr.lines().last().unwrap_or("");
+        assert!(
+            last.starts_with("error: ") && last.contains(needle),
+            "{stderr}"
+        );
+    }
+}
+
+/// `hinoki ics cosmology --sphere R` keeps the particles within R of the box centre, moved to
+/// the origin, with open boundaries and the cosmology kept: with displacements far below the
+/// lattice's distance from the sphere (z = 10^4, sigma8 = 0.01), exactly the lattice points
+/// inside R, counted here in integers. A radius of 0 or beyond half the box is an error.
+#[test]
+fn ics_cosmology_cuts_a_sphere() {
+    use hinoki::io::read_snapshot_header;
+    let dir = TempDir::new("sphere");
+    let file = dir.join("sphere.hdf5");
+    let ics = |extra: &[&str]| {
+        let mut args = vec![
+            "ics",
+            "cosmology",
+            "--grid",
+            "16",
+            "--box",
+            "50",
+            "--z-start",
+            "10000",
+            "--sigma8",
+            "0.01",
+            "--seed",
+            "3",
+            "-o",
+        ];
+        args.push(file.to_str().unwrap());
+        args.extend_from_slice(extra);
+        hinoki(&args)
+    };
+    let o = ics(&["--sphere", "20"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // Lattice points (i, j, k) − 8 at spacing 50/16 within 20 of the centre point:
+    // (i − 8)² + … ≤ (20 · 16 / 50)² = 40.96.
+    let mut inside = 0;
+    for i in 0..16i64 {
+        for j in 0..16i64 {
+            for k in 0..16i64 {
+                let d2 = (i - 8).pow(2) + (j - 8).pow(2) + (k - 8).pow(2);
+                inside += usize::from(d2 <= 40);
+            }
+        }
+    }
+    let h = read_snapshot_header(&file).unwrap();
+    assert_eq!(h.particles, inside as u64);
+    assert_eq!(h.cosmology.box_size, 0.0);
+    assert_eq!(
+        (
+            h.cosmology.omega0,
+            h.cosmology.omega_lambda,
+            h.cosmology.hubble_param
+        ),
+        (0.3, 0.7, 0.7)
+    );
+    assert!((h.cosmology.redshift - 1e4).abs() < 1e-6, "{h:?}");
+    assert!(h.is_cosmological());
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        stderr.contains(&format!("wrote {inside} particles")),
+        "{stderr}"
+    );
+    let (p, _) = read_snapshot(&SingleProcess, &file).unwrap();
+    assert_eq!(p.len(), inside);
+    assert!(p.pos.iter().all(|x| x.length() <= 20_000.0));
+    // Centred: the lattice is symmetric about its centre point within the sphere.
+    let centre = p.pos.iter().sum::<glam::DVec3>() / p.len() as f64;
+    assert!(centre.length() < 10.0, "{centre}");
+    for bad in ["0", "25.001", "-3"] {
+        let o = ics(&["--sphere", bad]);
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{bad}: {stderr}");
+        assert!(
+            stderr.contains("at most half the box, 25"),
+            "{bad}: {stderr}"
+        );
+    }
 }

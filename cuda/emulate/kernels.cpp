@@ -123,6 +123,7 @@ std::span<const std::span<const Kernel>> kernel_tables()
         HINOKI_EMULATE(synchronised_flags),
         HINOKI_EMULATE(half_kick),
         HINOKI_EMULATE(drift),
+        HINOKI_EMULATE(add_background),
         HINOKI_EMULATE(keep_forces),
         HINOKI_EMULATE(acc_magnitudes),
         HINOKI_EMULATE(assign_bins),

@@ -9,7 +9,7 @@ use crate::diag::PhaseTimes;
 use crate::domain::{sample_keys, Migration, Sample};
 use crate::error::Result;
 use crate::forces::{TreeTopology, WalkKind};
-use crate::integrate::{drift, BinSummary, IntegratorState, NonFinite, Timeline};
+use crate::integrate::{drift, wrap, BinSummary, IntegratorState, NonFinite, Timeline};
 use crate::lets::{self, Region};
 use crate::particles::Particles;
 use crate::sfc::{Frame, GridBox, Order};
@@ -371,6 +371,7 @@ impl Backend for CpuBackend {
         regions: &[Region],
         me: usize,
         crit: &Criterion,
+        periodic: bool,
         times: &mut PhaseTimes,
     ) -> Result<(Vec<f32>, Vec<usize>)> {
         let tree = self.tree.as_ref();
@@ -379,7 +380,7 @@ impl Backend for CpuBackend {
                 .par_iter()
                 .enumerate()
                 .map(|(r, region)| match tree {
-                    Some(t) if r != me => lets::export(t, crit, region),
+                    Some(t) if r != me => lets::export(t, crit, periodic, region),
                     _ => Vec::new(),
                 })
                 .collect();
@@ -490,15 +491,27 @@ impl Backend for CpuBackend {
         Ok(())
     }
 
-    fn half_kick(&mut self, tl: &Timeline, tick: u64) -> Result<()> {
+    fn half_kick(&mut self, tl: &Timeline, tick: u64, kick: &[f64]) -> Result<()> {
         let state = self.state.as_ref().ok_or_else(no_state)?;
-        state.half_kick(&mut self.p, tl, &state.active_at(tl, tick));
+        state.half_kick(&mut self.p, kick, &state.active_at(tl, tick));
         Ok(())
     }
 
-    fn drift(&mut self, dt: f64) -> Result<()> {
+    fn drift(&mut self, dt: f64, period: f64) -> Result<()> {
         drift(&mut self.p, dt);
+        wrap(&mut self.p, period);
         Ok(())
+    }
+
+    fn add_background(&mut self, c: f64, tl: &Timeline, tick: u64) -> Result<()> {
+        let state = self.state.as_mut().ok_or_else(no_state)?;
+        let active = state.active_at(tl, tick);
+        state.add_background(&self.p, c, &active);
+        Ok(())
+    }
+
+    fn set_softening(&mut self, eps: f64) {
+        self.eps = eps;
     }
 
     fn assign_bins(&mut self, tl: &Timeline, eta: f64, eps: f64, tick: u64) -> Result<()> {

@@ -409,13 +409,15 @@ impl Backend for GpuBackend {
         regions: &[Region],
         me: usize,
         crit: &Criterion,
+        periodic: bool,
         times: &mut PhaseTimes,
     ) -> Result<(Vec<f32>, Vec<usize>)> {
         let Some(tree) = self.builder.tree() else {
             return Ok((Vec::new(), vec![0; regions.len()]));
         };
         times.time("let", || {
-            self.lets.export(&self.stages, &tree, regions, me, crit)
+            self.lets
+                .export(&self.stages, &tree, regions, me, crit, periodic)
         })
     }
 
@@ -529,15 +531,25 @@ impl Backend for GpuBackend {
         Ok(())
     }
 
-    fn half_kick(&mut self, tl: &Timeline, tick: u64) -> Result<()> {
+    fn half_kick(&mut self, tl: &Timeline, tick: u64, kick: &[f64]) -> Result<()> {
         self.state_held()?;
         self.steps
-            .half_kick(&self.stages, &mut self.particles, tl, tick)
+            .half_kick(&self.stages, &mut self.particles, tl, tick, kick)
     }
 
-    fn drift(&mut self, dt: f64) -> Result<()> {
-        self.steps.drift(&self.stages, &mut self.particles, dt)
+    fn drift(&mut self, dt: f64, period: f64) -> Result<()> {
+        self.steps
+            .drift(&self.stages, &mut self.particles, dt, period)
     }
+
+    fn add_background(&mut self, c: f64, tl: &Timeline, tick: u64) -> Result<()> {
+        self.state_held()?;
+        self.steps
+            .add_background(&self.stages, &mut self.particles, c, tl, tick)
+    }
+
+    /// The walk takes the softening from each evaluation's parameters: nothing to keep.
+    fn set_softening(&mut self, _eps: f64) {}
 
     fn assign_bins(&mut self, tl: &Timeline, eta: f64, eps: f64, tick: u64) -> Result<()> {
         self.state_held()?;

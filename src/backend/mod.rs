@@ -180,12 +180,14 @@ pub trait Backend {
     fn region(&mut self, pieces: usize) -> Result<Region>;
 
     /// The LETs of the local tree for every rank's region (none for rank `me`), concatenated
-    /// in rank order in the wire format, and the words of each. Times `let`.
+    /// in rank order in the wire format, and the words of each; `periodic`: the frame is a
+    /// periodic box of side 1 ([`crate::lets::accepts_periodic`]). Times `let`.
     fn export_lets(
         &mut self,
         regions: &[Region],
         me: usize,
         crit: &Criterion,
+        periodic: bool,
         times: &mut PhaseTimes,
     ) -> Result<(Vec<f32>, Vec<usize>)>;
 
@@ -220,11 +222,24 @@ pub trait Backend {
     /// down on the GPU).
     fn keep_forces(&mut self, units: Units, times: &mut PhaseTimes) -> Result<()>;
 
-    /// Half kick of the particles whose step ends at `tick` of `tl`.
-    fn half_kick(&mut self, tl: &Timeline, tick: u64) -> Result<()>;
+    /// Half kick of the particles whose step ends at `tick` of `tl`: v ← v + a·`kick[b]`, with
+    /// one factor per bin b = 0 ..= depth (see
+    /// [`IntegratorState::half_kick`](crate::integrate::IntegratorState::half_kick)).
+    fn half_kick(&mut self, tl: &Timeline, tick: u64, kick: &[f64]) -> Result<()>;
 
-    /// Drift of every particle by `dt` (time units).
-    fn drift(&mut self, dt: f64) -> Result<()>;
+    /// Drift of every particle by `dt` (time units, or the comoving drift factor), then its
+    /// position wrapped into the periodic box [0, `period`)³ (0: no box; see
+    /// [`crate::integrate::wrap`]).
+    fn drift(&mut self, dt: f64, period: f64) -> Result<()>;
+
+    /// Adds `c` x to the kept acceleration of every particle at x whose step ends at `tick`
+    /// of `tl` (see
+    /// [`IntegratorState::add_background`](crate::integrate::IntegratorState::add_background)).
+    fn add_background(&mut self, c: f64, tl: &Timeline, tick: u64) -> Result<()>;
+
+    /// The softening length (length units) of the evaluations to come, for what the backend
+    /// derives from it itself (the CPU's single-particle walk's node arrays).
+    fn set_softening(&mut self, eps: f64);
 
     /// New time-step bins for the particles whose step ends at `tick` (η, softening `eps`).
     fn assign_bins(&mut self, tl: &Timeline, eta: f64, eps: f64, tick: u64) -> Result<()>;

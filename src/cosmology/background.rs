@@ -20,6 +20,24 @@ impl Cosmology {
         self.hubble * self.e(a)
     }
 
+    /// Ω_m(a) = Ω_m a⁻³ / E²(a), the matter density at `a` in units of the critical density
+    /// then (dimensionless; → 1 as a → 0).
+    pub fn omega_m_at(&self, a: f64) -> f64 {
+        self.omega_m / self.friedmann_cubic(a)
+    }
+
+    /// Ω_Λ(a) = Ω_Λ / E²(a), the cosmological constant at `a` in units of the critical density
+    /// then (dimensionless).
+    pub fn omega_lambda_at(&self, a: f64) -> f64 {
+        self.omega_lambda * a * a * a / self.friedmann_cubic(a)
+    }
+
+    /// Ω_k(a) = Ω_k a⁻² / E²(a), the curvature term at `a` (dimensionless;
+    /// Ω_m(a) + Ω_Λ(a) + Ω_k(a) = 1).
+    pub fn omega_k_at(&self, a: f64) -> f64 {
+        self.omega_k() * a / self.friedmann_cubic(a)
+    }
+
     /// Cosmic time since the big bang, t(a) = ∫₀^a da'/(a' H(a')), in internal time units
     /// (multiply by [`Cosmology::hubble`] for t in units of 1/H0). Fails for an `a` that
     /// [`Cosmology::check_scale_factor`] rejects.
@@ -75,6 +93,24 @@ mod tests {
         assert!(worst < 1e-8);
         // The age is 0.9641 / H0 (a textbook number, as a sanity check of the formula).
         assert!((c.time(1.0).unwrap() * hubble - 0.9641).abs() < 1e-4);
+    }
+
+    #[test]
+    fn density_parameters_at_a() {
+        // Flat ΛCDM: Ω_m(a) = Ω_m/(Ω_m + Ω_Λ a³), Ω_Λ(a) = Ω_Λ a³/(Ω_m + Ω_Λ a³), Ω_k(a) = 0.
+        let c = Cosmology::new(0.3, 0.7, 0.7, 1.0).unwrap();
+        for a in [1e-3, 0.25, 1.0, 4.0] {
+            let a3 = a * a * a;
+            assert!(rel(c.omega_m_at(a), 0.3 / (0.3 + 0.7 * a3)) < 1e-14);
+            assert!(rel(c.omega_lambda_at(a), 0.7 * a3 / (0.3 + 0.7 * a3)) < 1e-14);
+            assert_eq!(c.omega_k_at(a), 0.0);
+        }
+        // Open, Λ = 0: Ω_m(a) = Ω_m/(Ω_m + Ω_k a); today the parameters themselves.
+        let open = Cosmology::new(0.3, 0.0, 0.7, 1.0).unwrap();
+        assert!(rel(open.omega_m_at(0.5), 0.3 / (0.3 + 0.35)) < 1e-14);
+        assert!(rel(open.omega_k_at(0.5), 0.35 / (0.3 + 0.35)) < 1e-14);
+        assert_eq!(open.omega_lambda_at(0.5), 0.0);
+        assert!(rel(open.omega_m_at(1.0), 0.3) < 1e-15);
     }
 
     #[test]

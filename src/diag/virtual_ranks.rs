@@ -107,7 +107,7 @@ pub fn study(
             if let Some(tree) = tree {
                 for (r, region) in regions.iter().enumerate() {
                     if r != s {
-                        to[r] = 4 * export(tree, &wp.criterion, region).len() as u64;
+                        to[r] = 4 * export(tree, &wp.criterion, wp.periodic, region).len() as u64;
                     }
                 }
             }

@@ -223,7 +223,7 @@ impl ForceEngine {
     /// copied to the device, where they stay), for [`ForceEngine::evaluate`] (not
     /// [`ForceEngine::decompose`], which needs the whole particles of [`ForceEngine::load`]).
     pub fn load_positions(&mut self, p: &Particles) -> Result<()> {
-        self.backend.load(p, false)?;
+        self.backend.load(&self.in_box(p), false)?;
         self.has_tree = false;
         self.ids = None;
         Ok(())
@@ -239,10 +239,28 @@ impl ForceEngine {
     /// GPU: copied to the device, where they stay), for [`ForceEngine::decompose`] and
     /// [`ForceEngine::evaluate`].
     pub fn load(&mut self, p: &Particles) -> Result<()> {
-        self.backend.load(p, true)?;
+        self.backend.load(&self.in_box(p), true)?;
         self.has_tree = false;
         self.ids = None;
         Ok(())
+    }
+
+    /// `p` with its positions wrapped into the periodic box [0, L)³ when the evaluations are
+    /// periodic (as GADGET puts particles back into the box), else `p` itself.
+    fn in_box<'p>(&self, p: &'p Particles) -> std::borrow::Cow<'p, Particles> {
+        let side = self.params.box_size;
+        if side <= 0.0
+            || p.pos
+                .iter()
+                .all(|x| x.min_element() >= 0.0 && x.max_element() < side)
+        {
+            return std::borrow::Cow::Borrowed(p);
+        }
+        let mut q = p.clone();
+        for x in &mut q.pos {
+            *x = crate::sfc::wrap_into_box(*x, side);
+        }
+        std::borrow::Cow::Owned(q)
     }
 
     /// The number of particles this rank's backend holds.
@@ -384,14 +402,40 @@ impl ForceEngine {
         self.evaluation(comm, amag, active, true)
     }
 
-    /// Half kick of the particles whose step ends at `tick` of `tl`.
-    pub fn half_kick(&mut self, tl: &Timeline, tick: u64) -> Result<()> {
-        self.backend.half_kick(tl, tick)
+    /// Half kick of the particles whose step ends at `tick` of `tl`: v ← v + a·`kick[b]` with
+    /// one factor per bin b = 0 ..= depth, which says which half kick it is (the Newtonian
+    /// half steps [`Timeline::half_steps`], or a comoving run's
+    /// [`Expansion::kick_factors`](crate::integrate::Expansion::kick_factors) of a
+    /// [`HalfKick`](crate::integrate::HalfKick)).
+    pub fn half_kick(&mut self, tl: &Timeline, tick: u64, kick: &[f64]) -> Result<()> {
+        tl.check_per_bin(kick)?;
+        self.backend.half_kick(tl, tick, kick)
     }
 
-    /// Drift of every particle by `dt` (time units).
-    pub fn drift(&mut self, dt: f64) -> Result<()> {
-        self.backend.drift(dt)
+    /// Drift of every particle by `dt` (time units, or a comoving run's drift factor), its
+    /// position then wrapped into the periodic box [0, `period`)³ (length units; 0: none).
+    pub fn drift(&mut self, dt: f64, period: f64) -> Result<()> {
+        self.backend.drift(dt, period)
+    }
+
+    /// Adds `c` x to the kept acceleration of every particle at x whose step ends at `tick`:
+    /// the background term ½ Ω_m H0² x of a comoving run with vacuum boundaries (`c` in
+    /// time⁻²), after its force evaluation.
+    pub fn add_background(&mut self, c: f64, tl: &Timeline, tick: u64) -> Result<()> {
+        self.backend.add_background(c, tl, tick)
+    }
+
+    /// The Plummer softening length ε (length units) of the evaluations to come: a comoving
+    /// run's comoving softening changes with a. Fails where ε is negative or not finite.
+    pub fn set_softening(&mut self, eps: f64) -> Result<()> {
+        if !(eps.is_finite() && eps >= 0.0) {
+            return Err(crate::Error::input(format!(
+                "softening eps must be finite and >= 0 (got {eps})"
+            )));
+        }
+        self.params.eps = eps;
+        self.backend.set_softening(eps);
+        Ok(())
     }
 
     /// New bins for the particles whose step ends at `tick` (η, softening `eps`).

@@ -91,7 +91,7 @@ pub(super) fn tree_forces(
     let mut probe_time = t0.elapsed().as_secs_f64();
     // The frame's cube and centre are the keys' (timed with them when the tree is rebuilt).
     let t0 = Instant::now();
-    let (rebuild, frame) = agree(backend, comm, trees.rebuild, params.eps)?;
+    let (rebuild, frame) = agree(backend, comm, trees.rebuild, params.eps, params.box_size)?;
     if rebuild {
         times.add("sort", t0.elapsed().as_secs_f64());
     }
@@ -219,16 +219,18 @@ fn sample_walk(
 /// Whether this evaluation rebuilds its trees (on every rank when any must: a rank whose
 /// particles are not those of its tree has to, and the rebuilds share one frame), and then the
 /// frame the trees are built in: the cube around every rank's particles
-/// ([`GridBox::frame_for`] softening `eps`), so that every rank's cells are cells of one
-/// global octree, centred in the bulk of a sample of every rank's particles
+/// ([`GridBox::frame_for`] softening `eps`), or the periodic box [0, `box_size`)³ itself when
+/// `box_size` > 0 (the period is then 1 in the frame), so that every rank's cells are cells of
+/// one global octree, centred in the bulk of a sample of every rank's particles
 /// ([`centre_of`]), so that every rank's float32 values are in one frame (`None` when no rank
 /// holds a particle, or without a rebuild). Fails when the particles span more than float64
-/// can hold. Collective on several ranks.
+/// can hold, or lie outside the periodic box. Collective on several ranks.
 fn agree(
     backend: &mut dyn Backend,
     comm: &dyn Comm,
     rebuild: bool,
     eps: f64,
+    box_size: f64,
 ) -> Result<(bool, Option<Frame>)> {
     if comm.size() == 1 && !rebuild {
         return Ok((false, None));
@@ -243,7 +245,10 @@ fn agree(
     if !rebuild || lo.x > hi.x {
         return Ok((rebuild, None));
     }
-    let cube = GridBox::frame_for(lo, hi, eps)?;
+    let cube = match box_size > 0.0 {
+        true => periodic_cube(lo, hi, box_size)?,
+        false => GridBox::frame_for(lo, hi, eps)?,
+    };
     let mine: Vec<f64> = backend
         .samples(CENTRE_SAMPLES)?
         .iter()
@@ -263,6 +268,21 @@ fn agree(
     ))
 }
 
+/// The periodic box [0, `side`)³ as the trees' cube, checked to hold the bounding box
+/// `[lo, hi]` of every particle (the engine wraps the particles it is given into the box).
+fn periodic_cube(lo: DVec3, hi: DVec3, side: f64) -> Result<GridBox> {
+    if lo.min_element() < 0.0 || hi.max_element() >= side {
+        return Err(Error::input(format!(
+            "particles lie outside the periodic box [0, {side}): their bounding box is \
+             [{lo}, {hi}]"
+        )));
+    }
+    Ok(GridBox {
+        origin: DVec3::ZERO,
+        side,
+    })
+}
+
 /// The walks of every particle of the job for the targets: the local tree and, with several
 /// ranks, the LETs of the others, exported against every rank's region (`let_boxes` boxes
 /// each), exchanged in a communication thread while this one walks the local tree (seed 001's
@@ -280,7 +300,8 @@ fn walk_everything(
     }
     let mine = times.time("let", || backend.region(let_boxes))?;
     let regions = times.time("exchange", || gather_regions(comm, &mine))?;
-    let (send, counts) = backend.export_lets(&regions, comm.rank(), &wp.criterion, times)?;
+    let (send, counts) =
+        backend.export_lets(&regions, comm.rank(), &wp.criterion, wp.periodic, times)?;
     // Only the communication thread calls MPI while the local tree is walked.
     let (local, remote) = std::thread::scope(|s| {
         let exchange = s.spawn(|| {

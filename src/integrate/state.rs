@@ -81,15 +81,29 @@ impl IntegratorState {
             .collect()
     }
 
-    /// Half kick of the active particles: v ← v + a·dt_bin/2.
-    pub fn half_kick(&self, p: &mut Particles, timeline: &Timeline, active: &[bool]) {
+    /// Half kick of the active particles: v ← v + a·k_b with the factor `kick[b]` of the
+    /// particle's bin b (one per bin 0 ..= depth): dt_b/2 in time units for Newtonian steps
+    /// ([`Timeline::half_steps`]), ∫dt/a over the half step for comoving ones
+    /// ([`super::comoving::Expansion::kick_factors`]).
+    pub fn half_kick(&self, p: &mut Particles, kick: &[f64], active: &[bool]) {
         p.vel
             .par_iter_mut()
             .zip(&self.acc)
             .zip(&self.bin)
             .zip(active)
             .filter(|(_, &on)| on)
-            .for_each(|(((v, a), &b), _)| *v += *a * (0.5 * timeline.dt(b)));
+            .for_each(|(((v, a), &b), _)| *v += *a * kick[b as usize]);
+    }
+
+    /// Adds `c` x to the acceleration of every active particle at position x (`p`'s): the
+    /// background term ½ Ω_m H0² x of a comoving run with vacuum boundaries (c in time⁻²).
+    pub fn add_background(&mut self, p: &Particles, c: f64, active: &[bool]) {
+        self.acc
+            .par_iter_mut()
+            .zip(&p.pos)
+            .zip(active)
+            .filter(|(_, &on)| on)
+            .for_each(|((a, x), _)| *a += *x * c);
     }
 
     /// New bins for the active particles at their synchronisation point `ti`: the bin of
@@ -248,7 +262,7 @@ mod tests {
         s.assign_bins(&t, 0.02, eps, &all, 0);
         // dt = 0.02: 2π/64/2^k ≤ 0.02 first at k = 3; dt = 0.2 for the inner one: bin 0.
         assert_eq!(s.bin, [3, 0]);
-        s.half_kick(&mut p, &t, &all);
+        s.half_kick(&mut p, &t.half_steps(), &all);
         let mut ti = 0;
         let mut kicks = [0u32; 2];
         while ti < t.ti_end {
@@ -267,13 +281,13 @@ mod tests {
                 ..Default::default()
             };
             s.update_forces(&f, &active);
-            s.half_kick(&mut p, &t, &active);
+            s.half_kick(&mut p, &t.half_steps(), &active);
             for (k, &on) in kicks.iter_mut().zip(&active) {
                 *k += on as u32;
             }
             if next < t.ti_end {
                 s.assign_bins(&t, 0.02, eps, &active, next);
-                s.half_kick(&mut p, &t, &active);
+                s.half_kick(&mut p, &t.half_steps(), &active);
             }
             ti = next;
         }

@@ -4,11 +4,13 @@
 //! the reductions a run reports (bins in use, particles due, conserved quantities). The same
 //! float64 operations as the host's, so from the same forces the same trajectory.
 
+use super::timeline::MAX_DEPTH;
 use super::{BinSummary, NonFinite, Timeline};
 use crate::error::Result;
 use crate::gpu::args::{
-    AccMagnitudesArgs, AssignBinsArgs, BinSummaryArgs, ConservedSumsArgs, DriftArgs,
-    FirstNonFiniteArgs, HalfKickArgs, KeepForcesArgs, ParticleRecordArgs, SynchronisedFlagsArgs,
+    AccMagnitudesArgs, AddBackgroundArgs, AssignBinsArgs, BinSummaryArgs, ConservedSumsArgs,
+    DriftArgs, FirstNonFiniteArgs, HalfKickArgs, KeepForcesArgs, ParticleRecordArgs,
+    SynchronisedFlagsArgs,
 };
 use crate::gpu::launch::{grow, DeviceArray, KernelRunner};
 use crate::gpu::stages::{blocks, int, Stages};
@@ -30,6 +32,8 @@ pub struct StepArrays<R: KernelRunner> {
     /// The first bad particle's index, and its record.
     first: R::Array<u32>,
     record: R::Array<f64>,
+    /// The half kick's factor of each bin, uploaded by each kick.
+    kick: R::Array<f64>,
 }
 
 impl<R: KernelRunner> StepArrays<R> {
@@ -42,24 +46,30 @@ impl<R: KernelRunner> StepArrays<R> {
             sums: r.alloc(1)?,
             first: r.alloc(1)?,
             record: r.alloc(8)?,
+            kick: r.alloc(MAX_DEPTH as usize + 1)?,
         })
     }
 
     /// Bytes held on the device.
     pub fn device_bytes(&self) -> usize {
-        self.flags.len() + 4 * (self.bins.len() + 1) + 8 * (self.sums.len() + 8)
+        self.flags.len() + 4 * (self.bins.len() + 1) + 8 * (self.sums.len() + 8 + self.kick.len())
     }
 
-    /// Half kick of the particles of `p` that end their step at tick `tick` of `tl`.
+    /// Half kick of the particles of `p` that end their step at tick `tick` of `tl`, by the
+    /// factor of their bin in `kick` (one per bin 0 ..= depth, uploaded here; see
+    /// [`IntegratorState::half_kick`](super::IntegratorState::half_kick)).
     pub fn half_kick(
-        &self,
+        &mut self,
         s: &Stages<R>,
         p: &mut DeviceParticles<R>,
         tl: &Timeline,
         tick: u64,
+        kick: &[f64],
     ) -> Result<()> {
+        tl.check_per_bin(kick)?;
+        s.runner().upload(kick, &mut self.kick)?;
         let a = &p.arrays;
-        // SAFETY: the state's arrays hold p.n particles.
+        // SAFETY: the state's arrays hold p.n particles; kick one factor per bin.
         unsafe {
             s.launch(
                 "half_kick",
@@ -69,7 +79,7 @@ impl<R: KernelRunner> StepArrays<R> {
                     bin: a.bin.ptr(),
                     ti: tick,
                     depth: tl.depth as i32,
-                    dt_top: tl.dt_top,
+                    kick: self.kick.ptr(),
                     acc: a.acc.ptr(),
                     vel: a.vel.ptr(),
                 },
@@ -77,8 +87,15 @@ impl<R: KernelRunner> StepArrays<R> {
         }
     }
 
-    /// Drift of every particle of `p` by `dt` (time units).
-    pub fn drift(&self, s: &Stages<R>, p: &mut DeviceParticles<R>, dt: f64) -> Result<()> {
+    /// Drift of every particle of `p` by `dt` (time units, or the comoving drift factor), then
+    /// wrapped into [0, `period`)³ (0: no box; [`crate::integrate::wrap`]).
+    pub fn drift(
+        &self,
+        s: &Stages<R>,
+        p: &mut DeviceParticles<R>,
+        dt: f64,
+        period: f64,
+    ) -> Result<()> {
         let a = &p.arrays;
         // SAFETY: the arrays hold p.n particles.
         unsafe {
@@ -88,8 +105,39 @@ impl<R: KernelRunner> StepArrays<R> {
                 &DriftArgs {
                     n: int(p.n)?,
                     dt,
+                    period,
                     vel: a.vel.ptr(),
                     pos: a.pos.ptr(),
+                },
+            )
+        }
+    }
+
+    /// Adds `c` x to the acceleration of the particles of `p` at x that end their step at
+    /// `tick` of `tl` (see
+    /// [`IntegratorState::add_background`](super::IntegratorState::add_background)).
+    pub fn add_background(
+        &self,
+        s: &Stages<R>,
+        p: &mut DeviceParticles<R>,
+        c: f64,
+        tl: &Timeline,
+        tick: u64,
+    ) -> Result<()> {
+        let a = &p.arrays;
+        // SAFETY: the arrays and the state hold p.n particles.
+        unsafe {
+            s.launch(
+                "add_background",
+                blocks(p.n),
+                &AddBackgroundArgs {
+                    n: int(p.n)?,
+                    bin: a.bin.ptr(),
+                    ti: tick,
+                    depth: tl.depth as i32,
+                    c,
+                    pos: a.pos.ptr(),
+                    acc: a.acc.ptr(),
                 },
             )
         }

@@ -1,7 +1,7 @@
 //! The integer timeline of block (power-of-two hierarchical) time steps, as in GADGET.
 //!
-//! The run is cut into `n_top` top steps of `dt_top`; a particle in bin `k` steps by
-//! `dt_top / 2^k`, `0 ≤ k ≤ depth`. Time is counted in integer ticks of `dt_top / 2^depth`, so
+//! The run is cut into `n_top` top steps of `dt_top` from its start `t0`; a particle in bin `k`
+//! steps by `dt_top / 2^k`, `0 ≤ k ≤ depth`. Time is counted in integer ticks of `dt_top / 2^depth`, so
 //! every step boundary is exact and every particle of bin `k` is synchronised at the multiples
 //! of `2^(depth − k)` ticks. With shared steps `depth` is 0 and every particle is in bin 0.
 
@@ -58,6 +58,8 @@ impl FromStr for Stepping {
 /// The integer timeline of a run.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Timeline {
+    /// The time at tick 0 (time units): 0, or the `Time` of the snapshot a run starts from.
+    pub t0: f64,
     /// The top (largest) step (time units): `dt_max` shortened so that a whole number of top
     /// steps reaches `t_end`.
     pub dt_top: f64,
@@ -68,13 +70,21 @@ pub struct Timeline {
 }
 
 impl Timeline {
-    /// The timeline from `t_end` to which whole top steps of at most `dt_max` lead, with bins
-    /// down to the smallest step ≥ `dt_min` (0: down to [`MAX_DEPTH`]); shared stepping has
-    /// one bin. Needs `0 < dt_max ≤ t_end` and `dt_min ≤ dt_max` (see the config validation).
+    /// The timeline from 0 to `t_end` to which whole top steps of at most `dt_max` lead, with
+    /// bins down to the smallest step ≥ `dt_min` (0: down to [`MAX_DEPTH`]); shared stepping
+    /// has one bin. Needs `0 < dt_max ≤ t_end` and `dt_min ≤ dt_max` (see the config
+    /// validation).
     pub fn new(stepping: Stepping, dt_max: f64, dt_min: f64, t_end: f64) -> Self {
-        // Tolerate the rounding of t_end / dt_max when it is meant to be whole.
-        let n_top = ((t_end / dt_max) * (1.0 - 1e-12)).ceil().max(1.0) as u64;
-        let dt_top = t_end / n_top as f64;
+        Self::between(stepping, dt_max, dt_min, 0.0, t_end)
+    }
+
+    /// [`Timeline::new`] from `t0` to `t_end` (time units, `t0 < t_end`): whole top steps of
+    /// at most `dt_max` (one step of the whole span when `dt_max` exceeds it).
+    pub fn between(stepping: Stepping, dt_max: f64, dt_min: f64, t0: f64, t_end: f64) -> Self {
+        let span = t_end - t0;
+        // Tolerate the rounding of span / dt_max when it is meant to be whole.
+        let n_top = ((span / dt_max) * (1.0 - 1e-12)).ceil().max(1.0) as u64;
+        let dt_top = span / n_top as f64;
         let depth = match stepping {
             Stepping::Shared => 0,
             Stepping::Block => (0..MAX_DEPTH)
@@ -82,6 +92,7 @@ impl Timeline {
                 .count() as u8,
         };
         Self {
+            t0,
             dt_top,
             depth,
             ti_end: n_top << depth,
@@ -98,14 +109,33 @@ impl Timeline {
         self.dt_top / (1u64 << bin) as f64
     }
 
-    /// The time at tick `ti` (time units).
+    /// The time at tick `ti` (time units): `t0` plus the span of `ti` ticks.
     pub fn time(&self, ti: u64) -> f64 {
-        self.span(ti)
+        self.t0 + self.span(ti)
     }
 
     /// The duration of `ticks` ticks (time units).
     pub fn span(&self, ticks: u64) -> f64 {
         ticks as f64 * (self.dt_top / (1u64 << self.depth) as f64)
+    }
+
+    /// The Newtonian half steps: for each bin `0 ..= depth`, half its step, `dt(b) / 2` (time
+    /// units), the factor of a half kick v ← v + a·dt/2
+    /// ([`IntegratorState::half_kick`](super::IntegratorState::half_kick)).
+    pub fn half_steps(&self) -> Vec<f64> {
+        (0..=self.depth).map(|b| 0.5 * self.dt(b)).collect()
+    }
+
+    /// Checks that `factors` holds one value per bin 0 ..= depth (a half kick's factors).
+    pub fn check_per_bin(&self, factors: &[f64]) -> Result<()> {
+        if factors.len() != self.depth as usize + 1 {
+            return Err(Error::input(format!(
+                "a half kick needs one factor per bin 0 ..= {} (got {})",
+                self.depth,
+                factors.len()
+            )));
+        }
+        Ok(())
     }
 
     /// The bin whose step is the largest not above `dt` (time units): 0 for `dt ≥ dt_top`,
@@ -143,6 +173,26 @@ mod tests {
         assert_eq!((t.ti_end, t.dt_top), (16, 1.0 / 64.0));
         // Whole ratios stay whole despite rounding (6 / 0.1 is 60.00000000000001).
         assert_eq!(Timeline::new(Stepping::Shared, 0.1, 0.0, 6.0).ti_end, 60);
+    }
+
+    #[test]
+    fn an_origin_shifts_the_times_not_the_ticks() {
+        let t = Timeline::between(Stepping::Shared, 0.25, 0.0, 3.0, 4.0);
+        assert_eq!((t.ti_end, t.dt_top), (4, 0.25));
+        assert_eq!((t.time(0), t.time(2), t.time(4)), (3.0, 3.5, 4.0));
+        assert_eq!(t.span(2), 0.5);
+        let moved = Timeline::between(Stepping::Block, 0.1, 0.0, -2.0, 4.0);
+        let plain = Timeline::new(Stepping::Block, 0.1, 0.0, 6.0);
+        assert_eq!((moved.ti_end, moved.depth), (plain.ti_end, plain.depth));
+        assert_eq!(moved.time(plain.ti_end), plain.time(plain.ti_end) - 2.0);
+        // A span shorter than dt_max is one step.
+        assert_eq!(
+            Timeline::between(Stepping::Shared, 1.0, 0.0, 0.0, 0.3).ti_end,
+            1
+        );
+        assert_eq!(t.half_steps(), [0.125]);
+        assert!(t.check_per_bin(&t.half_steps()).is_ok());
+        assert!(moved.check_per_bin(&[0.1; 3]).is_err());
     }
 
     #[test]

@@ -382,10 +382,16 @@ fn pod_vec<T: bytemuck::Pod>(bytes: &[u8]) -> Vec<T> {
 }
 
 /// The hash that ties a checkpoint to its configuration: XXH64 of everything that decides the
-/// run's future (the `[ics]`, `[gravity]` and `[time]` tables; not `[output]`).
+/// run's future (the `[ics]`, `[gravity]`, `[time]` and `[cosmology]` tables; not
+/// `[output]`).
 pub fn config_hash(cfg: &RunConfig) -> u64 {
     let mut h = Xxh64::new();
-    h.update(format!("{:?}|{:?}|{:?}", cfg.ics, cfg.gravity, cfg.time).as_bytes());
+    let mut text = format!("{:?}|{:?}|{:?}", cfg.ics, cfg.gravity, cfg.time);
+    // Newtonian runs keep the hash they had before comoving runs existed.
+    if let Some(c) = &cfg.cosmology {
+        text += &format!("|{c:?}");
+    }
+    h.update(text.as_bytes());
     h.finish()
 }
 

@@ -22,7 +22,8 @@ use std::fmt::Display;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
-/// A complete run configuration: the tables `[ics]`, `[gravity]`, `[time]` and `[output]`.
+/// A complete run configuration: the tables `[ics]`, `[gravity]`, `[time]` and `[output]`,
+/// and `[cosmology]`, whose presence makes the run comoving.
 /// The default is hinoki's built-in problem: a Plummer sphere of 65536 particles (seed 1),
 /// ε = 0.01, block time steps with η = 0.1 from dt_max = 1/128 down, integrated to t = 2
 /// (0.7 crossing times of 2√2 in Hénon units: under a minute on 2 CPU cores). These time steps
@@ -39,7 +40,66 @@ pub struct RunConfig {
     pub time: TimeConfig,
     /// Where and how often results are written (`[output]`).
     pub output: OutputConfig,
+    /// A comoving run's cosmology, end and outputs (`[cosmology]`); `None`: a Newtonian run.
+    pub cosmology: Option<CosmologyConfig>,
 }
+
+/// The `[cosmology]` table: its presence makes the run comoving (`docs/design.md`, *Comoving
+/// integration*). The initial conditions must come from a file whose `Time` is the starting
+/// scale factor; the box is periodic with side `BoxSize` when the file's is > 0, vacuum
+/// (open boundaries, expansion about the origin) otherwise. `[time] t_end` must not be given
+/// (the run ends at `z_end`); `[time] dt_max` and `dt_min` are steps in ln a (`dt_max`
+/// defaults to [`COMOVING_DT_MAX`]).
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CosmologyConfig {
+    /// Ω_m today (`omega_m`); default: the initial conditions' `Omega0`.
+    pub omega_m: Option<f64>,
+    /// Ω_Λ today (`omega_lambda`); default: the initial conditions' `OmegaLambda`.
+    pub omega_lambda: Option<f64>,
+    /// h, H0 in 100 km/s/Mpc (`hubble_param`); default: the initial conditions'
+    /// `HubbleParam`.
+    pub hubble_param: Option<f64>,
+    /// The redshift at which the run ends (`z_end`, finite, ≥ 0, below the start's; default 0).
+    pub z_end: f64,
+    /// Redshifts of the snapshots `OUT/snapshots/snapshot_NNN` (`output_redshifts`, each in
+    /// [z_end, z_start]; written at exactly these redshifts, numbered from 0 in order of
+    /// decreasing z; default none).
+    pub output_redshifts: Vec<f64>,
+    /// The largest physical softening (`max_physical_softening`, length units, finite, > 0):
+    /// the comoving softening is ε(a) = min(ε, max_physical_softening / a) with ε =
+    /// `[gravity] eps`; default: none, ε comoving throughout.
+    pub max_physical_softening: Option<f64>,
+    /// `periodic = false` runs a file with `BoxSize > 0` with vacuum boundaries (expansion
+    /// about the origin); `true` requires `BoxSize > 0`. Default: periodic when
+    /// `BoxSize > 0`.
+    pub periodic: Option<bool>,
+    /// G follows from the initial conditions' units (GADGET's defaults, G = 43007.1 in kpc,
+    /// km/s and 10¹⁰ M_sun, where the file names none) rather than from `[gravity] G`. Not a
+    /// key: parsing sets it when `[gravity]` gives no `G`; a configuration built in code sets
+    /// it as it means (default true).
+    #[serde(skip)]
+    pub g_from_units: bool,
+}
+
+impl Default for CosmologyConfig {
+    fn default() -> Self {
+        Self {
+            omega_m: None,
+            omega_lambda: None,
+            hubble_param: None,
+            z_end: 0.0,
+            output_redshifts: Vec::new(),
+            max_physical_softening: None,
+            periodic: None,
+            g_from_units: true,
+        }
+    }
+}
+
+/// The largest step in ln a of a comoving run that does not give `[time] dt_max`: GADGET's
+/// `MaxSizeTimestep`.
+pub const COMOVING_DT_MAX: f64 = 0.025;
 
 /// The `[ics]` table: the initial particles are either generated or read from a file.
 /// With neither `model` nor `file` given, a Plummer model is generated.
@@ -279,7 +339,9 @@ pub struct TimeConfig {
     /// Accuracy parameter η of the block step criterion dt_i = η √(ε / |a_i|)
     /// (`eta`, dimensionless, > 0; default 0.1).
     pub eta: f64,
-    /// The end time; the run starts at t = 0 (`t_end`, time units, finite, > 0; default 2).
+    /// The end time (`t_end`, time units, finite, > 0; default 2): the run starts at t = 0, or
+    /// at the `Time` of the snapshot it reads, which must be earlier. A comoving run must not
+    /// give it (it ends at `[cosmology] z_end`).
     pub t_end: f64,
 }
 
@@ -350,6 +412,32 @@ impl RunConfig {
     /// followed by the line and column of the offending key or value. Missing keys and tables
     /// take their defaults; the values are not checked: call [`RunConfig::validate`].
     pub fn from_toml_str(s: &str, origin: &str) -> Result<RunConfig> {
+        let mut cfg = Self::parse_toml(s, origin)?;
+        if let Some(c) = cfg.cosmology.as_mut() {
+            // Which keys the text gives decides some values of a comoving run.
+            let table: toml::Table = s
+                .parse()
+                .map_err(|e| Error::input(format!("{origin}: {e}")))?;
+            let given = |t: &str, keys: &[&str]| {
+                let t = table.get(t).and_then(toml::Value::as_table);
+                keys.iter().any(|k| t.is_some_and(|t| t.contains_key(*k)))
+            };
+            if given("time", &["t_end"]) {
+                return Err(Error::input(format!(
+                    "{origin}: [time] t_end must not be given in a comoving run ([cosmology] \
+                     ends it at z_end)"
+                )));
+            }
+            c.g_from_units = !given("gravity", &["G"]);
+            if !given("time", &["dt_max", "dt"]) {
+                cfg.time.dt_max = COMOVING_DT_MAX;
+            }
+        }
+        Ok(cfg)
+    }
+
+    /// [`RunConfig::from_toml_str`] before the defaults that depend on the keys given.
+    fn parse_toml(s: &str, origin: &str) -> Result<RunConfig> {
         toml::from_str(s).map_err(|e: toml::de::Error| {
             let at = e.span().map_or(String::new(), |span| {
                 let before = &s[..span.start.min(s.len())];
@@ -404,21 +492,24 @@ impl RunConfig {
                 "[time] dt_max must be finite and > 0 (got {dt_max})"
             )));
         }
-        if !(t_end.is_finite() && t_end > 0.0) {
-            return Err(Error::input(format!(
-                "[time] t_end must be finite and > 0 (got {t_end})"
-            )));
-        }
-        if dt_max > t_end {
-            return Err(Error::input(format!(
-                "[time] dt_max must not exceed t_end (got dt_max = {dt_max}, t_end = {t_end})"
-            )));
-        }
-        if t_end / dt_max > MAX_TOP_STEPS {
-            return Err(Error::input(format!(
-                "[time] t_end / dt_max must be at most {MAX_TOP_STEPS} steps (got {})",
-                t_end / dt_max
-            )));
+        match &self.cosmology {
+            // A comoving run ends at z_end; its span in ln a is known once the initial
+            // conditions are read (simulation::comoving).
+            Some(c) => c.validate(&self.ics)?,
+            None => {
+                if !(t_end.is_finite() && t_end > 0.0) {
+                    return Err(Error::input(format!(
+                        "[time] t_end must be finite and > 0 (got {t_end})"
+                    )));
+                }
+                if dt_max > t_end {
+                    return Err(Error::input(format!(
+                        "[time] dt_max must not exceed t_end (got dt_max = {dt_max}, t_end = \
+                         {t_end})"
+                    )));
+                }
+                check_top_steps(t_end, dt_max)?;
+            }
         }
         if !(dt_min.is_finite() && (0.0..=dt_max).contains(&dt_min)) {
             return Err(Error::input(format!(
@@ -449,6 +540,67 @@ impl RunConfig {
         if !(minutes.is_finite() && minutes >= 0.0) {
             return Err(Error::input(format!(
                 "[output] checkpoint_minutes must be finite and >= 0 (got {minutes})"
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// Checks that a run over `span` (time units, or ln a) in top steps of `dt_max` takes at most
+/// [`MAX_TOP_STEPS`] of them.
+pub fn check_top_steps(span: f64, dt_max: f64) -> Result<()> {
+    if span / dt_max > MAX_TOP_STEPS {
+        return Err(Error::input(format!(
+            "[time] t_end / dt_max must be at most {MAX_TOP_STEPS} steps (got {})",
+            span / dt_max
+        )));
+    }
+    Ok(())
+}
+
+impl CosmologyConfig {
+    /// Checks the values that do not need the initial conditions (with `ics`, the run's
+    /// source of particles, which must be a file).
+    fn validate(&self, ics: &IcsConfig) -> Result<()> {
+        if let IcsConfig::Generate { model, .. } = ics {
+            return Err(Error::input(format!(
+                "[cosmology] needs initial conditions from a file ([ics] file, its Time the \
+                 starting scale factor), not the generated model {model}"
+            )));
+        }
+        for (name, v) in [
+            ("omega_m", self.omega_m),
+            ("omega_lambda", self.omega_lambda),
+            ("hubble_param", self.hubble_param),
+        ] {
+            if let Some(v) = v.filter(|v| !v.is_finite()) {
+                return Err(Error::input(format!(
+                    "[cosmology] {name} must be finite (got {v})"
+                )));
+            }
+        }
+        let z_end = self.z_end;
+        if !(z_end.is_finite() && z_end >= 0.0) {
+            return Err(Error::input(format!(
+                "[cosmology] z_end must be finite and >= 0 (got {z_end})"
+            )));
+        }
+        if let Some(z) = self
+            .output_redshifts
+            .iter()
+            .find(|z| !(z.is_finite() && **z >= z_end))
+        {
+            return Err(Error::input(format!(
+                "[cosmology] output_redshifts must lie in [z_end, z_start] (got {z} with z_end \
+                 = {z_end})"
+            )));
+        }
+        if let Some(m) = self
+            .max_physical_softening
+            .filter(|m| !(m.is_finite() && *m > 0.0))
+        {
+            return Err(Error::input(format!(
+                "[cosmology] max_physical_softening must be finite and > 0 (got {m})"
             )));
         }
         Ok(())
@@ -733,6 +885,81 @@ mod tests {
     }
 
     #[test]
+    fn a_cosmology_table_makes_a_comoving_run() {
+        let c = parse("[ics]\nfile = \"ics.hdf5\"\n[cosmology]\n").unwrap();
+        c.validate().unwrap();
+        let cosmo = c.cosmology.as_ref().unwrap();
+        assert_eq!(cosmo, &CosmologyConfig::default());
+        // dt_max in ln a defaults to GADGET's; G follows the units unless given.
+        assert_eq!(c.time.dt_max, COMOVING_DT_MAX);
+        assert!(cosmo.g_from_units);
+        let c = parse(
+            "[ics]\nfile = \"f\"\n[gravity]\nG = 1\n[time]\ndt = 0.01\n[cosmology]\n\
+             omega_m = 0.3\nomega_lambda = 0.7\nhubble_param = 0.7\nz_end = 1\n\
+             output_redshifts = [3, 1.5, 1]\nmax_physical_softening = 2.8\nperiodic = false\n",
+        )
+        .unwrap();
+        c.validate().unwrap();
+        let cosmo = c.cosmology.unwrap();
+        assert!(!cosmo.g_from_units);
+        assert_eq!(c.time.dt_max, 0.01);
+        assert_eq!(cosmo.output_redshifts, [3.0, 1.5, 1.0]);
+        assert_eq!(
+            (cosmo.omega_m, cosmo.z_end, cosmo.periodic),
+            (Some(0.3), 1.0, Some(false))
+        );
+        // Without the table nothing changes.
+        assert_eq!(parse("[time]\ndt = 0.5").unwrap().time.dt_max, 0.5);
+        assert_eq!(parse("").unwrap().cosmology, None);
+    }
+
+    #[test]
+    fn comoving_configuration_errors_are_one_line() {
+        let msg = parse_err("[ics]\nfile = \"f\"\n[time]\nt_end = 1\n[cosmology]\n");
+        assert!(
+            msg.contains("[time] t_end must not be given in a comoving run"),
+            "{msg}"
+        );
+        let msg = parse_err("[ics]\nfile = \"f\"\n[cosmology]\nomega = 0.3\n");
+        assert!(msg.contains("unknown field `omega`"), "{msg}");
+        for (s, expect) in [
+            (
+                "[cosmology]\n",
+                "[cosmology] needs initial conditions from a file ([ics] file, its Time the \
+                 starting scale factor), not the generated model plummer",
+            ),
+            (
+                "[ics]\nfile = \"f\"\n[cosmology]\nz_end = -1",
+                "[cosmology] z_end must be finite and >= 0 (got -1)",
+            ),
+            (
+                "[ics]\nfile = \"f\"\n[cosmology]\nz_end = 1\noutput_redshifts = [2, 0.5]",
+                "[cosmology] output_redshifts must lie in [z_end, z_start] (got 0.5 with z_end = 1)",
+            ),
+            (
+                "[ics]\nfile = \"f\"\n[cosmology]\noutput_redshifts = [nan]",
+                "[cosmology] output_redshifts must lie in",
+            ),
+            (
+                "[ics]\nfile = \"f\"\n[cosmology]\nomega_m = inf",
+                "[cosmology] omega_m must be finite (got inf)",
+            ),
+            (
+                "[ics]\nfile = \"f\"\n[cosmology]\nmax_physical_softening = 0",
+                "[cosmology] max_physical_softening must be finite and > 0 (got 0)",
+            ),
+            (
+                "[ics]\nfile = \"f\"\n[time]\ndt = 0\n[cosmology]\n",
+                "[time] dt_max must be finite and > 0 (got 0)",
+            ),
+        ] {
+            let msg = invalid(s);
+            assert!(msg.starts_with(expect), "{s:?}: {msg}");
+            assert!(!msg.contains('\n'));
+        }
+    }
+
+    #[test]
     fn rebuild_is_an_interval_or_auto() {
         assert_eq!(parse("").unwrap().gravity.rebuild, Rebuild::default());
         let c = parse("[gravity]\nrebuild = \"auto\"").unwrap();
@@ -860,11 +1087,9 @@ mod tests {
         f.0
     }
 
-    #[test]
-    fn example_config_lists_every_key() {
-        let example = include_str!("../../examples/plummer.toml");
-        // `key = …` or `# key = …` (a key shown but not set) at the start of a line, by table
-        // (the comment above the first table is prose).
+    /// The keys an example file lists, by table: `key = …` or `# key = …` (a key shown but not
+    /// set) at the start of a line (the comment above the first table is prose).
+    fn listed_keys(example: &str) -> Vec<(String, String)> {
         let mut listed: Vec<(String, String)> = Vec::new();
         let mut table = String::new();
         for line in example.lines() {
@@ -884,33 +1109,60 @@ mod tests {
                 listed.push((table.clone(), key));
             }
         }
-        assert_eq!(keys_of::<RunConfig>(), ["ics", "gravity", "time", "output"]);
-        let accepted = [
-            ("ics", keys_of::<IcsConfig>()),
-            // [gravity] is the force parameters' keys and `rebuild` (GravityConfig).
+        listed
+    }
+
+    #[test]
+    fn example_config_lists_every_key() {
+        assert_eq!(
+            keys_of::<RunConfig>(),
+            ["ics", "gravity", "time", "output", "cosmology"]
+        );
+        // examples/plummer.toml lists the Newtonian tables, examples/cosmology-sphere.toml the
+        // [cosmology] table (its presence makes a run comoving).
+        let examples = [
             (
-                "gravity",
-                [keys_of::<ForceParams>(), vec!["rebuild"]].concat(),
+                "plummer.toml",
+                include_str!("../../examples/plummer.toml"),
+                vec![
+                    ("ics", keys_of::<IcsConfig>()),
+                    // [gravity] is the force parameters' keys and `rebuild` (GravityConfig).
+                    (
+                        "gravity",
+                        [keys_of::<ForceParams>(), vec!["rebuild"]].concat(),
+                    ),
+                    ("time", keys_of::<TimeConfig>()),
+                    ("output", keys_of::<OutputConfig>()),
+                ],
             ),
-            ("time", keys_of::<TimeConfig>()),
-            ("output", keys_of::<OutputConfig>()),
+            (
+                "cosmology-sphere.toml",
+                include_str!("../../examples/cosmology-sphere.toml"),
+                vec![("cosmology", keys_of::<CosmologyConfig>())],
+            ),
         ];
-        for (table, keys) in &accepted {
-            assert!(!keys.is_empty(), "[{table}]");
-            for key in keys {
+        for (name, text, accepted) in examples {
+            let listed = listed_keys(text);
+            for (table, keys) in &accepted {
+                assert!(!keys.is_empty(), "[{table}]");
+                for key in keys {
+                    assert!(
+                        listed.contains(&(table.to_string(), key.to_string())),
+                        "examples/{name} does not list [{table}] {key}"
+                    );
+                }
+            }
+            for (table, key) in listed
+                .iter()
+                .filter(|(t, _)| name == "plummer.toml" || t == "cosmology")
+            {
                 assert!(
-                    listed.contains(&(table.to_string(), key.to_string())),
-                    "examples/plummer.toml does not list [{table}] {key}"
+                    accepted
+                        .iter()
+                        .any(|(t, keys)| t == table && keys.contains(&key.as_str())),
+                    "examples/{name} lists [{table}] {key}, which the configuration rejects"
                 );
             }
-        }
-        for (table, key) in &listed {
-            assert!(
-                accepted
-                    .iter()
-                    .any(|(t, keys)| t == table && keys.contains(&key.as_str())),
-                "examples/plummer.toml lists [{table}] {key}, which the configuration rejects"
-            );
         }
     }
 

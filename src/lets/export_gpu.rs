@@ -184,6 +184,7 @@ impl<R: KernelRunner> LetArrays<R> {
         regions: &[Region],
         me: usize,
         crit: &Criterion,
+        periodic: bool,
     ) -> Result<(Vec<f32>, Vec<usize>)> {
         let r = s.runner();
         let (nc, nd) = (tree.cells, regions.len());
@@ -235,6 +236,7 @@ impl<R: KernelRunner> LetArrays<R> {
                     accel_mac: (crit.mac == Mac::Acceleration) as i32,
                     alpha: crit.alpha,
                     grav: crit.g,
+                    periodic: periodic as i32,
                     fate: self.fate.ptr(),
                 },
             )?;

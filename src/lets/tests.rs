@@ -58,7 +58,7 @@ fn forces(
         .collect();
     let wp = params.walk_params(frame.side());
     let region = Region::of_tree(&a, 0.0, 64);
-    let buf = export(&b, &wp.criterion, &region);
+    let buf = export(&b, &wp.criterion, false, &region);
     if params.theta >= 0.5 {
         // Far from θ → 0 the LET is smaller than the tree it comes from (at this small N
         // most of the other half lies near the shared boundary; 71% measured).
@@ -138,7 +138,7 @@ fn malformed_buffers_are_refused() {
     let tree = Tree::build_in(&frame, &b.pos, &b.mass, &tp, &mut t);
     let mine = Tree::build_in(&frame, &a.pos, &a.mass, &tp, &mut t);
     let crit = ForceParams::default().walk_params(frame.side()).criterion;
-    let buf = export(&tree, &crit, &Region::of_tree(&mine, 0.0, 1));
+    let buf = export(&tree, &crit, false, &Region::of_tree(&mine, 0.0, 1));
     assert!(wire::unpack_forest(&buf, &[buf.len()]).is_ok());
     let e = wire::unpack_forest(&buf[..buf.len() - 1], &[buf.len() - 1]).unwrap_err();
     assert!(e.message.contains("LET from rank 0"), "{}", e.message);
@@ -146,5 +146,5 @@ fn malformed_buffers_are_refused() {
     bad[wire::HEADER_WORDS + 18] = f32::from_bits(1_000_000); // the root's subtree size
     assert!(wire::unpack_forest(&bad, &[bad.len()]).is_err());
     // No particles on the destination: nothing to send.
-    assert!(export(&tree, &crit, &Region::default()).is_empty());
+    assert!(export(&tree, &crit, false, &Region::default()).is_empty());
 }

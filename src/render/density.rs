@@ -29,6 +29,12 @@ impl Axis {
         }
     }
 
+    /// The coordinate (0 = x, 1 = y, 2 = z) along the line of sight.
+    pub fn line_of_sight(self) -> usize {
+        let (h, v) = self.plane();
+        3 - h - v
+    }
+
     /// The names of the coordinates that run right and up in the picture.
     pub fn plane_names(self) -> (&'static str, &'static str) {
         const NAMES: [&str; 3] = ["x", "y", "z"];

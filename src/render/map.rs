@@ -4,7 +4,11 @@
 use super::density::{mass_radius, surface_density, Axis, View};
 use super::font::text;
 use super::picture::{check_range, drawing_error, write_png, Format};
+use super::select;
+use crate::comm::SingleProcess;
 use crate::error::{Error, Result};
+use crate::io::snapshot::read_periodic_snapshot;
+use crate::io::{read_snapshot, read_snapshot_header};
 use crate::particles::Particles;
 use glam::DVec3;
 use plotters::coord::types::RangedCoordf64;
@@ -26,11 +30,21 @@ pub struct RenderOptions {
     pub axis: Axis,
     /// Width of the picture in pixels (the map is square, with axes and colour bar around it).
     pub width: u32,
-    /// Half-width of the view (length units); default: the radius around the centre that
-    /// encloses 99% of the mass.
+    /// Half-width of the view (length units); default: half the periodic box, or with open
+    /// boundaries the radius around the centre that encloses 99% of the mass shown.
     pub extent: Option<f64>,
-    /// Centre of the view (length units); default: the centre of mass.
+    /// Centre of the view (length units); default: the centre of the periodic box, or with
+    /// open boundaries the centre of mass of the particles of `types`.
     pub center: Option<DVec3>,
+    /// The particle types drawn (0 … 5, [`crate::particles::particle_type`]); `None`: all.
+    pub types: Option<Vec<u8>>,
+    /// Thickness of the slab drawn (length units): only the particles within half of it of
+    /// the plane through the centre across the line of sight; `None`: all depths.
+    pub slab: Option<f64>,
+    /// Side of the periodic box the particles are in (length units; the snapshot's
+    /// `BoxSize`), 0 for open boundaries. In a box each particle is drawn at its image
+    /// nearest the centre, so any centre shows a full box around it.
+    pub box_size: f64,
 }
 
 impl Default for RenderOptions {
@@ -40,18 +54,57 @@ impl Default for RenderOptions {
             width: 800,
             extent: None,
             center: None,
+            types: None,
+            slab: None,
+            box_size: 0.0,
         }
     }
 }
 
-/// The view `opts` asks for, with the defaults filled in from the particles. Fails when the
-/// centre is not finite, the extent is not a positive length, or the view's ranges cannot be
-/// drawn (see `picture::check_range`: e.g. particles beyond ±1e154, whose 99 % mass radius
+/// Draws the snapshot at `path` (one file, any file of a set, or its snapdir) as
+/// [`render`] does, read on this one process, in its periodic box when its `BoxSize` is > 0
+/// (`opts.box_size` is taken from the file). Returns the number of particles drawn.
+pub fn render_snapshot(path: &Path, opts: &RenderOptions, out: &Path) -> Result<usize> {
+    let box_size = read_snapshot_header(path)?.cosmology.box_size;
+    let (p, time) = if box_size > 0.0 {
+        read_periodic_snapshot(path)?
+    } else {
+        read_snapshot(&SingleProcess, path)?
+    };
+    let opts = RenderOptions {
+        box_size,
+        ..opts.clone()
+    };
+    render(&p, time, &opts, out)
+}
+
+/// The particles `opts` shows of `p` (its types, at their nearest images in a periodic box,
+/// within the slab) and the view, with the defaults filled in from them. Fails when a type is
+/// not one, no particle has the types, the box is not finite and ≥ 0, the slab or the extent
+/// is not a positive length, the centre is not finite, or the view's ranges cannot be drawn
+/// (see `picture::check_range`: e.g. particles beyond ±1e154, whose 99 % mass radius
 /// overflows, or a view too narrow for its distance from the origin).
-pub fn view_of(p: &Particles, opts: &RenderOptions) -> Result<View> {
-    let center = opts.center.unwrap_or_else(|| p.centre_of_mass());
+pub fn view_of(p: &Particles, opts: &RenderOptions) -> Result<(Particles, View)> {
+    let box_size = opts.box_size;
+    if !(box_size.is_finite() && box_size >= 0.0) {
+        return Err(Error::input(format!(
+            "the periodic box {box_size} must be finite and >= 0 (0: open boundaries)"
+        )));
+    }
+    let mut shown = select::of_types(p, opts.types.as_deref())?;
+    let periodic = box_size > 0.0;
+    let center = opts.center.unwrap_or_else(|| match periodic {
+        true => DVec3::splat(box_size / 2.0),
+        false => shown.centre_of_mass(),
+    });
     if !center.is_finite() {
         return Err(Error::input(format!("--center {center} is not finite")));
+    }
+    if periodic {
+        select::nearest_images(&mut shown, center, box_size);
+    }
+    if let Some(thickness) = opts.slab {
+        shown = select::slab(&shown, center, opts.axis, thickness)?;
     }
     let half_width = match opts.extent {
         Some(l) if l.is_finite() && l > 0.0 => l,
@@ -60,12 +113,13 @@ pub fn view_of(p: &Particles, opts: &RenderOptions) -> Result<View> {
                 "--extent must be a positive length, got {l}"
             )))
         }
+        None if periodic => box_size / 2.0,
         None => {
-            let r = mass_radius(p, center, VIEW_MASS_FRACTION);
+            let r = mass_radius(&shown, center, VIEW_MASS_FRACTION);
             if r > 0.0 {
                 r
             } else {
-                // All the mass at one point: any small view shows it.
+                // All the mass at one point, or none: any small view shows it.
                 1.0
             }
         }
@@ -82,13 +136,14 @@ pub fn view_of(p: &Particles, opts: &RenderOptions) -> Result<View> {
             Error::input(format!("{e} (choose the view with --center and --extent)"))
         })?;
     }
-    Ok(view)
+    Ok((shown, view))
 }
 
-/// Draws the surface density of `p` at time `time` (time units) as the PNG `out` (written
-/// atomically). Fails with a one-line error for a width outside 200 ..= 8000 pixels, a file
-/// name that does not end in `.png`, or an invalid view (see [`view_of`]).
-pub fn render(p: &Particles, time: f64, opts: &RenderOptions, out: &Path) -> Result<()> {
+/// Draws the surface density of the particles of `p` that `opts` shows, at time `time` (time
+/// units), as the PNG `out` (written atomically); returns how many it drew. Fails with a
+/// one-line error for a width outside 200 ..= 8000 pixels, a file name that does not end in
+/// `.png`, or an invalid choice of particles or view (see [`view_of`]).
+pub fn render(p: &Particles, time: f64, opts: &RenderOptions, out: &Path) -> Result<usize> {
     if Format::of(out).ok() != Some(Format::Png) {
         return Err(Error::input(format!(
             "{}: render writes PNG only (name the file *.png)",
@@ -101,16 +156,31 @@ pub fn render(p: &Particles, time: f64, opts: &RenderOptions, out: &Path) -> Res
             opts.width
         )));
     }
-    let view = view_of(p, opts)?;
+    let (shown, view) = view_of(p, opts)?;
     let layout = Layout::new(opts.width);
     let mut rgb = vec![0u8; 3 * (layout.width * layout.height) as usize];
     {
         let root =
             BitMapBackend::with_buffer(&mut rgb, (layout.width, layout.height)).into_drawing_area();
-        draw(&root, p, time, &view, &layout).map_err(|e| drawing_error(out, e))?;
+        let title = title(time, shown.len(), opts);
+        draw(&root, &shown, &title, &view, &layout).map_err(|e| drawing_error(out, e))?;
         root.present().map_err(|e| drawing_error(out, e))?;
     }
-    write_png(out, &rgb, layout.width, layout.height)
+    write_png(out, &rgb, layout.width, layout.height)?;
+    Ok(shown.len())
+}
+
+/// The picture's title: time, particles drawn, line of sight, and the types and slab when
+/// chosen ("t = 2   N = 1000   seen along z   types 1,4   slab 10").
+fn title(time: f64, n: usize, opts: &RenderOptions) -> String {
+    let mut title = format!("t = {}   N = {n}   seen along {}", short(time), opts.axis);
+    if let Some(types) = &opts.types {
+        title += &format!("   types {}", select::list(types));
+    }
+    if let Some(thickness) = opts.slab {
+        title += &format!("   slab {}", short(thickness));
+    }
+    title
 }
 
 /// Sizes in pixels of the parts of the picture, scaled with its width.
@@ -152,11 +222,11 @@ impl Layout {
     }
 }
 
-/// Everything on the picture: map, axes, scale bar, title, colour bar.
+/// Everything on the picture: map, axes, scale bar, `title`, colour bar.
 fn draw<DB: DrawingBackend>(
     root: &DrawingArea<DB, Shift>,
     p: &Particles,
-    time: f64,
+    title: &str,
     view: &View,
     layout: &Layout,
 ) -> std::result::Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
@@ -164,16 +234,10 @@ fn draw<DB: DrawingBackend>(
     let (main, bar_area) = root.split_horizontally(layout.width - layout.bar);
     let ((x0, x1), (y0, y1)) = view.ranges();
     let (hname, vname) = view.axis.plane_names();
-    let title = format!(
-        "t = {}   N = {}   seen along {}",
-        short(time),
-        p.len(),
-        view.axis
-    );
     let title_style = text(layout.font * 1.15).pos(Pos::new(HPos::Center, VPos::Center));
     let map_middle = (layout.gap + layout.left + (layout.width - layout.bar)) / 2;
     main.draw_text(
-        &title,
+        title,
         &title_style,
         (map_middle as i32, layout.top as i32 / 2),
     )?;

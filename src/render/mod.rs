@@ -11,8 +11,9 @@ mod font;
 pub mod map;
 mod picture;
 pub mod power;
+pub mod select;
 
 pub use density::Axis;
 pub use diagnostics::plot_diagnostics;
-pub use map::{render, RenderOptions};
+pub use map::{render, render_snapshot, RenderOptions};
 pub use power::{plot_power, PowerOptions};

@@ -1,24 +1,30 @@
 //! `hinoki plot power`: the matter power spectrum of a periodic cosmological snapshot
-//! ([`crate::cosmology::measure`]) against linear theory at its redshift, log-log.
+//! ([`crate::cosmology::measure`]) against linear theory and the Halofit nonlinear spectrum
+//! ([`Halofit`], Takahashi et al. 2012) at its redshift, log-log, and the same numbers per
+//! shell as JSON.
 //!
 //! Units: k in h/Mpc, P in (Mpc/h)³. The snapshot's lengths are converted with its recorded
 //! unit (`UnitLength_in_cm`, lengths taken per h as GADGET's are), or taken as kpc/h (GADGET's
 //! default, hinoki's `ics cosmology`) with a warning when the file records none. Linear theory
 //! is D(a)² P(k) with the Eisenstein & Hu spectrum of the header's Ω_m, Ω_Λ, Ω_b (0.045 with a
 //! warning when the header has none) and h, and σ8 and n_s from the options (the header does
-//! not carry them); a is the header's `Time`.
+//! not carry them); a is the header's `Time`. Halofit takes the same linear spectrum; where it
+//! does not apply (a closed universe, Ω_Λ < 0) it is left out with a warning, and where the
+//! snapshot has no nonlinear scale (σ < 1 on every scale the fit covers: high redshift) it
+//! equals linear theory and is not drawn.
 
 use super::font::{draw_legend, text};
 use super::map::short;
 use super::picture::{drawing_error, write_png, write_svg, Format};
 use crate::cosmology::field::MAX_GRID;
 use crate::cosmology::measure::{default_grid, measured_power, PowerBin, ShotNoise};
-use crate::cosmology::{Cosmology, PowerSpectrum};
+use crate::cosmology::{Cosmology, Halofit, PowerSpectrum, MIN_RADIUS};
 use crate::error::{Error, Result};
 use crate::io::snapshot::read_periodic_snapshot;
 use crate::io::{read_snapshot_header, SnapshotUnits};
 use plotters::coord::Shift;
 use plotters::prelude::*;
+use serde_json::{json, Value};
 use std::path::Path;
 
 /// One Mpc in cm.
@@ -41,10 +47,12 @@ pub struct PowerOptions {
     pub width: u32,
 }
 
-/// The measured spectrum, the linear one and what the picture says about them.
+/// The measured spectrum, the linear and Halofit ones and what the picture says about them.
 struct Spectra {
     measured: Vec<PowerBin>,
     linear: Vec<(f64, f64)>,
+    /// The Halofit curve, when it applies and differs from linear theory.
+    halofit: Option<Vec<(f64, f64)>>,
     shot: f64,
     k_range: (f64, f64),
     p_range: (f64, f64),
@@ -52,10 +60,16 @@ struct Spectra {
 }
 
 /// Reads the snapshot at `input`, measures its power spectrum and draws it with linear theory
-/// to `out` (`.png` or `.svg`, written atomically). Fails with a one-line error for a snapshot
-/// that is not periodic and cosmological (BoxSize 0, or no Ω_m), bad options, or a picture
-/// that cannot be written.
-pub fn plot_power(input: &Path, out: &Path, opts: &PowerOptions) -> Result<()> {
+/// and Halofit to `out` (`.png` or `.svg`, written atomically). Returns the numbers as one JSON
+/// object (`hinoki plot power --json`): `redshift`, `a`, `box_size` (Mpc/h), `grid`,
+/// `particles`, `sigma8`, `n_s`, `shot_noise` ((Mpc/h)³) and `shot_noise_subtracted`;
+/// `halofit`, null where the fit does not apply, else `k_sigma` (h/Mpc), `n_eff` and `C`,
+/// null where there is no nonlinear scale; and `shells`, one per measured shell in order of
+/// k: `k` (h/Mpc), `modes`, `power`, `linear`, `halofit` ((Mpc/h)³) and
+/// `power_over_halofit` (the last two null where the fit does not apply). Fails with a
+/// one-line error for a snapshot that is not periodic and cosmological (BoxSize 0, or no
+/// Ω_m), bad options, or a picture that cannot be written.
+pub fn plot_power(input: &Path, out: &Path, opts: &PowerOptions) -> Result<Value> {
     let format = Format::of(out)?;
     if !(300..=8000).contains(&opts.width) {
         return Err(Error::input(format!(
@@ -95,6 +109,20 @@ pub fn plot_power(input: &Path, out: &Path, opts: &PowerOptions) -> Result<()> {
     let power = PowerSpectrum::new(&cosmology, omega_b, opts.n_s, opts.sigma8).map_err(named)?;
     let a = header.time;
     let growth = cosmology.growth(a).map_err(named)?;
+    let growth2 = growth * growth;
+    let redshift = 1.0 / a - 1.0;
+    let halofit = Halofit::new(&cosmology, &power, a)
+        .inspect_err(|e| tracing::warn!("{}: no Halofit spectrum: {}", input.display(), e.message))
+        .ok();
+    let scale = halofit.as_ref().and_then(Halofit::scale);
+    if halofit.is_some() && scale.is_none() {
+        tracing::info!(
+            "{}: sigma < 1 on every scale R >= {MIN_RADIUS} Mpc/h at z = {}: Halofit is linear \
+             theory there and is not drawn",
+            input.display(),
+            short(redshift)
+        );
+    }
     let to_mpc = match header.units {
         Some(SnapshotUnits { length_in_cm, .. }) => length_in_cm / MPC_IN_CM,
         None => {
@@ -117,12 +145,19 @@ pub fn plot_power(input: &Path, out: &Path, opts: &PowerOptions) -> Result<()> {
     let nyquist = kf * grid as f64 / 2.0;
     let k_range = (0.9 * kf, 1.1 * nyquist);
     let steps = 200;
-    let linear: Vec<(f64, f64)> = (0..=steps)
-        .map(|i| {
-            let k = k_range.0 * (k_range.1 / k_range.0).powf(i as f64 / steps as f64);
-            (k, growth * growth * power.power(k))
-        })
-        .collect();
+    let curve = |p: &dyn Fn(f64) -> f64| -> Vec<(f64, f64)> {
+        (0..=steps)
+            .map(|i| {
+                let k = k_range.0 * (k_range.1 / k_range.0).powf(i as f64 / steps as f64);
+                (k, p(k))
+            })
+            .collect()
+    };
+    let linear = curve(&|k| growth2 * power.power(k));
+    let nonlinear = halofit
+        .as_ref()
+        .filter(|_| scale.is_some())
+        .map(|h| curve(&|k| h.power(k)));
     let drawn = measured.iter().filter(|b| b.power > 0.0).count();
     if drawn * 2 < measured.len() {
         tracing::warn!(
@@ -139,6 +174,7 @@ pub fn plot_power(input: &Path, out: &Path, opts: &PowerOptions) -> Result<()> {
         .iter()
         .map(|b| b.power)
         .chain(linear.iter().map(|l| l.1))
+        .chain(nonlinear.iter().flatten().map(|l| l.1))
         .chain([shot]);
     let p_range = log_range(values).ok_or_else(|| {
         Error::input(format!(
@@ -146,13 +182,45 @@ pub fn plot_power(input: &Path, out: &Path, opts: &PowerOptions) -> Result<()> {
             input.display()
         ))
     })?;
+    let shells: Vec<Value> = measured
+        .iter()
+        .map(|b| {
+            let nonlinear = halofit.as_ref().map(|h| h.power(b.k));
+            json!({
+                "k": b.k,
+                "modes": b.modes,
+                "power": b.power,
+                "linear": growth2 * power.power(b.k),
+                "halofit": nonlinear,
+                "power_over_halofit": nonlinear.map(|p| b.power / p),
+            })
+        })
+        .collect();
+    let report = json!({
+        "redshift": redshift,
+        "a": a,
+        "box_size": box_size,
+        "grid": grid,
+        "particles": p.len(),
+        "sigma8": opts.sigma8,
+        "n_s": opts.n_s,
+        "shot_noise": shot,
+        "shot_noise_subtracted": opts.shot_noise == ShotNoise::Subtract,
+        "halofit": halofit.as_ref().map(|_| json!({
+            "k_sigma": scale.map(|s| s.k_sigma),
+            "n_eff": scale.map(|s| s.n_eff),
+            "C": scale.map(|s| s.curvature),
+        })),
+        "shells": shells,
+    });
     let spectra = Spectra {
         measured,
         linear,
+        halofit: nonlinear,
         shot,
         k_range,
         p_range,
-        redshift: 1.0 / a - 1.0,
+        redshift,
     };
     let size = (opts.width, opts.width * 3 / 4);
     match format {
@@ -182,7 +250,7 @@ pub fn plot_power(input: &Path, out: &Path, opts: &PowerOptions) -> Result<()> {
         short(spectra.redshift),
         out.display()
     );
-    Ok(())
+    Ok(report)
 }
 
 /// A log axis over the positive finite `values`, a factor 2 of room each side; `None` when
@@ -195,7 +263,8 @@ fn log_range(values: impl Iterator<Item = f64>) -> Option<(f64, f64)> {
     (hi > 0.0 && axis.0.is_normal() && axis.1.is_normal()).then_some(axis)
 }
 
-/// The chart: measured shells as points, linear theory as a line, the shot noise dashed.
+/// The chart: measured shells as points, linear theory and Halofit as lines, the shot noise
+/// dashed.
 fn draw<DB: DrawingBackend>(
     root: &DrawingArea<DB, Shift>,
     s: &Spectra,
@@ -235,6 +304,13 @@ fn draw<DB: DrawingBackend>(
             short(opts.n_s)
         ))
         .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], line));
+    if let Some(halofit) = &s.halofit {
+        let green = RGBColor(44, 160, 44).stroke_width(2);
+        chart
+            .draw_series(LineSeries::new(halofit.iter().copied(), green))?
+            .label("Halofit (Takahashi+12)")
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], green));
+    }
     let shot_style = grey.stroke_width(1);
     let (k0, k1) = s.k_range;
     chart

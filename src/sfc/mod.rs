@@ -179,6 +179,20 @@ pub fn keys_by(
     keys
 }
 
+/// The image of `x` in the periodic box [0, `side`)³ (length units): each coordinate modulo
+/// the side, a result that rounds up to the side taken as 0.
+pub fn wrap_into_box(x: DVec3, side: f64) -> DVec3 {
+    let wrap = |v: f64| {
+        let w = v.rem_euclid(side);
+        if w >= side {
+            0.0
+        } else {
+            w
+        }
+    };
+    DVec3::new(wrap(x.x), wrap(x.y), wrap(x.z))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -15,7 +15,12 @@
 //! (since the run, or the restarted run, began) and `phase_seconds` (seconds per phase of this
 //! step: the force pipeline's phases, `total` for the force evaluation, and the integrator's
 //! `kick`, `drift`, `timestep` and `diagnostics`).
-
+//!
+//! A comoving run's lines ([`Diagnostics::with_comoving`]) give `time` = `a`, the scale factor,
+//! and `z`, the redshift; `dt_min` and `dt_max` are steps in ln a; momenta are of the canonical
+//! momenta p = a² dx/dt. They hold no energies and no `energy_error`: the energy of comoving
+//! coordinates is not conserved (it changes by the Layzer–Irvine work of the expansion, which
+//! hinoki does not integrate), so its change measures nothing.
 use crate::diag::conservation::Conserved;
 use crate::diag::PhaseTimes;
 use crate::error::{Error, Result};
@@ -69,6 +74,8 @@ pub struct Diagnostics {
     start: Conserved,
     /// Log every step's line at info level (else at debug level).
     step_lines: bool,
+    /// A comoving run: `time` is the scale factor, and no energies are reported.
+    comoving: bool,
 }
 
 impl Diagnostics {
@@ -80,6 +87,7 @@ impl Diagnostics {
             out: None,
             start,
             step_lines: false,
+            comoving: false,
         }
     }
 
@@ -92,6 +100,7 @@ impl Diagnostics {
             out: Some(BufWriter::new(file)),
             start,
             step_lines: false,
+            comoving: false,
         })
     }
 
@@ -123,6 +132,7 @@ impl Diagnostics {
             out: Some(BufWriter::new(file)),
             start,
             step_lines: false,
+            comoving: false,
         })
     }
 
@@ -131,6 +141,15 @@ impl Diagnostics {
     pub fn with_step_lines(self, on: bool) -> Self {
         Self {
             step_lines: on,
+            ..self
+        }
+    }
+
+    /// These diagnostics for a comoving run when `on`: lines give the scale factor a and the
+    /// redshift z and no energies (see the module documentation).
+    pub fn with_comoving(self, on: bool) -> Self {
+        Self {
+            comoving: on,
             ..self
         }
     }
@@ -147,14 +166,15 @@ impl Diagnostics {
         let Some(out) = self.out.as_mut() else {
             return Ok(());
         };
+        let text = log_line(&self.start, s, self.comoving);
         match self.step_lines {
-            true => tracing::info!("{}", log_line(&self.start, s)),
-            false => tracing::debug!("{}", log_line(&self.start, s)),
+            true => tracing::info!("{text}"),
+            false => tracing::debug!("{text}"),
         }
         let Some(now) = &s.conserved else {
             return Ok(());
         };
-        let line = serde_json::json!({
+        let mut line = serde_json::json!({
             "time": s.time,
             "step": s.step,
             "kinetic": now.kinetic,
@@ -173,6 +193,14 @@ impl Diagnostics {
             "phase_seconds": s.phases.to_json(),
             "bus_bytes": { "up": s.bus_bytes.0, "down": s.bus_bytes.1 },
         });
+        if self.comoving {
+            let o = line.as_object_mut().expect("a JSON object");
+            for key in ["kinetic", "potential", "total", "energy_error"] {
+                o.remove(key);
+            }
+            o.insert("a".into(), s.time.into());
+            o.insert("z".into(), (1.0 / s.time - 1.0).into());
+        }
         writeln!(out, "{line}")
             .and_then(|_| out.flush())
             .map_err(|e| Error::io(&self.path, format!("cannot write: {e}")))
@@ -189,13 +217,24 @@ fn angular_momentum_drift(start: &Conserved, now: &Conserved) -> f64 {
     (DVec3::from_array(now.angular_momentum) - DVec3::from_array(start.angular_momentum)).length()
 }
 
-/// The one-line log of a step (`start`: the baseline).
-fn log_line(start: &Conserved, s: &StepReport) -> String {
+/// The one-line log of a step (`start`: the baseline; `comoving`: `s.time` is the scale
+/// factor, steps are in ln a, and no energies are given).
+fn log_line(start: &Conserved, s: &StepReport, comoving: bool) -> String {
+    let when = match comoving {
+        true => format!("a = {:.6}  z = {:.4}  dln(a)", s.time, 1.0 / s.time - 1.0),
+        false => format!("t = {:.6}  dt", s.time),
+    };
     let mut line = format!(
-        "step {:>6}  t = {:.6}  dt {:.3e}..{:.3e}  active {}",
-        s.step, s.time, s.dt_min, s.dt_max, s.active
+        "step {:>6}  {when} {:.3e}..{:.3e}  active {}",
+        s.step, s.dt_min, s.dt_max, s.active
     );
-    if let Some(now) = &s.conserved {
+    if let Some(now) = s.conserved.as_ref().filter(|_| comoving) {
+        line += &format!(
+            "  dP = {:.2e}  dL = {:.2e}",
+            momentum_drift(start, now),
+            angular_momentum_drift(start, now)
+        );
+    } else if let Some(now) = &s.conserved {
         line += &format!(
             "  K = {:.8e}  W = {:.8e}  E = {:.8e}  dE/E = {:.3e}  dP = {:.2e}  dL = {:.2e}",
             now.kinetic,
@@ -295,5 +334,30 @@ mod tests {
             .map(|l| l["step"].as_u64().unwrap())
             .collect();
         assert_eq!(steps, [0, 2, 3]);
+    }
+
+    #[test]
+    fn comoving_lines_give_a_and_z_and_no_energies() {
+        let dir = TestDir::new("diagnostics-comoving");
+        let path = dir.path().join("diagnostics.jsonl");
+        let start = Conserved::of(&pair(), &[-1.0, -1.0]);
+        let mut d = Diagnostics::create(&path, start)
+            .unwrap()
+            .with_comoving(true);
+        let mut r = report(3, Some(start));
+        r.time = 0.25;
+        d.record(&r).unwrap();
+        drop(d);
+        let v: serde_json::Value =
+            serde_json::from_str(std::fs::read_to_string(&path).unwrap().trim()).unwrap();
+        assert_eq!((v["a"].as_f64(), v["z"].as_f64()), (Some(0.25), Some(3.0)));
+        assert_eq!(v["time"], 0.25);
+        for key in ["kinetic", "potential", "total", "energy_error"] {
+            assert!(v[key].is_null(), "{key} given");
+        }
+        assert!(v["momentum"].is_array());
+        let line = log_line(&start, &r, true);
+        assert!(line.contains("a = 0.250000  z = 3.0000"), "{line}");
+        assert!(!line.contains("dE/E"), "{line}");
     }
 }

@@ -8,7 +8,14 @@
 //! atomically. A progress bar on a terminal or a progress line every minute otherwise
 //! ([`progress`]), one `tracing` line per step with `verbose` ([`diagnostics`]) and a summary
 //! at the end report the run as it goes.
+//!
+//! A run's [`clock`] starts at the `Time` of the snapshot it reads (0 for a generated model);
+//! with a `[cosmology]` table it is comoving ([`comoving`]): its time is the scale factor a,
+//! its snapshots are written at the configured redshifts, and it reports a and z, not an
+//! energy error.
 
+pub mod clock;
+pub mod comoving;
 pub mod diagnostics;
 pub mod progress;
 pub mod signals;
@@ -21,13 +28,14 @@ use crate::diag::PhaseTimes;
 use crate::domain::{self, Balance};
 use crate::error::{Error, Result};
 use crate::forces::ForceEngine;
-use crate::integrate::{IntegratorState, Stepping, Timeline};
+use crate::integrate::{wrap, HalfKick, IntegratorState, Stepping, Timeline};
 use crate::io::checkpoint::{config_hash, find_checkpoint, write_checkpoint};
 use crate::io::config::IcsConfig;
 use crate::io::snapshot::snapshot_path;
 use crate::io::{read_snapshot, read_snapshot_header, write_snapshot, RunConfig, SnapshotExtras};
 use crate::particles::Particles;
 use crate::resources::{ensure_memory, PARTICLE_BYTES, RUN_BYTES};
+use clock::Clock;
 use diagnostics::{Diagnostics, StepReport};
 use glam::DVec3;
 use progress::Progress;
@@ -42,13 +50,17 @@ pub struct RunSummary {
     pub n: usize,
     /// Steps taken.
     pub steps: u64,
-    /// Final time (time units).
+    /// Final time (time units); in a comoving run the scale factor a.
     pub time: f64,
+    /// In a comoving run the final scale factor a (then also `time`); `None` otherwise.
+    pub scale_factor: Option<f64>,
     /// Conserved quantities at the start.
     pub start: Conserved,
     /// Conserved quantities at the end.
     pub end: Conserved,
-    /// Relative energy error |E_end − E_start| / |E_start|.
+    /// Relative energy error |E_end − E_start| / |E_start|; 0 in a comoving run, which does
+    /// not measure it (the energy of comoving coordinates is not conserved, see
+    /// `docs/design.md`, *Comoving integration*).
     pub energy_error: f64,
     /// Particle force evaluations over the run, the initial one included (all ranks).
     pub force_evaluations: u64,
@@ -100,18 +112,18 @@ pub fn initial_particles(
 }
 
 /// Refuses initial conditions from a cosmological snapshot
-/// ([`crate::io::SnapshotHeader::is_cosmological`]) before anything is written: a run would
-/// integrate its comoving positions and GADGET velocities as physical ones with open
-/// boundaries. Comoving integration is issue 16's next step. Collective.
+/// ([`crate::io::SnapshotHeader::is_cosmological`]) for a run without a `[cosmology]` table,
+/// before anything is written: it would integrate their comoving positions and GADGET
+/// velocities as physical ones with open boundaries. Collective.
 pub fn refuse_cosmological(ics: &IcsConfig, comm: &dyn Comm) -> Result<()> {
     let IcsConfig::File(path) = ics else {
         return Ok(());
     };
     let local = match read_snapshot_header(path) {
         Ok(h) if h.is_cosmological() => Err(Error::input(format!(
-            "{} is a cosmological snapshot ({}); comoving integration is not implemented yet \
-             (issue 16), and a run would take its comoving positions for physical ones with \
-             open boundaries: hinoki forces and hinoki render read it as given",
+            "{} is a cosmological snapshot ({}); add a [cosmology] table to run it in comoving \
+             coordinates (README, `hinoki run`): without one a run would take its comoving \
+             positions for physical ones with open boundaries",
             path.display(),
             h.summary()
         ))),
@@ -186,16 +198,17 @@ impl Default for RunOptions {
     }
 }
 
-/// Runs the configured simulation from t = 0 (see [`run_with`]).
+/// Runs the configured simulation from its start (see [`run_with`]).
 pub fn run(cfg: &RunConfig, out: &Path, comm: &dyn Comm) -> Result<RunSummary> {
     run_with(cfg, out, comm, &RunOptions::default())
 }
 
 /// Runs the configured simulation on the ranks of `comm`, writing into `out` (created if
-/// missing): from t = 0 or from a checkpoint, to `t_end` or until a stop signal (SIGTERM,
-/// SIGUSR1) or `opts.stop_after`, which write a checkpoint and end the run early (reported in
-/// [`RunSummary::stopped`]). Checkpoints go to `OUT/checkpoint`. Every rank calls it with the
-/// same configuration.
+/// missing): from its start (t = 0, the `Time` of the snapshot it reads, or a comoving run's
+/// a_start) or from a checkpoint, to `t_end` (a comoving run: z_end) or until a stop signal
+/// (SIGTERM, SIGUSR1) or `opts.stop_after`, which write a checkpoint and end the run early
+/// (reported in [`RunSummary::stopped`]). Checkpoints go to `OUT/checkpoint`. Every rank calls
+/// it with the same configuration.
 pub fn run_with(
     cfg: &RunConfig,
     out: &Path,
@@ -204,31 +217,33 @@ pub fn run_with(
 ) -> Result<RunSummary> {
     cfg.validate()?;
     progress::check_line_seconds(opts.progress_seconds).map_err(Error::input)?;
-    if opts.restart.is_none() {
+    if opts.restart.is_none() && cfg.cosmology.is_none() {
         refuse_cosmological(&cfg.ics, comm)?;
     }
+    let clock = Clock::of(cfg, comm)?;
+    let params = clock.force_params(&cfg.gravity.force)?;
     let wall = Instant::now();
     std::fs::create_dir_all(out).map_err(|e| Error::io(out, format!("cannot create: {e}")))?;
     // What an earlier run killed while writing left behind (a restart continues it).
     crate::io::atomic::remove_stale_temporaries_below(out);
-    let mut engine = ForceEngine::new(cfg.gravity.force.clone())?.with_rebuild(cfg.gravity.rebuild);
+    let mut engine = ForceEngine::new(params)?.with_rebuild(cfg.gravity.rebuild);
     let hash = config_hash(cfg);
     let (mut run, mut sequence) = match &opts.restart {
         None => (
-            Run::start(cfg, out, comm, &mut engine, wall, opts.verbose)?,
+            Run::start(cfg, clock, out, comm, &mut engine, wall, opts.verbose)?,
             0,
         ),
         Some(dir) => {
             let c = find_checkpoint(dir, comm, hash)?;
             tracing::info!(
-                "restart from {} at step {}, t = {}",
+                "restart from {} at step {}, {}",
                 dir.display(),
                 c.state.step,
-                c.time
+                clock.describe(c.state.ti)
             );
             engine.restore(c.refit, &c.state.p)?;
             engine.load_state(&c.state.integ)?;
-            let run = Run::resume(cfg, out, comm, c.state, wall, opts.verbose)?;
+            let run = Run::resume(cfg, clock, out, comm, c.state, wall, opts.verbose)?;
             (run, c.sequence + 1)
         }
     };
@@ -237,14 +252,18 @@ pub fn run_with(
     let mut progress = Progress::new(
         comm.rank() == 0,
         run.position(),
-        cfg.time.t_end,
+        progress::Span {
+            start: run.clock.time(0),
+            end: run.clock.end(),
+            comoving: run.clock.comoving.is_some(),
+        },
         opts.progress_seconds,
     );
     signals::install()?;
     let mut last_checkpoint = Instant::now();
     let mut steps = 0u64;
     let mut stopped = None;
-    while run.s.ti < run.timeline.ti_end {
+    while run.s.ti < run.clock.tl.ti_end {
         let phases = run.step(&mut engine)?;
         times.merge(&phases);
         progress.set(run.position());
@@ -257,7 +276,7 @@ pub fn run_with(
                 as f64,
         ];
         comm.allreduce_max_f64(&mut flags);
-        if run.s.ti == run.timeline.ti_end {
+        if run.s.ti == run.clock.tl.ti_end {
             break;
         }
         let every = cfg.output.checkpoint_steps;
@@ -270,7 +289,7 @@ pub fn run_with(
         };
         if stopped.is_some() || flags[1] > 0.0 || (every > 0 && run.s.step % every == 0) {
             let t0 = Instant::now();
-            let time = run.timeline.time(run.s.ti);
+            let time = run.clock.time(run.s.ti);
             let job = (comm.rank(), comm.size());
             let refit = engine.refit_state()?;
             run.s.refresh(&mut engine)?;
@@ -289,32 +308,31 @@ pub fn run_with(
     let mut final_files = Vec::new();
     if stopped.is_none() {
         run.s.refresh(&mut engine)?;
-        let s = &run.s;
-        let extras = SnapshotExtras {
-            acc: Some(&s.integ.acc),
-            pot: Some(&s.integ.pot),
-        };
-        let time = run.timeline.time(s.ti);
         let dir = out.join("final");
-        let mine = write_snapshot(comm, &dir, 0, &s.p, time, &extras)?;
+        let mine = run.write_snapshot(&dir, 0, &run.s.p, run.s.ti)?;
         final_files = (0..comm.size())
             .map(|r| snapshot_path(&dir, 0, r, comm.size()))
             .collect();
         if cfg.output.pictures {
             comm.barrier();
             if comm.rank() == 0 {
-                draw_pictures(out, &mine)?;
+                draw_pictures(out, &mine, run.clock.comoving.is_none())?;
             }
         }
     }
     let s = &run.s;
+    let comoving = run.clock.comoving.is_some();
     let summary = RunSummary {
         n: run.n_global as usize,
         steps: s.step,
-        time: run.timeline.time(s.ti),
+        time: run.clock.time(s.ti),
+        scale_factor: comoving.then(|| run.clock.time(s.ti)),
         start: s.start,
         end: s.last,
-        energy_error: relative_energy_error(&s.start, &s.last),
+        energy_error: match comoving {
+            true => 0.0,
+            false => relative_energy_error(&s.start, &s.last),
+        },
         force_evaluations: s.force_evaluations,
         wall_seconds: wall.elapsed().as_secs_f64(),
         times,
@@ -334,7 +352,8 @@ pub fn run_with(
 #[derive(Clone, Debug, PartialEq)]
 pub struct RunState {
     /// This rank's particles; velocities are half a step ahead of the positions (each
-    /// particle's opening half kick is done).
+    /// particle's opening half kick is done). In a comoving run positions are comoving and
+    /// velocities the momenta p = a² dx/dt.
     pub p: Particles,
     /// The per-particle integrator state, in the order of `p`.
     pub integ: IntegratorState,
@@ -344,7 +363,7 @@ pub struct RunState {
     pub step: u64,
     /// Particle force evaluations so far (all ranks).
     pub force_evaluations: u64,
-    /// The conserved quantities at t = 0: the diagnostics baseline.
+    /// The conserved quantities at the start: the diagnostics baseline.
     pub start: Conserved,
     /// The conserved quantities of the last diagnostics step.
     pub last: Conserved,
@@ -364,7 +383,7 @@ struct Run<'a> {
     out: PathBuf,
     cfg: &'a RunConfig,
     comm: &'a dyn Comm,
-    timeline: Timeline,
+    clock: Clock,
     s: RunState,
     diag: Diagnostics,
     wall: Instant,
@@ -377,65 +396,61 @@ struct Run<'a> {
 }
 
 impl<'a> Run<'a> {
-    /// The run at t = 0: initial particles (handed to the engine, moved to their domains),
-    /// their forces and bins, diagnostics line 0, and the opening half kick; every step's
-    /// line logged at info level when `verbose`.
+    /// The run at its start: initial particles (handed to the engine, moved to their domains;
+    /// in a comoving run their velocities turned into momenta), their forces and bins,
+    /// diagnostics line 0, and the opening half kick; every step's line logged at info level
+    /// when `verbose`.
     fn start(
         cfg: &'a RunConfig,
+        clock: Clock,
         out: &Path,
         comm: &'a dyn Comm,
         engine: &mut ForceEngine,
         wall: Instant,
         verbose: bool,
     ) -> Result<Self> {
-        let p = initial_particles(&cfg.ics, comm, RUN_BYTES)?;
+        let mut p = initial_particles(&cfg.ics, comm, RUN_BYTES)?;
         let n_global = global_count(p.len(), comm);
-        warn_if_step_large(cfg, &p, comm);
+        match &clock.comoving {
+            Some(c) => {
+                comoving::to_momenta(&mut p, c.expansion.a_start());
+                if c.period == 0.0 {
+                    comoving::warn_if_off_centre(&p, comm);
+                }
+            }
+            None => warn_if_step_large(cfg, clock.tl.dt_top, &p, comm),
+        }
         engine.load(&p)?;
         drop(p);
         let mut phases = PhaseTimes::default();
         if comm.size() > 1 {
             phases.time("domain", || engine.decompose(comm, Balance::Count))?;
         }
-        let timeline = cfg.time.timeline();
-        tracing::info!(
-            "run: N = {}, {} ranks, {} steps, dt_max = {}, t_end = {}, theta = {}, eps = {}, rebuild = {}, forces on {}, output {}",
-            n_global,
-            comm.size(),
-            cfg.time.stepping,
-            timeline.dt_top,
-            cfg.time.t_end,
-            cfg.gravity.force.theta,
-            cfg.gravity.force.eps,
-            engine.rebuild(),
-            engine.device(),
-            out.display()
-        );
+        let tl = clock.tl;
+        log_start(cfg, &clock, engine, n_global, comm.size(), out);
         let n = engine.particle_count();
         engine.load_state(&IntegratorState::new(
             vec![glam::DVec3::ZERO; n],
             vec![0.0; n],
         ))?;
-        let f = engine.step_forces(comm, &timeline, 0, true, true)?;
-        check_kept_forces(comm, engine)?;
+        let f = clock.forces(engine, comm, 0, true, true)?;
         phases.merge(&f.times);
         if cfg.time.stepping == Stepping::Block {
-            phases.time("timestep", || {
-                engine.assign_bins(&timeline, cfg.time.eta, cfg.gravity.force.eps, 0)
-            })?;
+            phases.time("timestep", || clock.assign_bins(engine, cfg, 0))?;
         }
         let start = engine.conserved(comm)?;
         let mut diag = match comm.rank() {
             0 => Diagnostics::create(&out.join("diagnostics.jsonl"), start)?,
             _ => Diagnostics::silent(start),
         }
-        .with_step_lines(verbose);
-        let (lo, deepest) = global_bin_range(engine, &timeline, 0, comm)?;
+        .with_step_lines(verbose)
+        .with_comoving(clock.comoving.is_some());
+        let (lo, deepest) = global_bin_range(engine, &tl, 0, comm)?;
         diag.record(&StepReport {
-            time: 0.0,
+            time: clock.time(0),
             step: 0,
-            dt_min: timeline.dt(deepest),
-            dt_max: timeline.dt(lo),
+            dt_min: tl.dt(deepest),
+            dt_max: tl.dt(lo),
             active: n_global,
             force_evaluations: n_global,
             phases: phases.clone(),
@@ -443,52 +458,55 @@ impl<'a> Run<'a> {
             conserved: Some(start),
             bus_bytes: engine.bus_bytes(),
         })?;
-        let mut s0 = RunState {
-            p: Particles::default(),
-            integ: IntegratorState::default(),
-            ti: 0,
-            step: 0,
-            force_evaluations: n_global,
-            start,
-            last: start,
-        };
-        if cfg.output.snapshot_every > 0 {
-            phases.time("snapshot", || {
-                s0.refresh(engine)?;
-                write_series(out, 0, &s0, 0.0, comm)
-            })?;
-        }
-        phases.time("kick", || engine.half_kick(&timeline, 0))?;
-        Ok(Self {
+        let mut run = Self {
             out: out.to_path_buf(),
             cfg,
             comm,
-            timeline,
-            s: s0,
+            clock,
+            s: RunState {
+                p: Particles::default(),
+                integ: IntegratorState::default(),
+                ti: 0,
+                step: 0,
+                force_evaluations: n_global,
+                start,
+                last: start,
+            },
             diag,
             wall,
             n_global,
             deepest,
-            first_times: phases,
-        })
+            first_times: PhaseTimes::default(),
+        };
+        if cfg.output.snapshot_every > 0 && run.clock.comoving.is_none() {
+            phases.time("snapshot", || run.write_series(engine, 0, 0))?;
+        }
+        let kick = run.clock.kicks(0, HalfKick::Opening);
+        phases.time("kick", || engine.half_kick(&tl, 0, &kick))?;
+        run.first_times = phases;
+        Ok(run)
     }
 
     /// The run continued from a checkpoint's `state`: diagnostics lines after its step are
     /// dropped and new ones appended (every step's line at info level when `verbose`).
     fn resume(
         cfg: &'a RunConfig,
+        clock: Clock,
         out: &Path,
         comm: &'a dyn Comm,
         s: RunState,
         wall: Instant,
         verbose: bool,
     ) -> Result<Self> {
-        warn_if_step_large(cfg, &s.p, comm);
+        if clock.comoving.is_none() {
+            warn_if_step_large(cfg, clock.tl.dt_top, &s.p, comm);
+        }
         let diag = match comm.rank() {
             0 => Diagnostics::resume(&out.join("diagnostics.jsonl"), s.start, s.step)?,
             _ => Diagnostics::silent(s.start),
         }
-        .with_step_lines(verbose);
+        .with_step_lines(verbose)
+        .with_comoving(clock.comoving.is_some());
         let n_global = global_count(s.p.len(), comm);
         let (lo, hi) = s.integ.bin_range();
         let mut x = [hi as f64, -(lo as f64)];
@@ -498,7 +516,7 @@ impl<'a> Run<'a> {
             out: out.to_path_buf(),
             cfg,
             comm,
-            timeline: cfg.time.timeline(),
+            clock,
             s,
             diag,
             wall,
@@ -511,19 +529,20 @@ impl<'a> Run<'a> {
     /// Where the run is, for its progress report.
     fn position(&self) -> progress::Position {
         progress::Position {
-            time: self.timeline.time(self.s.ti),
+            time: self.clock.time(self.s.ti),
             step: self.s.step,
             energy_error: relative_energy_error(&self.s.start, &self.s.last),
         }
     }
 
-    /// One step to the next synchronisation point of the deepest bin: drift everyone, new
-    /// forces on the particles due, their closing half kick, diagnostics when every particle
-    /// is synchronised and a line is due, new bins and opening half kicks. The particles and
-    /// their state stay in the engine; only reductions come back. Returns its times.
+    /// One step to the next synchronisation point of the deepest bin: the comoving outputs
+    /// that fall within it, drift everyone, new forces on the particles due, their closing
+    /// half kick, diagnostics when every particle is synchronised and a line is due, new bins
+    /// and opening half kicks. The particles and their state stay in the engine; only
+    /// reductions come back. Returns its times.
     fn step(&mut self, engine: &mut ForceEngine) -> Result<PhaseTimes> {
-        let (tl, cfg, comm) = (&self.timeline, self.cfg, self.comm);
-        let s = &mut self.s;
+        let (cfg, comm) = (self.cfg, self.comm);
+        let tl = self.clock.tl;
         let mut phases = PhaseTimes::default();
         let bus0 = engine.bus_bytes();
         if comm.size() > 1 && engine.rebuild_due() {
@@ -536,14 +555,20 @@ impl<'a> Run<'a> {
                 engine.decompose(comm, cfg.gravity.force.balance)
             })?;
         }
-        let next = s.ti + tl.ticks(self.deepest);
-        phases.time("drift", || engine.drift(tl.span(next - s.ti)))?;
-        let due = phases.time("timestep", || engine.bins(tl, next))?;
-        let f = engine.step_forces(comm, tl, next, due.due == due.particles, false)?;
+        let ti = self.s.ti;
+        let next = ti + tl.ticks(self.deepest);
+        self.write_outputs(engine, next, &mut phases)?;
+        let (drift, period) = (self.clock.drift(ti, next), self.clock.period());
+        phases.time("drift", || engine.drift(drift, period))?;
+        let due = phases.time("timestep", || engine.bins(&tl, next))?;
+        let f = self
+            .clock
+            .forces(engine, comm, next, due.due == due.particles, false)?;
         phases.merge(&f.times);
-        check_kept_forces(comm, engine)?;
-        phases.time("kick", || engine.half_kick(tl, next))?;
+        let kick = self.clock.kicks(next, HalfKick::Closing);
+        phases.time("kick", || engine.half_kick(&tl, next, &kick))?;
         let n_active = global_count(due.due, comm);
+        let s = &mut self.s;
         s.force_evaluations += n_active;
         s.ti = next;
         s.step += 1;
@@ -558,32 +583,33 @@ impl<'a> Run<'a> {
             }
             false => None,
         };
-        // Snapshots at top steps, where every particle has had its closing kick.
+        // Snapshots at top steps, where every particle has had its closing kick (a comoving
+        // run writes its own, at its redshifts).
         let every = cfg.output.snapshot_every;
-        if every > 0 && next % top == 0 && (next / top) % every == 0 {
+        if every > 0
+            && self.clock.comoving.is_none()
+            && next % top == 0
+            && (next / top) % every == 0
+        {
             let number = (next / top / every) as usize;
-            phases.time("snapshot", || {
-                s.refresh(engine)?;
-                write_series(&self.out, number, s, tl.time(next), comm)
-            })?;
+            phases.time("snapshot", || self.write_series(engine, number, next))?;
         }
         if next < tl.ti_end {
             if cfg.time.stepping == Stepping::Block {
-                phases.time("timestep", || {
-                    engine.assign_bins(tl, cfg.time.eta, cfg.gravity.force.eps, next)
-                })?;
+                phases.time("timestep", || self.clock.assign_bins(engine, cfg, next))?;
             }
-            phases.time("kick", || engine.half_kick(tl, next))?;
+            let kick = self.clock.kicks(next, HalfKick::Opening);
+            phases.time("kick", || engine.half_kick(&tl, next, &kick))?;
         }
-        let (lo, hi) = phases.time("timestep", || global_bin_range(engine, tl, next, comm))?;
+        let (lo, hi) = phases.time("timestep", || global_bin_range(engine, &tl, next, comm))?;
         self.deepest = hi;
         self.diag.record(&StepReport {
-            time: tl.time(next),
-            step: s.step,
+            time: self.clock.time(next),
+            step: self.s.step,
             dt_min: tl.dt(hi),
             dt_max: tl.dt(lo),
             active: n_active,
-            force_evaluations: s.force_evaluations,
+            force_evaluations: self.s.force_evaluations,
             phases: phases.clone(),
             wall_seconds: self.wall.elapsed().as_secs_f64(),
             conserved,
@@ -594,44 +620,170 @@ impl<'a> Run<'a> {
         })?;
         Ok(phases)
     }
+
+    /// Writes snapshot `number` of the run's series into `OUT/snapshots` with the
+    /// accelerations and potentials of the last evaluation, at tick `ti`, where every particle
+    /// is synchronised. Collective.
+    fn write_series(&mut self, engine: &mut ForceEngine, number: usize, ti: u64) -> Result<()> {
+        self.s.refresh(engine)?;
+        let dir = self.out.join("snapshots");
+        let path = self.write_snapshot(&dir, number, &self.s.p, ti)?;
+        tracing::debug!(
+            "snapshot {number} at {}: {}",
+            self.clock.describe(ti),
+            path.display()
+        );
+        Ok(())
+    }
+
+    /// A comoving run's snapshots at its output redshifts whose scale factor is reached before
+    /// tick `next` (at the start of the step from `self.s.ti` to `next`): the particles at
+    /// `self.s.ti` predicted to each (drifted, and kicked from the middle of their steps),
+    /// numbered in order of the outputs; timed as `snapshot` in `phases`. Collective.
+    fn write_outputs(
+        &mut self,
+        engine: &mut ForceEngine,
+        next: u64,
+        phases: &mut PhaseTimes,
+    ) -> Result<()> {
+        let Some(c) = &self.clock.comoving else {
+            return Ok(());
+        };
+        let (ti, a_next) = (self.s.ti, self.clock.time(next));
+        let a_now = self.clock.time(ti);
+        // Written already: those reached by the start of this step (not the start's own at
+        // tick 0, which the first step writes).
+        let due: Vec<(usize, f64)> = c
+            .outputs
+            .iter()
+            .copied()
+            .enumerate()
+            .filter(|&(_, a)| !(ti > 0 && a <= a_now) && a <= a_next)
+            .collect();
+        if due.is_empty() {
+            return Ok(());
+        }
+        let t0 = Instant::now();
+        self.s.refresh(engine)?;
+        let dir = self.out.join("snapshots");
+        for (k, a) in due {
+            let mut q = c
+                .expansion
+                .predict(&self.s.p, &self.s.integ, &self.clock.tl, ti, a);
+            wrap(&mut q, c.period);
+            let extras = SnapshotExtras {
+                acc: Some(&self.s.integ.acc),
+                pot: Some(&self.s.integ.pot),
+            };
+            let path = c.write_snapshot(self.comm, &dir, k, &q, a, &extras)?;
+            tracing::info!(
+                "snapshot {k} at {}: {}",
+                clock::describe(a, true),
+                path.display()
+            );
+        }
+        phases.add("snapshot", t0.elapsed().as_secs_f64());
+        Ok(())
+    }
+
+    /// Writes snapshot `number` of the particles `p` (this rank's, synchronised at tick `ti`)
+    /// into `dir` with the state's accelerations and potentials: at time t, or in a comoving
+    /// run at scale factor a with GADGET's velocities. Returns this rank's file. Collective.
+    fn write_snapshot(&self, dir: &Path, number: usize, p: &Particles, ti: u64) -> Result<PathBuf> {
+        let extras = SnapshotExtras {
+            acc: Some(&self.s.integ.acc),
+            pot: Some(&self.s.integ.pot),
+        };
+        let time = self.clock.time(ti);
+        match &self.clock.comoving {
+            Some(c) => c.write_snapshot(self.comm, dir, number, p, time, &extras),
+            None => write_snapshot(self.comm, dir, number, p, time, &extras),
+        }
+    }
 }
 
-/// Writes snapshot `number` of the run's series into `OUT/snapshots` with the accelerations
-/// and potentials of the last evaluation. Called only where every particle is synchronised.
-/// Collective.
-fn write_series(out: &Path, number: usize, s: &RunState, time: f64, comm: &dyn Comm) -> Result<()> {
-    let extras = SnapshotExtras {
-        acc: Some(&s.integ.acc),
-        pot: Some(&s.integ.pot),
-    };
-    let path = write_snapshot(comm, &out.join("snapshots"), number, &s.p, time, &extras)?;
-    tracing::debug!("snapshot {number} at t = {time}: {}", path.display());
-    Ok(())
-}
-
-/// The end-of-run pictures: `OUT/final.png` (surface density of the final snapshot) and
-/// `OUT/diagnostics.png` (energy error and time per phase).
-fn draw_pictures(out: &Path, final_snapshot: &Path) -> Result<()> {
-    let (p, time) = read_snapshot(&crate::comm::SingleProcess, final_snapshot)?;
+/// The end-of-run pictures: `OUT/final.png` (surface density of the final snapshot) and, with
+/// `diagnostics` (a run that measures its energy error), `OUT/diagnostics.png` (energy error
+/// and time per phase).
+fn draw_pictures(out: &Path, final_snapshot: &Path, diagnostics: bool) -> Result<()> {
     let png = out.join("final.png");
-    crate::render::render(&p, time, &crate::render::RenderOptions::default(), &png)?;
+    crate::render::render_snapshot(
+        final_snapshot,
+        &crate::render::RenderOptions::default(),
+        &png,
+    )?;
+    if !diagnostics {
+        tracing::info!("picture: {}", png.display());
+        return Ok(());
+    }
     let diag = out.join("diagnostics.png");
     crate::render::plot_diagnostics(&out.join("diagnostics.jsonl"), &diag, 900)?;
     tracing::info!("pictures: {} and {}", png.display(), diag.display());
     Ok(())
 }
 
-/// Logs one warning (rank 0) when the run takes shared steps that are large against the
+/// Logs the line that starts a run of `n` particles on `ranks` ranks: its steps, span,
+/// force parameters and output directory `out` (and a comoving run's cosmology, boundaries and
+/// softening).
+fn log_start(
+    cfg: &RunConfig,
+    clock: &Clock,
+    engine: &ForceEngine,
+    n: u64,
+    ranks: usize,
+    out: &Path,
+) {
+    let tl = clock.tl;
+    let force = engine.params();
+    let (theta, g, rebuild, device) = (force.theta, force.g, engine.rebuild(), engine.device());
+    match &clock.comoving {
+        Some(c) => tracing::info!(
+            "run (comoving): N = {}, {} ranks, {} steps, dln(a)_max = {}, {} -> {}, {}, \
+             Omega_m = {}, Omega_Lambda = {}, h = {}, theta = {theta}, eps = {} comoving{}, \
+             G = {g}, rebuild = {rebuild}, forces on {device}, output {}",
+            n,
+            ranks,
+            cfg.time.stepping,
+            tl.dt_top,
+            clock.describe(0),
+            clock.describe(tl.ti_end),
+            match c.period > 0.0 {
+                true => format!("periodic box of side {}", c.period),
+                false => "vacuum boundaries".to_string(),
+            },
+            c.expansion.cosmology().omega_m(),
+            c.expansion.cosmology().omega_lambda(),
+            c.expansion.cosmology().h(),
+            c.eps,
+            c.max_physical_softening
+                .map_or(String::new(), |m| format!(" (at most {m} physical)")),
+            out.display()
+        ),
+        None => tracing::info!(
+            "run: N = {}, {} ranks, {} steps, dt_max = {}, t = {} to {}, theta = {theta}, \
+             eps = {}, rebuild = {rebuild}, forces on {device}, output {}",
+            n,
+            ranks,
+            cfg.time.stepping,
+            tl.dt_top,
+            tl.t0,
+            cfg.time.t_end,
+            cfg.gravity.force.eps,
+            out.display()
+        ),
+    }
+}
+
+/// Logs one warning (rank 0) when the run takes shared steps of `dt` that are large against the
 /// softening's dynamical time of its heaviest particle (any rank's `p`; see
 /// [`crate::integrate::shared_step_warning`]). Collective.
-fn warn_if_step_large(cfg: &RunConfig, p: &Particles, comm: &dyn Comm) {
+fn warn_if_step_large(cfg: &RunConfig, dt: f64, p: &Particles, comm: &dyn Comm) {
     let mut heaviest = [p.mass.iter().copied().fold(0.0, f64::max)];
     comm.allreduce_max_f64(&mut heaviest);
     if cfg.time.stepping != Stepping::Shared || comm.rank() != 0 {
         return;
     }
     let force = &cfg.gravity.force;
-    let dt = cfg.time.timeline().dt_top;
     if let Some(w) = crate::integrate::shared_step_warning(dt, force.eps, force.g, heaviest[0]) {
         tracing::warn!("{w}");
     }
@@ -658,7 +810,14 @@ fn global_count(local: usize, comm: &dyn Comm) -> u64 {
 }
 
 impl RunSummary {
-    /// Logs the summary of the run: steps, energy error, force evaluations, time per phase.
+    /// Where the run ended in words: "t = 1.250000", or in a comoving run
+    /// "a = 0.500000 (z = 1.0000)".
+    pub fn describe_end(&self) -> String {
+        clock::describe(self.time, self.scale_factor.is_some())
+    }
+
+    /// Logs the summary of the run: steps, energy error (n/a in a comoving run), force
+    /// evaluations, time per phase.
     pub fn log(&self) {
         let total = self.times.get("total").max(f64::MIN_POSITIVE);
         let phases: Vec<String> = self
@@ -670,14 +829,20 @@ impl RunSummary {
             .iter()
             .map(|n| self.times.get(n))
             .sum();
+        let energy = match self.scale_factor {
+            Some(_) => "|dE/E| n/a (comoving)".to_string(),
+            None => format!("|dE/E| = {:.3e}", self.energy_error),
+        };
         tracing::info!(
-            "run summary: N = {}, {} steps to t = {:.6} in {:.1} s; |dE/E| = {:.3e}; {} force \
-             evaluations ({:.1} per particle); integrator overhead {:.2} % of the force time; {}",
+            "run summary: N = {}, {} steps to {} in {:.1} s; {energy}; {} force evaluations \
+             ({:.1} per particle); integrator overhead {:.2} % of the force time; {}",
             self.n,
             self.steps,
-            self.time,
+            match self.scale_factor {
+                Some(a) => clock::describe(a, true),
+                None => format!("t = {:.6}", self.time),
+            },
             self.wall_seconds,
-            self.energy_error,
             self.force_evaluations,
             self.force_evaluations as f64 / self.n.max(1) as f64,
             100.0 * outside / total,

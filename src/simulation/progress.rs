@@ -1,6 +1,7 @@
 //! A run's progress on rank 0: an indicatif bar when stderr is a terminal, otherwise one
 //! `tracing` line every few seconds (steps, simulated time, wall-clock time per step, estimated
-//! time left, |ΔE/E|), so that a batch job's log grows by a line per interval, not per step.
+//! time left, |ΔE/E|; a comoving run: the scale factor and redshift, its progress measured in
+//! ln a, no |ΔE/E|), so that a batch job's log grows by a line per interval, not per step.
 //! [`LogWriter`] keeps `tracing` lines from tearing the bar.
 //!
 //! Log lines and the bar share stderr: [`LogWriter`] writes each line with the bar cleared and
@@ -31,12 +32,42 @@ pub fn check_line_seconds(seconds: f64) -> Result<f64, String> {
 /// Where a run is, as [`Progress::set`] receives it after every step.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Position {
-    /// Simulated time (time units).
+    /// Simulated time (time units), or a comoving run's scale factor.
     pub time: f64,
     /// Steps taken since t = 0.
     pub step: u64,
-    /// |ΔE/E| at the last diagnostics step.
+    /// |ΔE/E| at the last diagnostics step (not shown for a comoving run).
     pub energy_error: f64,
+}
+
+/// What a run covers: from `start` to `end` (time units, or scale factors of a comoving run).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Span {
+    /// Where the run starts.
+    pub start: f64,
+    /// Where it ends.
+    pub end: f64,
+    /// A comoving run: the times are scale factors, and progress goes in ln a.
+    pub comoving: bool,
+}
+
+impl Span {
+    /// How much of the run lies behind `at`: 0 at the start, 1 at the end (in ln a for a
+    /// comoving run).
+    fn fraction(&self, at: f64) -> f64 {
+        match self.comoving {
+            true => (at / self.start).ln() / (self.end / self.start).ln(),
+            false => (at - self.start) / (self.end - self.start),
+        }
+    }
+
+    /// The position `at` in a few words: "t = 2.0000", or "a = 0.5000 (z = 1.000)".
+    fn describe(&self, at: f64) -> String {
+        match self.comoving {
+            true => format!("a = {at:.4} (z = {:.3})", 1.0 / at - 1.0),
+            false => format!("t = {at:.4}"),
+        }
+    }
 }
 
 /// A run's progress in simulated time: a bar on a terminal, periodic lines otherwise, nothing
@@ -44,6 +75,7 @@ pub struct Position {
 pub struct Progress {
     bar: Option<ProgressBar>,
     lines: Option<Lines>,
+    span: Span,
 }
 
 /// The state of the periodic progress lines.
@@ -54,19 +86,20 @@ struct Lines {
     start: (Instant, f64),
     /// When the last line was written (or the run started), and the step then.
     last: (Instant, u64),
-    /// The end time (time units).
-    t_end: f64,
+    /// What the run covers.
+    span: Span,
 }
 
 impl Progress {
-    /// The progress of a run from `at` to `t_end` (time units), shown when `show` (rank 0):
-    /// a bar when stderr is a terminal, else a line every `line_seconds` seconds of wall-clock
-    /// time (see [`check_line_seconds`]; an interval it refuses writes a line every step).
-    pub fn new(show: bool, at: Position, t_end: f64, line_seconds: f64) -> Self {
+    /// The progress of a run over `span`, from `at`, shown when `show` (rank 0): a bar when
+    /// stderr is a terminal, else a line every `line_seconds` seconds of wall-clock time (see
+    /// [`check_line_seconds`]; an interval it refuses writes a line every step).
+    pub fn new(show: bool, at: Position, span: Span, line_seconds: f64) -> Self {
         if !show {
             return Self {
                 bar: None,
                 lines: None,
+                span,
             };
         }
         if !std::io::stderr().is_terminal() {
@@ -75,14 +108,15 @@ impl Progress {
                 every: Duration::try_from_secs_f64(line_seconds).unwrap_or_default(),
                 start: (now, at.time),
                 last: (now, at.step),
-                t_end,
+                span,
             };
             return Self {
                 bar: None,
                 lines: Some(lines),
+                span,
             };
         }
-        let bar = ProgressBar::new(Self::units(t_end));
+        let bar = ProgressBar::new(Self::units(1.0));
         let style = ProgressStyle::with_template(
             "{elapsed_precise} [{wide_bar}] {msg} ({percent}%, eta {eta})",
         )
@@ -93,6 +127,7 @@ impl Progress {
         let p = Self {
             bar: Some(bar),
             lines: None,
+            span,
         };
         p.draw(at);
         p
@@ -116,17 +151,17 @@ impl Progress {
     /// Moves the bar to `at`, if one is shown.
     fn draw(&self, at: Position) {
         if let Some(bar) = &self.bar {
-            bar.set_position(Self::units(at.time));
-            bar.set_message(format!(
-                "t = {:.4}, |dE/E| = {:.2e}",
-                at.time, at.energy_error
-            ));
+            bar.set_position(Self::units(self.span.fraction(at.time)));
+            bar.set_message(match self.span.comoving {
+                true => self.span.describe(at.time),
+                false => format!("t = {:.4}, |dE/E| = {:.2e}", at.time, at.energy_error),
+            });
         }
     }
 
-    /// Bar positions are integers: millionths of a time unit.
-    fn units(t: f64) -> u64 {
-        (t * 1e6).round() as u64
+    /// Bar positions are integers: millionths of the run.
+    fn units(fraction: f64) -> u64 {
+        (fraction.clamp(0.0, 1.0) * 1e6).round() as u64
     }
 }
 
@@ -136,18 +171,25 @@ impl Lines {
     fn line(&self, at: Position, now: Instant) -> String {
         let steps = at.step.saturating_sub(self.last.1).max(1);
         let per_step = now.duration_since(self.last.0).as_secs_f64() / steps as f64;
-        let done = at.time - self.start.1;
+        let (f, f0) = (
+            self.span.fraction(at.time),
+            self.span.fraction(self.start.1),
+        );
+        let done = f - f0;
         let left = match done > 0.0 {
-            true => clock((self.t_end - at.time) / done * (now - self.start.0).as_secs_f64()),
+            true => clock((1.0 - f) / done * (now - self.start.0).as_secs_f64()),
             false => "unknown".to_string(),
         };
+        let energy = match self.span.comoving {
+            true => String::new(),
+            false => format!(", |dE/E| = {:.2e}", at.energy_error),
+        };
         format!(
-            "progress: step {}, t = {:.4} of {} ({:.1} %), {per_step:.3} s per step, {left} left, |dE/E| = {:.2e}",
+            "progress: step {}, {} of {} ({:.1} %), {per_step:.3} s per step, {left} left{energy}",
             at.step,
-            at.time,
-            self.t_end,
-            100.0 * at.time / self.t_end,
-            at.energy_error
+            self.span.describe(at.time),
+            self.span.end,
+            100.0 * f,
         )
     }
 }
@@ -197,7 +239,11 @@ mod tests {
             every: Duration::from_secs(1),
             start: (t0, 1.0),
             last: (t0 + Duration::from_secs(10), 100),
-            t_end: 5.0,
+            span: Span {
+                start: 0.0,
+                end: 5.0,
+                comoving: false,
+            },
         };
         let at = Position {
             time: 2.0,
@@ -213,5 +259,39 @@ mod tests {
         assert_eq!(clock(3723.4), "1:02:03");
         let at_start = Position { time: 1.0, ..at };
         assert!(lines.line(at_start, t0).contains("unknown left"));
+    }
+
+    #[test]
+    fn comoving_lines_go_in_ln_a_from_the_origin() {
+        let t0 = Instant::now();
+        let lines = Lines {
+            every: Duration::from_secs(1),
+            start: (t0, 0.1),
+            last: (t0, 0),
+            span: Span {
+                start: 0.01,
+                end: 1.0,
+                comoving: true,
+            },
+        };
+        let at = Position {
+            time: 0.1,
+            step: 10,
+            energy_error: 0.5,
+        };
+        // Half way in ln a from 0.01 to 1; restarted at a = 0.1, then 10 s to a = 1.
+        let line = lines.line(
+            Position {
+                time: 0.1f64.sqrt(),
+                ..at
+            },
+            t0 + Duration::from_secs(10),
+        );
+        assert!(
+            line.contains("a = 0.3162 (z = 2.162) of 1 (75.0 %)"),
+            "{line}"
+        );
+        assert!(line.contains("0:00:10 left"), "{line}");
+        assert!(!line.contains("dE/E"), "{line}");
     }
 }

@@ -157,10 +157,17 @@ impl Criterion {
             let d = ((cm[k] - bc[k]).abs() - bh[k]).max(0.0);
             d2 += d * d;
         }
+        self.accepts_at(cells, c, h, cm[3], d2, amin)
+    }
+
+    /// The criterion proper for cell `c` of half side `h` and mass `m` at squared distance
+    /// `d2` from the targets' box (whose overlap with the cell is already excluded).
+    #[inline(always)]
+    pub fn accepts_at(&self, cells: &Cells, c: usize, h: f32, m: f32, d2: f32, amin: f32) -> bool {
         match self.mac {
             Mac::Acceleration => {
                 let l2 = 4.0 * h * h;
-                self.g * cm[3] * l2 < self.alpha * amin * d2 * d2
+                self.g * m * l2 < self.alpha * amin * d2 * d2
             }
             Mac::BarnesHut | Mac::Modified => d2 > cells.s_eff[c],
         }

@@ -3,16 +3,20 @@
 
 use super::numbers::{read_numbers, Numbers};
 use crate::error::{Error, Result};
+use crate::particles::PARTICLE_TYPES;
 use hdf5::types::VarLenUnicode;
 use std::path::Path;
 
 /// Particle types of a GADGET snapshot; every per-type array has this many entries.
-pub(super) const TYPES: usize = 6;
+pub(super) const TYPES: usize = PARTICLE_TYPES;
 /// The most values a header attribute is read with (GADGET's per-type arrays hold one per
 /// particle type).
 const MAX_VALUES: usize = 64;
-/// The type hinoki's particles are (GADGET's collisionless "halo" particles).
-pub(super) const HALO: usize = 1;
+/// Type 1, the type every per-type header array must reach (GADGET's collisionless "halo"
+/// particles, which every GADGET snapshot has room for).
+const HALO: usize = 1;
+/// Seconds in a gigayear (Julian years), for `Time_GYR`.
+const GYR_IN_S: f64 = 3.15576e16;
 
 /// The cosmological fields of a snapshot's `/Header` (GADGET's names in brackets). hinoki's
 /// N-body-unit files hold the values of [`SnapshotCosmology::NONE`]; a file that lacks one of
@@ -68,7 +72,8 @@ impl SnapshotCosmology {
 }
 
 /// The unit system of a snapshot in cgs, as GADGET-4 records it in `/Parameters`
-/// (`UnitLength_in_cm`, `UnitMass_in_g`, `UnitVelocity_in_cm_per_s`).
+/// (`UnitLength_in_cm`, `UnitMass_in_g`, `UnitVelocity_in_cm_per_s`; hinoki writes them in
+/// `/Header` as well). The time unit is length / velocity.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct SnapshotUnits {
     /// The length unit in cm.
@@ -88,6 +93,23 @@ impl SnapshotUnits {
         velocity_in_cm_per_s: 1e5,
     };
 
+    /// hinoki's N-body units (G = 1) given a physical scale: lengths in kpc (3.085678e21 cm)
+    /// and masses in 10¹⁰ M_sun (1.989e43 g), GADGET's values without h, and the velocity that
+    /// makes G = 6.67430e-8 cm³ g⁻¹ s⁻² equal to 1, √(G M / L) = 207.417 km/s; the time unit
+    /// is then L/V = 4.714 Myr. What a snapshot of a non-cosmological run records
+    /// ([`SnapshotMeta::nbody`]): the run's numbers are these units only if its problem was
+    /// set up in them, but readers that honour the units (pynbody) get a consistent G = 1.
+    pub const NBODY: Self = Self {
+        length_in_cm: 3.085678e21,
+        mass_in_g: 1.989e43,
+        velocity_in_cm_per_s: 20_741_728.790_703_762,
+    };
+
+    /// The time unit in seconds: length / velocity.
+    pub fn time_in_s(&self) -> f64 {
+        self.length_in_cm / self.velocity_in_cm_per_s
+    }
+
     /// The names and values of the fields, in GADGET's spelling.
     fn named(&self) -> [(&'static str, f64); 3] {
         [
@@ -98,11 +120,100 @@ impl SnapshotUnits {
     }
 }
 
+/// What a snapshot records besides its particles: the time, whether the run integrates
+/// comoving coordinates, the cosmology and the units ([`crate::io::write_snapshot`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SnapshotMeta {
+    /// `Time`: the simulation time (time units), or the scale factor a of a comoving run.
+    pub time: f64,
+    /// Whether the particles are in a comoving run's coordinates (GADGET's
+    /// `ComovingIntegrationOn`): comoving positions, velocities u = v/√a, `Time` = a. It also
+    /// sets the datasets' `a_scaling` and `h_scaling` attributes (zero when false).
+    pub comoving: bool,
+    /// `BoxSize`, `Redshift`, the Ω's and h.
+    pub cosmology: SnapshotCosmology,
+    /// The units the particles are in.
+    pub units: SnapshotUnits,
+}
+
+impl SnapshotMeta {
+    /// A non-cosmological snapshot at time `time` (time units): no box, z = 0, Ω's 0, h = 1
+    /// ([`SnapshotCosmology::NONE`]), hinoki's N-body units ([`SnapshotUnits::NBODY`]).
+    pub fn nbody(time: f64) -> Self {
+        Self {
+            time,
+            comoving: false,
+            cosmology: SnapshotCosmology::NONE,
+            units: SnapshotUnits::NBODY,
+        }
+    }
+
+    /// A comoving run's snapshot at scale factor `a`: `cosmology` with its redshift set to
+    /// 1/a − 1, in `units` (GADGET's are [`SnapshotUnits::GADGET`]).
+    pub fn comoving(a: f64, cosmology: SnapshotCosmology, units: SnapshotUnits) -> Self {
+        Self {
+            time: a,
+            comoving: true,
+            cosmology: SnapshotCosmology {
+                redshift: 1.0 / a - 1.0,
+                ..cosmology
+            },
+            units,
+        }
+    }
+
+    /// Rejects what no snapshot can record: a time that is not finite, a comoving snapshot
+    /// whose scale factor is not > 0, a box that is negative or not finite, a unit that is not
+    /// finite and > 0, or another field that is not finite. The error says what (the caller
+    /// names the file).
+    pub(super) fn check(&self) -> std::result::Result<(), String> {
+        if !self.time.is_finite() || (self.comoving && self.time <= 0.0) {
+            return Err(format!(
+                "cannot write Time = {} (must be finite{})",
+                self.time,
+                if self.comoving {
+                    ", and a scale factor a > 0 in a comoving run"
+                } else {
+                    ""
+                }
+            ));
+        }
+        let c = &self.cosmology;
+        if !(c.box_size.is_finite() && c.box_size >= 0.0) {
+            return Err(format!(
+                "cannot write BoxSize = {} (must be finite and >= 0)",
+                c.box_size
+            ));
+        }
+        if let Some((name, v)) = c.named().into_iter().find(|(_, v)| !v.is_finite()) {
+            return Err(format!("cannot write {name} = {v} (must be finite)"));
+        }
+        if let Some((name, v)) = self
+            .units
+            .named()
+            .into_iter()
+            .find(|(_, v)| !(v.is_finite() && *v > 0.0))
+        {
+            return Err(format!("cannot write {name} = {v} (a unit must be > 0)"));
+        }
+        Ok(())
+    }
+}
+
+/// A time (time units) alone is a non-cosmological snapshot ([`SnapshotMeta::nbody`]).
+impl From<f64> for SnapshotMeta {
+    fn from(time: f64) -> Self {
+        Self::nbody(time)
+    }
+}
+
 /// What [`crate::io::read_snapshot_header`] tells of a snapshot without reading its particles.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct SnapshotHeader {
-    /// PartType1 particles in the whole snapshot (`NumPart_Total[1]`).
+    /// Particles of all types in the whole snapshot (the sum of `NumPart_Total`).
     pub particles: u64,
+    /// Particles of each type (0 … 5) in the whole snapshot (`NumPart_Total`).
+    pub per_type: [u64; TYPES],
     /// `Time`: the simulation time (time units), or the scale factor a of a cosmological
     /// snapshot.
     pub time: f64,
@@ -113,12 +224,17 @@ pub struct SnapshotHeader {
     /// The unit system, when the file records one (`/Parameters`, or `/Header` as some
     /// writers put it).
     pub units: Option<SnapshotUnits>,
+    /// `ComovingIntegrationOn` of `/Parameters` (or `/Header`), when the file records it
+    /// (GADGET-4 and hinoki do).
+    pub comoving: Option<bool>,
 }
 
 impl SnapshotHeader {
-    /// See [`SnapshotCosmology::is_cosmological`].
+    /// Whether the snapshot is a comoving run's: as its `ComovingIntegrationOn` says, else by
+    /// [`SnapshotCosmology::is_cosmological`] (files that do not record it).
     pub fn is_cosmological(&self) -> bool {
-        self.cosmology.is_cosmological()
+        self.comoving
+            .unwrap_or_else(|| self.cosmology.is_cosmological())
     }
 
     /// The box, redshift, scale factor and Ω_m, in a few words: "BoxSize 100000, z = 49,
@@ -129,6 +245,19 @@ impl SnapshotHeader {
             "BoxSize {}, z = {}, a = {}, Omega0 = {}",
             c.box_size, c.redshift, self.time, c.omega0
         )
+    }
+
+    /// What a snapshot of these particles would record to say the same ([`SnapshotMeta`]):
+    /// the time, [`SnapshotHeader::is_cosmological`], the cosmology, and the units, GADGET's
+    /// defaults ([`SnapshotUnits::GADGET`], what GADGET assumes and yt takes) when the file
+    /// records none.
+    pub fn meta(&self) -> SnapshotMeta {
+        SnapshotMeta {
+            time: self.time,
+            comoving: self.is_cosmological(),
+            cosmology: self.cosmology,
+            units: self.units.unwrap_or(SnapshotUnits::GADGET),
+        }
     }
 }
 
@@ -141,50 +270,62 @@ pub(super) struct Header {
     pub total: [u64; TYPES],
     /// Mass of every particle of a type (mass units); 0 where masses are per particle.
     pub mass_table: [f64; TYPES],
-    /// Simulation time of the snapshot (time units).
+    /// Simulation time of the snapshot (time units), or the scale factor.
     pub time: f64,
     /// Files in the snapshot.
     pub files: usize,
     /// `BoxSize`, `Redshift`, the Ω's and h.
     pub cosmology: SnapshotCosmology,
-    /// The unit system. Only cosmological files get one when written: then `OmegaBaryon` joins
-    /// the header and a `/Parameters` group holds the units and the cosmology (GADGET-4's
-    /// place for them); hinoki's N-body-unit files have neither.
+    /// The unit system; every file hinoki writes has one.
     pub units: Option<SnapshotUnits>,
+    /// `ComovingIntegrationOn`, when recorded; every file hinoki writes has it.
+    pub comoving: Option<bool>,
+    /// `TimeBegin` of `/Parameters` (the time a run from this file starts at): written for
+    /// single files (initial conditions), not for a run's outputs.
+    pub time_begin: Option<f64>,
 }
 
 impl Header {
-    /// The header of a hinoki file holding `n` of the snapshot's `total` particles.
-    pub fn hinoki(n: u64, total: u64, time: f64, files: usize) -> Self {
-        let mut this_file = [0; TYPES];
-        this_file[HALO] = n;
-        let mut all = [0; TYPES];
-        all[HALO] = total;
+    /// The header of a file hinoki writes: `this_file` and `total` particles of each type,
+    /// the `mass_table`, in a snapshot of `files` files, with what `meta` records.
+    pub fn written(
+        meta: &SnapshotMeta,
+        this_file: [u64; TYPES],
+        total: [u64; TYPES],
+        mass_table: [f64; TYPES],
+        files: usize,
+    ) -> Self {
         Self {
             this_file,
-            total: all,
-            mass_table: [0.0; TYPES],
-            time,
+            total,
+            mass_table,
+            time: meta.time,
             files,
-            cosmology: SnapshotCosmology::NONE,
-            units: None,
+            cosmology: meta.cosmology,
+            units: Some(meta.units),
+            comoving: Some(meta.comoving),
+            time_begin: None,
         }
     }
 
     /// What [`crate::io::read_snapshot_header`] returns of this header.
     pub fn public(&self) -> SnapshotHeader {
         SnapshotHeader {
-            particles: self.total[HALO],
+            particles: self.total.iter().fold(0u64, |s, &n| s.saturating_add(n)),
+            per_type: self.total,
             time: self.time,
             files: self.files,
             cosmology: self.cosmology,
             units: self.units,
+            comoving: self.comoving,
         }
     }
 
-    /// Writes the header attributes into `group`, with GADGET-4's types, plus the GADGET-2
-    /// cosmology fields (for a non-cosmological run Ω₀ = Ω_Λ = 0, h = 1, z = 0, no box; a
-    /// file with units also gets `OmegaBaryon`).
+    /// Writes the header attributes into `group`, with GADGET-4's types: GADGET-4's own
+    /// (`NumPart_ThisFile`, `NumPart_Total`, `MassTable`, `Time`, `Redshift`, `BoxSize`,
+    /// `NumFilesPerSnapshot`), GADGET-2's (`NumPart_Total_HighWord`, `Omega0`, `OmegaLambda`,
+    /// `HubbleParam`) and `OmegaBaryon`, and the units (where yt's Arepo reader and some
+    /// scripts look).
     pub fn write(&self, group: &hdf5::Group) -> hdf5::Result<()> {
         group
             .new_attr::<u64>()
@@ -215,23 +356,23 @@ impl Header {
             .new_attr::<f64>()
             .create("Time")?
             .write_scalar(&self.time)?;
-        let baryons = self.units.is_some();
-        for (name, value) in self.cosmology.named() {
-            if name != "OmegaBaryon" || baryons {
-                group.new_attr::<f64>().create(name)?.write_scalar(&value)?;
-            }
+        let units = self.units.iter().flat_map(SnapshotUnits::named);
+        for (name, value) in self.cosmology.named().into_iter().chain(units) {
+            group.new_attr::<f64>().create(name)?.write_scalar(&value)?;
         }
         Ok(())
     }
 
     /// Writes `/Parameters` as GADGET-4 does, with the parameters that describe the file: the
-    /// units, the cosmology, `BoxSize`, `ComovingIntegrationOn` = 1 and `TimeBegin` = a.
-    /// Nothing for a file without units.
+    /// units, the Ω's, h, `BoxSize`, `ComovingIntegrationOn`, and `TimeBegin` where the file
+    /// starts a run. A non-comoving file adds `Time_GYR`, its time in Gyr (pynbody's time of
+    /// a snapshot; without it pynbody takes the age of the universe of the header's Ω's).
     pub fn write_parameters(&self, file: &hdf5::File) -> hdf5::Result<()> {
-        let Some(units) = self.units else {
+        let (Some(units), Some(comoving)) = (self.units, self.comoving) else {
             return Ok(());
         };
         let group = file.create_group("Parameters")?;
+        let gyr = (!comoving).then(|| ("Time_GYR", self.time * units.time_in_s() / GYR_IN_S));
         let values = units
             .named()
             .into_iter()
@@ -241,14 +382,15 @@ impl Header {
                     .into_iter()
                     .filter(|(n, _)| *n != "Redshift"),
             )
-            .chain([("TimeBegin", self.time)]);
+            .chain(self.time_begin.map(|t| ("TimeBegin", t)))
+            .chain(gyr);
         for (name, value) in values {
             group.new_attr::<f64>().create(name)?.write_scalar(&value)?;
         }
         group
             .new_attr::<i32>()
             .create("ComovingIntegrationOn")?
-            .write_scalar(&1)?;
+            .write_scalar(&i32::from(comoving))?;
         Ok(())
     }
 
@@ -377,6 +519,8 @@ impl Header {
             files,
             cosmology,
             units,
+            comoving: optional("ComovingIntegrationOn")?.map(|flag| flag != 0.0),
+            time_begin: None,
         };
         header.check(path)?;
         Ok(header)
@@ -418,13 +562,11 @@ impl Header {
                 format!("/Header MassTable holds {m} (masses must be finite and >= 0)"),
             ));
         }
-        if self.this_file[HALO] > self.total[HALO] && self.total[HALO] > 0 {
+        let types = self.this_file.iter().zip(&self.total).enumerate();
+        if let Some((t, (n, total))) = types.into_iter().find(|(_, (n, t))| n > t && **t > 0) {
             return Err(Error::io(
                 path,
-                format!(
-                    "/Header NumPart_ThisFile[1] = {} exceeds NumPart_Total[1] = {}",
-                    self.this_file[HALO], self.total[HALO]
-                ),
+                format!("/Header NumPart_ThisFile[{t}] = {n} exceeds NumPart_Total[{t}] = {total}"),
             ));
         }
         Ok(())

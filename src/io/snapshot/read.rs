@@ -2,11 +2,11 @@
 //! ranks.
 
 use super::files::{first_file, set_members};
-use super::header::{Header, SnapshotHeader, HALO};
+use super::header::{Header, SnapshotHeader, TYPES};
 use super::numbers::{first_line, read_numbers, Numbers, Rows};
 use crate::comm::{agree, Comm};
 use crate::error::{Error, Result};
-use crate::particles::Particles;
+use crate::particles::{tagged_id, Particles, MAX_FILE_ID};
 use crate::resources::{ensure_memory, PARTICLE_BYTES};
 use glam::DVec3;
 use std::ops::Range;
@@ -17,15 +17,20 @@ const CHUNK: usize = 1 << 20;
 
 /// Reads a snapshot (one file, or a multi-file set given by any of its files or its
 /// snapdir), GADGET's or hinoki's, and returns this rank's share: a contiguous 1/size of the
-/// particles in file order (so any rank count can read any file count), plus the header time.
+/// particles in file order (file by file, in each file type 0 to 5), so any rank count can
+/// read any file count, plus the header time.
 ///
-/// Only `/PartType1` is read (a warning names what other types hold). Collective: every rank
-/// calls it, and when one fails all return its error ([`crate::comm::agree`]). Errors are one
-/// line naming the file and the dataset or attribute: not an HDF5 file, a missing group,
-/// dataset or attribute, a wrong shape, counts that disagree between header and datasets, or
-/// values that are not finite (positions, velocities, masses) or negative (masses). A rank's
-/// share passes [`Particles::validate`]; it may be empty when there are fewer particles than
-/// ranks.
+/// Every `/PartTypeN` group is read (N = 0 … 5); each particle's id gets its type N in its top
+/// bits ([`crate::particles::tagged_id`]). Masses come from the type's `Masses` dataset, else
+/// from `MassTable[N]`. Gas particles (type 0) are kept as gravitating particles; fields
+/// hinoki does not keep (SPH quantities such as `InternalEnergy` or `Density`) are named in
+/// one warning. Collective: every rank calls it, and when one fails all return its error
+/// ([`crate::comm::agree`]). Errors are one line naming the file and the dataset or
+/// attribute: not an HDF5 file, a missing group, dataset or attribute, a wrong shape, counts
+/// that disagree between header and datasets, ids of 2^61 or more (their top bits hold the
+/// type), or values that are not finite (positions, velocities, masses) or negative
+/// (masses). A rank's share passes [`Particles::validate`]; it may be empty when there are
+/// fewer particles than ranks.
 pub fn read_snapshot(comm: &dyn Comm, path: &Path) -> Result<(Particles, f64)> {
     agree(comm, read_share(comm.rank(), comm.size(), path))
 }
@@ -39,8 +44,9 @@ pub fn read_snapshot_header(path: &Path) -> Result<SnapshotHeader> {
 }
 
 /// All the particles of the periodic snapshot at `path` and its time, on one process, for a
-/// caller that treats the box as periodic itself (`hinoki plot power`): as [`read_snapshot`]
-/// on one rank, without its warning that positions are taken with open boundaries.
+/// caller that treats the box as periodic itself (`hinoki plot power`, `hinoki render`): as
+/// [`read_snapshot`] on one rank, without its warning that positions are taken with open
+/// boundaries.
 pub(crate) fn read_periodic_snapshot(path: &Path) -> Result<(Particles, f64)> {
     read_share_warning(0, 1, path, false)
 }
@@ -48,6 +54,15 @@ pub(crate) fn read_periodic_snapshot(path: &Path) -> Result<(Particles, f64)> {
 /// Particles `[N rank / size, N (rank + 1) / size)` of the snapshot at `path`, and its time.
 pub(super) fn read_share(rank: usize, size: usize, path: &Path) -> Result<(Particles, f64)> {
     read_share_warning(rank, size, path, true)
+}
+
+/// The rows of one group: `n` particles of type `ptype` in file `file` (an index into the
+/// set's files).
+#[derive(Clone, Copy, Debug)]
+struct Block {
+    file: usize,
+    ptype: usize,
+    n: u64,
 }
 
 /// [`read_share`], warning on rank 0 about a cosmological snapshot only when `warn_cosmological`.
@@ -81,20 +96,21 @@ fn read_share_warning(
         headers.push(h);
         files.push(f);
     }
-    let counts: Vec<u64> = headers.iter().map(|h| h.this_file[HALO]).collect();
-    let total = counts
+    let blocks: Vec<Block> = headers
         .iter()
-        .try_fold(0u64, |sum, &n| sum.checked_add(n))
-        .ok_or_else(|| {
-            Error::io(
-                &first,
-                "/Header NumPart_ThisFile[1] of the files add up to more than 2^64 particles",
-            )
-        })?;
-    check_total(&first, &header, total)?;
+        .enumerate()
+        .flat_map(|(file, h)| {
+            h.this_file
+                .iter()
+                .enumerate()
+                .filter(|(_, &n)| n > 0)
+                .map(move |(ptype, &n)| Block { file, ptype, n })
+        })
+        .collect();
+    let total = check_totals(&first, &header, &blocks)?;
     if rank == 0 {
-        warn_other_types(path, &headers);
-        if warn_cosmological && header.cosmology.is_cosmological() {
+        warn_dropped_fields(path, &files, &headers);
+        if warn_cosmological && header.public().is_cosmological() {
             tracing::warn!(
                 "{}: a cosmological snapshot ({}); its positions are taken as given \
                  (comoving, in the file's units, open boundaries: no periodic images), \
@@ -111,13 +127,19 @@ fn read_share_warning(
     ensure_memory(PARTICLE_BYTES.saturating_mul(n), &what)?;
     let mut p = Particles::with_capacity(n as usize);
     let mut offset = 0u64;
-    for ((f, h), &n) in files.iter().zip(&headers).zip(&counts) {
-        let rows = share.start.max(offset)..share.end.min(offset + n);
+    let mut open_file: Option<(usize, hdf5::File)> = None;
+    for b in &blocks {
+        let rows = share.start.max(offset)..share.end.min(offset + b.n);
         if rows.start < rows.end {
+            if open_file.as_ref().map(|(k, _)| *k) != Some(b.file) {
+                open_file = Some((b.file, open(&files[b.file])?));
+            }
+            let (_, file) = open_file.as_ref().expect("opened above");
             let local = (rows.start - offset) as usize..(rows.end - offset) as usize;
-            read_rows(&open(f)?, f, h, local, &mut p)?;
+            let (f, h) = (&files[b.file], &headers[b.file]);
+            read_rows(file, f, h, b.ptype, local, &mut p)?;
         }
-        offset += n;
+        offset += b.n;
     }
     if !p.is_empty() {
         p.validate()
@@ -137,40 +159,85 @@ fn open(path: &Path) -> Result<hdf5::File> {
     })
 }
 
-/// The files must hold the particles the header announces, and some.
-fn check_total(first: &Path, header: &Header, total: u64) -> Result<()> {
+/// The files must hold, type by type, the particles the first file's header announces, and
+/// some; returns their number.
+fn check_totals(first: &Path, header: &Header, blocks: &[Block]) -> Result<u64> {
+    let mut held = [0u64; TYPES];
+    for b in blocks {
+        held[b.ptype] = held[b.ptype].checked_add(b.n).ok_or_else(|| {
+            Error::io(
+                first,
+                format!(
+                    "/Header NumPart_ThisFile[{}] of the files add up to more than 2^64 \
+                     particles",
+                    b.ptype
+                ),
+            )
+        })?;
+    }
+    let total = held
+        .iter()
+        .try_fold(0u64, |sum, &n| sum.checked_add(n))
+        .ok_or_else(|| {
+            Error::io(
+                first,
+                "/Header NumPart_ThisFile of the files add up to more than 2^64 particles",
+            )
+        })?;
     if total == 0 {
         return Err(Error::input(format!(
-            "{}: the snapshot holds no PartType1 particles (NumPart_ThisFile[1] = 0 in every \
-             file)",
+            "{}: the snapshot holds no particles (NumPart_ThisFile = 0 in every file)",
             first.display()
         )));
     }
-    if header.total[HALO] != total {
+    if let Some(t) = (0..TYPES).find(|&t| header.total[t] != held[t]) {
         return Err(Error::io(
             first,
             format!(
-                "/Header NumPart_Total[1] = {} but the files hold {total} PartType1 particles \
+                "/Header NumPart_Total[{t}] = {} but the files hold {} PartType{t} particles \
                  (is a file of the set missing or from another snapshot?)",
-                header.total[HALO]
+                header.total[t], held[t]
             ),
         ));
     }
-    Ok(())
+    Ok(total)
 }
 
-/// Says (once) how many particles of types other than 1 the snapshot holds and hinoki skips.
-fn warn_other_types(path: &Path, headers: &[Header]) {
-    let skipped: u64 = headers
-        .iter()
-        .flat_map(|h| h.this_file.iter().enumerate())
-        .filter(|(t, _)| *t != HALO)
-        .map(|(_, n)| n)
-        .sum();
-    if skipped > 0 {
+/// The datasets of a particle group that hinoki reads.
+const KEPT: [&str; 4] = ["Coordinates", "Velocities", "ParticleIDs", "Masses"];
+/// The datasets of a particle group that hinoki does not read but computes itself.
+const RECOMPUTED: [&str; 2] = ["Acceleration", "Potential"];
+
+/// Says (once) which datasets of the particle groups hinoki does not keep, such as gas
+/// particles' SPH fields ("PartType0/InternalEnergy, PartType0/Density").
+fn warn_dropped_fields(path: &Path, files: &[std::path::PathBuf], headers: &[Header]) {
+    let mut dropped: Vec<String> = Vec::new();
+    for (f, h) in files.iter().zip(headers) {
+        let Ok(file) = hdf5::File::open(f) else {
+            continue;
+        };
+        for t in (0..TYPES).filter(|&t| h.this_file[t] > 0) {
+            let Ok(names) = file
+                .group(&format!("PartType{t}"))
+                .and_then(|g| g.member_names())
+            else {
+                continue;
+            };
+            for name in names {
+                let skip = KEPT.contains(&name.as_str()) || RECOMPUTED.contains(&name.as_str());
+                let full = format!("PartType{t}/{name}");
+                if !skip && !dropped.contains(&full) {
+                    dropped.push(full);
+                }
+            }
+        }
+    }
+    if !dropped.is_empty() {
         tracing::warn!(
-            "{}: only PartType1 is read; {skipped} particles of other types are ignored",
-            path.display()
+            "{}: hinoki keeps positions, velocities, masses and ids (gas particles gravitate \
+             as any other); not kept: {}",
+            path.display(),
+            dropped.join(", ")
         );
     }
 }
@@ -182,44 +249,50 @@ fn share(total: u64, rank: usize, size: usize) -> Range<u64> {
     at(rank)..at(rank + 1)
 }
 
-/// Appends rows `rows` of `/PartType1` of the file `path` (open as `file`) to `p`.
+/// Appends rows `rows` of `/PartType{ptype}` of the file `path` (open as `file`) to `p`,
+/// their ids tagged with the type.
 fn read_rows(
     file: &hdf5::File,
     path: &Path,
     header: &Header,
+    ptype: usize,
     rows: Range<usize>,
     p: &mut Particles,
 ) -> Result<()> {
-    let n = header.this_file[HALO] as usize;
-    let group = file.group("PartType1").map_err(|_| {
+    let n = header.this_file[ptype] as usize;
+    let name = format!("PartType{ptype}");
+    let group = file.group(&name).map_err(|_| {
         Error::io(
             path,
-            format!("missing group /PartType1 (NumPart_ThisFile[1] = {n})"),
+            format!("missing group /{name} (NumPart_ThisFile[{ptype}] = {n})"),
         )
     })?;
     let data = Datasets {
         group: &group,
+        name: &name,
         path,
         n,
+        ptype,
     };
     data.vectors("Coordinates", &rows, &mut p.pos)?;
     data.vectors("Velocities", &rows, &mut p.vel)?;
+    let first_id = p.id.len();
     data.scalars(
         "ParticleIDs",
         &rows,
         &mut p.id,
         Numbers::into_integers,
-        None,
+        Some((
+            &|id| id <= MAX_FILE_ID,
+            "below 2^61: the bits above hold the particle type",
+        )),
     )?;
-    let table = header.mass_table[HALO];
-    if table > 0.0 {
-        p.mass.resize(p.mass.len() + rows.len(), table);
-    } else if !group.link_exists("Masses") {
-        return Err(Error::io(
-            path,
-            "missing dataset /PartType1/Masses (needed because MassTable[1] = 0)",
-        ));
-    } else {
+    let tag = ptype as u8;
+    p.id[first_id..]
+        .iter_mut()
+        .for_each(|id| *id = tagged_id(*id, tag));
+    let table = header.mass_table[ptype];
+    if group.link_exists("Masses") {
         let valid = |m: f64| m.is_finite() && m >= 0.0;
         data.scalars(
             "Masses",
@@ -228,31 +301,41 @@ fn read_rows(
             |v| Ok(v.into_f64()),
             Some((&valid, "finite and >= 0")),
         )?;
+    } else if table > 0.0 {
+        p.mass.resize(p.mass.len() + rows.len(), table);
+    } else {
+        return Err(Error::io(
+            path,
+            format!("missing dataset /{name}/Masses (needed because MassTable[{ptype}] = 0)"),
+        ));
     }
     Ok(())
 }
 
-/// The datasets of one file's `/PartType1`, which hold `n` particles each.
+/// The datasets of one file's `/PartTypeN` (named `name`), which hold `n` particles each.
 struct Datasets<'a> {
     group: &'a hdf5::Group,
+    name: &'a str,
     path: &'a Path,
     n: usize,
+    ptype: usize,
 }
 
 impl Datasets<'_> {
-    /// Opens `/PartType1/name` and checks that its shape is `shape`.
+    /// Opens `/PartTypeN/name` and checks that its shape is `shape`.
     fn open(&self, name: &str, shape: &[usize]) -> Result<hdf5::Dataset> {
         let ds = self
             .group
             .dataset(name)
-            .map_err(|_| Error::io(self.path, format!("missing dataset /PartType1/{name}")))?;
+            .map_err(|_| Error::io(self.path, format!("missing dataset /{}/{name}", self.name)))?;
         if ds.shape() != shape {
             return Err(Error::io(
                 self.path,
                 format!(
-                    "/PartType1/{name} has shape {:?}, expected {shape:?} \
-                     (NumPart_ThisFile[1] = {})",
+                    "/{}/{name} has shape {:?}, expected {shape:?} (NumPart_ThisFile[{}] = {})",
+                    self.name,
                     ds.shape(),
+                    self.ptype,
                     self.n
                 ),
             ));
@@ -268,7 +351,7 @@ impl Datasets<'_> {
 
     /// The error for a dataset hinoki cannot read.
     fn unreadable(&self, name: &str, e: &str) -> Error {
-        Error::io(self.path, format!("cannot read /PartType1/{name}: {e}"))
+        Error::io(self.path, format!("cannot read /{}/{name}: {e}", self.name))
     }
 
     /// Appends rows `rows` of the (n, 3) dataset `name`, as float64, which must be finite.
@@ -283,7 +366,8 @@ impl Datasets<'_> {
                 return Err(Error::io(
                     self.path,
                     format!(
-                        "/PartType1/{name} row {} is not finite: {:?}",
+                        "/{}/{name} row {} is not finite: {:?}",
+                        self.name,
                         a + k,
                         out[start + k].to_array()
                     ),
@@ -317,7 +401,8 @@ impl Datasets<'_> {
                 return Err(Error::io(
                     self.path,
                     format!(
-                        "/PartType1/{name} row {} holds {} (must be {required})",
+                        "/{}/{name} row {} holds {} (must be {required})",
+                        self.name,
                         a + k,
                         out[start + k]
                     ),

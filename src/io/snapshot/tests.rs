@@ -2,16 +2,16 @@
 
 use super::header::{Header, TYPES};
 use super::read::read_share;
-use super::write::write_one;
+use super::write::{write_member, write_one, Types};
 use super::*;
 use crate::comm::SingleProcess;
 use crate::error::ErrorKind;
 use crate::io::testdir::TestDir;
-use crate::particles::Particles;
+use crate::particles::{file_id, particle_type, tagged_id, Particles};
 use glam::DVec3;
 use std::path::{Path, PathBuf};
 
-/// `n` particles with values that f32 could not hold and ids that u32 could not.
+/// `n` particles with values that f32 could not hold and ids that u32 could not (type 1).
 fn sample(n: usize) -> Particles {
     let mut p = Particles::with_capacity(n);
     for i in 0..n {
@@ -20,7 +20,7 @@ fn sample(n: usize) -> Particles {
             DVec3::new(x.sin(), x.cos() * 1e-300, -x / 3.0),
             DVec3::new(1.0 / (x + 1.0), -0.0, x * 1e10),
             (1.0 + x) / 7.0,
-            1_000_000_007 * i as u64 + u64::MAX / 2,
+            1_000_000_007 * i as u64 + (1 << 60),
         );
     }
     p
@@ -121,8 +121,9 @@ fn header_has_gadget4_types_and_lengths() {
     assert_eq!(code.as_str(), "hinoki");
 }
 
-/// Writes a file the way GADGET-2/3 does (32-bit counts, float32 vectors, u32 ids, the mass in
-/// the table, no Masses) with gas particles (type 0) that hinoki must skip.
+/// Writes a file the way GADGET-2/3 does (32-bit counts, float32 vectors, u32 ids, the halo
+/// mass in the table, no Masses) with two gas particles (type 0; Masses, and SPH fields that
+/// hinoki drops), ids 1000 + `first_id` and up.
 fn gadget_file(path: &Path, files: i32, this: u32, total: u32, first_id: u32) {
     let f = hdf5::File::create(path).unwrap();
     let h = f.create_group("Header").unwrap();
@@ -155,12 +156,28 @@ fn gadget_file(path: &Path, files: i32, this: u32, total: u32, first_id: u32) {
         .write_scalar(&files)
         .unwrap();
     let g0 = f.create_group("PartType0").unwrap();
-    g0.new_dataset::<f32>()
-        .shape((2, 3))
-        .create("Coordinates")
+    for (name, v) in [("Coordinates", 9.0f32), ("Velocities", -9.0)] {
+        g0.new_dataset::<f32>()
+            .shape((2, 3))
+            .create(name)
+            .unwrap()
+            .write_raw(&[v; 6])
+            .unwrap();
+    }
+    g0.new_dataset::<u32>()
+        .shape(2)
+        .create("ParticleIDs")
         .unwrap()
-        .write_raw(&[9.0f32; 6])
+        .write_raw(&[1000 + first_id, 1001 + first_id])
         .unwrap();
+    for (name, v) in [("Masses", [0.5f32, 0.75]), ("InternalEnergy", [3.0, 4.0])] {
+        g0.new_dataset::<f32>()
+            .shape(2)
+            .create(name)
+            .unwrap()
+            .write_raw(&v)
+            .unwrap();
+    }
     let g = f.create_group("PartType1").unwrap();
     let n = this as usize;
     let pos: Vec<f32> = (0..3 * n).map(|k| k as f32 * 0.5).collect();
@@ -193,10 +210,16 @@ fn reads_a_gadget_file_with_float32_u32_ids_and_table_mass() {
     gadget_file(&path, 1, 4, 4, 100);
     let (p, t) = read_snapshot(&SingleProcess, &path).unwrap();
     assert_eq!(t, 1.5);
-    assert_eq!(p.id, [100, 101, 102, 103]);
-    assert_eq!(p.mass, [0.25; 4]);
-    assert_eq!(p.pos[1], DVec3::new(1.5, 2.0, 2.5));
-    assert_eq!(p.vel[3], DVec3::new(-9.0, -10.0, -11.0));
+    // The gas first (type 0, its ids tagged), then the halo particles (type 1).
+    let gas = |id: u64| (1 << 61) + id;
+    assert_eq!(p.id, [gas(1100), gas(1101), 100, 101, 102, 103]);
+    assert_eq!(p.mass, [0.5, 0.75, 0.25, 0.25, 0.25, 0.25]);
+    assert_eq!(p.pos[0], DVec3::splat(9.0));
+    assert_eq!(p.vel[1], DVec3::splat(-9.0));
+    assert_eq!(p.pos[3], DVec3::new(1.5, 2.0, 2.5));
+    assert_eq!(p.vel[5], DVec3::new(-9.0, -10.0, -11.0));
+    let h = read_snapshot_header(&path).unwrap();
+    assert_eq!((h.particles, h.per_type), (6, [2, 4, 0, 0, 0, 0]));
 }
 
 #[test]
@@ -208,12 +231,20 @@ fn gadget_file_set_is_read_by_any_rank_count() {
     gadget_file(&file(0), 3, 3, 7, 0);
     gadget_file(&file(1), 3, 0, 7, 3);
     gadget_file(&file(2), 3, 4, 7, 3);
+    // File by file, in each the two gas particles (tagged type 0) before the halo ones.
+    let gas = |id: u64| (1 << 61) + id;
+    let expected: Vec<u64> = [
+        vec![gas(1000), gas(1001), 0, 1, 2],
+        vec![gas(1003), gas(1004)],
+        vec![gas(1003), gas(1004), 3, 4, 5, 6],
+    ]
+    .concat();
     // Through the directory or any of its files.
     for path in [snapdir.clone(), file(0), file(2)] {
         let (p, _) = read_snapshot(&SingleProcess, &path).unwrap();
-        assert_eq!(p.id, (0..7).collect::<Vec<u64>>(), "{}", path.display());
+        assert_eq!(p.id, expected, "{}", path.display());
     }
-    for size in [2, 3, 5, 8] {
+    for size in [2, 3, 5, 8, 16] {
         let ids: Vec<Vec<u64>> = (0..size)
             .map(|r| read_share(r, size, &snapdir).unwrap().0.id)
             .collect();
@@ -222,8 +253,16 @@ fn gadget_file_set_is_read_by_any_rank_count() {
             lens.iter().max().unwrap() - lens.iter().min().unwrap() <= 1,
             "{lens:?}"
         );
-        assert_eq!(ids.concat(), (0..7).collect::<Vec<u64>>(), "{size} ranks");
+        assert_eq!(ids.concat(), expected, "{size} ranks");
     }
+}
+
+/// The header of a file of a `files`-file snapshot at time 3 that holds `n` of its `total`
+/// halo particles, masses per particle.
+fn halo_header(n: usize, total: usize, files: usize) -> Header {
+    let per_type = |n: usize| [0, n as u64, 0, 0, 0, 0];
+    let meta = SnapshotMeta::nbody(3.0);
+    Header::written(&meta, per_type(n), per_type(total), [0.0; TYPES], files)
 }
 
 /// Writes `p` as a `files`-file hinoki snapshot, the way `files` ranks would.
@@ -237,7 +276,7 @@ fn hinoki_set(dir: &Path, p: &Particles, files: usize) -> Vec<PathBuf> {
             }
             let path = snapshot_path(dir, 1, r, files);
             std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-            let h = Header::hinoki(q.len() as u64, p.len() as u64, 3.0, files);
+            let h = halo_header(q.len(), p.len(), files);
             write_one(&path, &h, &q, &Default::default()).unwrap();
             path
         })
@@ -265,13 +304,13 @@ fn missing_member_or_mismatched_counts_are_refused() {
     assert!(err.message.contains("cannot read"), "{err}");
     // A member from another snapshot: the total disagrees with the header's.
     let other = sample(5);
-    let h = Header::hinoki(5, 15, 3.0, 3);
+    let h = halo_header(5, 15, 3);
     write_one(&paths[2], &h, &other, &Default::default()).unwrap();
     let err = read_err(&paths[0], &paths[0]);
     assert!(err.message.contains("NumPart_Total[1] = 30"), "{err}");
     // A header announcing 2^31 - 1 files: the first missing one is named at once (the list of
     // names was made first: "capacity overflow", or an abort; found by tests/fuzz.rs).
-    let h = Header::hinoki(10, 30, 3.0, i32::MAX as usize);
+    let h = halo_header(10, 30, i32::MAX as usize);
     write_one(&paths[0], &h, &sample(10), &Default::default()).unwrap();
     let err = read_err(&paths[0], &paths[0].with_file_name("snapshot_001.1.hdf5"));
     assert!(err.message.contains("NumFilesPerSnapshot"), "{err}");
@@ -498,7 +537,10 @@ fn not_hdf5_missing_file_and_empty_snapshot() {
     )
     .unwrap();
     let err = read_err(&empty, &empty);
-    assert!(err.message.contains("no PartType1 particles"), "{err}");
+    assert!(
+        err.message.contains("the snapshot holds no particles"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -599,25 +641,38 @@ fn in_box(n: usize) -> Particles {
     p
 }
 
+/// What `hinoki ics cosmology` records: a = 0.02 of `lcdm_fields` in GADGET's units.
+fn lcdm_meta() -> SnapshotMeta {
+    SnapshotMeta {
+        time: 0.02,
+        comoving: true,
+        cosmology: lcdm_fields(),
+        units: SnapshotUnits::GADGET,
+    }
+}
+
 #[test]
 fn cosmological_file_round_trips_its_header_and_units() {
     let dir = TestDir::new("snap-cosmo");
     let path = dir.path().join("ics.hdf5");
     let p = in_box(30);
     let c = lcdm_fields();
-    write_cosmological_snapshot_file(&path, &p, 0.02, &c, &SnapshotUnits::GADGET).unwrap();
+    write_snapshot_file(&path, &p, lcdm_meta()).unwrap();
     let h = read_snapshot_header(&path).unwrap();
     assert_eq!(
         h,
         SnapshotHeader {
             particles: 30,
+            per_type: [0, 30, 0, 0, 0, 0],
             time: 0.02,
             files: 1,
             cosmology: c,
             units: Some(SnapshotUnits::GADGET),
+            comoving: Some(true),
         }
     );
     assert!(h.is_cosmological());
+    assert_eq!(h.meta(), lcdm_meta());
     assert_eq!(
         h.summary(),
         "BoxSize 100000, z = 49, a = 0.02, Omega0 = 0.3"
@@ -625,18 +680,44 @@ fn cosmological_file_round_trips_its_header_and_units() {
     let (q, t) = read_snapshot(&SingleProcess, &path).unwrap();
     assert_eq!(t, 0.02);
     assert_same(&p, &q);
-    // GADGET-4's place for the units and the cosmology: /Parameters.
+    // GADGET-4's place for the units and the cosmology: /Parameters; the units in /Header too.
     let f = hdf5::File::open(&path).unwrap();
     let params = f.group("Parameters").unwrap();
+    let header = f.group("Header").unwrap();
     let v = |name: &str| params.attr(name).unwrap().read_scalar::<f64>().unwrap();
-    assert_eq!(v("UnitLength_in_cm"), 3.085678e21);
-    assert_eq!(v("UnitMass_in_g"), 1.989e43);
-    assert_eq!(v("UnitVelocity_in_cm_per_s"), 1e5);
+    let hv = |name: &str| header.attr(name).unwrap().read_scalar::<f64>().unwrap();
+    for (name, value) in [
+        ("UnitLength_in_cm", 3.085678e21),
+        ("UnitMass_in_g", 1.989e43),
+        ("UnitVelocity_in_cm_per_s", 1e5),
+    ] {
+        assert_eq!((v(name), hv(name)), (value, value), "{name}");
+    }
     assert_eq!((v("Omega0"), v("OmegaBaryon")), (0.3, 0.045));
     assert_eq!((v("OmegaLambda"), v("HubbleParam")), (0.7, 0.7));
     assert_eq!((v("BoxSize"), v("TimeBegin")), (100_000.0, 0.02));
+    assert!(params.attr("Time_GYR").is_err());
     let comoving = params.attr("ComovingIntegrationOn").unwrap();
     assert_eq!(comoving.read_scalar::<i32>().unwrap(), 1);
+    // Equal masses: in the table, no Masses (GADGET-4's rule).
+    let table = header.attr("MassTable").unwrap().read_raw::<f64>().unwrap();
+    assert_eq!(table, [0.0, 2.0, 0.0, 0.0, 0.0, 0.0]);
+    assert!(!f.group("PartType1").unwrap().link_exists("Masses"));
+    // GADGET-4's unit labels of a comoving file: positions a/h kpc, velocities sqrt(a) km/s.
+    let g = f.group("PartType1").unwrap();
+    let label = |ds: &str, name: &str| {
+        let a = g.dataset(ds).unwrap().attr(name).unwrap();
+        a.read_scalar::<f64>().unwrap()
+    };
+    assert_eq!(
+        ["a_scaling", "h_scaling", "length_scaling", "to_cgs"].map(|n| label("Coordinates", n)),
+        [1.0, -1.0, 1.0, 3.085678e21]
+    );
+    assert_eq!(
+        ["a_scaling", "h_scaling", "velocity_scaling", "to_cgs"].map(|n| label("Velocities", n)),
+        [0.5, 0.0, 1.0, 1e5]
+    );
+    assert!(g.dataset("ParticleIDs").unwrap().attr("to_cgs").is_err());
 }
 
 #[test]
@@ -644,19 +725,67 @@ fn hinoki_and_gadget2_files_are_not_cosmological() {
     let dir = TestDir::new("snap-not-cosmo");
     let h = read_snapshot_header(&good(&dir)).unwrap();
     assert_eq!(
-        (h.cosmology, h.units, h.particles, h.time),
-        (SnapshotCosmology::NONE, None, 8, 0.0)
+        (h.cosmology, h.units, h.particles, h.time, h.comoving),
+        (
+            SnapshotCosmology::NONE,
+            Some(SnapshotUnits::NBODY),
+            8,
+            0.0,
+            Some(false)
+        )
     );
     assert!(!h.is_cosmological());
-    // No OmegaBaryon and no /Parameters in hinoki's own files, as before.
+    assert_eq!(h.meta(), SnapshotMeta::nbody(0.0));
+    // N-body units, /Parameters with ComovingIntegrationOn = 0 and the time in Gyr, no a or h
+    // in the unit labels.
     let f = hdf5::File::open(good(&dir)).unwrap();
-    assert!(f.group("Header").unwrap().attr("OmegaBaryon").is_err());
-    assert!(f.group("Parameters").is_err());
+    let params = f.group("Parameters").unwrap();
+    let comoving = params.attr("ComovingIntegrationOn").unwrap();
+    assert_eq!(comoving.read_scalar::<i32>().unwrap(), 0);
+    assert_eq!(
+        params
+            .attr("Time_GYR")
+            .unwrap()
+            .read_scalar::<f64>()
+            .unwrap(),
+        0.0
+    );
+    let x = f.dataset("PartType1/Coordinates").unwrap();
+    for (name, value) in [
+        ("a_scaling", 0.0),
+        ("h_scaling", 0.0),
+        ("to_cgs", 3.085678e21),
+    ] {
+        assert_eq!(x.attr(name).unwrap().read_scalar::<f64>().unwrap(), value);
+    }
     // A GADGET-2 file without any of the fields reads as NONE.
     let path = dir.path().join("g2.hdf5");
     gadget_file(&path, 1, 3, 3, 1);
     let h = read_snapshot_header(&path).unwrap();
-    assert_eq!((h.cosmology, h.units), (SnapshotCosmology::NONE, None));
+    assert_eq!(
+        (h.cosmology, h.units, h.comoving),
+        (SnapshotCosmology::NONE, None, None)
+    );
+    assert_eq!(h.meta().units, SnapshotUnits::GADGET);
+}
+
+/// hinoki's N-body units make G = 1: G M / (L V²) = 1 with G in cgs (CODATA 2018), and
+/// their time unit is 4.714 Myr; `Time_GYR` is the time in those units.
+#[test]
+fn nbody_units_have_g_equal_to_one() {
+    let u = SnapshotUnits::NBODY;
+    let g = 6.674_30e-8;
+    let ratio = g * u.mass_in_g / (u.length_in_cm * u.velocity_in_cm_per_s.powi(2));
+    assert!((ratio - 1.0).abs() < 1e-15, "{ratio}");
+    let myr = 1e6 * 365.25 * 86_400.0;
+    assert!((u.time_in_s() / myr - 4.714).abs() < 1e-3);
+    let dir = TestDir::new("snap-gyr");
+    let path = dir.path().join("t.hdf5");
+    write_snapshot_file(&path, &sample(3), 2.5).unwrap();
+    let f = hdf5::File::open(&path).unwrap();
+    let gyr = f.group("Parameters").unwrap().attr("Time_GYR").unwrap();
+    let gyr = gyr.read_scalar::<f64>().unwrap();
+    assert!((gyr / (2.5 * 4.714131e-3) - 1.0).abs() < 1e-6, "{gyr}");
 }
 
 #[test]
@@ -737,21 +866,86 @@ fn gadget4_file_keeps_the_cosmology_in_parameters() {
 #[test]
 fn bad_cosmological_fields_are_refused() {
     let dir = TestDir::new("snap-cosmo-bad");
-    let c = lcdm_fields();
-    let units = SnapshotUnits::GADGET;
     let path = dir.path().join("ics.hdf5");
-    // Writing: a particle outside the box, no box, a bad scale factor; nothing is written.
+    // Writing: a particle outside the box, a bad box, scale factor, unit or field; nothing is
+    // written.
     let mut p = in_box(5);
     p.pos[3].y = 100_000.0;
-    let err = write_cosmological_snapshot_file(&path, &p, 0.02, &c, &units).unwrap_err();
+    let err = write_snapshot_file(&path, &p, lcdm_meta()).unwrap_err();
     assert_eq!(err.kind, ErrorKind::Input);
     assert!(err.message.contains("particle 3"), "{err}");
-    let no_box = SnapshotCosmology { box_size: 0.0, ..c };
-    let err = write_cosmological_snapshot_file(&path, &in_box(5), 0.02, &no_box, &units);
-    assert!(err.unwrap_err().message.contains("BoxSize = 0"));
-    let err = write_cosmological_snapshot_file(&path, &in_box(5), f64::NAN, &c, &units);
-    assert!(err.unwrap_err().message.contains("a = NaN"));
-    assert!(!path.exists());
+    let c = lcdm_fields();
+    let with = |cosmology: SnapshotCosmology| SnapshotMeta {
+        cosmology,
+        ..lcdm_meta()
+    };
+    for (meta, expect) in [
+        (
+            with(SnapshotCosmology {
+                box_size: -1.0,
+                ..c
+            }),
+            "BoxSize = -1",
+        ),
+        (
+            with(SnapshotCosmology {
+                box_size: f64::NAN,
+                ..c
+            }),
+            "BoxSize = NaN",
+        ),
+        (
+            with(SnapshotCosmology {
+                omega0: f64::INFINITY,
+                ..c
+            }),
+            "Omega0 = inf",
+        ),
+        (
+            SnapshotMeta {
+                time: f64::NAN,
+                ..lcdm_meta()
+            },
+            "Time = NaN",
+        ),
+        (
+            SnapshotMeta {
+                time: 0.0,
+                ..lcdm_meta()
+            },
+            "a > 0",
+        ),
+        (
+            SnapshotMeta {
+                units: SnapshotUnits {
+                    mass_in_g: 0.0,
+                    ..SnapshotUnits::GADGET
+                },
+                ..lcdm_meta()
+            },
+            "UnitMass_in_g = 0",
+        ),
+    ] {
+        let err = write_snapshot_file(&path, &in_box(5), meta).unwrap_err();
+        assert_eq!(err.kind, ErrorKind::Input);
+        assert!(err.message.contains(expect), "{expect}: {err}");
+        let err = write_snapshot(
+            &SingleProcess,
+            dir.path(),
+            1,
+            &in_box(5),
+            meta,
+            &Default::default(),
+        );
+        assert!(err.unwrap_err().message.contains(expect), "{expect}");
+    }
+    assert_eq!(dir.entries(), Vec::<String>::new());
+    // Open boundaries: a comoving sphere about the origin (BoxSize 0) is written.
+    let open = with(SnapshotCosmology { box_size: 0.0, ..c });
+    let mut sphere = in_box(5);
+    sphere.pos[0] = DVec3::new(-3.0, 0.0, 0.0);
+    write_snapshot_file(&path, &sphere, open).unwrap();
+    assert!(read_snapshot_header(&path).unwrap().is_cosmological());
     // Reading: a negative or non-finite field, a unit that is not > 0.
     for (group, name, value, expect) in [
         ("Header", "BoxSize", -1.0, "BoxSize = -1 is negative"),
@@ -762,9 +956,9 @@ fn bad_cosmological_fields_are_refused() {
             "/Header Redshift = NaN is not finite",
         ),
         ("Header", "OmegaBaryon", f64::INFINITY, "OmegaBaryon = inf"),
-        ("Parameters", "UnitMass_in_g", 0.0, "UnitMass_in_g = 0"),
+        ("Header", "UnitMass_in_g", 0.0, "UnitMass_in_g = 0"),
     ] {
-        write_cosmological_snapshot_file(&path, &in_box(5), 0.02, &c, &units).unwrap();
+        write_snapshot_file(&path, &in_box(5), lcdm_meta()).unwrap();
         let f = hdf5::File::open_rw(&path).unwrap();
         let g = f.group(group).unwrap();
         g.delete_attr(name).unwrap();
@@ -779,4 +973,195 @@ fn bad_cosmological_fields_are_refused() {
         let err = read_err(&path, &path);
         assert!(err.message.contains(expect), "{name}: {err}");
     }
+}
+
+/// `n` particles of types 4, 1, 0, 1, 5, 4, 1, … in turn: types 1 and 5 of one mass each,
+/// types 0 and 4 of masses that differ; file ids 10 i + 7.
+fn mixed(n: usize) -> Particles {
+    const TURN: [u8; 7] = [4, 1, 0, 1, 5, 4, 1];
+    let mut p = Particles::with_capacity(n);
+    for i in 0..n {
+        let t = TURN[i % TURN.len()];
+        let x = i as f64;
+        let mass = match t {
+            1 => 0.5,
+            5 => 2.0,
+            _ => 1.0 + x / 10.0,
+        };
+        let id = tagged_id(10 * i as u64 + 7, t);
+        p.push(DVec3::new(x, -x, 0.5 * x), DVec3::new(1.0, x, -x), mass, id);
+    }
+    p
+}
+
+/// The indices of `p`'s particles of type `t`, in order.
+fn of_type(p: &Particles, t: u8) -> Vec<usize> {
+    (0..p.len())
+        .filter(|&i| particle_type(p.id[i]) == t)
+        .collect()
+}
+
+/// Each particle is written to the group of its type with its file id, its extras beside it;
+/// one mass for all of a type goes to `MassTable`; read back, every particle comes back with
+/// its type, grouped by type in the order they had.
+#[test]
+fn every_type_round_trips_with_its_extras() {
+    let dir = TestDir::new("snap-types-round-trip");
+    let p = mixed(40);
+    let acc: Vec<DVec3> = p.pos.iter().map(|x| *x * 3.0 + DVec3::X).collect();
+    let pot: Vec<f64> = (0..p.len()).map(|i| -(i as f64)).collect();
+    let extras = SnapshotExtras {
+        acc: Some(&acc),
+        pot: Some(&pot),
+    };
+    let path = write_snapshot(&SingleProcess, dir.path(), 2, &p, 1.5, &extras).unwrap();
+    let (q, t) = read_snapshot(&SingleProcess, &path).unwrap();
+    assert_eq!(t, 1.5);
+    let mut order: Vec<u32> = (0..p.len() as u32).collect();
+    order.sort_by_key(|&i| particle_type(p.id[i as usize]));
+    let mut expected = p.clone();
+    expected.permute(&order);
+    assert_same(&expected, &q);
+
+    let f = hdf5::File::open(&path).unwrap();
+    let header = f.group("Header").unwrap();
+    let counts: Vec<u64> = (0..6).map(|t| of_type(&p, t).len() as u64).collect();
+    let attr = |name: &str| header.attr(name).unwrap();
+    assert_eq!(attr("NumPart_ThisFile").read_raw::<u64>().unwrap(), counts);
+    assert_eq!(attr("NumPart_Total").read_raw::<u64>().unwrap(), counts);
+    // 5 turns of 7 and 4, 1, 0, 1, 5.
+    assert_eq!(counts, [6, 17, 0, 0, 11, 6]);
+    let table = attr("MassTable").read_raw::<f64>().unwrap();
+    assert_eq!(table, [0.0, 0.5, 0.0, 0.0, 0.0, 2.0]);
+    for t in 0..6u8 {
+        let name = format!("PartType{t}");
+        let rows = of_type(&p, t);
+        if rows.is_empty() {
+            assert!(f.group(&name).is_err(), "{name}");
+            continue;
+        }
+        let g = f.group(&name).unwrap();
+        let ids = g.dataset("ParticleIDs").unwrap().read_raw::<u64>().unwrap();
+        let want: Vec<u64> = rows.iter().map(|&i| 10 * i as u64 + 7).collect();
+        assert_eq!(ids, want, "{name}");
+        assert_eq!(g.link_exists("Masses"), table[t as usize] == 0.0, "{name}");
+        let a = g
+            .dataset("Acceleration")
+            .unwrap()
+            .read_raw::<f64>()
+            .unwrap();
+        let want: Vec<f64> = rows.iter().flat_map(|&i| acc[i].to_array()).collect();
+        assert_eq!(a, want, "{name}");
+        let u = g.dataset("Potential").unwrap().read_raw::<f64>().unwrap();
+        assert_eq!(
+            u,
+            rows.iter().map(|&i| pot[i]).collect::<Vec<_>>(),
+            "{name}"
+        );
+    }
+}
+
+/// A 3-file set as three ranks write it: the header of every file holds the totals and the
+/// mass table of the whole snapshot; a type with one mass on each rank but not the same on
+/// all has per-particle masses in every file; a rank without a type has no group for it.
+#[test]
+fn a_set_of_files_agrees_on_totals_and_mass_table() {
+    let dir = TestDir::new("snap-types-set");
+    let mut p = mixed(63);
+    let parts = [0..21, 21..42, 42..63];
+    // Type 5 heavier on the last rank; no gas there.
+    for i in parts[2].clone() {
+        match particle_type(p.id[i]) {
+            5 => p.mass[i] = 3.0,
+            0 => p.id[i] = tagged_id(file_id(p.id[i]), 2),
+            _ => {}
+        }
+    }
+    let shares: Vec<Particles> = parts
+        .iter()
+        .map(|r| {
+            let mut q = p.clone();
+            q.permute(&r.clone().map(|i| i as u32).collect::<Vec<_>>());
+            q
+        })
+        .collect();
+    let mut all = Types::none();
+    let mut paths = Vec::new();
+    let counted: Vec<Types> = shares
+        .iter()
+        .map(|q| Types::of(Path::new("x"), q).unwrap())
+        .collect();
+    for t in &counted {
+        for k in 0..TYPES {
+            all.counts[k] += t.counts[k];
+            all.lightest[k] = all.lightest[k].min(t.lightest[k]);
+            all.heaviest[k] = all.heaviest[k].max(t.heaviest[k]);
+        }
+    }
+    let meta = SnapshotMeta::nbody(0.75);
+    for (r, (q, t)) in shares.iter().zip(&counted).enumerate() {
+        let path = snapshot_path(dir.path(), 4, r, 3);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        write_member(&path, q, &Default::default(), &meta, t, &all, 3).unwrap();
+        paths.push(path);
+    }
+    let totals: Vec<u64> = (0..6).map(|t| of_type(&p, t).len() as u64).collect();
+    for (r, path) in paths.iter().enumerate() {
+        let f = hdf5::File::open(path).unwrap();
+        let h = f.group("Header").unwrap();
+        let total = h.attr("NumPart_Total").unwrap().read_raw::<u64>().unwrap();
+        assert_eq!(total, totals, "file {r}");
+        let table = h.attr("MassTable").unwrap().read_raw::<f64>().unwrap();
+        assert_eq!(table, [0.0, 0.5, 0.0, 0.0, 0.0, 0.0], "file {r}");
+        assert!(f.link_exists("PartType5/Masses"), "file {r}");
+        assert_eq!(f.link_exists("PartType0"), r < 2, "file {r}");
+        assert_eq!(f.link_exists("PartType2"), r == 2, "file {r}");
+    }
+    let (q, _) = read_snapshot(&SingleProcess, dir.path().join("snapdir_004").as_path()).unwrap();
+    assert_eq!(q.len(), 63);
+    for k in 0..TYPES as u8 {
+        let mut got: Vec<(u64, u64)> = (0..q.len())
+            .filter(|&i| particle_type(q.id[i]) == k)
+            .map(|i| (q.id[i], q.mass[i].to_bits()))
+            .collect();
+        let mut want: Vec<(u64, u64)> = of_type(&p, k)
+            .into_iter()
+            .map(|i| (p.id[i], p.mass[i].to_bits()))
+            .collect();
+        got.sort_unstable();
+        want.sort_unstable();
+        assert_eq!(got, want, "type {k}");
+    }
+}
+
+/// A file id of 2^61 or more cannot carry a type: reading it is a one-line error naming the
+/// file and the group; an id whose top bits name no type (6 or 7) is not written.
+#[test]
+fn ids_that_cannot_carry_a_type_are_refused() {
+    let dir = TestDir::new("snap-bad-ids");
+    let path = good(&dir);
+    let mut ids: Vec<u64> = (1..=8).collect();
+    ids[2] = 1 << 61;
+    replace(&path, "ParticleIDs", &[8], &ids);
+    let err = read_err(&path, &path);
+    assert!(
+        err.message
+            .contains("/PartType1/ParticleIDs row 2 holds 2305843009213693952 (must be below 2^61"),
+        "{err}"
+    );
+    ids[2] = (1 << 61) - 1;
+    replace(&path, "ParticleIDs", &[8], &ids);
+    let (p, _) = read_snapshot(&SingleProcess, &path).unwrap();
+    assert_eq!(p.id[2], (1 << 61) - 1);
+
+    let mut p = sample(4);
+    p.id[1] = (7 << 61) + 5;
+    let err =
+        write_snapshot(&SingleProcess, dir.path(), 1, &p, 0.0, &Default::default()).unwrap_err();
+    assert_eq!(err.kind, ErrorKind::Input);
+    assert!(err.message.contains("particle 1 has the id"), "{err}");
+    assert!(
+        err.message.contains("name no particle type (type 6"),
+        "{err}"
+    );
 }

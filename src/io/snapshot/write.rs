@@ -1,20 +1,25 @@
-//! Writing a snapshot: one HDF5 file per rank, each atomically.
+//! Writing a snapshot: one HDF5 file per rank, each atomically, one `/PartTypeN` group per
+//! particle type present.
 
 use super::files::snapshot_path;
-use super::header::{write_config, Header, SnapshotCosmology, SnapshotUnits};
+use super::header::{write_config, Header, SnapshotMeta, SnapshotUnits, TYPES};
 use crate::comm::{agree, Comm};
 use crate::error::{Error, Result};
 use crate::io::atomic::replace_atomic;
-use crate::particles::Particles;
+use crate::particles::{file_id, particle_type, Particles};
 use glam::DVec3;
+use hdf5::H5Type;
 use std::path::{Path, PathBuf};
+
+/// Rows gathered and written at a time (bounds the temporary memory: 24 MiB of vectors).
+const CHUNK: usize = 1 << 20;
 
 /// Optional per-particle fields of a snapshot, in the order of the particles written.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct SnapshotExtras<'a> {
-    /// Accelerations (length / time² units), written as `/PartType1/Acceleration`.
+    /// Accelerations (length / time² units), written as `/PartTypeN/Acceleration`.
     pub acc: Option<&'a [DVec3]>,
-    /// Potentials per unit mass ((length / time)² units), written as `/PartType1/Potential`.
+    /// Potentials per unit mass ((length / time)² units), written as `/PartTypeN/Potential`.
     pub pot: Option<&'a [f64]>,
 }
 
@@ -22,82 +27,149 @@ pub struct SnapshotExtras<'a> {
 /// (GADGET-4 naming; a one-rank job writes `dir/snapshot_NNN.hdf5`), each atomically
 /// (temp file + rename). Collective: every rank calls it. Returns this rank's file.
 ///
-/// `time` is the simulation time (time units) stored as `/Header/Time`; `dir` (and
-/// `snapdir_NNN`) are created when missing. The layout is described in [`crate::io::snapshot`].
-/// Fails on every rank, with the error of the first rank that failed, when any rank fails
-/// (arrays of unequal length, a write error), so that no rank goes on believing the snapshot
-/// complete.
+/// `meta` gives `Time`, the cosmology and the units ([`SnapshotMeta`]; a time alone, an
+/// `f64`, is a non-cosmological snapshot in N-body units, [`SnapshotMeta::nbody`]). Each
+/// particle goes to the group of its type ([`crate::particles::particle_type`]) with its id
+/// as the file holds it ([`crate::particles::file_id`]); a type whose particles all have the
+/// same mass > 0, on every rank, has it in `MassTable` and no `Masses` dataset (GADGET-4's
+/// rule). `dir` (and `snapdir_NNN`) are created when missing. The layout is described in
+/// [`crate::io::snapshot`]. Fails on every rank, with the error of the first rank that failed,
+/// when any rank fails (arrays of unequal length, an id without a particle type, a time or
+/// cosmology that cannot be written, a write error), so that no rank goes on believing the
+/// snapshot complete.
 pub fn write_snapshot(
     comm: &dyn Comm,
     dir: &Path,
     number: usize,
     p: &Particles,
-    time: f64,
+    meta: impl Into<SnapshotMeta>,
     fields: &SnapshotExtras,
 ) -> Result<PathBuf> {
+    let meta = meta.into();
     let path = snapshot_path(dir, number, comm.rank(), comm.size());
-    let mut total = [p.len() as u64];
-    comm.allreduce_sum_u64(&mut total);
-    let header = Header::hinoki(p.len() as u64, total[0], time, comm.size());
-    let written = create_parent(&path).and_then(|()| write_one(&path, &header, p, fields));
+    let mine = check(&path, p, fields, &meta).and_then(|()| Types::of(&path, p));
+    // Every rank joins the sums, a failed one with nothing, before the failure is shared.
+    let mut all = mine.as_ref().map_or_else(|_| Types::none(), |t| t.clone());
+    comm.allreduce_sum_u64(&mut all.counts);
+    comm.allreduce_min_f64(&mut all.lightest);
+    comm.allreduce_max_f64(&mut all.heaviest);
+    let written = mine.and_then(|mine| {
+        create_parent(&path)?;
+        write_member(&path, p, fields, &meta, &mine, &all, comm.size())
+    });
     agree(comm, written)?;
     Ok(path)
 }
 
-/// Writes a one-file snapshot of the particles `p` at time `time` (time units) to `path`,
-/// whatever its name, atomically: initial conditions (`hinoki ics`) and other single files.
-/// The directory that holds `path` must exist.
-pub fn write_snapshot_file(path: &Path, p: &Particles, time: f64) -> Result<()> {
-    let n = p.len() as u64;
-    write_one(
-        path,
-        &Header::hinoki(n, n, time, 1),
-        p,
-        &SnapshotExtras::default(),
-    )
-}
-
-/// Writes a one-file cosmological snapshot of the particles `p` to `path`, atomically:
-/// `Time` = `scale_factor` (a), the header fields of `cosmology` (`OmegaBaryon` among them),
-/// and `/Parameters` with `units` and the cosmology, as GADGET-4 writes them. The particles
-/// must be in the units `units` names, comoving positions in [0, `BoxSize`)³ (checked: a
-/// position outside is an input error and nothing is written). The directory that holds
-/// `path` must exist.
-pub fn write_cosmological_snapshot_file(
+/// Writes the file `path` of a `files`-file snapshot: this rank's particles `p` (of the
+/// `types` counted), in a snapshot whose particles of all ranks are `all`.
+pub(super) fn write_member(
     path: &Path,
     p: &Particles,
-    scale_factor: f64,
-    cosmology: &SnapshotCosmology,
-    units: &SnapshotUnits,
+    fields: &SnapshotExtras,
+    meta: &SnapshotMeta,
+    types: &Types,
+    all: &Types,
+    files: usize,
 ) -> Result<()> {
-    let bad = |what: String| Err(Error::input(format!("{}: {what}", path.display())));
-    if !(scale_factor.is_finite() && scale_factor > 0.0) {
-        return bad(format!(
-            "cannot write the scale factor a = {scale_factor} (must be finite and > 0)"
-        ));
+    let header = Header::written(meta, types.counts, all.counts, all.mass_table(), files);
+    write_one(path, &header, p, fields)
+}
+
+/// Writes a one-file snapshot of the particles `p` to `path`, whatever its name, atomically:
+/// initial conditions (`hinoki ics`) and other single files. `meta` as for [`write_snapshot`];
+/// the file also records `TimeBegin` = `Time` (a run from it starts there). A periodic box
+/// (`BoxSize` > 0) must hold every particle in [0, `BoxSize`)³ (checked: a position outside
+/// is an input error and nothing is written; GADGET-4 reads initial conditions so). The
+/// directory that holds `path` must exist.
+pub fn write_snapshot_file(
+    path: &Path,
+    p: &Particles,
+    meta: impl Into<SnapshotMeta>,
+) -> Result<()> {
+    let meta = meta.into();
+    check(path, p, &SnapshotExtras::default(), &meta)?;
+    let box_size = meta.cosmology.box_size;
+    if box_size > 0.0 {
+        let inside = |x: &DVec3| x.to_array().iter().all(|c| (0.0..box_size).contains(c));
+        if let Some(i) = p.pos.iter().position(|x| !inside(x)) {
+            return Err(Error::input(format!(
+                "{}: particle {i} at {:?} lies outside the periodic box [0, {box_size})",
+                path.display(),
+                p.pos[i].to_array()
+            )));
+        }
     }
-    let box_size = cosmology.box_size;
-    if !(box_size.is_finite() && box_size > 0.0 && cosmology.is_cosmological()) {
-        return bad(format!(
-            "cannot write a cosmological snapshot with BoxSize = {box_size}, Omega0 = {} \
-             (both must be > 0)",
-            cosmology.omega0
-        ));
-    }
-    let inside = |x: &DVec3| x.to_array().iter().all(|c| (0.0..box_size).contains(c));
-    if let Some(i) = p.pos.iter().position(|x| !inside(x)) {
-        return bad(format!(
-            "particle {i} at {:?} lies outside the box [0, {box_size})",
-            p.pos[i].to_array()
-        ));
-    }
-    let n = p.len() as u64;
+    let types = Types::of(path, p)?;
     let header = Header {
-        cosmology: *cosmology,
-        units: Some(*units),
-        ..Header::hinoki(n, n, scale_factor, 1)
+        time_begin: Some(meta.time),
+        ..Header::written(&meta, types.counts, types.counts, types.mass_table(), 1)
     };
     write_one(path, &header, p, &SnapshotExtras::default())
+}
+
+/// The particles of each type on this rank: how many, and their lightest and heaviest mass
+/// (+∞ and −∞ for a type without particles).
+#[derive(Clone, Debug, PartialEq)]
+pub(super) struct Types {
+    /// Particles of each type.
+    pub counts: [u64; TYPES],
+    /// The smallest mass of each type.
+    pub lightest: [f64; TYPES],
+    /// The largest mass of each type.
+    pub heaviest: [f64; TYPES],
+}
+
+impl Types {
+    /// No particles of any type (what a sum, minimum and maximum over ranks start from).
+    pub fn none() -> Self {
+        Self {
+            counts: [0; TYPES],
+            lightest: [f64::INFINITY; TYPES],
+            heaviest: [f64::NEG_INFINITY; TYPES],
+        }
+    }
+
+    /// The types of `p` (to be written to `path`); an id whose bits name no type (6 or 7) is
+    /// an input error.
+    pub fn of(path: &Path, p: &Particles) -> Result<Self> {
+        let mut t = Self::none();
+        for (i, (&id, &m)) in p.id.iter().zip(&p.mass).enumerate() {
+            let k = usize::from(particle_type(id));
+            if k >= TYPES {
+                return Err(Error::input(format!(
+                    "{}: particle {i} has the id {id}, whose top bits name no particle type \
+                     (type {k}; ids below 2^61 carry their type 0 … 5 above)",
+                    path.display()
+                )));
+            }
+            t.counts[k] += 1;
+            t.lightest[k] = t.lightest[k].min(m);
+            t.heaviest[k] = t.heaviest[k].max(m);
+        }
+        Ok(t)
+    }
+
+    /// `MassTable`: the mass of a type whose particles all have one mass > 0, else 0 (masses
+    /// per particle, in `Masses`).
+    fn mass_table(&self) -> [f64; TYPES] {
+        std::array::from_fn(|k| {
+            let (lo, hi) = (self.lightest[k], self.heaviest[k]);
+            if self.counts[k] > 0 && lo == hi && lo > 0.0 {
+                lo
+            } else {
+                0.0
+            }
+        })
+    }
+}
+
+/// Checks what a file of `p` at `path` needs before anything is written: one entry per
+/// particle in every array, and a `meta` that can be written.
+fn check(path: &Path, p: &Particles, fields: &SnapshotExtras, meta: &SnapshotMeta) -> Result<()> {
+    check_lengths(path, p, fields)?;
+    meta.check()
+        .map_err(|e| Error::input(format!("{}: {e}", path.display())))
 }
 
 /// Creates the directory that will hold `path` (every rank may call it at once).
@@ -159,35 +231,182 @@ fn write_file(
     header.write(&file.create_group("Header")?)?;
     header.write_parameters(&file)?;
     write_config(&file)?;
+    let scale = Scaling {
+        units: header.units.unwrap_or(SnapshotUnits::NBODY),
+        comoving: header.comoving.unwrap_or(false),
+    };
     // GADGET leaves out the group of a type without particles in this file.
-    if !p.is_empty() {
-        let g = file.create_group("PartType1")?;
-        vectors(&g, "Coordinates", &p.pos)?;
-        vectors(&g, "Velocities", &p.vel)?;
-        scalars(&g, "ParticleIDs", &p.id)?;
-        scalars(&g, "Masses", &p.mass)?;
+    for (k, &n) in header.this_file.iter().enumerate().filter(|(_, &n)| n > 0) {
+        let g = file.create_group(&format!("PartType{k}"))?;
+        let rows = Rows {
+            ptype: k as u8,
+            n: n as usize,
+            p,
+        };
+        scale.label(rows.vectors(&g, "Coordinates", &p.pos)?, &COORDINATES)?;
+        scale.label(rows.vectors(&g, "Velocities", &p.vel)?, &VELOCITIES)?;
+        rows.scalars(&g, "ParticleIDs", &p.id, file_id)?;
+        if header.mass_table[k] == 0.0 {
+            scale.label(rows.scalars(&g, "Masses", &p.mass, |m| m)?, &MASSES)?;
+        }
         if let Some(acc) = fields.acc {
-            vectors(&g, "Acceleration", acc)?;
+            scale.label(rows.vectors(&g, "Acceleration", acc)?, &ACCELERATION)?;
         }
         if let Some(pot) = fields.pot {
-            scalars(&g, "Potential", pot)?;
+            scale.label(rows.scalars(&g, "Potential", pot, |x| x)?, &POTENTIAL)?;
         }
     }
     file.close()
 }
 
-/// An (n, 3) float64 dataset, written straight from the vectors' memory.
-fn vectors(g: &hdf5::Group, name: &str, v: &[DVec3]) -> hdf5::Result<()> {
-    g.new_dataset::<f64>()
-        .shape((v.len(), 3))
-        .create(name)?
-        .write_raw(bytemuck::cast_slice::<DVec3, f64>(v))
+/// The `n` particles of type `ptype` among `p`, in their order: the rows of one group.
+struct Rows<'a> {
+    ptype: u8,
+    n: usize,
+    p: &'a Particles,
 }
 
-/// An n-element dataset.
-fn scalars<T: hdf5::H5Type>(g: &hdf5::Group, name: &str, v: &[T]) -> hdf5::Result<()> {
-    g.new_dataset::<T>()
-        .shape(v.len())
-        .create(name)?
-        .write_raw(v)
+impl Rows<'_> {
+    /// The indices of the group's particles in `p`, in order.
+    fn indices(&self) -> impl Iterator<Item = usize> + '_ {
+        let ptype = self.ptype;
+        self.p
+            .id
+            .iter()
+            .enumerate()
+            .filter(move |(_, &id)| particle_type(id) == ptype)
+            .map(|(i, _)| i)
+    }
+
+    /// Writes `value(v[i])` for the group's particles i as the n-element dataset `name`,
+    /// a chunk of rows at a time.
+    fn scalars<T: H5Type + Copy, U: H5Type + Copy>(
+        &self,
+        g: &hdf5::Group,
+        name: &str,
+        v: &[T],
+        value: fn(T) -> U,
+    ) -> hdf5::Result<hdf5::Dataset> {
+        let ds = g.new_dataset::<U>().shape(self.n).create(name)?;
+        self.in_chunks(|i| value(v[i]), |block, rows| ds.write_slice(block, rows))?;
+        Ok(ds)
+    }
+
+    /// Writes the vectors of the group's particles as the (n, 3) float64 dataset `name`.
+    fn vectors(&self, g: &hdf5::Group, name: &str, v: &[DVec3]) -> hdf5::Result<hdf5::Dataset> {
+        let ds = g.new_dataset::<f64>().shape((self.n, 3)).create(name)?;
+        self.in_chunks(
+            |i| v[i].to_array(),
+            |block, rows| ds.write_slice::<_, f64, _, _>(block, (rows, ..)),
+        )?;
+        Ok(ds)
+    }
+
+    /// Gathers `value(i)` of the group's particles in chunks of at most [`CHUNK`] rows and
+    /// hands each with its rows to `write`.
+    fn in_chunks<U>(
+        &self,
+        value: impl Fn(usize) -> U,
+        mut write: impl FnMut(&[U], std::ops::Range<usize>) -> hdf5::Result<()>,
+    ) -> hdf5::Result<()> {
+        let mut block = Vec::with_capacity(self.n.min(CHUNK));
+        let mut start = 0;
+        for i in self.indices() {
+            block.push(value(i));
+            if block.len() == CHUNK {
+                write(&block, start..start + CHUNK)?;
+                start += CHUNK;
+                block.clear();
+            }
+        }
+        if !block.is_empty() {
+            write(&block, start..start + block.len())?;
+        }
+        Ok(())
+    }
+}
+
+/// How a dataset's values scale with the units, a and h, as GADGET-4 labels them: exponents
+/// of the length, mass and velocity units, of a and of h.
+struct Dimensions {
+    length: f64,
+    mass: f64,
+    velocity: f64,
+    a: f64,
+    h: f64,
+}
+
+/// Comoving positions: length, ∝ a/h.
+const COORDINATES: Dimensions = Dimensions {
+    length: 1.0,
+    mass: 0.0,
+    velocity: 0.0,
+    a: 1.0,
+    h: -1.0,
+};
+/// Velocities u = v/√a: velocity, ∝ √a.
+const VELOCITIES: Dimensions = Dimensions {
+    length: 0.0,
+    mass: 0.0,
+    velocity: 1.0,
+    a: 0.5,
+    h: 0.0,
+};
+/// Masses: mass, ∝ 1/h.
+const MASSES: Dimensions = Dimensions {
+    length: 0.0,
+    mass: 1.0,
+    velocity: 0.0,
+    a: 0.0,
+    h: -1.0,
+};
+/// Accelerations: velocity² / length, ∝ h/a² (GADGET-4's labels).
+const ACCELERATION: Dimensions = Dimensions {
+    length: -1.0,
+    mass: 0.0,
+    velocity: 2.0,
+    a: -2.0,
+    h: 1.0,
+};
+/// Potentials per unit mass: velocity², ∝ 1/a.
+const POTENTIAL: Dimensions = Dimensions {
+    length: 0.0,
+    mass: 0.0,
+    velocity: 2.0,
+    a: -1.0,
+    h: 0.0,
+};
+
+/// The units of a file and whether it is comoving: what the datasets' unit attributes say.
+struct Scaling {
+    units: SnapshotUnits,
+    comoving: bool,
+}
+
+impl Scaling {
+    /// Gives `ds` GADGET-4's unit attributes for `d`: `a_scaling` and `h_scaling` (zero in a
+    /// file that is not comoving, as GADGET-4 writes them), `length_scaling`, `mass_scaling`,
+    /// `velocity_scaling` and `to_cgs`, the factor to cgs (without the a and h factors).
+    fn label(&self, ds: hdf5::Dataset, d: &Dimensions) -> hdf5::Result<()> {
+        let u = &self.units;
+        let to_cgs = u.length_in_cm.powf(d.length)
+            * u.mass_in_g.powf(d.mass)
+            * u.velocity_in_cm_per_s.powf(d.velocity);
+        let (a, h) = if self.comoving {
+            (d.a, d.h)
+        } else {
+            (0.0, 0.0)
+        };
+        for (name, value) in [
+            ("a_scaling", a),
+            ("h_scaling", h),
+            ("length_scaling", d.length),
+            ("mass_scaling", d.mass),
+            ("velocity_scaling", d.velocity),
+            ("to_cgs", to_cgs),
+        ] {
+            ds.new_attr::<f64>().create(name)?.write_scalar(&value)?;
+        }
+        Ok(())
+    }
 }

@@ -51,12 +51,16 @@ fn emulated_lets_equal_the_hosts_word_for_word() {
     let mut builder = TreeBuilder::new(&s).unwrap();
     let mut former = GroupFormer::new(&s).unwrap();
     let mut lets = LetArrays::new(&s).unwrap();
-    for (mac, pieces) in [
-        (Mac::Modified, 64),
-        (Mac::BarnesHut, 1),
-        (Mac::Acceleration, 16),
+    // The periodic test folds separations over the frame's unit period (these particles are
+    // no periodic box, but the decisions must agree all the same).
+    for (mac, pieces, periodic) in [
+        (Mac::Modified, 64, false),
+        (Mac::BarnesHut, 1, false),
+        (Mac::Acceleration, 16, false),
+        (Mac::Modified, 64, true),
+        (Mac::Acceleration, 16, true),
     ] {
-        let what = format!("{mac}, {pieces} boxes");
+        let what = format!("{mac}, {pieces} boxes, periodic {periodic}");
         let a = Tree::build_in(&frame, &pa, &ma, &tp(mac), &mut PhaseTimes::default());
         let b = Tree::build_in(&frame, &pb, &mb, &tp(mac), &mut PhaseTimes::default());
         // Rank 1 holds b on the device, with previous accelerations for its region's amin.
@@ -83,8 +87,10 @@ fn emulated_lets_equal_the_hosts_word_for_word() {
         .walk_params(frame.side())
         .criterion;
         let regions = [theirs.clone(), mine.clone(), Region::default()];
-        let (words, counts) = lets.export(&s, &tree, &regions, 1, &crit).unwrap();
-        let host = export(&b, &crit, &theirs);
+        let (words, counts) = lets
+            .export(&s, &tree, &regions, 1, &crit, periodic)
+            .unwrap();
+        let host = export(&b, &crit, periodic, &theirs);
         assert!(host.len() > 1000, "{what}: {} words", host.len());
         assert_eq!(counts, vec![host.len(), 0, 0], "{what}: words per rank");
         let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
@@ -110,8 +116,8 @@ fn emulated_forest_walks_as_the_hosts_and_refuses_what_the_host_refuses() {
     let b = Tree::build_in(&frame, &pb, &mb, &tp, &mut PhaseTimes::default());
     let wp = ForceParams::default().walk_params(frame.side());
     // Rank 0 receives b's LET from rank 1 and a piece of itself from rank 2 (any tree will do).
-    let from_b = export(&b, &wp.criterion, &Region::of_tree(&a, 0.0, 64));
-    let from_c = export(&a, &wp.criterion, &Region::of_tree(&b, 0.0, 4));
+    let from_b = export(&b, &wp.criterion, false, &Region::of_tree(&a, 0.0, 64));
+    let from_c = export(&a, &wp.criterion, false, &Region::of_tree(&b, 0.0, 4));
     let data = [&from_b[..], &from_c[..]].concat();
     let counts = [0, from_b.len(), from_c.len()];
     let host = wire::unpack_forest(&data, &counts).unwrap();
