@@ -34,14 +34,15 @@ fn the_kernels_periodic_constants_are_the_hosts() {
 }
 
 /// The periodic walk's groups: every group cut into consecutive pieces within
-/// MAX_GROUP_HALF (or of one target), each as long as it can be.
+/// MAX_GROUP_HALF (or of one target), each as long as it can be: those of the host's
+/// `within_half`.
 #[cfg(hinoki_emulator)]
 #[test]
-fn emulated_periodic_groups_are_the_fewest_within_the_bound() {
+fn emulated_periodic_groups_are_the_hosts() {
     use super::{GpuLayout, GpuWalk, WalkKernel};
     use crate::gpu::launch::KernelRunner;
     use crate::gpu::GpuContext;
-    use crate::walk::groups::{chunk_groups, Group};
+    use crate::walk::groups::{chunk_groups, within_half};
     let ctx = GpuContext::emulated().unwrap();
     let mut walk = GpuWalk::new(&ctx, WalkKernel::List, GpuLayout::default()).unwrap();
     // Runs of targets at spacings from far below to far above the bound, and a coincident run.
@@ -66,37 +67,10 @@ fn emulated_periodic_groups_are_the_fewest_within_the_bound() {
     walk.program
         .download(&walk.buffers.pieces, bytemuck::cast_slice_mut(&mut got))
         .unwrap();
+    // In the order of the targets (the device appends them in any order).
     got.sort();
-    let half = |g: &Group| {
-        let x = &targets[g[0] as usize..(g[0] + g[1]) as usize];
-        (0..3)
-            .map(|k| {
-                let lo = x.iter().map(|p| p[k]).fold(f32::INFINITY, f32::min);
-                let hi = x.iter().map(|p| p[k]).fold(f32::NEG_INFINITY, f32::max);
-                0.5 * (hi - lo)
-            })
-            .fold(0.0, f32::max)
-    };
-    // The pieces tile the targets in order, each inside its group, and within the bound
-    // unless of one target, and none could take the next target of its group.
-    let mut end = 0;
-    for p in &got {
-        assert_eq!(p[0], end, "{p:?}");
-        end = p[0] + p[1];
-        let group = groups
-            .iter()
-            .find(|g| g[0] <= p[0] && p[0] < g[0] + g[1])
-            .unwrap();
-        assert!(end <= group[0] + group[1], "{p:?} leaves {group:?}");
-        assert!(p[1] == 1 || half(p) <= MAX_GROUP_HALF, "{p:?}");
-        if end < group[0] + group[1] {
-            assert!(
-                half(&[p[0], p[1] + 1]) > MAX_GROUP_HALF,
-                "{p:?} could be longer"
-            );
-        }
-    }
-    assert_eq!(end as usize, targets.len());
+    let want = within_half(&targets, groups.clone(), MAX_GROUP_HALF);
+    assert_eq!(got, want);
     // Some groups were cut, some runs kept whole.
     assert!(
         got.len() > groups.len() && got.len() < targets.len() / 2,
