@@ -452,7 +452,7 @@ fn gpu_periodic_walk_matches_the_cpu_on_the_same_tree() {
             );
             let at = format!("{kernel} {layout} {mac} quadrupole {quadrupole}");
             assert!(e.p99 <= 1e-5 && e.max <= 1e-4, "{at}: {e:?}");
-            assert!(ep.max <= 1e-5, "{at}: {ep:?}");
+            assert!(ep.max <= 3e-5, "{at}: {ep:?}");
             // The same decisions: the same interactions for (nearly) every target.
             let same = (0..n)
                 .filter(|&k| gpu.p2p[k] == cpu.p2p[k] && gpu.m2p[k] == cpu.m2p[k])
