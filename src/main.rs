@@ -538,7 +538,7 @@ fn ics(a: IcsArgs) -> Result<()> {
         return Err(Error::input("hinoki ics needs MODEL, --n and --output"));
     };
     let source = particle_source(Some(model), n, a.seed, None);
-    let p = initial_particles(&source, &SingleProcess, PARTICLE_BYTES)?;
+    let p = initial_particles(&source, &SingleProcess, PARTICLE_BYTES, false)?;
     write_snapshot_file(&output, &p, SnapshotMeta::nbody(0.0))?;
     tracing::info!(
         "wrote {} {} particles to {}",
@@ -666,7 +666,7 @@ fn forces(a: ForcesArgs, comm: &dyn Comm) -> Result<()> {
     // device, where they stay) and come back after the last evaluation.
     let mut engine = ForceEngine::new(params.clone())?;
     let source = particle_source(a.ics, a.n, a.seed, a.input);
-    let p = initial_particles(&source, comm, FORCES_BYTES)?;
+    let p = initial_particles(&source, comm, FORCES_BYTES, false)?;
     let n_total = comm.allgather_u64(p.len() as u64).iter().sum::<u64>() as usize;
     // On one rank nothing moves: the engine needs the positions and masses only, and the
     // particles stay here for the report. With several ranks they move, and come back after
@@ -755,7 +755,7 @@ fn virtual_ranks(a: VirtualRanksArgs) -> Result<()> {
     let params = a.gravity;
     params.validate()?;
     let source = particle_source(a.ics, a.n, a.seed, a.input);
-    let p = initial_particles(&source, &SingleProcess, FORCES_BYTES)?;
+    let p = initial_particles(&source, &SingleProcess, FORCES_BYTES, false)?;
     // Cost weights: the interactions of each particle in one force evaluation.
     let cost = match params.balance {
         Balance::Cost => {

@@ -32,7 +32,10 @@ use crate::integrate::{wrap, HalfKick, IntegratorState, Stepping, Timeline};
 use crate::io::checkpoint::{config_hash, find_checkpoint, write_checkpoint};
 use crate::io::config::IcsConfig;
 use crate::io::snapshot::snapshot_path;
-use crate::io::{read_snapshot, read_snapshot_header, write_snapshot, RunConfig, SnapshotExtras};
+use crate::io::{
+    read_comoving_snapshot, read_snapshot, read_snapshot_header, write_snapshot, RunConfig,
+    SnapshotExtras,
+};
 use crate::particles::Particles;
 use crate::resources::{ensure_memory, PARTICLE_BYTES, RUN_BYTES};
 use clock::Clock;
@@ -82,16 +85,22 @@ pub struct RunSummary {
 /// ([`crate::resources`]): generated from a model (every rank generates all and keeps its
 /// share), or read from a snapshot (each rank reads its share). Fails, before it allocates,
 /// when the particles are too many or the memory they need is not available; the particles
-/// must pass [`Particles::validate_share`]. Collective.
+/// must pass [`Particles::validate_share`]. `comoving`: a comoving run reads the file, which
+/// takes a cosmological snapshot's positions for what they are (no warning that they are
+/// taken as given). Collective.
 pub fn initial_particles(
     ics: &IcsConfig,
     comm: &dyn Comm,
     bytes_per_particle: u64,
+    comoving: bool,
 ) -> Result<Particles> {
     let need = |n: u64| bytes_per_particle.saturating_mul(n);
     let p = match ics {
         IcsConfig::File(path) => {
-            let p = read_snapshot(comm, path)?.0;
+            let p = match comoving {
+                true => read_comoving_snapshot(comm, path)?.0,
+                false => read_snapshot(comm, path)?.0,
+            };
             // The particles are in memory now; the rest of the command's need is to come.
             let rest = need(p.len() as u64).saturating_sub(PARTICLE_BYTES * p.len() as u64);
             let what = format!("{} particles from {}", p.len(), path.display());
@@ -409,7 +418,7 @@ impl<'a> Run<'a> {
         wall: Instant,
         verbose: bool,
     ) -> Result<Self> {
-        let mut p = initial_particles(&cfg.ics, comm, RUN_BYTES)?;
+        let mut p = initial_particles(&cfg.ics, comm, RUN_BYTES, clock.comoving.is_some())?;
         let n_global = global_count(p.len(), comm);
         match &clock.comoving {
             Some(c) => {

@@ -43,6 +43,16 @@ pub fn read_snapshot_header(path: &Path) -> Result<SnapshotHeader> {
     Ok(Header::read(&open(&first)?, &first)?.public())
 }
 
+/// [`read_snapshot`] for a comoving run, which integrates a cosmological snapshot's comoving
+/// positions and velocities as what they are: without the warning that they are taken as
+/// given. Collective.
+pub fn read_comoving_snapshot(comm: &dyn Comm, path: &Path) -> Result<(Particles, f64)> {
+    agree(
+        comm,
+        read_share_warning(comm.rank(), comm.size(), path, false),
+    )
+}
+
 /// All the particles of the periodic snapshot at `path` and its time, on one process, for a
 /// caller that treats the box as periodic itself (`hinoki plot power`, `hinoki render`): as
 /// [`read_snapshot`] on one rank, without its warning that positions are taken with open
