@@ -11,7 +11,7 @@ use common::TempDir;
 use glam::DVec3;
 use hinoki::comm::SingleProcess;
 use hinoki::error::ErrorKind;
-use hinoki::io::{read_snapshot, write_snapshot_file, RunConfig};
+use hinoki::io::{read_snapshot, write_snapshot_file, RunConfig, SnapshotMeta, SnapshotUnits};
 use hinoki::particles::Particles;
 use hinoki::simulation::{run_with, RunOptions, RunSummary};
 use serde_json::Value;
@@ -64,7 +64,13 @@ fn critical_density() -> f64 {
 /// gives it) and runs `table` (the rest of the configuration) on it in `dir`.
 fn run_from(dir: &TempDir, p: &Particles, a: f64, table: &str) -> (RunSummary, std::path::PathBuf) {
     let ics = dir.join("ics.hdf5");
-    common::writing_hdf5(|| write_snapshot_file(&ics, p, a)).unwrap();
+    // In GADGET's units (kpc/h, km/s, 10^10 M_sun/h: H0 = 0.1), which a file without a
+    // cosmology of its own gives the run.
+    let meta = SnapshotMeta {
+        units: SnapshotUnits::GADGET,
+        ..SnapshotMeta::nbody(a)
+    };
+    common::writing_hdf5(|| write_snapshot_file(&ics, p, meta)).unwrap();
     let out = dir.join("out");
     let cfg = config(&ics, table);
     let s = run_with(&cfg, &out, &SingleProcess, &RunOptions::default()).expect("run");
