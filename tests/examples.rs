@@ -24,6 +24,8 @@ const EXAMPLES: [(&str, Model); 6] = [
 
 /// The comoving example (seed 000's cosmological run), which reads its initial conditions.
 const COMOVING: &str = "cosmology-sphere.toml";
+/// The periodic comoving example (a 256³ box), which reads its initial conditions.
+const COMOVING_BOX: &str = "cosmology-box.toml";
 
 fn example(name: &str) -> RunConfig {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -45,8 +47,17 @@ fn every_example_is_listed_and_valid() {
     files.sort();
     let mut listed: Vec<String> = EXAMPLES.iter().map(|(f, _)| f.to_string()).collect();
     listed.push(COMOVING.to_string());
+    listed.push(COMOVING_BOX.to_string());
     listed.sort();
     assert_eq!(files, listed);
+    for name in [COMOVING, COMOVING_BOX] {
+        let cfg = example(name);
+        assert!(cfg.cosmology.is_some(), "{name} has no [cosmology] table");
+        assert!(
+            matches!(cfg.ics, IcsConfig::File(_)),
+            "{name} reads no file"
+        );
+    }
     for (name, model) in EXAMPLES {
         match example(name).ics {
             IcsConfig::Generate { model: m, .. } => assert_eq!(m, model, "{name}"),
@@ -122,7 +133,12 @@ fn the_comoving_example_runs_a_few_steps_of_a_small_sphere() {
     p.pos.iter_mut().for_each(|x| *x -= centre);
     let dir = TempDir::new("example-comoving");
     let ics = dir.path().join("ics.hdf5");
-    hinoki::io::write_snapshot_file(&ics, &p, 0.02).unwrap();
+    // GADGET's units (kpc/h, km/s, 10^10 M_sun/h), as `hinoki ics cosmology` writes them.
+    let meta = hinoki::io::SnapshotMeta {
+        units: hinoki::io::SnapshotUnits::GADGET,
+        ..hinoki::io::SnapshotMeta::nbody(0.02)
+    };
+    hinoki::io::write_snapshot_file(&ics, &p, meta).unwrap();
     cfg.ics = IcsConfig::File(ics);
     let c = cfg.cosmology.as_mut().unwrap();
     (c.omega_m, c.omega_lambda, c.hubble_param) = (Some(0.3), Some(0.7), Some(0.7));
