@@ -31,7 +31,7 @@ use crate::tree::Tree;
 use glam::DVec3;
 use rayon::prelude::*;
 
-/// One group's interaction lists, one per image shift, and its Ewald sums.
+/// One group's interaction lists, one per image shift, and its Ewald monopoles.
 #[derive(Default)]
 struct Images {
     /// Shifts s (whole periods per axis) and their lists: sources taken at their position − s.
