@@ -13,7 +13,8 @@
 //!   the leaf's s and one Ewald monopole of its mass at its cm's D; a larger one adds each of
 //!   its particles j at x_j − s_j, s_j = round(x_j − bc), with its own monopole at
 //!   D = bc − (x_j − s_j);
-//! - the monopoles' sums C = Σ M f(D), J = Σ M J(D), Ψ = Σ M ψ(D) (float64) reach each target
+//! - the monopoles' sums C = Σ M f(D), J = Σ M J(D), Ψ = Σ M ψ(D) (float64, summed after the
+//!   walk by [`EwaldTable::sum`](super::ewald::EwaldTable::sum)) reach each target
 //!   at x to first order, a += C + J δ, φ += Ψ − C·δ with δ = x − bc (the target's own term
 //!   included: its ψ(0) is the self-energy of its images).
 //!
@@ -23,21 +24,21 @@
 //! [`super::groups::within_half`]): the correction's first-order carry errs as bh².
 
 use super::cpu::{evaluate, group_box, split, List, Own, WalkOutput, WalkParams};
-use super::ewald::{table, Correction, EwaldTable, MAX_LEAF_MONOPOLE_HALF};
+use super::ewald::{table, Correction, MAX_LEAF_MONOPOLE_HALF};
 use super::groups::Group;
 use super::mac::Criterion;
 use crate::tree::Tree;
 use glam::DVec3;
 use rayon::prelude::*;
 
-/// One group's interaction lists, one per image shift, and its Ewald sums.
+/// One group's interaction lists, one per image shift, and its Ewald monopoles.
 #[derive(Default)]
 struct Images {
     /// Shifts s (whole periods per axis) and their lists: sources taken at their position − s.
     /// Kept between groups (emptied), so that their storage is reused.
     lists: Vec<([f32; 3], List)>,
-    /// C, J and Ψ of the group's Ewald monopoles at its centre (unit G).
-    ewald: Correction,
+    /// The group's Ewald monopoles: separation D (x, y, z) and mass.
+    monopoles: Vec<[f32; 4]>,
 }
 
 impl Images {
@@ -45,7 +46,7 @@ impl Images {
         for (_, list) in &mut self.lists {
             list.clear();
         }
-        self.ewald = Correction::default();
+        self.monopoles.clear();
     }
 
     /// The list of shift `s`.
@@ -64,15 +65,8 @@ impl Images {
     /// Adds the Ewald monopole of mass `m` at separation `d` (target minus source, the nearest
     /// image).
     #[inline]
-    fn correct(&mut self, table: &EwaldTable, m: f32, d: [f32; 3]) {
-        let c = table.correction(d);
-        let m = m as f64;
-        let e = &mut self.ewald;
-        e.pot += m * c.pot;
-        e.acc += m * c.acc;
-        for (a, b) in e.jac.iter_mut().zip(c.jac) {
-            *a += m * b;
-        }
+    fn correct(&mut self, m: f32, d: [f32; 3]) {
+        self.monopoles.push([d[0], d[1], d[2], m]);
     }
 
     /// Particle–particle and particle–cell interactions per target of the lists.
@@ -119,20 +113,30 @@ pub(super) fn grouped_walk(
         .for_each_init(Scratch::default, |sc, ((&[s, k], acc), (np, nm))| {
             let range = s as usize..(s + k) as usize;
             let tg = &targets[range.clone()];
-            let bc = collect(tree, tg, &p.criterion, table, &mut sc.images);
+            let bc = collect(tree, tg, &p.criterion, &mut sc.images);
+            let ewald = table.sum(&sc.images.monopoles);
             let (n_p2p, n_m2p) = sc.images.counts();
             np.fill(n_p2p);
             nm.fill(n_m2p);
-            evaluate_images(tree, tg, own.map(|o| &o[range]), bc, p, sc, acc);
+            evaluate_images(tree, tg, own.map(|o| &o[range]), (bc, &ewald), p, sc, acc);
         });
     out
 }
 
 /// The shift of a source at `x` for a group centred at `bc`: whole periods per axis that take
-/// it to its image nearest the group.
+/// it to its image nearest the group, round(x − bc) half away from zero.
 #[inline(always)]
 fn shift(x: [f32; 4], bc: [f32; 3]) -> [f32; 3] {
-    [0, 1, 2].map(|k| (x[k] - bc[k]).round())
+    [0, 1, 2].map(|k| round(x[k] - bc[k]))
+}
+
+/// `x` rounded to a whole number, half away from zero, as `f32::round` (without its library
+/// call on x86-64's baseline), for |x| < 2³¹ (a zero comes out +0).
+#[inline(always)]
+fn round(x: f32) -> f32 {
+    let whole = x as i32 as f32;
+    let rest = x - whole;
+    whole + ((rest >= 0.5) as i32 - (rest <= -0.5) as i32) as f32
 }
 
 /// The separation of the group's centre `bc` from a source at `x` moved by −`s` (target minus
@@ -143,14 +147,8 @@ fn separation(bc: [f32; 3], x: [f32; 4], s: [f32; 3]) -> [f32; 3] {
 }
 
 /// Walks the tree once for the group `tg`, filling `im` with its lists per shift and its Ewald
-/// sums; returns the group's centre.
-fn collect(
-    tree: &Tree,
-    tg: &[[f32; 4]],
-    crit: &Criterion,
-    table: &EwaldTable,
-    im: &mut Images,
-) -> [f32; 3] {
+/// monopoles; returns the group's centre.
+fn collect(tree: &Tree, tg: &[[f32; 4]], crit: &Criterion, im: &mut Images) -> [f32; 3] {
     im.clear();
     let (bc, bh, amin) = group_box(tg);
     let cells = &tree.cells;
@@ -161,7 +159,7 @@ fn collect(
         let s = shift(cm, bc);
         if crit.accepts_image(cells, c, s, bc, bh, amin) {
             im.list(s).cells.push(c as u32);
-            im.correct(table, cm[3], separation(bc, cm, s));
+            im.correct(cm[3], separation(bc, cm, s));
             c += cells.subtree[c] as usize;
             continue;
         }
@@ -170,13 +168,13 @@ fn collect(
             let b = a + cells.count[c];
             if cells.boxes[c][3] <= MAX_LEAF_MONOPOLE_HALF {
                 im.list(s).push_range(a, b);
-                im.correct(table, cm[3], separation(bc, cm, s));
+                im.correct(cm[3], separation(bc, cm, s));
             } else {
                 for j in a..b {
                     let x = tree.particles[j as usize];
                     let sj = shift(x, bc);
                     im.list(sj).push_range(j, j + 1);
-                    im.correct(table, x[3], separation(bc, x, sj));
+                    im.correct(x[3], separation(bc, x, sj));
                 }
             }
         }
@@ -185,14 +183,15 @@ fn collect(
     bc
 }
 
-/// Evaluates the lists of `sc.images` for every target of the group `tg` (centred at `bc`;
-/// `own`: which of the tree's particles they are), each list with the targets moved by its
-/// shift, and adds the Ewald sums carried to each target; writes `acc`.
+/// Evaluates the lists of `sc.images` for every target of the group `tg` (`own`: which of the
+/// tree's particles they are), each list with the targets moved by its shift, and adds the
+/// group's Ewald sums (`bc`, `ewald`: the group's centre and C, J, Ψ there) carried to each
+/// target; writes `acc`.
 fn evaluate_images(
     tree: &Tree,
     tg: &[[f32; 4]],
     own: Own,
-    bc: [f32; 3],
+    (bc, ewald): ([f32; 3], &Correction),
     p: &WalkParams,
     sc: &mut Scratch,
     acc: &mut [[f32; 4]],
@@ -225,7 +224,7 @@ fn evaluate_images(
     let centre = DVec3::new(bc[0] as f64, bc[1] as f64, bc[2] as f64);
     for ((out, a), t) in acc.iter_mut().zip(sums.iter()).zip(tg) {
         let x = DVec3::new(t[0] as f64, t[1] as f64, t[2] as f64);
-        let (f, psi) = images.ewald.at_offset(x - centre);
+        let (f, psi) = ewald.at_offset(x - centre);
         *out = [
             (a[0] + f.x) as f32,
             (a[1] + f.y) as f32,
@@ -237,3 +236,24 @@ fn evaluate_images(
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod rounding {
+    /// [`super::round`] is `f32::round` (up to the sign of zero) on halves, near-halves and
+    /// the range of shifts.
+    #[test]
+    fn round_is_half_away_from_zero() {
+        let mut xs = vec![
+            0.5f32, -0.5, 1.5, -1.5, 2.5, -2.5, 0.0, -0.0, 1e-30, 7.0, -7.0,
+        ];
+        for h in [0.5f32, 1.5, 2.5] {
+            for x in [h.next_down(), h.next_up(), -h.next_down(), -h.next_up()] {
+                xs.push(x);
+            }
+        }
+        xs.extend((0..20_000).map(|i| (i as f32 - 10_000.0) * 3.1e-4));
+        for x in xs {
+            assert_eq!(super::round(x), x.round(), "{x}");
+        }
+    }
+}
