@@ -157,13 +157,7 @@ fn bench_periodic(c: &mut Criterion) {
         box_size: 1.0,
         ..ForceParams::default()
     };
-    let frame = Frame {
-        cube: GridBox {
-            origin: glam::DVec3::ZERO,
-            side: 1.0,
-        },
-        centre: glam::DVec3::splat(0.5),
-    };
+    let frame = Frame::periodic_box(1.0, glam::DVec3::splat(0.5));
     let tree = Tree::build_in(
         &frame,
         &pos,

@@ -78,11 +78,13 @@ __device__ u64 hilbert_key(unsigned c[3])
     return (spread_bits(x0 ^ t) << 2) | (spread_bits(x1 ^ t) << 1) | spread_bits(x2 ^ t);
 }
 
-// A coordinate x in the frame centred at c with `scale` = 1 / side (of its cube,
-// Frame::to_frame): (x - c) * scale in float64, rounded to float32.
-__device__ __forceinline__ float frame_coord(double x, double c, double scale)
+// A coordinate x in the frame f centred at c (one of its centre's coordinates; Frame::to_frame):
+// r = (x - c) * scale in float64, in a periodic frame folded to r - floor(r + 1/2), rounded to
+// float32.
+__device__ __forceinline__ float frame_coord(double x, double c, const FrameMap &f)
 {
-    return (float)((x - c) * scale);
+    const double r = (x - c) * f.scale;
+    return (float)(f.periodic ? r - floor(r + 0.5) : r);
 }
 
 // The arguments of sample_positions.
@@ -126,9 +128,9 @@ extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) to_frame(const ToFrame
 {
     const FrameMap f = a.frame;
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < a.n; i += gridDim.x * blockDim.x)
-        a.pos_mass[i] = make_float4(frame_coord(a.pos[3ll * i], f.cx, f.scale),
-                                    frame_coord(a.pos[3ll * i + 1], f.cy, f.scale),
-                                    frame_coord(a.pos[3ll * i + 2], f.cz, f.scale),
+        a.pos_mass[i] = make_float4(frame_coord(a.pos[3ll * i], f.cx, f),
+                                    frame_coord(a.pos[3ll * i + 1], f.cy, f),
+                                    frame_coord(a.pos[3ll * i + 2], f.cz, f),
                                     (float)a.mass[i]);
 }
 
@@ -995,9 +997,9 @@ extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
     const FrameMap f = a.frame;
     for (int k = blockIdx.x * blockDim.x + threadIdx.x; k < a.n; k += gridDim.x * blockDim.x) {
         const long long i = a.index[k];
-        a.sorted[k] = make_float4(frame_coord(a.pos[3 * i], f.cx, f.scale),
-                                  frame_coord(a.pos[3 * i + 1], f.cy, f.scale),
-                                  frame_coord(a.pos[3 * i + 2], f.cz, f.scale), (float)a.mass[i]);
+        a.sorted[k] = make_float4(frame_coord(a.pos[3 * i], f.cx, f),
+                                  frame_coord(a.pos[3 * i + 1], f.cy, f),
+                                  frame_coord(a.pos[3 * i + 2], f.cz, f), (float)a.mass[i]);
     }
 }
 

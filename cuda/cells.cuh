@@ -44,7 +44,8 @@ struct RUST_TWIN TreeArrays {
 };
 
 // The float32 frame of a job (src/sfc/frame.rs): a position x (length units, float64) is at
-// (x - centre) * scale in it, rounded to float32 (frame_coord in build.cu).
+// r = (x - centre) * scale in it, folded to r - floor(r + 1/2) in a periodic frame, rounded to
+// float32 (frame_coord in build.cu).
 struct RUST_TWIN FrameMap {
     // The frame's centre, x (length units).
     double cx;
@@ -54,4 +55,6 @@ struct RUST_TWIN FrameMap {
     double cz;
     // 1 / the side of the frame's cube (1 / length units).
     double scale;
+    // 1: a periodic box centred at the centre (positions folded to their nearest image); 0: not.
+    long long periodic;
 };

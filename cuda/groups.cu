@@ -323,9 +323,9 @@ extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) input_targets(const In
 {
     const FrameMap f = a.frame;
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < a.n; i += gridDim.x * blockDim.x)
-        a.targets[i] = make_float4(frame_coord(a.pos[3ll * i], f.cx, f.scale),
-                                   frame_coord(a.pos[3ll * i + 1], f.cy, f.scale),
-                                   frame_coord(a.pos[3ll * i + 2], f.cz, f.scale),
+        a.targets[i] = make_float4(frame_coord(a.pos[3ll * i], f.cx, f),
+                                   frame_coord(a.pos[3ll * i + 1], f.cy, f),
+                                   frame_coord(a.pos[3ll * i + 2], f.cz, f),
                                    a.has_amag ? a.amag[i] : 0.0f);
 }
 

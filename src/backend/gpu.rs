@@ -602,6 +602,7 @@ impl Backend for GpuBackend {
         let frame = Frame {
             cube: GridBox::frame_for(lo, hi, eps)?,
             centre,
+            periodic: false,
         };
         let src: Vec<[f32; 4]> = pos
             .iter()

@@ -3,7 +3,7 @@
 //! ranks the LETs (region, export, exchange in a communication thread while the local tree is
 //! walked, the received forest walked after it), and the results in the particles' order.
 
-use super::rebuild::{Probe, PROBE_EVERY};
+use super::rebuild::{mix, Probe, PROBE_EVERY};
 use super::resolution::{self, Resolution};
 use super::ForceParams;
 use crate::backend::{Active, Backend, PreviousAcc, Source, TargetSpec};
@@ -106,6 +106,7 @@ pub(super) fn tree_forces(
             let nowhere = Frame {
                 cube: GridBox::around(DVec3::ZERO, DVec3::ZERO),
                 centre: DVec3::ZERO,
+                periodic: false,
             };
             backend.build_tree(&nowhere, &tp, times)?;
             None
@@ -245,10 +246,10 @@ fn agree(
     if !rebuild || lo.x > hi.x {
         return Ok((rebuild, None));
     }
-    let cube = match box_size > 0.0 {
-        true => periodic_cube(lo, hi, box_size)?,
-        false => GridBox::frame_for(lo, hi, eps)?,
-    };
+    if box_size > 0.0 {
+        return Ok((true, Some(periodic_frame(lo, hi, box_size, &v)?)));
+    }
+    let cube = GridBox::frame_for(lo, hi, eps)?;
     let mine: Vec<f64> = backend
         .samples(CENTRE_SAMPLES)?
         .iter()
@@ -264,23 +265,37 @@ fn agree(
         Some(Frame {
             cube,
             centre: centre_of(&points),
+            periodic: false,
         }),
     ))
 }
 
-/// The periodic box [0, `side`)³ as the trees' cube, checked to hold the bounding box
-/// `[lo, hi]` of every particle (the engine wraps the particles it is given into the box).
-fn periodic_cube(lo: DVec3, hi: DVec3, side: f64) -> Result<GridBox> {
+/// The frame of a periodic box of side `side` ([`Frame::periodic_box`]) for particles whose
+/// bounding box `[lo, hi]` is checked to lie in [0, `side`)³ (the engine wraps the particles
+/// it is given into the box), centred at a pseudo-random point of the box drawn from the bits
+/// of `agreed` (the values every rank agreed on, which change with every drift): the trees'
+/// cells then move against the particles from one rebuild to the next, so that the tree's
+/// force errors, which follow its cells' geometry, do not add up coherently over the steps on
+/// the box's largest scales (GADGET-4's `RANDOMIZE_DOMAINCENTER`). The same on every rank and
+/// after a restart (a function of the particles).
+fn periodic_frame(lo: DVec3, hi: DVec3, side: f64, agreed: &[f64]) -> Result<Frame> {
     if lo.min_element() < 0.0 || hi.max_element() >= side {
         return Err(Error::input(format!(
             "particles lie outside the periodic box [0, {side}): their bounding box is \
              [{lo}, {hi}]"
         )));
     }
-    Ok(GridBox {
-        origin: DVec3::ZERO,
-        side,
-    })
+    // A SplitMix64 stream (Steele, Lea & Flood 2014) seeded by a hash of the agreed values.
+    const GOLDEN: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut state = agreed
+        .iter()
+        .fold(GOLDEN, |h, v| mix(h.wrapping_add(GOLDEN) ^ v.to_bits()));
+    let mut uniform = || {
+        state = state.wrapping_add(GOLDEN);
+        (mix(state) >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
+    };
+    let centre = DVec3::new(uniform(), uniform(), uniform()) * side;
+    Ok(Frame::periodic_box(side, centre))
 }
 
 /// The walks of every particle of the job for the targets: the local tree and, with several

@@ -11,8 +11,8 @@
 //! - the header, `h` bytes of JSON: format version, sequence number, step, tick, time, config
 //!   hash, rank, size, particle counts, force evaluations, the diagnostics baseline and the last
 //!   diagnostics, the tree-rebuild clock (`since_rebuild`, `clock`, `backoff`, `refits_trusted`), the number of cells of the
-//!   saved tree (`tree_cells`, 0: none), its frame's key cube (`tree_grid`) and centre
-//!   (`tree_centre`), and the byte length of every array;
+//!   saved tree (`tree_cells`, 0: none), its frame's key cube (`tree_grid`), centre
+//!   (`tree_centre`) and whether it is a periodic box (`tree_periodic`), and the byte length of every array;
 //! - the arrays, raw: `pos`, `vel` (3 f64 per particle), `mass` (f64), `id` (u64), `bin` (u8),
 //!   `acc` (3 f64), `pot` (f64), `cost` (f64: interactions of the last evaluation);
 //! - with a saved tree (a run with `[gravity] rebuild` ≠ 1 stopped between two rebuilds, see
@@ -120,6 +120,10 @@ struct Header {
     /// The saved tree's frame centre (x, y, z) as f64 bit patterns (absent before version 4).
     #[serde(default)]
     tree_centre: [u64; 3],
+    /// Whether the saved tree's frame is a periodic box ([`Frame::periodic`]; absent in
+    /// files of open-boundary runs: false).
+    #[serde(default)]
+    tree_periodic: bool,
     /// (name, bytes) of every array, in file order.
     arrays: Vec<(String, usize)>,
 }
@@ -197,6 +201,7 @@ pub fn write_checkpoint(
             [o.x, o.y, o.z, side].map(f64::to_bits)
         }),
         tree_centre: tree.map_or([0; 3], |t| t.frame.centre.to_array().map(f64::to_bits)),
+        tree_periodic: tree.is_some_and(|t| t.frame.periodic),
         arrays: array_lengths(n, cells),
     };
     let json = serde_json::to_vec(&header).expect("the header serialises");
@@ -324,6 +329,7 @@ pub fn read_checkpoint(
                     side: g[3],
                 },
                 centre: DVec3::from_array(header.tree_centre.map(f64::from_bits)),
+                periodic: header.tree_periodic,
             },
             index: pod_vec(take(4 * n)),
             first: pod_vec(take(4 * cells)),

@@ -189,6 +189,7 @@ pub fn unpack_forest(data: &[f32], counts: &[usize]) -> Result<Tree> {
         frame: Frame {
             cube: GridBox::around(DVec3::ZERO, DVec3::ZERO),
             centre: DVec3::ZERO,
+            periodic: false,
         },
         particles,
         index: Vec::new(),

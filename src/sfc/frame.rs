@@ -22,6 +22,9 @@ pub struct Frame {
     pub cube: GridBox,
     /// The frame's centre c, a point of the cube (length units).
     pub centre: DVec3,
+    /// Whether the cube is a periodic box centred at c: every position is then taken to its
+    /// image within half a side of c (frame coordinates in [−½, ½), [`Frame::to_frame`]).
+    pub periodic: bool,
 }
 
 impl Frame {
@@ -31,6 +34,20 @@ impl Frame {
         Self {
             cube: GridBox::of_points(pos),
             centre: centre_of(&strided(pos, CENTRE_SAMPLES)),
+            periodic: false,
+        }
+    }
+
+    /// The frame of a periodic box of side `side` (length units) centred at `centre`: its
+    /// cube is the box moved to [c − L/2, c + L/2)³, which holds one image of every point.
+    pub fn periodic_box(side: f64, centre: DVec3) -> Self {
+        Self {
+            cube: GridBox {
+                origin: centre - DVec3::splat(0.5 * side),
+                side,
+            },
+            centre,
+            periodic: true,
         }
     }
 
@@ -39,15 +56,20 @@ impl Frame {
         self.cube.side
     }
 
-    /// A point in the frame: `(p − c) / L` computed in float64 (the GPU's `to_frame` does the
-    /// same operations) and rounded to float32.
+    /// A point in the frame: `r = (p − c) / L` computed in float64, in a periodic frame
+    /// folded to `r − ⌊r + ½⌋` (its image nearest c), and rounded to float32 (the GPU's
+    /// `frame_coord` does the same operations).
     #[inline]
     pub fn to_frame(&self, p: DVec3) -> [f32; 3] {
         let (c, s) = (self.centre, 1.0 / self.cube.side);
+        let fold = |r: f64| match self.periodic {
+            true => (r - (r + 0.5).floor()) as f32,
+            false => r as f32,
+        };
         [
-            ((p.x - c.x) * s) as f32,
-            ((p.y - c.y) * s) as f32,
-            ((p.z - c.z) * s) as f32,
+            fold((p.x - c.x) * s),
+            fold((p.y - c.y) * s),
+            fold((p.z - c.z) * s),
         ]
     }
 

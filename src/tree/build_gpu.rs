@@ -877,7 +877,7 @@ impl<R: KernelRunner> TreeBuilder<R> {
 }
 
 /// The map of float64 positions to the float32 `frame` ([`Frame::to_frame`]) that kernels
-/// take: its centre and the inverse of its cube's side.
+/// take: its centre, the inverse of its cube's side and whether it folds (periodic).
 pub(crate) fn frame_map(frame: &Frame) -> FrameMap {
     let c = frame.centre;
     FrameMap {
@@ -885,6 +885,7 @@ pub(crate) fn frame_map(frame: &Frame) -> FrameMap {
         cy: c.y,
         cz: c.z,
         scale: 1.0 / frame.side(),
+        periodic: frame.periodic as i64,
     }
 }
 

@@ -188,6 +188,7 @@ mod tests {
         let frame = Frame {
             cube: crate::sfc::GridBox::around(DVec3::splat(-1.0), DVec3::splat(1.0)),
             centre: DVec3::ZERO,
+            periodic: false,
         };
         // The worst pair two slots apart, with a third particle between them: 1e-8 apart at
         // 1 from the centre is worse resolved than 1e-9 apart at 1e-9.

@@ -6,7 +6,7 @@ use glam::DVec3;
 use hinoki::diag::error_stats::relative_acc_errors;
 use hinoki::diag::{ErrorStats, PhaseTimes};
 use hinoki::sfc::frame::{centre_of, strided, CENTRE_SAMPLES};
-use hinoki::sfc::{Frame, GridBox, Order};
+use hinoki::sfc::{Frame, Order};
 use hinoki::tree::{Tree, TreeParams};
 use hinoki::walk::cpu::{grouped_walk, WalkParams};
 use hinoki::walk::direct::periodic_direct_forces;
@@ -18,15 +18,10 @@ use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 
 /// The frame of a periodic evaluation of particles at `pos` (inside the box [0, 1)³): the box
-/// is its cube (period 1 in the frame), centred by a sample of the particles.
+/// moved to be centred at a sample of the particles (period 1 in the frame; the positions
+/// folded to their images nearest that centre, as the pipeline's random centres fold them).
 fn periodic_frame(pos: &[DVec3]) -> Frame {
-    Frame {
-        cube: GridBox {
-            origin: DVec3::ZERO,
-            side: 1.0,
-        },
-        centre: centre_of(&strided(pos, CENTRE_SAMPLES)),
-    }
+    Frame::periodic_box(1.0, centre_of(&strided(pos, CENTRE_SAMPLES)))
 }
 
 /// The tree of particles at `pos` (inside the box [0, 1)³) with masses `mass` in the frame of

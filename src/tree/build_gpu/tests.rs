@@ -99,6 +99,7 @@ fn build(
     let frame = Frame {
         cube: GridBox::around(lo, hi),
         centre: centre_of(&sample),
+        periodic: false,
     };
     b.build(s, d.positions(), &frame, p, &mut PhaseTimes::default())
         .unwrap();

@@ -24,6 +24,7 @@ fn tree_in_box(pos: &[DVec3], mass: &[f64], centre: DVec3, ncrit: usize, theta: 
             side: 1.0,
         },
         centre,
+        periodic: false,
     };
     let p = TreeParams {
         order: Order::Hilbert,
