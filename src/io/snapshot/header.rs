@@ -1,6 +1,7 @@
 //! The `/Header` group of a snapshot file: GADGET's attributes, written with GADGET-4's types
 //! and read from any GADGET version's.
 
+use super::format::Format;
 use super::numbers::{read_numbers, Numbers};
 use crate::error::{Error, Result};
 use crate::particles::PARTICLE_TYPES;
@@ -283,6 +284,8 @@ pub(super) struct Header {
     /// `TimeBegin` of `/Parameters` (the time a run from this file starts at): written for
     /// single files (initial conditions), not for a run's outputs.
     pub time_begin: Option<f64>,
+    /// The format of the file the header is from (how messages name its fields).
+    pub format: Format,
 }
 
 impl Header {
@@ -305,6 +308,7 @@ impl Header {
             units: Some(meta.units),
             comoving: Some(meta.comoving),
             time_begin: None,
+            format: Format::Hdf5,
         }
     }
 
@@ -521,20 +525,35 @@ impl Header {
             units,
             comoving: optional("ComovingIntegrationOn")?.map(|flag| flag != 0.0),
             time_begin: None,
+            format: Format::Hdf5,
         };
         header.check(path)?;
         Ok(header)
     }
 
-    /// Rejects values no snapshot can have: a non-finite time, a negative or non-finite table
-    /// mass, more particles in the file than in the snapshot, a negative box, units that are
-    /// not > 0 (the values were checked finite when read).
-    fn check(&self, path: &Path) -> Result<()> {
+    /// Rejects values no snapshot can have: a time or cosmological field that is not finite, a
+    /// negative or non-finite table mass, more particles in the file than in the snapshot, a
+    /// negative box, units that are not > 0. The error names the file and the field.
+    pub(super) fn check(&self, path: &Path) -> Result<()> {
+        let field = |name: &str| self.format.field(name);
+        if let Some((name, v)) = self
+            .cosmology
+            .named()
+            .into_iter()
+            .chain([("Time", self.time)])
+            .find(|(_, v)| !v.is_finite())
+        {
+            return Err(Error::io(
+                path,
+                format!("{} = {v} is not finite", field(name)),
+            ));
+        }
         if self.cosmology.box_size < 0.0 {
             return Err(Error::io(
                 path,
                 format!(
-                    "/Header BoxSize = {} is negative (0 means no box)",
+                    "{} = {} is negative (0 means no box)",
+                    field("BoxSize"),
                     self.cosmology.box_size
                 ),
             ));
@@ -550,23 +569,24 @@ impl Header {
                 format!("unit attribute {name} = {v} (a unit must be > 0)"),
             ));
         }
-        if !self.time.is_finite() {
-            return Err(Error::io(
-                path,
-                format!("/Header Time = {} is not finite", self.time),
-            ));
-        }
         if let Some(m) = self.mass_table.iter().find(|m| !m.is_finite() || **m < 0.0) {
             return Err(Error::io(
                 path,
-                format!("/Header MassTable holds {m} (masses must be finite and >= 0)"),
+                format!(
+                    "{} holds {m} (masses must be finite and >= 0)",
+                    field("MassTable")
+                ),
             ));
         }
         let types = self.this_file.iter().zip(&self.total).enumerate();
         if let Some((t, (n, total))) = types.into_iter().find(|(_, (n, t))| n > t && **t > 0) {
             return Err(Error::io(
                 path,
-                format!("/Header NumPart_ThisFile[{t}] = {n} exceeds NumPart_Total[{t}] = {total}"),
+                format!(
+                    "{}[{t}] = {n} exceeds {}[{t}] = {total}",
+                    field("NumPart_ThisFile"),
+                    field("NumPart_Total")
+                ),
             ));
         }
         Ok(())

@@ -41,7 +41,11 @@
 //! particles' SPH fields) are not kept, with a warning. A set of several files is read by any
 //! number of ranks: each takes a contiguous share of the particles in file order.
 
+#[cfg(test)]
+mod binary_tests;
 mod files;
+mod format;
+mod gadget_binary;
 mod header;
 mod numbers;
 mod read;
