@@ -410,3 +410,48 @@ fn a_missing_or_foreign_member_of_a_set_is_an_error() {
     let err = read_snapshot(&SingleProcess, &dir.path().join("nothing")).unwrap_err();
     assert!(err.message.contains("cannot read"), "{err}");
 }
+
+#[test]
+fn given_units_fill_in_what_a_file_lacks_and_must_match_what_it_records() {
+    let dir = TestDir::new("gbin-units");
+    let binary = dir.path().join("ics");
+    three_types().write(&binary, Encoding::FORMAT1);
+    let h = read_snapshot_header(&binary).unwrap();
+    let mpc = 3.085678e24;
+    let given = GivenUnits {
+        length_in_cm: Some(mpc),
+        ..Default::default()
+    };
+    assert_eq!(h.with_units(&GivenUnits::default(), &binary).unwrap(), h);
+    let units = h.with_units(&given, &binary).unwrap().units.unwrap();
+    assert_eq!(
+        units,
+        SnapshotUnits {
+            length_in_cm: mpc,
+            ..SnapshotUnits::GADGET
+        }
+    );
+    // An HDF5 file that records GADGET's units: the same (to 1e-6) pass, others are refused.
+    let hdf5 = dir.path().join("ics.hdf5");
+    let meta = SnapshotMeta {
+        units: SnapshotUnits::GADGET,
+        ..SnapshotMeta::nbody(0.5)
+    };
+    write_snapshot_file(&hdf5, &expected(&three_types()), meta).unwrap();
+    let h = read_snapshot_header(&hdf5).unwrap();
+    let same = GivenUnits {
+        mass_in_g: Some(1.989e43 * (1.0 + 1e-9)),
+        velocity_in_cm_per_s: Some(1e5),
+        ..Default::default()
+    };
+    assert_eq!(h.with_units(&same, &hdf5).unwrap(), h);
+    let err = h.with_units(&given, &hdf5).unwrap_err();
+    assert_eq!(err.kind, crate::error::ErrorKind::Input);
+    assert!(
+        err.message.starts_with(
+            "[ics] unit_length_in_cm = 3085678000000000000000000 disagrees with \
+             UnitLength_in_cm = 3085678000000000000000 of"
+        ) && err.message.contains("ics.hdf5"),
+        "{err}"
+    );
+}

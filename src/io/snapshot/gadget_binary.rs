@@ -516,9 +516,17 @@ impl<'a> Bytes<'a> {
             }
             let mut raw = [0u8; LABEL_BYTES as usize];
             self.read(start, &mut raw)?;
-            let label = String::from_utf8_lossy(&raw[..4])
-                .trim_end_matches([' ', '\0'])
-                .to_string();
+            // Without the padding (spaces, or NULs), in printable ASCII whatever a damaged
+            // file holds ("\\xffOS").
+            let end = raw[..4]
+                .iter()
+                .rposition(|&b| b != b' ' && b != 0)
+                .map_or(0, |k| k + 1);
+            let label: String = raw[..end]
+                .iter()
+                .flat_map(|&b| std::ascii::escape_default(b))
+                .map(char::from)
+                .collect();
             (label, Some(u64::from(order.u32(word(&raw[4..])))))
         } else {
             (name(), None)

@@ -121,6 +121,45 @@ impl SnapshotUnits {
     }
 }
 
+/// Units that a run's configuration gives its initial conditions (the `[ics]` keys
+/// `unit_length_in_cm`, `unit_mass_in_g`, `unit_velocity_in_cm_per_s`, GADGET's parameter
+/// names; each in cgs, finite and > 0): for a file that records no units (GADGET's binary
+/// files; HDF5 files without unit attributes) each given one replaces GADGET's default
+/// ([`SnapshotUnits::GADGET`]); a file that records units must record the given ones
+/// ([`SnapshotHeader::with_units`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct GivenUnits {
+    /// The length unit in cm (`unit_length_in_cm`), if given.
+    pub length_in_cm: Option<f64>,
+    /// The mass unit in g (`unit_mass_in_g`), if given.
+    pub mass_in_g: Option<f64>,
+    /// The velocity unit in cm/s (`unit_velocity_in_cm_per_s`), if given.
+    pub velocity_in_cm_per_s: Option<f64>,
+}
+
+/// The relative difference below which a unit given in `[ics]` and a file's agree.
+const UNITS_AGREE: f64 = 1e-6;
+
+impl GivenUnits {
+    /// Whether no unit is given.
+    pub fn is_empty(&self) -> bool {
+        self.named().iter().all(|(_, _, v)| v.is_none())
+    }
+
+    /// The `[ics]` key, the snapshot attribute and the value of each unit.
+    pub fn named(&self) -> [(&'static str, &'static str, Option<f64>); 3] {
+        [
+            ("unit_length_in_cm", "UnitLength_in_cm", self.length_in_cm),
+            ("unit_mass_in_g", "UnitMass_in_g", self.mass_in_g),
+            (
+                "unit_velocity_in_cm_per_s",
+                "UnitVelocity_in_cm_per_s",
+                self.velocity_in_cm_per_s,
+            ),
+        ]
+    }
+}
+
 /// What a snapshot records besides its particles: the time, whether the run integrates
 /// comoving coordinates, the cosmology and the units ([`crate::io::write_snapshot`]).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -236,6 +275,41 @@ impl SnapshotHeader {
     pub fn is_cosmological(&self) -> bool {
         self.comoving
             .unwrap_or_else(|| self.cosmology.is_cosmological())
+    }
+
+    /// This header with the units `given` by the configuration of a run from the file `path`:
+    /// where the file records no units, GADGET's defaults with each given unit in place of
+    /// the default; where it records units, these, which must agree with every given one (to
+    /// 1e-6; the error names the key, the attribute and both values).
+    pub fn with_units(self, given: &GivenUnits, path: &Path) -> Result<Self> {
+        if given.is_empty() {
+            return Ok(self);
+        }
+        let Some(recorded) = self.units else {
+            let d = SnapshotUnits::GADGET;
+            let units = SnapshotUnits {
+                length_in_cm: given.length_in_cm.unwrap_or(d.length_in_cm),
+                mass_in_g: given.mass_in_g.unwrap_or(d.mass_in_g),
+                velocity_in_cm_per_s: given.velocity_in_cm_per_s.unwrap_or(d.velocity_in_cm_per_s),
+            };
+            return Ok(Self {
+                units: Some(units),
+                ..self
+            });
+        };
+        let in_file = recorded.named();
+        for ((key, attr, value), (_, file)) in given.named().into_iter().zip(in_file) {
+            if let Some(v) =
+                value.filter(|v| (v - file).abs() > UNITS_AGREE * v.abs().max(file.abs()))
+            {
+                return Err(Error::input(format!(
+                    "[ics] {key} = {v} disagrees with {attr} = {file} of {} (the [ics] units are \
+                     for files that record none, such as GADGET's binary files)",
+                    path.display()
+                )));
+            }
+        }
+        Ok(self)
     }
 
     /// The box, redshift, scale factor and Ω_m, in a few words: "BoxSize 100000, z = 49,

@@ -54,7 +54,7 @@ mod tests;
 mod write;
 
 pub use files::snapshot_path;
-pub use header::{SnapshotCosmology, SnapshotHeader, SnapshotMeta, SnapshotUnits};
+pub use header::{GivenUnits, SnapshotCosmology, SnapshotHeader, SnapshotMeta, SnapshotUnits};
 pub(crate) use read::read_periodic_snapshot;
 pub use read::{read_comoving_snapshot, read_snapshot, read_snapshot_header};
 pub use write::{write_snapshot, write_snapshot_file, SnapshotExtras};
