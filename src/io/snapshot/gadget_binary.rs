@@ -190,9 +190,9 @@ impl BinaryFile {
         let header = parse_header(&raw, order, path)?;
 
         let n: u64 = header.this_file.iter().sum();
-        let weighed = |t: usize| header.mass_table[t] == 0.0;
+        // Particles whose masses the MASS block holds: those of the types with massarr 0.
         let n_mass: u64 = (0..TYPES)
-            .filter(|&t| weighed(t))
+            .filter(|&t| header.mass_table[t] == 0.0)
             .map(|t| header.this_file[t])
             .sum();
         // SnapFormat 1's blocks are named by their place.
@@ -317,12 +317,12 @@ impl BinaryFile {
             return Err(Error::io(path, "the file holds no particles"));
         };
         let h = &self.header;
-        let before = |t: usize| h.this_file[..t].iter().sum::<u64>();
-        let weighed_before = (0..ptype)
+        // The particle's place among all of the file, and among those in the MASS block.
+        let first: u64 = h.this_file[..ptype].iter().sum();
+        let weighed_before: u64 = (0..ptype)
             .filter(|&t| h.mass_table[t] == 0.0)
             .map(|t| h.this_file[t])
-            .sum::<u64>();
-        let first = before(ptype);
+            .sum();
         let mut bytes = Bytes::open(path)?;
         let what = |label: &str| format!("{label} block (type {ptype})");
         for a in rows.clone().step_by(CHUNK) {
