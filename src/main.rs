@@ -90,7 +90,8 @@ struct VirtualRanksArgs {
 
 #[derive(Args)]
 struct RenderArgs {
-    /// The snapshot: one HDF5 file, any file of a multi-file set, or its snapdir.
+    /// The snapshot: one file (HDF5, or GADGET's binary SnapFormat 1 or 2), any file of a
+    /// multi-file set, its snapdir, or the base name of a binary set base.0, base.1, ….
     snapshot: PathBuf,
     /// Output picture (.png).
     #[arg(long, short)]
@@ -157,7 +158,8 @@ enum PlotCommand {
 
 #[derive(Args)]
 struct PowerArgs {
-    /// The snapshot: one HDF5 file, any file of a multi-file set, or its snapdir.
+    /// The snapshot: one file (HDF5, or GADGET's binary SnapFormat 1 or 2), any file of a
+    /// multi-file set, its snapdir, or the base name of a binary set base.0, base.1, ….
     snapshot: PathBuf,
     /// Output picture (.png or .svg).
     #[arg(long, short)]
@@ -368,8 +370,9 @@ struct ForcesArgs {
     /// Random seed for --ics.
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// Read the particles (PartType1) from an HDF5 snapshot, hinoki's or GADGET's: one file,
-    /// any file of a multi-file set, or its snapdir.
+    /// Read the particles from a snapshot, hinoki's or GADGET's (HDF5, or GADGET's binary
+    /// SnapFormat 1 or 2): one file, any file of a multi-file set, its snapdir, or the base
+    /// name of a binary set base.0, base.1, ….
     #[arg(long)]
     input: Option<PathBuf>,
     #[command(flatten)]
@@ -610,7 +613,7 @@ fn ics_cosmology(c: CosmologyArgs) -> Result<()> {
 /// Where the options `--ics`, `--n`, `--seed` and `--input` say the particles come from.
 fn particle_source(ics: Option<Model>, n: usize, seed: u64, input: Option<PathBuf>) -> IcsConfig {
     match input {
-        Some(path) => IcsConfig::File(path),
+        Some(path) => IcsConfig::file(path),
         None => IcsConfig::Generate {
             model: ics.unwrap_or(Model::Plummer),
             n,

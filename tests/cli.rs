@@ -557,8 +557,14 @@ fn bad_particle_files_are_one_line_errors() {
         bad(&no_group, &["missing group /PartType1"]),
         bad(&half, &["not a readable HDF5 file"]),
         bad(&header_only, &["not a readable HDF5 file"]),
-        bad(&toml, &["not a readable HDF5 file"]),
-        bad(&empty_file, &["not a readable HDF5 file"]),
+        bad(
+            &toml,
+            &["neither an HDF5 file nor a GADGET binary snapshot"],
+        ),
+        bad(
+            &empty_file,
+            &["neither an HDF5 file nor a GADGET binary snapshot"],
+        ),
         bad(&missing, &["cannot read"]),
         // A directory is read as a snapshot directory.
         bad(dir.path(), &["no snapshot in this directory"]),

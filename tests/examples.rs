@@ -54,14 +54,14 @@ fn every_example_is_listed_and_valid() {
         let cfg = example(name);
         assert!(cfg.cosmology.is_some(), "{name} has no [cosmology] table");
         assert!(
-            matches!(cfg.ics, IcsConfig::File(_)),
+            matches!(cfg.ics, IcsConfig::File { .. }),
             "{name} reads no file"
         );
     }
     for (name, model) in EXAMPLES {
         match example(name).ics {
             IcsConfig::Generate { model: m, .. } => assert_eq!(m, model, "{name}"),
-            IcsConfig::File(f) => panic!("{name} reads {}", f.display()),
+            IcsConfig::File { path, .. } => panic!("{name} reads {}", path.display()),
         }
     }
 }
@@ -109,11 +109,7 @@ fn the_comoving_example_runs_a_few_steps_of_a_small_sphere() {
         panic!("{COMOVING} has no [cosmology] table");
     };
     assert_eq!(c.output_redshifts, [8.9, 2.5, 0.93, 0.0]);
-    assert_eq!(
-        cfg.ics,
-        IcsConfig::File(PathBuf::from("seed000-ics.hdf5")),
-        "{COMOVING}"
-    );
+    assert_eq!(cfg.ics, IcsConfig::file("seed000-ics.hdf5"), "{COMOVING}");
     // 3584 steps in ln a from z = 49 to 0.
     assert_eq!((50f64.ln() / cfg.time.dt_max).ceil(), 3584.0);
     // A sphere of radius 11.4 Mpc/h from a 16³ realisation of 34.2 Mpc/h at z = 49, centred
@@ -139,7 +135,7 @@ fn the_comoving_example_runs_a_few_steps_of_a_small_sphere() {
         ..hinoki::io::SnapshotMeta::nbody(0.02)
     };
     hinoki::io::write_snapshot_file(&ics, &p, meta).unwrap();
-    cfg.ics = IcsConfig::File(ics);
+    cfg.ics = IcsConfig::file(ics);
     let c = cfg.cosmology.as_mut().unwrap();
     (c.omega_m, c.omega_lambda, c.hubble_param) = (Some(0.3), Some(0.7), Some(0.7));
     let a_end = 0.02 * (20.0 * cfg.time.dt_max).exp();

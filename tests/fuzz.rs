@@ -1,7 +1,9 @@
 //! A standing fuzz harness for the inputs a user hands hinoki: run configurations (TOML) and
-//! snapshots (HDF5). Valid inputs are mutated (text edits and interesting values in configs;
-//! byte flips, cuts, and attribute, dataset and group changes in snapshots written by hinoki)
-//! and fed to the configuration parser and validation and to the snapshot reader. The contract
+//! snapshots (HDF5, and GADGET's binary formats). Valid inputs are mutated (text edits and
+//! interesting values in configs; byte flips, cuts, and attribute, dataset and group changes in
+//! snapshots written by hinoki; byte flips, cuts and interesting 4-byte values in binary files
+//! written by `common/gadget.rs`) and fed to the configuration parser and validation and to the
+//! snapshot reader. The contract
 //! is hinoki's: `Ok` (with particles that pass validation) or an error of one non-empty line,
 //! never a panic, a crash or a hang.
 //!
@@ -23,6 +25,9 @@
 //! (default 3, what `cargo test` gives it), from BASE (default: from the clock; printed), and
 //! exits 1 after any failure. `scripts/fuzz.sh SECONDS` runs it in release mode.
 
+mod common;
+
+use common::gadget::{Encoding, GadgetFile};
 use hinoki::comm::SingleProcess;
 use hinoki::io::{read_snapshot, write_snapshot, RunConfig, SnapshotExtras};
 use rand::{Rng, SeedableRng};
@@ -359,10 +364,15 @@ fn one_case(seed: u64) -> ExitCode {
 }
 
 /// One case: its input, and whether hinoki kept the contract on it (`Ok` says what it gave).
+/// A fifth of the cases, those whose seed is 1 modulo 5, are binary snapshots: chosen by the
+/// seed rather than by a draw, so that every other seed, the [`REGRESSIONS`] among them, makes
+/// the case it made before binary cases existed.
 fn run_case(seed: u64, dir: &Path) -> Result<String, String> {
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
     let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        if rng.random_bool(0.5) {
+        if seed % 5 == 1 {
+            binary_case(&mut rng, dir)
+        } else if rng.random_bool(0.5) {
             config_case(&mut rng)
         } else {
             snapshot_case(&mut rng, dir)
@@ -523,6 +533,117 @@ fn snapshot_case(rng: &mut Xoshiro256PlusPlus, dir: &Path) -> Result<String, Str
             Ok(format!("read {} particles", q.len()))
         }
     }
+}
+
+/// A GADGET binary snapshot (SnapFormat 1 or 2, either byte order, float32 or float64, u32 or
+/// u64 ids, random counts of every type with masses in the table or the MASS block, perhaps a
+/// gas block hinoki skips; one file, or a set of two read through its base name or a member),
+/// its bytes mutated, then read.
+fn binary_case(rng: &mut Xoshiro256PlusPlus, dir: &Path) -> Result<String, String> {
+    let e = Encoding {
+        format2: rng.random_bool(0.5),
+        double: rng.random_bool(0.5),
+        long_ids: rng.random_bool(0.5),
+        big_endian: rng.random_bool(0.5),
+    };
+    let files: i32 = rng.random_range(1..=2);
+    let massarr: [f64; 6] = std::array::from_fn(|_| [0.0, 0.5][rng.random_range(0..2)]);
+    let npart: Vec<[u32; 6]> = (0..files)
+        .map(|_| std::array::from_fn(|_| [0, 0, 1, 3, 7][rng.random_range(0..5)]))
+        .collect();
+    let total: [u64; 6] = std::array::from_fn(|t| npart.iter().map(|n| u64::from(n[t])).sum());
+    let names: Vec<PathBuf> = match files {
+        1 => vec![dir.join("gadget")],
+        _ => (0..files)
+            .map(|k| dir.join(format!("gadget.{k}")))
+            .collect(),
+    };
+    let mut id = 1;
+    for (counts, name) in npart.iter().zip(&names) {
+        let mut f = GadgetFile {
+            massarr,
+            time: rng.random(),
+            redshift: rng.random_range(0.0..2.0),
+            num_files: files,
+            box_size: [0.0, 100.0][rng.random_range(0..2)],
+            omega0: 0.3,
+            omega_lambda: 0.7,
+            hubble_param: 0.7,
+            ..Default::default()
+        };
+        for (t, &n) in counts.iter().enumerate() {
+            for _ in 0..n {
+                let pos = std::array::from_fn(|_| rng.random_range(0.0..100.0));
+                let vel = std::array::from_fn(|_| rng.random_range(-1.0..1.0));
+                f.push(t, pos, vel, id, rng.random_range(0.1..2.0));
+                id += 1;
+            }
+        }
+        f.npart_total = total;
+        if counts[0] > 0 && rng.random_bool(0.5) {
+            let width = if e.double { 8 } else { 4 };
+            f.extra
+                .push((*b"U   ", vec![0; width * counts[0] as usize]));
+        }
+        f.write(name, e);
+    }
+    let path = &names[rng.random_range(0..names.len())];
+    for _ in 0..rng.random_range(1..=3) {
+        if rng.random_bool(0.5) {
+            mutate_bytes(rng, path)?;
+        } else {
+            mutate_word(rng, path)?;
+        }
+    }
+    let read_from = match files {
+        1 => names[0].clone(),
+        _ => {
+            [dir.join("gadget"), names[0].clone(), names[1].clone()][rng.random_range(0..3)].clone()
+        }
+    };
+    match read_snapshot(&SingleProcess, &read_from) {
+        Err(e) => one_line(&e),
+        Ok((q, time)) => {
+            q.validate()
+                .map_err(|e| format!("read a binary file that fails validation: {e}"))?;
+            if !time.is_finite() {
+                return Err(format!("read a non-finite time {time}"));
+            }
+            Ok(format!("read {} particles", q.len()))
+        }
+    }
+}
+
+/// Puts an interesting 4-byte value (a record length, a count, a sign bit, a value beyond the
+/// file) in either byte order at a 4-byte-aligned place of the file.
+fn mutate_word(rng: &mut Xoshiro256PlusPlus, path: &Path) -> Result<(), String> {
+    let mut bytes = std::fs::read(path).map_err(|e| e.to_string())?;
+    if bytes.len() < 4 {
+        return Ok(());
+    }
+    let len = bytes.len() as u32;
+    let values = [
+        0,
+        1,
+        8,
+        256,
+        len,
+        len.wrapping_sub(8),
+        len.wrapping_add(4),
+        u32::MAX,
+        i32::MAX as u32,
+        1 << 31,
+        0x7fc0_0000, // a float32 NaN
+        rng.random(),
+    ];
+    let v = values[rng.random_range(0..values.len())];
+    let word = match rng.random_bool(0.5) {
+        true => v.to_le_bytes(),
+        false => v.to_be_bytes(),
+    };
+    let at = 4 * rng.random_range(0..bytes.len() / 4);
+    bytes[at..at + 4].copy_from_slice(&word);
+    std::fs::write(path, bytes).map_err(|e| e.to_string())
 }
 
 /// `p` as a valid set of two files `set.0.hdf5` and `set.1.hdf5` in `dir` (as two ranks

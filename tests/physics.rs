@@ -130,7 +130,7 @@ fn plummer_ten_crossing_times(rebuild: Rebuild) {
     write_snapshot_file(&ics, &initial, 0.0).unwrap();
     let out = dir.join("out");
     let cfg = config(
-        IcsConfig::File(ics),
+        IcsConfig::file(ics),
         GravityConfig {
             force: ForceParams {
                 eps: EPS,
@@ -193,7 +193,7 @@ fn direct_summation_conserves_momentum_to_rounding() {
     write_snapshot_file(&ics, &p, 0.0).unwrap();
     let out = dir.join("out");
     let cfg = config(
-        IcsConfig::File(ics),
+        IcsConfig::file(ics),
         GravityConfig {
             force: ForceParams {
                 method: Method::Direct,

@@ -31,6 +31,7 @@ use crate::diag::conservation::Conserved;
 use crate::error::{Error, Result};
 use crate::forces::rebuild::{RebuildClock, RefitState, TreeTopology};
 use crate::integrate::IntegratorState;
+use crate::io::config::IcsConfig;
 use crate::io::xxh64::Xxh64;
 use crate::io::{write_atomic, RunConfig};
 use crate::particles::Particles;
@@ -392,7 +393,12 @@ fn pod_vec<T: bytemuck::Pod>(bytes: &[u8]) -> Vec<T> {
 /// `[output]`).
 pub fn config_hash(cfg: &RunConfig) -> u64 {
     let mut h = Xxh64::new();
-    let mut text = format!("{:?}|{:?}|{:?}", cfg.ics, cfg.gravity, cfg.time);
+    // Runs from a file without `[ics]` units keep the hash they had before the keys existed.
+    let ics = match &cfg.ics {
+        IcsConfig::File { path, units } if units.is_empty() => format!("File({path:?})"),
+        ics => format!("{ics:?}"),
+    };
+    let mut text = format!("{ics}|{:?}|{:?}", cfg.gravity, cfg.time);
     // Newtonian runs keep the hash they had before comoving runs existed.
     if let Some(c) = &cfg.cosmology {
         text += &format!("|{c:?}");

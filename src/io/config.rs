@@ -16,6 +16,7 @@ use crate::forces::params::by_name;
 use crate::forces::{ForceParams, Rebuild};
 use crate::ics::Model;
 use crate::integrate::{Stepping, Timeline};
+use crate::io::snapshot::GivenUnits;
 use serde::de::{DeserializeSeed, IntoDeserializer, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 use std::fmt::Display;
@@ -115,9 +116,29 @@ pub enum IcsConfig {
         /// The random seed (`seed`, default 1).
         seed: u64,
     },
-    /// Read an HDF5 snapshot (hinoki's or GADGET's) with [`crate::io::read_snapshot`] (key
-    /// `file`).
-    File(PathBuf),
+    /// Read a snapshot with [`crate::io::read_snapshot`]: HDF5 (hinoki's or GADGET's) or
+    /// GADGET's binary format (key `file`).
+    File {
+        /// The file (`file`): one file, any file of a set, its snapdir, or the base name of a
+        /// binary set `base.0`, `base.1`, ….
+        path: PathBuf,
+        /// The units of a comoving run's initial conditions where the file records none
+        /// (`unit_length_in_cm`, `unit_mass_in_g`, `unit_velocity_in_cm_per_s`; cgs;
+        /// default GADGET's, kpc/h, 10¹⁰ M_sun/h, km/s); a file that records units must
+        /// record these ([`crate::io::SnapshotHeader::with_units`]).
+        units: GivenUnits,
+    },
+}
+
+impl IcsConfig {
+    /// Initial conditions from the snapshot `path`, in the units it records (GADGET's where
+    /// it records none).
+    pub fn file(path: impl Into<PathBuf>) -> Self {
+        Self::File {
+            path: path.into(),
+            units: GivenUnits::default(),
+        }
+    }
 }
 
 impl Default for IcsConfig {
@@ -148,19 +169,32 @@ struct IcsTable {
     n: Option<usize>,
     seed: Option<u64>,
     file: Option<PathBuf>,
+    unit_length_in_cm: Option<f64>,
+    unit_mass_in_g: Option<f64>,
+    unit_velocity_in_cm_per_s: Option<f64>,
 }
 
 impl TryFrom<IcsTable> for IcsConfig {
     type Error = String;
 
     fn try_from(t: IcsTable) -> std::result::Result<Self, String> {
+        let units = GivenUnits {
+            length_in_cm: t.unit_length_in_cm,
+            mass_in_g: t.unit_mass_in_g,
+            velocity_in_cm_per_s: t.unit_velocity_in_cm_per_s,
+        };
         match t.file {
             Some(_) if t.model.is_some() || t.n.is_some() || t.seed.is_some() => Err(concat!(
                 "[ics] `file` cannot be combined with `model`, `n` or `seed` ",
                 "(choose one source of particles)"
             )
             .to_string()),
-            Some(file) => Ok(Self::File(file)),
+            Some(path) => Ok(Self::File { path, units }),
+            None if !units.is_empty() => Err(concat!(
+                "[ics] `unit_length_in_cm`, `unit_mass_in_g` and `unit_velocity_in_cm_per_s` ",
+                "are the units of a `file` (a generated model is in N-body units)"
+            )
+            .to_string()),
             None => Ok(Self::Generate {
                 model: t.model.unwrap_or(Model::Plummer),
                 n: t.n.unwrap_or(DEFAULT_N),
@@ -468,13 +502,33 @@ impl RunConfig {
     /// Checks every value before a run starts; the error names the table and key, the rule and
     /// the offending value, e.g. `[time] dt must be finite and > 0 (got -1)`.
     pub fn validate(&self) -> Result<()> {
-        if let IcsConfig::Generate { n, .. } = self.ics {
-            if !(1..=crate::ics::MAX_N).contains(&n) {
+        match &self.ics {
+            IcsConfig::Generate { n, .. } if !(1..=crate::ics::MAX_N).contains(n) => {
                 return Err(Error::input(format!(
                     "[ics] n must be between 1 and {} (got {n})",
                     crate::ics::MAX_N
                 )));
             }
+            IcsConfig::File { units, .. } => {
+                for (key, _, v) in units.named() {
+                    match v {
+                        Some(v) if !(v.is_finite() && v > 0.0) => {
+                            return Err(Error::input(format!(
+                                "[ics] {key} must be finite and > 0 (got {v})"
+                            )))
+                        }
+                        Some(_) if self.cosmology.is_none() => {
+                            return Err(Error::input(format!(
+                                "[ics] {key} sets the units of a comoving run's initial \
+                                 conditions ([cosmology]); a Newtonian run is in the units of \
+                                 [gravity] G"
+                            )))
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            IcsConfig::Generate { .. } => {}
         }
         self.gravity
             .force
@@ -756,8 +810,54 @@ mod tests {
     #[test]
     fn ics_source_is_model_or_file() {
         let c = parse("[ics]\nfile = \"ics.bin\"").unwrap();
-        assert_eq!(c.ics, IcsConfig::File(PathBuf::from("ics.bin")));
+        assert_eq!(c.ics, IcsConfig::file("ics.bin"));
         c.validate().unwrap();
+        // Units for a file without its own, in a comoving run only.
+        let comoving = "[cosmology]\n[gravity]\nG = 1";
+        let c = parse(&format!(
+            "[ics]\nfile = \"ics.bin\"\nunit_length_in_cm = 3.085678e24\n\
+             unit_velocity_in_cm_per_s = 1e5\n{comoving}"
+        ))
+        .unwrap();
+        let units = GivenUnits {
+            length_in_cm: Some(3.085678e24),
+            mass_in_g: None,
+            velocity_in_cm_per_s: Some(1e5),
+        };
+        assert_eq!(
+            c.ics,
+            IcsConfig::File {
+                path: PathBuf::from("ics.bin"),
+                units
+            }
+        );
+        c.validate().unwrap();
+        for (extra, says) in [
+            (
+                "unit_mass_in_g = 0",
+                "[ics] unit_mass_in_g must be finite and > 0 (got 0)",
+            ),
+            (
+                "unit_length_in_cm = -1e21",
+                "[ics] unit_length_in_cm must be finite and > 0 (got -1000000000000000000000)",
+            ),
+            (
+                "unit_velocity_in_cm_per_s = nan",
+                "must be finite and > 0 (got NaN)",
+            ),
+        ] {
+            let c = parse(&format!("[ics]\nfile = \"f\"\n{extra}\n{comoving}")).unwrap();
+            let msg = c.validate().unwrap_err().message;
+            assert!(msg.contains(says), "{msg}");
+        }
+        let c = parse("[ics]\nfile = \"f\"\nunit_mass_in_g = 1e43").unwrap();
+        let msg = c.validate().unwrap_err().message;
+        assert!(
+            msg.contains("[ics] unit_mass_in_g sets the units of a comoving run's"),
+            "{msg}"
+        );
+        let msg = parse_err("[ics]\nn = 10\nunit_length_in_cm = 1e21");
+        assert!(msg.contains("are the units of a `file`"), "{msg}");
         let c = parse("[ics]\nn = 100").unwrap();
         assert_eq!(
             c.ics,

@@ -15,6 +15,6 @@ pub use atomic::{replace_atomic, write_atomic};
 pub use config::RunConfig;
 pub use snapshot::{
     read_comoving_snapshot, read_snapshot, read_snapshot_header, write_snapshot,
-    write_snapshot_file, SnapshotCosmology, SnapshotExtras, SnapshotHeader, SnapshotMeta,
-    SnapshotUnits,
+    write_snapshot_file, GivenUnits, SnapshotCosmology, SnapshotExtras, SnapshotHeader,
+    SnapshotMeta, SnapshotUnits,
 };

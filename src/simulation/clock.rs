@@ -23,10 +23,15 @@ pub struct Clock {
 impl Clock {
     /// The clock of the run `cfg` (validated): reads the header of its initial conditions'
     /// file, whose `Time` is where a Newtonian run starts (then `t_end` must be later, and
-    /// `dt_max` at most the span) and the starting scale factor of a comoving one. Collective.
+    /// `dt_max` at most the span) and the starting scale factor of a comoving one, whose units
+    /// are the file's or those `[ics]` gives ([`crate::io::SnapshotHeader::with_units`]).
+    /// Collective.
     pub fn of(cfg: &RunConfig, comm: &dyn Comm) -> Result<Self> {
         let file = match &cfg.ics {
-            IcsConfig::File(path) => Some((path, agree(comm, read_snapshot_header(path))?)),
+            IcsConfig::File { path, units } => {
+                let header = read_snapshot_header(path).and_then(|h| h.with_units(units, path));
+                Some((path, agree(comm, header)?))
+            }
             IcsConfig::Generate { .. } => None,
         };
         let t = &cfg.time;

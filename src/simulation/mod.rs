@@ -96,7 +96,7 @@ pub fn initial_particles(
 ) -> Result<Particles> {
     let need = |n: u64| bytes_per_particle.saturating_mul(n);
     let p = match ics {
-        IcsConfig::File(path) => {
+        IcsConfig::File { path, .. } => {
             let p = match comoving {
                 true => read_comoving_snapshot(comm, path)?.0,
                 false => read_snapshot(comm, path)?.0,
@@ -125,7 +125,7 @@ pub fn initial_particles(
 /// before anything is written: it would integrate their comoving positions and GADGET
 /// velocities as physical ones with open boundaries. Collective.
 pub fn refuse_cosmological(ics: &IcsConfig, comm: &dyn Comm) -> Result<()> {
-    let IcsConfig::File(path) = ics else {
+    let IcsConfig::File { path, .. } = ics else {
         return Ok(());
     };
     let local = match read_snapshot_header(path) {

@@ -4,6 +4,7 @@
 // Each test crate compiles this module on its own and uses only part of it.
 #![allow(dead_code)]
 
+pub mod gadget;
 pub mod sets;
 
 use std::path::{Path, PathBuf};

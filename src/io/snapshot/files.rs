@@ -1,5 +1,6 @@
 //! Snapshot file names, GADGET's: `snapshot_NNN.hdf5` for a one-file snapshot,
-//! `snapdir_NNN/snapshot_NNN.k.hdf5` (k = 0 … files − 1) for a set of several files.
+//! `snapdir_NNN/snapshot_NNN.k.hdf5` (k = 0 … files − 1) for a set of several files; a set of
+//! binary files (SnapFormat 1 or 2) is named `base.k`, without an extension.
 
 use crate::error::{Error, Result};
 use std::path::{Path, PathBuf};
@@ -16,9 +17,22 @@ pub fn snapshot_path(dir: &Path, number: usize, rank: usize, size: usize) -> Pat
 }
 
 /// The file to open first for the snapshot that `path` names: `path` itself when it is a
-/// file, or the one `*.0.hdf5` file of a snapshot directory.
+/// file; `path.0` when there is no `path` but that file (the set `base.0`, `base.1`, … of
+/// GADGET's binary files named by its base); or the one `*.0.hdf5` or `*.0` file of a
+/// snapshot directory.
 pub(super) fn first_file(path: &Path) -> Result<PathBuf> {
-    let meta = std::fs::metadata(path).map_err(|e| Error::io(path, format!("cannot read: {e}")))?;
+    let meta = match std::fs::metadata(path) {
+        Ok(meta) => meta,
+        Err(e) => {
+            let mut member = path.as_os_str().to_os_string();
+            member.push(".0");
+            let member = PathBuf::from(member);
+            return match member.is_file() {
+                true => Ok(member),
+                false => Err(Error::io(path, format!("cannot read: {e}"))),
+            };
+        }
+    };
     if !meta.is_dir() {
         return Ok(path.to_path_buf());
     }
@@ -26,19 +40,23 @@ pub(super) fn first_file(path: &Path) -> Result<PathBuf> {
         std::fs::read_dir(path).map_err(|e| Error::io(path, format!("cannot read: {e}")))?;
     let mut firsts: Vec<PathBuf> = entries
         .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.to_str().is_some_and(|s| s.ends_with(".0.hdf5")))
+        .filter(|p| {
+            p.to_str()
+                .is_some_and(|s| s.ends_with(".0.hdf5") || s.ends_with(".0"))
+        })
         .collect();
     firsts.sort();
     match firsts.len() {
         1 => Ok(firsts.remove(0)),
         0 => Err(Error::io(
             path,
-            "no snapshot in this directory (no file named *.0.hdf5)",
+            "no snapshot in this directory (no file named *.0.hdf5 or *.0)",
         )),
         _ => Err(Error::io(
             path,
             format!(
-                "{} snapshots in this directory (files *.0.hdf5); name one of their files",
+                "{} snapshots in this directory (files *.0.hdf5 or *.0); name one of their \
+                 files",
                 firsts.len()
             ),
         )),
@@ -46,34 +64,39 @@ pub(super) fn first_file(path: &Path) -> Result<PathBuf> {
 }
 
 /// The `files` files of the set that `first` belongs to, in order: `first` alone when
-/// `files == 1`, else `base.0.hdf5` … `base.{files-1}.hdf5` next to `first`, whose name must
-/// be `base.k.hdf5`. Named one at a time, so that a header announcing 2^31 files costs
-/// nothing before the first missing one is found.
-pub(super) fn set_members(
-    first: &Path,
+/// `files == 1`, else `base.0` … `base.{files-1}` next to `first`, whose name must be
+/// `base.k`, with the extension `.hdf5` or none (which the other names then share). Named one
+/// at a time, so that a header announcing 2^31 files costs nothing before the first missing
+/// one is found. `field` names the header field that gave `files` in the error.
+pub(super) fn set_members<'a>(
+    first: &'a Path,
     files: usize,
-) -> Result<Box<dyn Iterator<Item = PathBuf> + '_>> {
+    field: &str,
+) -> Result<Box<dyn Iterator<Item = PathBuf> + 'a>> {
     if files == 1 {
         return Ok(Box::new(std::iter::once(first.to_path_buf())));
     }
     let name = first.file_name().and_then(|n| n.to_str()).unwrap_or("");
-    let base = name
-        .strip_suffix(".hdf5")
-        .and_then(|s| s.rsplit_once('.'))
+    let (stem, extension) = match name.strip_suffix(".hdf5") {
+        Some(stem) => (stem, ".hdf5"),
+        None => (name, ""),
+    };
+    let base = stem
+        .rsplit_once('.')
         .filter(|(_, k)| !k.is_empty() && k.bytes().all(|b| b.is_ascii_digit()))
         .map(|(base, _)| base)
         .ok_or_else(|| {
             Error::io(
                 first,
                 format!(
-                    "/Header NumFilesPerSnapshot = {files}, but the file name is not of the \
-                     form BASE.K.hdf5 that names the files of a set"
+                    "{field} = {files}, but the file name is not of the form BASE.K.hdf5 or \
+                     BASE.K that names the files of a set"
                 ),
             )
         })?;
     let base = base.to_string();
     Ok(Box::new((0..files).map(move |k| {
-        first.with_file_name(format!("{base}.{k}.hdf5"))
+        first.with_file_name(format!("{base}.{k}{extension}"))
     })))
 }
 
@@ -95,7 +118,8 @@ mod tests {
     #[test]
     fn members_of_a_set() {
         let f = Path::new("s/snapshot_003.1.hdf5");
-        let members = |f, n| set_members(f, n).unwrap().collect::<Vec<_>>();
+        let field = "/Header NumFilesPerSnapshot";
+        let members = |f, n| set_members(f, n, field).unwrap().collect::<Vec<_>>();
         assert_eq!(
             members(f, 3),
             [
@@ -107,12 +131,17 @@ mod tests {
         );
         assert_eq!(members(f, 1), vec![f.to_path_buf()]);
         assert_eq!(
-            set_members(f, usize::MAX).unwrap().nth(7).unwrap(),
+            set_members(f, usize::MAX, field).unwrap().nth(7).unwrap(),
             PathBuf::from("s/snapshot_003.7.hdf5")
         );
-        let err = set_members(Path::new("s/snapshot_003.hdf5"), 2)
-            .err()
-            .unwrap();
-        assert!(err.message.contains("NumFilesPerSnapshot = 2"), "{err}");
+        // GADGET's binary sets: base.k without an extension.
+        assert_eq!(
+            members(Path::new("ics/ics_64.2"), 3),
+            ["ics/ics_64.0", "ics/ics_64.1", "ics/ics_64.2"].map(PathBuf::from)
+        );
+        for single in ["s/snapshot_003.hdf5", "s/ics", "s/ics.x"] {
+            let err = set_members(Path::new(single), 2, field).err().unwrap();
+            assert!(err.message.contains("NumFilesPerSnapshot = 2"), "{err}");
+        }
     }
 }

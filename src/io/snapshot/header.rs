@@ -1,6 +1,7 @@
 //! The `/Header` group of a snapshot file: GADGET's attributes, written with GADGET-4's types
 //! and read from any GADGET version's.
 
+use super::format::Format;
 use super::numbers::{read_numbers, Numbers};
 use crate::error::{Error, Result};
 use crate::particles::PARTICLE_TYPES;
@@ -116,6 +117,45 @@ impl SnapshotUnits {
             ("UnitLength_in_cm", self.length_in_cm),
             ("UnitMass_in_g", self.mass_in_g),
             ("UnitVelocity_in_cm_per_s", self.velocity_in_cm_per_s),
+        ]
+    }
+}
+
+/// Units that a run's configuration gives its initial conditions (the `[ics]` keys
+/// `unit_length_in_cm`, `unit_mass_in_g`, `unit_velocity_in_cm_per_s`, GADGET's parameter
+/// names; each in cgs, finite and > 0): for a file that records no units (GADGET's binary
+/// files; HDF5 files without unit attributes) each given one replaces GADGET's default
+/// ([`SnapshotUnits::GADGET`]); a file that records units must record the given ones
+/// ([`SnapshotHeader::with_units`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct GivenUnits {
+    /// The length unit in cm (`unit_length_in_cm`), if given.
+    pub length_in_cm: Option<f64>,
+    /// The mass unit in g (`unit_mass_in_g`), if given.
+    pub mass_in_g: Option<f64>,
+    /// The velocity unit in cm/s (`unit_velocity_in_cm_per_s`), if given.
+    pub velocity_in_cm_per_s: Option<f64>,
+}
+
+/// The relative difference below which a unit given in `[ics]` and a file's agree.
+const UNITS_AGREE: f64 = 1e-6;
+
+impl GivenUnits {
+    /// Whether no unit is given.
+    pub fn is_empty(&self) -> bool {
+        self.named().iter().all(|(_, _, v)| v.is_none())
+    }
+
+    /// The `[ics]` key, the snapshot attribute and the value of each unit.
+    pub fn named(&self) -> [(&'static str, &'static str, Option<f64>); 3] {
+        [
+            ("unit_length_in_cm", "UnitLength_in_cm", self.length_in_cm),
+            ("unit_mass_in_g", "UnitMass_in_g", self.mass_in_g),
+            (
+                "unit_velocity_in_cm_per_s",
+                "UnitVelocity_in_cm_per_s",
+                self.velocity_in_cm_per_s,
+            ),
         ]
     }
 }
@@ -237,6 +277,41 @@ impl SnapshotHeader {
             .unwrap_or_else(|| self.cosmology.is_cosmological())
     }
 
+    /// This header with the units `given` by the configuration of a run from the file `path`:
+    /// where the file records no units, GADGET's defaults with each given unit in place of
+    /// the default; where it records units, these, which must agree with every given one (to
+    /// 1e-6; the error names the key, the attribute and both values).
+    pub fn with_units(self, given: &GivenUnits, path: &Path) -> Result<Self> {
+        if given.is_empty() {
+            return Ok(self);
+        }
+        let Some(recorded) = self.units else {
+            let d = SnapshotUnits::GADGET;
+            let units = SnapshotUnits {
+                length_in_cm: given.length_in_cm.unwrap_or(d.length_in_cm),
+                mass_in_g: given.mass_in_g.unwrap_or(d.mass_in_g),
+                velocity_in_cm_per_s: given.velocity_in_cm_per_s.unwrap_or(d.velocity_in_cm_per_s),
+            };
+            return Ok(Self {
+                units: Some(units),
+                ..self
+            });
+        };
+        let in_file = recorded.named();
+        for ((key, attr, value), (_, file)) in given.named().into_iter().zip(in_file) {
+            if let Some(v) =
+                value.filter(|v| (v - file).abs() > UNITS_AGREE * v.abs().max(file.abs()))
+            {
+                return Err(Error::input(format!(
+                    "[ics] {key} = {v} disagrees with {attr} = {file} of {} (the [ics] units are \
+                     for files that record none, such as GADGET's binary files)",
+                    path.display()
+                )));
+            }
+        }
+        Ok(self)
+    }
+
     /// The box, redshift, scale factor and Ω_m, in a few words: "BoxSize 100000, z = 49,
     /// a = 0.02, Omega0 = 0.3".
     pub fn summary(&self) -> String {
@@ -283,6 +358,8 @@ pub(super) struct Header {
     /// `TimeBegin` of `/Parameters` (the time a run from this file starts at): written for
     /// single files (initial conditions), not for a run's outputs.
     pub time_begin: Option<f64>,
+    /// The format of the file the header is from (how messages name its fields).
+    pub format: Format,
 }
 
 impl Header {
@@ -305,6 +382,7 @@ impl Header {
             units: Some(meta.units),
             comoving: Some(meta.comoving),
             time_begin: None,
+            format: Format::Hdf5,
         }
     }
 
@@ -521,20 +599,35 @@ impl Header {
             units,
             comoving: optional("ComovingIntegrationOn")?.map(|flag| flag != 0.0),
             time_begin: None,
+            format: Format::Hdf5,
         };
         header.check(path)?;
         Ok(header)
     }
 
-    /// Rejects values no snapshot can have: a non-finite time, a negative or non-finite table
-    /// mass, more particles in the file than in the snapshot, a negative box, units that are
-    /// not > 0 (the values were checked finite when read).
-    fn check(&self, path: &Path) -> Result<()> {
+    /// Rejects values no snapshot can have: a time or cosmological field that is not finite, a
+    /// negative or non-finite table mass, more particles in the file than in the snapshot, a
+    /// negative box, units that are not > 0. The error names the file and the field.
+    pub(super) fn check(&self, path: &Path) -> Result<()> {
+        let field = |name: &str| self.format.field(name);
+        if let Some((name, v)) = self
+            .cosmology
+            .named()
+            .into_iter()
+            .chain([("Time", self.time)])
+            .find(|(_, v)| !v.is_finite())
+        {
+            return Err(Error::io(
+                path,
+                format!("{} = {v} is not finite", field(name)),
+            ));
+        }
         if self.cosmology.box_size < 0.0 {
             return Err(Error::io(
                 path,
                 format!(
-                    "/Header BoxSize = {} is negative (0 means no box)",
+                    "{} = {} is negative (0 means no box)",
+                    field("BoxSize"),
                     self.cosmology.box_size
                 ),
             ));
@@ -550,23 +643,24 @@ impl Header {
                 format!("unit attribute {name} = {v} (a unit must be > 0)"),
             ));
         }
-        if !self.time.is_finite() {
-            return Err(Error::io(
-                path,
-                format!("/Header Time = {} is not finite", self.time),
-            ));
-        }
         if let Some(m) = self.mass_table.iter().find(|m| !m.is_finite() || **m < 0.0) {
             return Err(Error::io(
                 path,
-                format!("/Header MassTable holds {m} (masses must be finite and >= 0)"),
+                format!(
+                    "{} holds {m} (masses must be finite and >= 0)",
+                    field("MassTable")
+                ),
             ));
         }
         let types = self.this_file.iter().zip(&self.total).enumerate();
         if let Some((t, (n, total))) = types.into_iter().find(|(_, (n, t))| n > t && **t > 0) {
             return Err(Error::io(
                 path,
-                format!("/Header NumPart_ThisFile[{t}] = {n} exceeds NumPart_Total[{t}] = {total}"),
+                format!(
+                    "{}[{t}] = {n} exceeds {}[{t}] = {total}",
+                    field("NumPart_ThisFile"),
+                    field("NumPart_Total")
+                ),
             ));
         }
         Ok(())

@@ -40,8 +40,28 @@
 //! library (`numbers`). Fields other than positions, velocities, masses and ids (gas
 //! particles' SPH fields) are not kept, with a warning. A set of several files is read by any
 //! number of ranks: each takes a contiguous share of the particles in file order.
+//!
+//! Reading also accepts GADGET's binary snapshots and initial conditions, SnapFormat
+//! (ICFormat) 1 and 2, as N-GenIC, 2LPTic, MUSIC and GADGET-2/3 write them (`gadget_binary`
+//! states the layout): either byte order, float32 or float64, u32 or u64 ids, the particles of
+//! every type, masses from the `MASS` block or `massarr`, other blocks skipped with the same
+//! warning. The format is told by a file's first bytes (`format`: the HDF5 signature, or a
+//! first record length of 256 or 8), never by its name. A binary set `base.0` …
+//! `base.(num_files − 1)` is named by any member, its directory, or `base` (`files`), and is
+//! shared over the ranks as an HDF5 set is. Its header becomes the HDF5 reader's: counts,
+//! `MassTable`, `Time`, `Redshift`, `BoxSize`, `Omega0`, `OmegaLambda`, `HubbleParam`, no
+//! `OmegaBaryon`, no units and no `ComovingIntegrationOn`, so that it is cosmological by
+//! [`SnapshotCosmology::is_cosmological`] and in GADGET's units, or in those a run's `[ics]`
+//! gives ([`GivenUnits`], [`SnapshotHeader::with_units`], which also serve HDF5 files without
+//! units). Errors are one line naming the file and the block: truncated, record markers that
+//! disagree, a block whose length is not one value of 4 or 8 bytes per particle, counts that
+//! disagree with the header or between files, a missing member, values that are not finite.
 
+#[cfg(test)]
+mod binary_tests;
 mod files;
+mod format;
+mod gadget_binary;
 mod header;
 mod numbers;
 mod read;
@@ -50,7 +70,7 @@ mod tests;
 mod write;
 
 pub use files::snapshot_path;
-pub use header::{SnapshotCosmology, SnapshotHeader, SnapshotMeta, SnapshotUnits};
+pub use header::{GivenUnits, SnapshotCosmology, SnapshotHeader, SnapshotMeta, SnapshotUnits};
 pub(crate) use read::read_periodic_snapshot;
 pub use read::{read_comoving_snapshot, read_snapshot, read_snapshot_header};
 pub use write::{write_snapshot, write_snapshot_file, SnapshotExtras};

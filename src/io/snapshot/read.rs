@@ -2,6 +2,8 @@
 //! ranks.
 
 use super::files::{first_file, set_members};
+use super::format::Format;
+use super::gadget_binary::BinaryFile;
 use super::header::{Header, SnapshotHeader, TYPES};
 use super::numbers::{first_line, read_numbers, Numbers, Rows};
 use crate::comm::{agree, Comm};
@@ -12,25 +14,30 @@ use glam::DVec3;
 use std::ops::Range;
 use std::path::Path;
 
-/// Rows read from a dataset at a time (bounds the temporary memory: 24 MiB of vectors).
-const CHUNK: usize = 1 << 20;
+/// Rows read from a dataset or block at a time (bounds the temporary memory: 24 MiB of
+/// vectors).
+pub(super) const CHUNK: usize = 1 << 20;
 
-/// Reads a snapshot (one file, or a multi-file set given by any of its files or its
-/// snapdir), GADGET's or hinoki's, and returns this rank's share: a contiguous 1/size of the
-/// particles in file order (file by file, in each file type 0 to 5), so any rank count can
-/// read any file count, plus the header time.
+/// Reads a snapshot (one file, or a multi-file set given by any of its files, its snapdir, or
+/// for a binary set `base.0` … also by `base`), GADGET's or hinoki's, HDF5 or GADGET binary
+/// (SnapFormat 1 or 2, told by the first bytes of the file), and returns this rank's share: a
+/// contiguous 1/size of the particles in file order (file by file, in each file type 0 to 5),
+/// so any rank count can read any file count, plus the header time.
 ///
-/// Every `/PartTypeN` group is read (N = 0 … 5); each particle's id gets its type N in its top
-/// bits ([`crate::particles::tagged_id`]). Masses come from the type's `Masses` dataset, else
-/// from `MassTable[N]`. Gas particles (type 0) are kept as gravitating particles; fields
-/// hinoki does not keep (SPH quantities such as `InternalEnergy` or `Density`) are named in
-/// one warning. Collective: every rank calls it, and when one fails all return its error
-/// ([`crate::comm::agree`]). Errors are one line naming the file and the dataset or
-/// attribute: not an HDF5 file, a missing group, dataset or attribute, a wrong shape, counts
-/// that disagree between header and datasets, ids of 2^61 or more (their top bits hold the
-/// type), or values that are not finite (positions, velocities, masses) or negative
-/// (masses). A rank's share passes [`Particles::validate`]; it may be empty when there are
-/// fewer particles than ranks.
+/// Every `/PartTypeN` group (the particles of every type of a binary file) is read
+/// (N = 0 … 5); each particle's id gets its type N in its top bits
+/// ([`crate::particles::tagged_id`]). Masses come from the type's `Masses` dataset (`MASS`
+/// block), else from `MassTable[N]` (`massarr`). Gas particles (type 0) are kept as
+/// gravitating particles; fields hinoki does not keep (SPH quantities such as
+/// `InternalEnergy` or `Density`, blocks `U`, `RHO`) are named in one warning. Collective:
+/// every rank calls it, and when one fails all return its error ([`crate::comm::agree`]).
+/// Errors are one line naming the file and the dataset, block or attribute: neither an HDF5
+/// nor a GADGET binary file, a missing group, dataset, block or attribute, a wrong shape or
+/// block length, a truncated file, record markers that disagree, counts that disagree between
+/// header and data or between files, a missing file of a set, ids of 2^61 or more (their top
+/// bits hold the type), or values that are not finite (positions, velocities, masses) or
+/// negative (masses). A rank's share passes [`Particles::validate`]; it may be empty when
+/// there are fewer particles than ranks.
 pub fn read_snapshot(comm: &dyn Comm, path: &Path) -> Result<(Particles, f64)> {
     agree(comm, read_share(comm.rank(), comm.size(), path))
 }
@@ -40,7 +47,7 @@ pub fn read_snapshot(comm: &dyn Comm, path: &Path) -> Result<(Particles, f64)> {
 /// Not collective: each caller reads the file.
 pub fn read_snapshot_header(path: &Path) -> Result<SnapshotHeader> {
     let first = first_file(path)?;
-    Ok(Header::read(&open(&first)?, &first)?.public())
+    Ok(Member::open(&first)?.header().public())
 }
 
 /// [`read_snapshot`] for a comoving run, which integrates a cosmological snapshot's comoving
@@ -75,6 +82,31 @@ struct Block {
     n: u64,
 }
 
+/// A file of a snapshot, as its header was read.
+enum Member {
+    /// An HDF5 file, with its header (the file is opened again for its particles).
+    Hdf5(Header),
+    /// A GADGET binary file: its header and where its blocks lie.
+    Binary(BinaryFile),
+}
+
+impl Member {
+    /// Reads the header of the file `path`, in the format its first bytes tell.
+    fn open(path: &Path) -> Result<Self> {
+        match Format::of(path)? {
+            Format::Hdf5 => Ok(Self::Hdf5(Header::read(&open(path)?, path)?)),
+            Format::GadgetBinary => Ok(Self::Binary(BinaryFile::open(path)?)),
+        }
+    }
+
+    fn header(&self) -> &Header {
+        match self {
+            Self::Hdf5(h) => h,
+            Self::Binary(b) => &b.header,
+        }
+    }
+}
+
 /// [`read_share`], warning on rank 0 about a cosmological snapshot only when `warn_cosmological`.
 fn read_share_warning(
     rank: usize,
@@ -83,31 +115,35 @@ fn read_share_warning(
     warn_cosmological: bool,
 ) -> Result<(Particles, f64)> {
     let first = first_file(path)?;
-    let header = Header::read(&open(&first)?, &first)?;
+    let first_member = Member::open(&first)?;
+    let header = first_member.header().clone();
+    let mut first_member = Some(first_member);
+    let files_field = header.format.field("NumFilesPerSnapshot");
     let mut files = Vec::new();
-    let mut headers = Vec::new();
-    for f in set_members(&first, header.files)? {
-        let h = if f == first {
-            header.clone()
-        } else {
-            Header::read(&open(&f)?, &f)?
+    let mut members = Vec::new();
+    for f in set_members(&first, header.files, &files_field)? {
+        let m = match first_member.take_if(|_| f == first) {
+            Some(m) => m,
+            None => Member::open(&f)?,
         };
-        if h.files != header.files {
+        let files_here = m.header().files;
+        if files_here != header.files {
             return Err(Error::io(
                 &f,
                 format!(
-                    "/Header NumFilesPerSnapshot = {} but {} says {}",
-                    h.files,
+                    "{} = {files_here} but {} says {}",
+                    m.header().format.field("NumFilesPerSnapshot"),
                     first.display(),
                     header.files
                 ),
             ));
         }
-        headers.push(h);
+        members.push(m);
         files.push(f);
     }
-    let blocks: Vec<Block> = headers
+    let blocks: Vec<Block> = members
         .iter()
+        .map(Member::header)
         .enumerate()
         .flat_map(|(file, h)| {
             h.this_file
@@ -119,7 +155,7 @@ fn read_share_warning(
         .collect();
     let total = check_totals(&first, &header, &blocks)?;
     if rank == 0 {
-        warn_dropped_fields(path, &files, &headers);
+        warn_dropped_fields(path, &files, &members);
         if warn_cosmological && header.public().is_cosmological() {
             tracing::warn!(
                 "{}: a cosmological snapshot ({}); its positions are taken as given \
@@ -141,13 +177,18 @@ fn read_share_warning(
     for b in &blocks {
         let rows = share.start.max(offset)..share.end.min(offset + b.n);
         if rows.start < rows.end {
-            if open_file.as_ref().map(|(k, _)| *k) != Some(b.file) {
-                open_file = Some((b.file, open(&files[b.file])?));
-            }
-            let (_, file) = open_file.as_ref().expect("opened above");
             let local = (rows.start - offset) as usize..(rows.end - offset) as usize;
-            let (f, h) = (&files[b.file], &headers[b.file]);
-            read_rows(file, f, h, b.ptype, local, &mut p)?;
+            let f = &files[b.file];
+            match &members[b.file] {
+                Member::Hdf5(h) => {
+                    if open_file.as_ref().map(|(k, _)| *k) != Some(b.file) {
+                        open_file = Some((b.file, open(f)?));
+                    }
+                    let (_, file) = open_file.as_ref().expect("opened above");
+                    read_rows(file, f, h, b.ptype, local, &mut p)?;
+                }
+                Member::Binary(binary) => binary.read_rows(f, b.ptype, local, &mut p)?,
+            }
         }
         offset += b.n;
     }
@@ -172,14 +213,14 @@ fn open(path: &Path) -> Result<hdf5::File> {
 /// The files must hold, type by type, the particles the first file's header announces, and
 /// some; returns their number.
 fn check_totals(first: &Path, header: &Header, blocks: &[Block]) -> Result<u64> {
+    let this_file = header.format.field("NumPart_ThisFile");
     let mut held = [0u64; TYPES];
     for b in blocks {
         held[b.ptype] = held[b.ptype].checked_add(b.n).ok_or_else(|| {
             Error::io(
                 first,
                 format!(
-                    "/Header NumPart_ThisFile[{}] of the files add up to more than 2^64 \
-                     particles",
+                    "{this_file}[{}] of the files add up to more than 2^64 particles",
                     b.ptype
                 ),
             )
@@ -191,12 +232,12 @@ fn check_totals(first: &Path, header: &Header, blocks: &[Block]) -> Result<u64> 
         .ok_or_else(|| {
             Error::io(
                 first,
-                "/Header NumPart_ThisFile of the files add up to more than 2^64 particles",
+                format!("{this_file} of the files add up to more than 2^64 particles"),
             )
         })?;
     if total == 0 {
         return Err(Error::input(format!(
-            "{}: the snapshot holds no particles (NumPart_ThisFile = 0 in every file)",
+            "{}: the snapshot holds no particles ({this_file} = 0 in every file)",
             first.display()
         )));
     }
@@ -204,9 +245,11 @@ fn check_totals(first: &Path, header: &Header, blocks: &[Block]) -> Result<u64> 
         return Err(Error::io(
             first,
             format!(
-                "/Header NumPart_Total[{t}] = {} but the files hold {} PartType{t} particles \
-                 (is a file of the set missing or from another snapshot?)",
-                header.total[t], held[t]
+                "{}[{t}] = {} but the files hold {} particles of type {t} (is a file of the set \
+                 missing or from another snapshot?)",
+                header.format.field("NumPart_Total"),
+                header.total[t],
+                held[t]
             ),
         ));
     }
@@ -218,11 +261,24 @@ const KEPT: [&str; 4] = ["Coordinates", "Velocities", "ParticleIDs", "Masses"];
 /// The datasets of a particle group that hinoki does not read but computes itself.
 const RECOMPUTED: [&str; 2] = ["Acceleration", "Potential"];
 
-/// Says (once) which datasets of the particle groups hinoki does not keep, such as gas
-/// particles' SPH fields ("PartType0/InternalEnergy, PartType0/Density").
-fn warn_dropped_fields(path: &Path, files: &[std::path::PathBuf], headers: &[Header]) {
+/// Says (once) which datasets of the particle groups, or blocks of a binary file, hinoki does
+/// not keep, such as gas particles' SPH fields ("PartType0/InternalEnergy, PartType0/Density";
+/// "U, RHO").
+fn warn_dropped_fields(path: &Path, files: &[std::path::PathBuf], members: &[Member]) {
     let mut dropped: Vec<String> = Vec::new();
-    for (f, h) in files.iter().zip(headers) {
+    let mut add = |name: String| {
+        if !dropped.contains(&name) {
+            dropped.push(name);
+        }
+    };
+    for (f, m) in files.iter().zip(members) {
+        let h = match m {
+            Member::Hdf5(h) => h,
+            Member::Binary(b) => {
+                b.dropped().iter().cloned().for_each(&mut add);
+                continue;
+            }
+        };
         let Ok(file) = hdf5::File::open(f) else {
             continue;
         };
@@ -234,10 +290,8 @@ fn warn_dropped_fields(path: &Path, files: &[std::path::PathBuf], headers: &[Hea
                 continue;
             };
             for name in names {
-                let skip = KEPT.contains(&name.as_str()) || RECOMPUTED.contains(&name.as_str());
-                let full = format!("PartType{t}/{name}");
-                if !skip && !dropped.contains(&full) {
-                    dropped.push(full);
+                if !(KEPT.contains(&name.as_str()) || RECOMPUTED.contains(&name.as_str())) {
+                    add(format!("PartType{t}/{name}"));
                 }
             }
         }
@@ -292,10 +346,7 @@ fn read_rows(
         &rows,
         &mut p.id,
         Numbers::into_integers,
-        Some((
-            &|id| id <= MAX_FILE_ID,
-            "below 2^61: the bits above hold the particle type",
-        )),
+        check_ids,
     )?;
     let tag = ptype as u8;
     p.id[first_id..]
@@ -303,13 +354,12 @@ fn read_rows(
         .for_each(|id| *id = tagged_id(*id, tag));
     let table = header.mass_table[ptype];
     if group.link_exists("Masses") {
-        let valid = |m: f64| m.is_finite() && m >= 0.0;
         data.scalars(
             "Masses",
             &rows,
             &mut p.mass,
             |v| Ok(v.into_f64()),
-            Some((&valid, "finite and >= 0")),
+            check_masses,
         )?;
     } else if table > 0.0 {
         p.mass.resize(p.mass.len() + rows.len(), table);
@@ -372,53 +422,86 @@ impl Datasets<'_> {
             let flat = self.numbers(name, &ds, a..b)?.into_f64();
             let start = out.len();
             out.extend(flat.chunks_exact(3).map(DVec3::from_slice));
-            if let Some(k) = out[start..].iter().position(|v| !v.is_finite()) {
-                return Err(Error::io(
-                    self.path,
-                    format!(
-                        "/{}/{name} row {} is not finite: {:?}",
-                        self.name,
-                        a + k,
-                        out[start + k].to_array()
-                    ),
-                ));
-            }
+            check_vectors(
+                self.path,
+                &format!("/{}/{name}", self.name),
+                a,
+                &out[start..],
+            )?;
         }
         Ok(())
     }
 
     /// Appends rows `rows` of the n-element dataset `name`, each value made a `T` by
-    /// `convert`; with `rule` = (test, what it requires), each value must pass the test.
-    fn scalars<T: Copy + std::fmt::Display>(
+    /// `convert`, and checked by `check` ([`check_ids`], [`check_masses`]).
+    fn scalars<T>(
         &self,
         name: &str,
         rows: &Range<usize>,
         out: &mut Vec<T>,
         convert: fn(Numbers) -> std::result::Result<Vec<T>, String>,
-        rule: Option<(&dyn Fn(T) -> bool, &str)>,
+        check: fn(&Path, &str, usize, &[T]) -> Result<()>,
     ) -> Result<()> {
         let ds = self.open(name, &[self.n])?;
         for a in rows.clone().step_by(CHUNK) {
             let b = (a + CHUNK).min(rows.end);
             let block =
                 convert(self.numbers(name, &ds, a..b)?).map_err(|e| self.unreadable(name, &e))?;
-            let start = out.len();
+            check(self.path, &format!("/{}/{name}", self.name), a, &block)?;
             out.extend(block);
-            let Some((ok, required)) = rule else {
-                continue;
-            };
-            if let Some(k) = out[start..].iter().position(|&x| !ok(x)) {
-                return Err(Error::io(
-                    self.path,
-                    format!(
-                        "/{}/{name} row {} holds {} (must be {required})",
-                        self.name,
-                        a + k,
-                        out[start + k]
-                    ),
-                ));
-            }
         }
         Ok(())
+    }
+}
+
+/// Checks the vectors `v` of `what` (a dataset, "/PartType1/Coordinates", or a block,
+/// "POS block (type 1)") of the file `path`, rows `first_row` on: each must be finite.
+pub(super) fn check_vectors(path: &Path, what: &str, first_row: usize, v: &[DVec3]) -> Result<()> {
+    match v.iter().position(|x| !x.is_finite()) {
+        Some(k) => Err(Error::io(
+            path,
+            format!(
+                "{what} row {} is not finite: {:?}",
+                first_row + k,
+                v[k].to_array()
+            ),
+        )),
+        None => Ok(()),
+    }
+}
+
+/// Checks the ids `v` as [`check_vectors`] checks vectors: each must be at most
+/// [`MAX_FILE_ID`] (the bits above hold the particle type).
+pub(super) fn check_ids(path: &Path, what: &str, first_row: usize, v: &[u64]) -> Result<()> {
+    let required = "below 2^61: the bits above hold the particle type";
+    check_each(path, what, first_row, v, |id| id <= MAX_FILE_ID, required)
+}
+
+/// Checks the masses `v` as [`check_vectors`] checks vectors: each must be finite and ≥ 0.
+pub(super) fn check_masses(path: &Path, what: &str, first_row: usize, v: &[f64]) -> Result<()> {
+    let valid = |m: f64| m.is_finite() && m >= 0.0;
+    check_each(path, what, first_row, v, valid, "finite and >= 0")
+}
+
+/// Checks that every value of `v` passes `ok`; the error names the first that does not, its
+/// row and what is `required`.
+fn check_each<T: Copy + std::fmt::Display>(
+    path: &Path,
+    what: &str,
+    first_row: usize,
+    v: &[T],
+    ok: impl Fn(T) -> bool,
+    required: &str,
+) -> Result<()> {
+    match v.iter().position(|&x| !ok(x)) {
+        Some(k) => Err(Error::io(
+            path,
+            format!(
+                "{what} row {} holds {} (must be {required})",
+                first_row + k,
+                v[k]
+            ),
+        )),
+        None => Ok(()),
     }
 }

@@ -518,6 +518,16 @@ fn not_hdf5_missing_file_and_empty_snapshot() {
     std::fs::write(&path, "not HDF5 at all").unwrap();
     let err = read_err(&path, &path);
     assert_eq!(err.kind, ErrorKind::Io);
+    assert!(
+        err.message
+            .contains("neither an HDF5 file nor a GADGET binary snapshot"),
+        "{err}"
+    );
+    // An HDF5 signature followed by garbage is for the library to refuse.
+    let mut bytes = b"\x89HDF\r\n\x1a\n".to_vec();
+    bytes.extend([0xff; 100]);
+    std::fs::write(&path, bytes).unwrap();
+    let err = read_err(&path, &path);
     assert!(err.message.contains("not a readable HDF5 file"), "{err}");
     let missing = dir.path().join("nope.hdf5");
     assert!(read_err(&missing, &missing).message.contains("cannot read"));
