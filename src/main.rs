@@ -278,11 +278,14 @@ struct IcsArgs {
 
 #[derive(Subcommand)]
 enum IcsCommand {
-    /// Cosmological initial conditions (Zel'dovich) as a GADGET-4 snapshot in GADGET's units.
+    /// Cosmological initial conditions (2LPT or Zel'dovich) as a GADGET-4 snapshot in GADGET's
+    /// units.
     ///
-    /// An N³ grid of particles in a periodic box, moved by the Zel'dovich approximation from a
-    /// Gaussian field of the Eisenstein & Hu (1998) linear power spectrum normalised to σ8,
-    /// written in GADGET's default units, which GADGET-4 reads as initial conditions:
+    /// An N³ grid of particles in a periodic box, moved by second-order Lagrangian perturbation
+    /// theory (2LPT, as N-GenIC and 2LPTic; `--lpt 1`: the Zel'dovich approximation) from a
+    /// Gaussian field of the Eisenstein & Hu (1998) linear power spectrum normalised to σ8 (or
+    /// of fixed amplitudes, or its paired partner), written in GADGET's default units, which
+    /// GADGET-4 reads as initial conditions:
     /// comoving positions in kpc/h in [0, BoxSize), velocities u = v_pec/√a in km/s
     /// (GADGET's snapshot convention), masses in 10^10 M_sun/h, ids 1 … N³; `Time` = a,
     /// `Redshift`, `BoxSize` (kpc/h), `Omega0`, `OmegaBaryon`, `OmegaLambda`, `HubbleParam` in

@@ -1,4 +1,4 @@
-//! Gaussian random fields on a periodic grid and the Zel'dovich displacement field, by FFTs.
+//! Random density fields on a periodic grid and their displacement fields, by FFTs.
 //!
 //! **Grid and conventions.** n³ points (n a power of two, 2 … 512) at x = L (i, j, l)/n in a
 //! periodic box of side L (Mpc/h), stored with the last index fastest:
@@ -12,14 +12,14 @@
 //! two numbers of a Xoshiro256++ stream keyed by the seed and the mode's integer wave vector
 //! (see [`mode_stream`]). With fixed amplitudes ([`Amplitudes::Fixed`], Angulo & Pontzen
 //! 2016) the factor √(−ln u₁) is left out, |δ_k|² = P/V exactly, and the phase is the same
-//! u₂; the paired field (Pontzen et al. 2016) is −δ_k, every phase shifted by π. So the three
-//! options share their phases for one seed. Of the two modes m and −m, only the one whose first non-zero
-//! component is positive draws; the other is its complex conjugate, so Hermitian symmetry
-//! δ_{−k} = δ_k* holds exactly. The k = 0 mode is zero (the box has the mean density), and so
-//! are the Nyquist planes (any component = −n/2): such a mode is its own conjugate partner,
-//! and its gradient has no real representation on the grid. Every mode depends only on
-//! (seed, m), so a field is the same whatever the number of threads, and two grids of the same
-//! box and seed share their common modes.
+//! u₂; the paired field (Pontzen et al. 2016) is −δ_k, every phase shifted by π. So the
+//! options share their phases for one seed. Of the two modes m and −m, only the one whose
+//! first non-zero component is positive draws; the other is its complex conjugate, so
+//! Hermitian symmetry δ_{−k} = δ_k* holds exactly. The k = 0 mode is zero (the box has the
+//! mean density), and so are the Nyquist planes (any component = −n/2): such a mode is its
+//! own conjugate partner, and its gradient has no real representation on the grid. Every
+//! mode depends only on (seed, m), so a field is the same whatever the number of threads,
+//! and two grids of the same box and seed share their common modes.
 //!
 //! **FFTs.** A 3-D transform is three passes of 1-D transforms (`rustfft`) along the fastest
 //! axis, each followed by a cyclic rotation of the axes (x, y, z) → (z, x, y) into a second

@@ -126,15 +126,13 @@ pub fn cosmological_ics(
     let f1 = cosmology.growth_rate(a_start)?;
     let a_hubble = a_start * 100.0 * cosmology.e(a_start);
 
-    // The displacement modes in `first`'s place, the velocity modes in `second`'s.
+    // δ and δ₂ (zero for Zel'dovich), then in their places the modes of the displacement,
+    // D₁ δ + D₂ δ₂, and of the velocity, a H (f₁ D₁ δ + f₂ D₂ δ₂).
     let mut first = density_modes(&grid, |k| power.power(k), &realisation);
-    let mut second = match order {
-        LptOrder::Zeldovich => vec![Complex64::new(0.0, 0.0); grid.points()],
-        LptOrder::Second => second_order_modes(&grid, &first),
-    };
-    let (d2, f2) = match order {
-        LptOrder::Zeldovich => (0.0, 0.0),
+    let (mut second, d2, f2) = match order {
+        LptOrder::Zeldovich => (vec![Complex64::new(0.0, 0.0); grid.points()], 0.0, 0.0),
         LptOrder::Second => (
+            second_order_modes(&grid, &first),
             cosmology.second_order_growth(a_start)?,
             cosmology.second_order_growth_rate(a_start)?,
         ),
@@ -192,7 +190,8 @@ pub fn cosmological_ics(
 /// velocity field's last component is transformed, the positions (24), the velocity modes
 /// (16), two velocity components (16), [`displacement`]'s field and its FFT's second array
 /// (32). (The second-order source peaks lower, at 64: the density modes, two complex and two
-/// real grids; the finished particles with their ids take 64.)
+/// real grids; the finished particles with their ids take 64, and at most 80 while
+/// `cut_sphere` cuts a sphere from them.)
 pub const COSMOLOGICAL_ICS_BYTES: u64 = 88;
 
 impl CosmologicalIcs {

@@ -1,8 +1,8 @@
 //! The source of second-order Lagrangian perturbation theory (2LPT; Scoccimarro 1998, Crocce,
 //! Pueblas & Scoccimarro 2006), by FFTs on the particle grid.
 //!
-//! With φ the first-order potential, ∇²φ = −δ and ψ₁ = ∇φ ([`displacement`](super::displacement)), the
-//! second-order displacement is ψ₂ = ∇φ₂ with
+//! With φ the first-order potential, ∇²φ = −δ and ψ₁ = ∇φ
+//! ([`displacement`](super::displacement)), the second-order displacement is ψ₂ = ∇φ₂ with
 //! ∇²φ₂ = S = Σ_{i>j} (φ,ii φ,jj − φ,ij²), the second invariant of the tensor φ,ij
 //! (quadratic in φ, so the same for the potential of the opposite sign convention). Its
 //! modes: φ,ij is the inverse transform of −k_i k_j δ_k/k², six real fields that take three
@@ -17,9 +17,9 @@ use rustfft::num_complex::Complex64;
 
 /// The modes δ₂_k (dimensionless) of −S, S = Σ_{i>j} (φ,ii φ,jj − φ,ij²) the second-order
 /// source of the density modes `delta` (the layout and conventions of the module docs of
-/// `field`, Hermitian) on `grid`, φ their potential (∇²φ = −δ): [`displacement`](super::displacement) of δ₂ is
-/// the 2LPT displacement ψ₂ = ∇φ₂ with ∇²φ₂ = S, i.e. ∇·ψ₂ = S = −δ₂ (Mpc/h per unit
-/// growth factor D₂). Zero at k = 0 and on the Nyquist planes. Holds at most two complex and
+/// `field`, Hermitian) on `grid`, φ their potential (∇²φ = −δ):
+/// [`displacement`](super::displacement) of δ₂ is the 2LPT displacement ψ₂ = ∇φ₂ with
+/// ∇²φ₂ = S, i.e. ∇·ψ₂ = S = −δ₂ (Mpc/h per unit growth factor D₂). Zero at k = 0 and on the Nyquist planes. Holds at most two complex and
 /// two real grids (48 bytes a point) besides `delta`, and returns one complex grid; the
 /// result does not depend on the number of threads.
 pub fn second_order_modes(grid: &Grid, delta: &[Complex64]) -> Vec<Complex64> {
