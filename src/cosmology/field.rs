@@ -182,9 +182,9 @@ impl Realisation {
 
 /// The Fourier modes δ_k (dimensionless) of a random density field with power spectrum
 /// `power` (P in (Mpc/h)³ as a function of |k| in h/Mpc, called only for k > 0) on `grid`,
-/// the `realisation` drawn as the module docs describe: ⟨|δ_k|²⟩ = P(|k|)/L³ (= for fixed
-/// amplitudes), δ_{−k} = δ_k*, zero at k = 0 and on the Nyquist planes. [`fft3`] with
-/// [`Direction::Inverse`] gives δ(x).
+/// the `realisation` drawn as the module docs describe: ⟨|δ_k|²⟩ = P(|k|)/L³ (exactly
+/// |δ_k|² = P/L³ with fixed amplitudes), δ_{−k} = δ_k*, zero at k = 0 and on the Nyquist
+/// planes. [`fft3`] with [`Direction::Inverse`] gives δ(x).
 pub fn density_modes(
     grid: &Grid,
     power: impl Fn(f64) -> f64 + Sync,
