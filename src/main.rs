@@ -280,11 +280,14 @@ struct IcsArgs {
 
 #[derive(Subcommand)]
 enum IcsCommand {
-    /// Cosmological initial conditions (Zel'dovich) as a GADGET-4 snapshot in GADGET's units.
+    /// Cosmological initial conditions (2LPT or Zel'dovich) as a GADGET-4 snapshot in GADGET's
+    /// units.
     ///
-    /// An N³ grid of particles in a periodic box, moved by the Zel'dovich approximation from a
-    /// Gaussian field of the Eisenstein & Hu (1998) linear power spectrum normalised to σ8,
-    /// written in GADGET's default units, which GADGET-4 reads as initial conditions:
+    /// An N³ grid of particles in a periodic box, moved by second-order Lagrangian perturbation
+    /// theory (2LPT, as N-GenIC and 2LPTic; `--lpt 1`: the Zel'dovich approximation) from a
+    /// Gaussian field of the Eisenstein & Hu (1998) linear power spectrum normalised to σ8 (or
+    /// of fixed amplitudes, or its paired partner), written in GADGET's default units, which
+    /// GADGET-4 reads as initial conditions:
     /// comoving positions in kpc/h in [0, BoxSize), velocities u = v_pec/√a in km/s
     /// (GADGET's snapshot convention), masses in 10^10 M_sun/h, ids 1 … N³; `Time` = a,
     /// `Redshift`, `BoxSize` (kpc/h), `Omega0`, `OmegaBaryon`, `OmegaLambda`, `HubbleParam` in
@@ -357,6 +360,23 @@ struct CosmologyArgs {
     /// --box 91.4 --sphere 31.5`, 2.87 M particles in 45 Mpc.
     #[arg(long, value_name = "R", allow_negative_numbers = true)]
     sphere: Option<f64>,
+    /// Order of Lagrangian perturbation theory: 1 (Zel'dovich) or 2 (2LPT, as N-GenIC's
+    /// NGENIC_2LPT and 2LPTic make them).
+    #[arg(
+        long,
+        value_name = "ORDER",
+        default_value_t = 2,
+        value_parser = clap::value_parser!(u8).range(1..=2)
+    )]
+    lpt: u8,
+    /// Fixed amplitudes: every mode's |δ_k|² = P(k)/V exactly, its random phase kept (Angulo
+    /// & Pontzen 2016; GADGET-4's NGENIC_FIX_MODE_AMPLITUDES).
+    #[arg(long)]
+    fixed_amplitudes: bool,
+    /// The paired realisation: every mode negated, δ_k → −δ_k (Pontzen et al. 2016; GADGET-4's
+    /// NGENIC_MIRROR_PHASES); run it beside the unpaired one of the same seed.
+    #[arg(long)]
+    paired: bool,
 }
 
 #[derive(Args)]
@@ -555,7 +575,10 @@ fn ics(a: IcsArgs) -> Result<()> {
 /// `hinoki ics cosmology`: every value is checked (by the cosmology library) before anything
 /// is computed, and the file is written atomically.
 fn ics_cosmology(c: CosmologyArgs) -> Result<()> {
-    use hinoki::cosmology::{hubble_for_units, zeldovich, Cosmology, PowerSpectrum};
+    use hinoki::cosmology::field::{Amplitudes, Realisation};
+    use hinoki::cosmology::{
+        cosmological_ics, hubble_for_units, Cosmology, IcsOptions, LptOrder, PowerSpectrum,
+    };
     if !(c.z_start.is_finite() && c.z_start >= 0.0) {
         return Err(Error::input(format!(
             "--z-start = {} must be finite and >= 0 (the scale factor a = 1/(1 + z) in (0, 1])",
@@ -571,13 +594,30 @@ fn ics_cosmology(c: CosmologyArgs) -> Result<()> {
     hinoki::cosmology::field::Grid::new(c.grid, c.box_size)?;
     let n = (c.grid as u64).pow(3);
     hinoki::resources::ensure_memory(
-        hinoki::cosmology::ZELDOVICH_BYTES * n,
+        hinoki::cosmology::COSMOLOGICAL_ICS_BYTES * n,
         &format!("{n} cosmological particles ({}^3)", c.grid),
     )?;
     if let Some(r) = c.sphere {
         hinoki::cosmology::check_sphere(c.box_size, r)?;
     }
-    let ics = zeldovich(&cosmology, &power, c.grid, c.box_size, a_start, c.seed)?;
+    let options = IcsOptions {
+        order: if c.lpt == 1 {
+            LptOrder::Zeldovich
+        } else {
+            LptOrder::Second
+        },
+        realisation: Realisation {
+            seed: c.seed,
+            amplitudes: if c.fixed_amplitudes {
+                Amplitudes::Fixed
+            } else {
+                Amplitudes::Gaussian
+            },
+            paired: c.paired,
+        },
+        ..IcsOptions::new(c.grid, c.box_size, a_start, c.seed)
+    };
+    let ics = cosmological_ics(&cosmology, &power, &options)?;
     let box_kpc = 1000.0 * ics.box_size;
     let cosmology = SnapshotCosmology {
         box_size: box_kpc,
@@ -590,10 +630,16 @@ fn ics_cosmology(c: CosmologyArgs) -> Result<()> {
     let a = ics.scale_factor;
     let mut meta = SnapshotMeta::comoving(a, cosmology, SnapshotUnits::GADGET);
     let mut p = ics.into_gadget();
-    let grid = format!("{}^3, box {} Mpc/h", c.grid, c.box_size);
+    let field = [
+        Some(if c.lpt == 1 { "Zel'dovich" } else { "2LPT" }),
+        c.fixed_amplitudes.then_some("fixed amplitudes"),
+        c.paired.then_some("paired"),
+    ];
+    let field = field.into_iter().flatten().collect::<Vec<_>>().join(", ");
+    let grid = format!("{}^3, box {} Mpc/h, {field}", c.grid, c.box_size);
     let region = match c.sphere {
         Some(r) => {
-            p = hinoki::cosmology::cut_sphere(&p, box_kpc, 1000.0 * r)?;
+            p = hinoki::cosmology::cut_sphere(p, box_kpc, 1000.0 * r)?;
             meta.cosmology.box_size = 0.0;
             format!("a sphere of radius {r} Mpc/h about the centre of {grid}, open boundaries")
         }

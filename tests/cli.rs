@@ -1151,6 +1151,16 @@ fn bad_ics_cosmology_options_are_one_line_errors() {
         cosmo(&["--n-s", "nan"], Status::Failure, &["n_s = NaN"]),
         cosmo(&["--seed", "x"], Status::Usage, &["--seed", "x"]),
         cosmo(&["--n", "10"], Status::Usage, &["--n"]),
+        cosmo(&["--lpt", "3"], Status::Usage, &["--lpt", "3"]),
+        cosmo(&["--lpt", "0"], Status::Usage, &["--lpt", "0"]),
+        cosmo(&["--lpt", "2lpt"], Status::Usage, &["--lpt", "2lpt"]),
+        cosmo(&["--lpt"], Status::Usage, &["--lpt"]),
+        cosmo(
+            &["--fixed-amplitudes=yes"],
+            Status::Usage,
+            &["--fixed-amplitudes"],
+        ),
+        cosmo(&["--paired", "1"], Status::Usage, &["'1'"]),
         case(&["ics", "cosmology"], Status::Usage, &["--output"]),
         case(
             &["ics", "plummer", "--n", "10", "-o", &f, "--grid", "8"],

@@ -103,7 +103,9 @@ fn examples_run_a_few_steps_at_small_n() {
 
 #[test]
 fn the_comoving_example_runs_a_few_steps_of_a_small_sphere() {
-    use hinoki::cosmology::{hubble_for_units, zeldovich, Cosmology, PowerSpectrum};
+    use hinoki::cosmology::{
+        cosmological_ics, hubble_for_units, Cosmology, IcsOptions, PowerSpectrum,
+    };
     let mut cfg = example(COMOVING);
     let Some(c) = cfg.cosmology.as_mut() else {
         panic!("{COMOVING} has no [cosmology] table");
@@ -118,7 +120,7 @@ fn the_comoving_example_runs_a_few_steps_of_a_small_sphere() {
     let cosmology = Cosmology::new(0.3, 0.7, 0.7, hubble_for_units(0.7, 1.0, 1.0)).unwrap();
     let power = PowerSpectrum::new(&cosmology, 0.045, 0.96, 0.8).unwrap();
     let side = 34.2;
-    let mut p = zeldovich(&cosmology, &power, 16, side, 0.02, 5)
+    let mut p = cosmological_ics(&cosmology, &power, &IcsOptions::new(16, side, 0.02, 5))
         .unwrap()
         .into_gadget();
     let centre = glam::DVec3::splat(500.0 * side);

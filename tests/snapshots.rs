@@ -213,7 +213,7 @@ print(json.dumps({"header": attrs(f["Header"]), "parameters": attrs(f["Parameter
 /// header field and the unit attributes where GADGET-4 keeps them.
 #[test]
 fn cosmological_ics_read_back_by_hinoki_and_h5py() {
-    use hinoki::cosmology::{zeldovich, Cosmology, PowerSpectrum, RHO_CRIT};
+    use hinoki::cosmology::{cosmological_ics, Cosmology, IcsOptions, PowerSpectrum, RHO_CRIT};
     use hinoki::io::{read_snapshot_header, SnapshotCosmology, SnapshotUnits};
     let dir = TempDir::new("cosmo-ics");
     let file = dir.join("ics.hdf5");
@@ -291,7 +291,7 @@ fn cosmological_ics_read_back_by_hinoki_and_h5py() {
     // The library's particles, converted to GADGET's units: kpc/h and u = v/sqrt(a).
     let c = Cosmology::new(0.31, 0.69, 0.68, 0.1).unwrap();
     let power = PowerSpectrum::new(&c, 0.049, 0.965, 0.81).unwrap();
-    let ics = zeldovich(&c, &power, 16, 50.0, a, 5).unwrap();
+    let ics = cosmological_ics(&c, &power, &IcsOptions::new(16, 50.0, a, 5)).unwrap();
     let v_pec = ics.velocities.clone();
     assert_eq!(p, ics.into_gadget());
     let largest = v_pec.iter().map(|v| v.length()).fold(0.0, f64::max);
@@ -499,6 +499,83 @@ fn a_gadget4_snapshot_of_several_types_round_trips() {
     );
     assert_eq!(v["comoving"], 1);
     assert_eq!(v["x_scaling"], serde_json::json!([1.0, -1.0, 3.085678e21]));
+}
+
+/// `ics cosmology --lpt 1|2`, `--fixed-amplitudes` and `--paired` write the library's
+/// particles for those options, bit for bit, and name them in the log; 2LPT is the default.
+#[test]
+fn ics_cosmology_options_give_the_library_s_particles() {
+    use hinoki::cosmology::field::{Amplitudes, Realisation};
+    use hinoki::cosmology::{cosmological_ics, Cosmology, IcsOptions, LptOrder, PowerSpectrum};
+    use Amplitudes::{Fixed, Gaussian};
+    use LptOrder::{Second, Zeldovich};
+    let dir = TempDir::new("cosmo-options");
+    let c = Cosmology::new(0.3, 0.7, 0.7, 0.1).unwrap();
+    let power = PowerSpectrum::new(&c, 0.045, 0.96, 0.8).unwrap();
+    let cases: [(&[&str], LptOrder, Amplitudes, bool, &str); 5] = [
+        (&[], Second, Gaussian, false, "2LPT"),
+        (
+            &["--lpt", "2", "--paired"],
+            Second,
+            Gaussian,
+            true,
+            "2LPT, paired",
+        ),
+        (&["--lpt", "1"], Zeldovich, Gaussian, false, "Zel'dovich"),
+        (
+            &["--fixed-amplitudes"],
+            Second,
+            Fixed,
+            false,
+            "2LPT, fixed amplitudes",
+        ),
+        (
+            &["--lpt", "1", "--paired", "--fixed-amplitudes"],
+            Zeldovich,
+            Fixed,
+            true,
+            "Zel'dovich, fixed amplitudes, paired",
+        ),
+    ];
+    let mut seen: Vec<hinoki::particles::Particles> = Vec::new();
+    for (i, (extra, order, amplitudes, paired, named)) in cases.into_iter().enumerate() {
+        let file = dir.join(&format!("{i}.hdf5"));
+        let mut args = vec![
+            "ics",
+            "cosmology",
+            "--grid",
+            "8",
+            "--box",
+            "40",
+            "--seed",
+            "4",
+        ];
+        args.extend(["-o", file.to_str().unwrap()]);
+        args.extend(extra);
+        let out = hinoki(&args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{extra:?}: {stderr}");
+        assert!(
+            stderr.contains(&format!("box 40 Mpc/h, {named}, z = 49")),
+            "{extra:?}: {stderr}"
+        );
+        let (p, _) = read_snapshot(&SingleProcess, &file).unwrap();
+        let options = IcsOptions {
+            order,
+            realisation: Realisation {
+                seed: 4,
+                amplitudes,
+                paired,
+            },
+            ..IcsOptions::new(8, 40.0, 1.0 / 50.0, 4)
+        };
+        let want = cosmological_ics(&c, &power, &options)
+            .unwrap()
+            .into_gadget();
+        assert!(p == want, "{extra:?}: not the library's particles");
+        assert!(seen.iter().all(|q| q.pos != p.pos), "{extra:?}");
+        seen.push(p);
+    }
 }
 
 /// Runs the hinoki binary with `args` (logging at info level) and returns its output.

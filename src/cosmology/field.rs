@@ -1,4 +1,4 @@
-//! Gaussian random fields on a periodic grid and the Zel'dovich displacement field, by FFTs.
+//! Random density fields on a periodic grid and their displacement fields, by FFTs.
 //!
 //! **Grid and conventions.** n³ points (n a power of two, 2 … 512) at x = L (i, j, l)/n in a
 //! periodic box of side L (Mpc/h), stored with the last index fastest:
@@ -10,17 +10,24 @@
 //! **Random modes.** δ_k = √(P(|k|)/V) √(−ln u₁) exp(2πi u₂), a complex Gaussian of variance
 //! P/V (a Rayleigh amplitude and a uniform phase), with u₁ ∈ (0, 1] and u₂ ∈ [0, 1) the first
 //! two numbers of a Xoshiro256++ stream keyed by the seed and the mode's integer wave vector
-//! (see [`mode_stream`]). Of the two modes m and −m, only the one whose first non-zero
-//! component is positive draws; the other is its complex conjugate, so Hermitian symmetry
-//! δ_{−k} = δ_k* holds exactly. The k = 0 mode is zero (the box has the mean density), and so
-//! are the Nyquist planes (any component = −n/2): such a mode is its own conjugate partner,
-//! and its gradient has no real representation on the grid. Every mode depends only on
-//! (seed, m), so a field is the same whatever the number of threads, and two grids of the same
-//! box and seed share their common modes.
+//! (see [`mode_stream`]). With fixed amplitudes ([`Amplitudes::Fixed`], Angulo & Pontzen
+//! 2016) the factor √(−ln u₁) is left out, |δ_k|² = P/V exactly, and the phase is the same
+//! u₂; the paired field (Pontzen et al. 2016) is −δ_k, every phase shifted by π. So the
+//! options share their phases for one seed. Of the two modes m and −m, only the one whose
+//! first non-zero component is positive draws; the other is its complex conjugate, so
+//! Hermitian symmetry δ_{−k} = δ_k* holds exactly. The k = 0 mode is zero (the box has the
+//! mean density), and so are the Nyquist planes (any component = −n/2): such a mode is its
+//! own conjugate partner, and its gradient has no real representation on the grid. Every
+//! mode depends only on (seed, m), so a field is the same whatever the number of threads,
+//! and two grids of the same box and seed share their common modes.
 //!
 //! **FFTs.** A 3-D transform is three passes of 1-D transforms (`rustfft`) along the fastest
 //! axis, each followed by a cyclic rotation of the axes (x, y, z) → (z, x, y) into a second
 //! array, rows in parallel with rayon; after three passes the layout is the original one.
+//!
+//! **Displacements.** [`displacement`] is the gradient field of a density's modes (one
+//! inverse FFT per component); [`second_order_modes`] (`field/second_order.rs`) the modes of
+//! the second-order Lagrangian source, whose [`displacement`] is the 2LPT displacement ψ₂.
 
 use crate::error::{Error, Result};
 use rand::{Rng, SeedableRng};
@@ -29,6 +36,9 @@ use rayon::prelude::*;
 use rustfft::num_complex::Complex64;
 use rustfft::FftPlanner;
 use std::f64::consts::PI;
+
+mod second_order;
+pub use second_order::second_order_modes;
 
 /// The largest grid side [`Grid::new`] accepts: 512³ points already take 2 GiB per complex
 /// field, and one process holds the whole grid.
@@ -133,13 +143,56 @@ fn splitmix64(z: u64) -> u64 {
     z ^ (z >> 31)
 }
 
-/// The Fourier modes δ_k (dimensionless) of a Gaussian random field with power spectrum
+/// How the amplitudes |δ_k| of the random modes are drawn.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Amplitudes {
+    /// Rayleigh-distributed, √(P/V) √(−ln u₁): a Gaussian random field, ⟨|δ_k|²⟩ = P/V.
+    #[default]
+    Gaussian,
+    /// |δ_k| = √(P/V) exactly, the phase kept (Angulo & Pontzen 2016; GADGET-4's
+    /// `NGENIC_FIX_MODE_AMPLITUDES`): no cosmic variance in the power of a mode, a field that
+    /// is no longer Gaussian.
+    Fixed,
+}
+
+/// Which realisation of the density field [`density_modes`] draws: the seed, the amplitudes,
+/// and whether it is the paired partner (every mode negated, i.e. every phase shifted by π:
+/// Pontzen et al. 2016, GADGET-4's `NGENIC_MIRROR_PHASES`). One seed gives the same phases
+/// with every choice of the other two.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Realisation {
+    /// The seed of every mode's random stream ([`mode_stream`]).
+    pub seed: u64,
+    /// Gaussian or fixed amplitudes.
+    pub amplitudes: Amplitudes,
+    /// The paired partner: δ_k → −δ_k.
+    pub paired: bool,
+}
+
+impl Realisation {
+    /// The Gaussian random field of `seed`, not paired.
+    pub fn gaussian(seed: u64) -> Self {
+        Self {
+            seed,
+            amplitudes: Amplitudes::Gaussian,
+            paired: false,
+        }
+    }
+}
+
+/// The Fourier modes δ_k (dimensionless) of a random density field with power spectrum
 /// `power` (P in (Mpc/h)³ as a function of |k| in h/Mpc, called only for k > 0) on `grid`,
-/// drawn from `seed` as the module docs describe: ⟨|δ_k|²⟩ = P(|k|)/L³, δ_{−k} = δ_k*, zero
-/// at k = 0 and on the Nyquist planes. [`fft3`] with [`Direction::Inverse`] gives δ(x).
-pub fn gaussian_modes(grid: &Grid, power: impl Fn(f64) -> f64 + Sync, seed: u64) -> Vec<Complex64> {
+/// the `realisation` drawn as the module docs describe: ⟨|δ_k|²⟩ = P(|k|)/L³ (exactly
+/// |δ_k|² = P/L³ with fixed amplitudes), δ_{−k} = δ_k*, zero at k = 0 and on the Nyquist
+/// planes. [`fft3`] with [`Direction::Inverse`] gives δ(x).
+pub fn density_modes(
+    grid: &Grid,
+    power: impl Fn(f64) -> f64 + Sync,
+    realisation: &Realisation,
+) -> Vec<Complex64> {
     let volume = grid.box_size.powi(3);
     let kf = grid.fundamental();
+    let sign = if realisation.paired { -1.0 } else { 1.0 };
     let mut modes = vec![Complex64::new(0.0, 0.0); grid.points()];
     modes
         .par_chunks_mut(grid.n)
@@ -153,12 +206,16 @@ pub fn gaussian_modes(grid: &Grid, power: impl Fn(f64) -> f64 + Sync, seed: u64)
                 // The drawing partner: the first non-zero component positive.
                 let first = m.iter().copied().find(|&c| c != 0).unwrap_or(0);
                 let canonical = if first > 0 { m } else { m.map(|c| -c) };
-                let mut rng = mode_stream(seed, canonical);
+                let mut rng = mode_stream(realisation.seed, canonical);
                 let u1: f64 = 1.0 - rng.random::<f64>();
                 let u2: f64 = rng.random::<f64>();
                 let k = kf * ((m[0] * m[0] + m[1] * m[1] + m[2] * m[2]) as f64).sqrt();
-                let amplitude = (power(k) / volume * -u1.ln()).sqrt();
-                let value = Complex64::from_polar(amplitude, 2.0 * PI * u2);
+                let rayleigh = match realisation.amplitudes {
+                    Amplitudes::Gaussian => -u1.ln(),
+                    Amplitudes::Fixed => 1.0,
+                };
+                let amplitude = (power(k) / volume * rayleigh).sqrt();
+                let value = sign * Complex64::from_polar(amplitude, 2.0 * PI * u2);
                 *mode = if first > 0 { value } else { value.conj() };
             }
         });
@@ -170,26 +227,39 @@ pub fn gaussian_modes(grid: &Grid, power: impl Fn(f64) -> f64 + Sync, seed: u64)
 /// module docs, Hermitian) of a density contrast on `grid`: ψ_k = i k δ_k / k², k = 0 left at
 /// zero. Returns the three components, each n³ values in the grid's layout (the real parts
 /// of the inverse transforms; the imaginary parts vanish to rounding for Hermitian modes).
+/// Holds two complex grids (32 bytes a point) besides `delta` and the result.
 pub fn displacement(grid: &Grid, delta: &[Complex64]) -> [Vec<f64>; 3] {
     assert_eq!(delta.len(), grid.points(), "modes of another grid");
-    let kf = grid.fundamental();
+    let mut field = Vec::new();
     std::array::from_fn(|axis| {
-        let mut psi: Vec<Complex64> = delta
-            .par_iter()
-            .enumerate()
-            .map(|(index, &d)| {
-                let m = grid.wave_vector(index);
-                let m2 = (m[0] * m[0] + m[1] * m[1] + m[2] * m[2]) as f64;
-                if m2 == 0.0 {
-                    return Complex64::new(0.0, 0.0);
-                }
-                // i k_axis / k² with k = kf m.
-                Complex64::new(0.0, m[axis] as f64 / (kf * m2)) * d
-            })
-            .collect();
-        fft3(grid, &mut psi, Direction::Inverse);
-        psi.into_par_iter().map(|c| c.re).collect()
+        // i k_axis / k².
+        synthesise(grid, &mut field, |index, k, k2| {
+            Complex64::new(0.0, k[axis] / k2) * delta[index]
+        });
+        field.par_iter().map(|c| c.re).collect()
     })
+}
+
+/// Fills `field` with the n³ modes `mode(index, k, k²)` (k in h/Mpc) of `grid`, zero at
+/// k = 0 where `mode` is not called, and transforms it to real space
+/// ([`Direction::Inverse`]). The allocation of `field` is reused when it has the size.
+fn synthesise(
+    grid: &Grid,
+    field: &mut Vec<Complex64>,
+    mode: impl Fn(usize, [f64; 3], f64) -> Complex64 + Sync,
+) {
+    let kf = grid.fundamental();
+    field.resize(grid.points(), Complex64::new(0.0, 0.0));
+    field.par_iter_mut().enumerate().for_each(|(index, out)| {
+        let k = grid.wave_vector(index).map(|c| kf * c as f64);
+        let k2 = k[0] * k[0] + k[1] * k[1] + k[2] * k[2];
+        *out = if k2 == 0.0 {
+            Complex64::new(0.0, 0.0)
+        } else {
+            mode(index, k, k2)
+        };
+    });
+    fft3(grid, field, Direction::Inverse);
 }
 
 /// The 3-D DFT of `data` (n³ values in the grid's layout) in place, unnormalised, in the
@@ -265,7 +335,7 @@ mod tests {
         let power = lcdm_power();
         let grid = Grid::new(128, 256.0).unwrap();
         let n = grid.n();
-        let mut field = gaussian_modes(&grid, |k| power.power(k), 42);
+        let mut field = density_modes(&grid, |k| power.power(k), &Realisation::gaussian(42));
         fft3(&grid, &mut field, Direction::Inverse);
         let rms = (field.iter().map(|c| c.re * c.re).sum::<f64>() / grid.points() as f64).sqrt();
         let max_imag = field.iter().map(|c| c.im.abs()).fold(0.0, f64::max);
@@ -314,10 +384,62 @@ mod tests {
         assert!(worst_sigmas < 4.0);
     }
 
+    /// Fixed amplitudes: the measured |δ_k|² of the field (δ(x) by the inverse transform, its
+    /// real part transformed back, / n³) is P(k)/V for every mode but k = 0 and the Nyquist
+    /// planes (zero), to rounding; every phase is the Gaussian field's of the same seed.
+    #[test]
+    fn fixed_amplitudes_have_the_power_of_every_mode_and_the_gaussian_phases() {
+        let power = lcdm_power();
+        let grid = Grid::new(16, 64.0).unwrap();
+        let volume = grid.box_size().powi(3);
+        let fixed = Realisation {
+            amplitudes: Amplitudes::Fixed,
+            ..Realisation::gaussian(3)
+        };
+        let modes = density_modes(&grid, |k| power.power(k), &fixed);
+        let gaussian = density_modes(&grid, |k| power.power(k), &Realisation::gaussian(3));
+        let mut field = modes.clone();
+        fft3(&grid, &mut field, Direction::Inverse);
+        let mut measured: Vec<Complex64> =
+            field.iter().map(|c| Complex64::new(c.re, 0.0)).collect();
+        fft3(&grid, &mut measured, Direction::Forward);
+        let norm = 1.0 / grid.points() as f64;
+        let (mut worst_power, mut worst_phase, mut largest_empty): (f64, f64, f64) =
+            (0.0, 0.0, 0.0);
+        for (index, c) in measured.iter().enumerate() {
+            let m = grid.wave_vector(index);
+            if m == [0, 0, 0] || m.contains(&-8) {
+                assert_eq!(modes[index], Complex64::new(0.0, 0.0));
+                largest_empty = largest_empty.max((c * norm).norm());
+                continue;
+            }
+            let k = grid.fundamental() * ((m[0] * m[0] + m[1] * m[1] + m[2] * m[2]) as f64).sqrt();
+            let ratio = (c * norm).norm_sqr() * volume / power.power(k);
+            worst_power = worst_power.max((ratio - 1.0).abs());
+            let phase =
+                modes[index] / modes[index].norm() - gaussian[index] / gaussian[index].norm();
+            worst_phase = worst_phase.max(phase.norm());
+        }
+        println!(
+            "fixed amplitudes: |δ_k|² V/P − 1 within {worst_power:.1e}, phases within \
+             {worst_phase:.1e} of the Gaussian field's, empty modes {largest_empty:.1e}"
+        );
+        assert!(worst_power < 1e-12 && worst_phase < 1e-14);
+        assert!(largest_empty < 1e-12 * modes.iter().map(|c| c.norm()).fold(0.0, f64::max));
+        // The Gaussian amplitudes do scatter.
+        let scatter = gaussian
+            .iter()
+            .zip(&modes)
+            .filter(|(_, f)| f.norm() > 0.0)
+            .map(|(g, f)| (g.norm() / f.norm() - 1.0).abs())
+            .fold(0.0, f64::max);
+        assert!(scatter > 0.5);
+    }
+
     #[test]
     fn modes_are_hermitian_and_zero_where_they_should_be() {
         let grid = Grid::new(8, 100.0).unwrap();
-        let modes = gaussian_modes(&grid, |k| 1.0 / k, 7);
+        let modes = density_modes(&grid, |k| 1.0 / k, &Realisation::gaussian(7));
         let n = grid.n();
         let index = |m: [i64; 3]| {
             let i = |c: i64| c.rem_euclid(n as i64) as usize;
@@ -344,7 +466,7 @@ mod tests {
                 .build()
                 .unwrap();
             pool.install(|| {
-                let mut delta = gaussian_modes(&grid, |k| power.power(k), 5);
+                let mut delta = density_modes(&grid, |k| power.power(k), &Realisation::gaussian(5));
                 let psi = displacement(&grid, &delta);
                 fft3(&grid, &mut delta, Direction::Inverse);
                 (delta, psi)
@@ -353,11 +475,11 @@ mod tests {
         let (one, two) = (run(1), run(2));
         assert!(one == two);
         // Another seed gives another field; a larger grid of the same box shares the modes.
-        let other = gaussian_modes(&grid, |k| power.power(k), 6);
-        let again = gaussian_modes(&grid, |k| power.power(k), 5);
+        let other = density_modes(&grid, |k| power.power(k), &Realisation::gaussian(6));
+        let again = density_modes(&grid, |k| power.power(k), &Realisation::gaussian(5));
         assert!(other != again);
         let fine = Grid::new(64, 64.0).unwrap();
-        let fine_modes = gaussian_modes(&fine, |k| power.power(k), 5);
+        let fine_modes = density_modes(&fine, |k| power.power(k), &Realisation::gaussian(5));
         let at = |g: &Grid, m: [i64; 3]| {
             let n = g.n() as i64;
             let i = |c: i64| c.rem_euclid(n) as usize;

@@ -204,7 +204,7 @@ fn cic_density(grid: &Grid, positions: &[DVec3], masses: &[f64]) -> Vec<Complex6
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cosmology::{zeldovich, Cosmology, PowerSpectrum};
+    use crate::cosmology::{cosmological_ics, Cosmology, IcsOptions, LptOrder, PowerSpectrum};
     use rand::{Rng, SeedableRng};
     use rand_xoshiro::Xoshiro256PlusPlus;
 
@@ -226,7 +226,11 @@ mod tests {
         let power = PowerSpectrum::new(&cosmology, 0.045, 0.96, 0.8).unwrap();
         let a = 1.0 / 50.0;
         let (n, box_size) = (64, 256.0);
-        let ics = zeldovich(&cosmology, &power, n, box_size, a, 7).unwrap();
+        let options = IcsOptions {
+            order: LptOrder::Zeldovich,
+            ..IcsOptions::new(n, box_size, a, 7)
+        };
+        let ics = cosmological_ics(&cosmology, &power, &options).unwrap();
         let mesh = default_grid(ics.positions.len());
         assert_eq!(mesh, 128);
         let d2 = cosmology.growth(a).unwrap().powi(2);

@@ -17,28 +17,31 @@
 //!
 //! Initial conditions in a periodic box (these files use Mpc/h, km/s and 10¹⁰ M_sun/h
 //! throughout, whatever `hubble` is): `power.rs` (the linear power spectrum, Eisenstein & Hu
-//! 1998, normalised to σ8), `field.rs` (a Gaussian random field on a grid, FFTs, the
-//! Zel'dovich displacement), `zeldovich.rs` (particles displaced along it), `measure.rs` (the
-//! power spectrum of particles, measured on a grid), `sphere.rs` (a sphere cut from the box,
-//! for a run with open boundaries), `halofit.rs` (the nonlinear spectrum of Takahashi et al.
-//! 2012, to compare a run's with).
+//! 1998, normalised to σ8), `field.rs` (a random field on a grid, Gaussian or of fixed
+//! amplitudes, paired or not; FFTs; the Zel'dovich displacement and, in
+//! `field/second_order.rs`, the second-order one), `lpt.rs` (particles displaced along them
+//! by Zel'dovich or 2LPT), `measure.rs` (the power spectrum of particles, measured on a
+//! grid), `sphere.rs` (a sphere cut from the box, for a run with open boundaries),
+//! `halofit.rs` (the nonlinear spectrum of Takahashi et al. 2012, to compare a run's with).
 
 mod background;
 mod factors;
 pub mod field;
 mod growth;
 mod halofit;
+mod lpt;
 pub mod measure;
 mod power;
 mod quadrature;
 mod sphere;
-mod zeldovich;
 
 pub use factors::DriftKickTable;
 pub use halofit::{Halofit, NonlinearScale, MAX_RADIUS, MIN_RADIUS};
+pub use lpt::{
+    cosmological_ics, CosmologicalIcs, IcsOptions, LptOrder, COSMOLOGICAL_ICS_BYTES, RHO_CRIT,
+};
 pub use power::{top_hat_window, PowerSpectrum, SIGMA8_RADIUS, T_CMB};
 pub use sphere::{check_sphere, cut_sphere};
-pub use zeldovich::{zeldovich, CosmologicalIcs, RHO_CRIT, ZELDOVICH_BYTES};
 
 use crate::error::{Error, Result};
 

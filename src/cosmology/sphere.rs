@@ -27,18 +27,19 @@ pub fn check_sphere(box_size: f64, radius: f64) -> Result<()> {
 /// `radius` of the box centre, moved so that the centre is the origin; velocities, masses and
 /// ids unchanged, the order kept. Positions are taken as wrapped into the box, so each
 /// particle is at its nearest image of the centre (`radius` ≤ `box_size`/2 keeps the sphere
-/// inside one box). Fails as [`check_sphere`] does.
-pub fn cut_sphere(p: &Particles, box_size: f64, radius: f64) -> Result<Particles> {
+/// inside one box). `p` is reused: besides it, the list of the kept particles and one of
+/// their arrays at a time (at most 16 bytes a particle of `p`, for the largest sphere).
+/// Fails as [`check_sphere`] does.
+pub fn cut_sphere(mut p: Particles, box_size: f64, radius: f64) -> Result<Particles> {
     check_sphere(box_size, radius)?;
     let centre = DVec3::splat(box_size / 2.0);
     let inside: Vec<u32> = (0..p.len())
         .filter(|&i| p.pos[i].distance_squared(centre) <= radius * radius)
         .map(|i| i as u32)
         .collect();
-    let mut sphere = p.clone();
-    sphere.permute(&inside);
-    sphere.pos.iter_mut().for_each(|x| *x -= centre);
-    Ok(sphere)
+    p.permute(&inside);
+    p.pos.iter_mut().for_each(|x| *x -= centre);
+    Ok(p)
 }
 
 #[cfg(test)]
@@ -79,7 +80,7 @@ mod tests {
     fn a_sphere_of_the_lattice_about_the_origin() {
         // 100/16 = 6.25 per cell: 40²/6.25² = 40.96, between the shells 40 and 41.
         let (n, l, r) = (16, 100.0, 40.0);
-        let s = cut_sphere(&lattice(n, l), l, r).unwrap();
+        let s = cut_sphere(lattice(n, l), l, r).unwrap();
         assert_eq!(s.len(), lattice_count(n as i64, l, r));
         // About the sphere's share of the box: 4π/3 0.4³ of 16³ points, 1098.
         let volume = 4.0 / 3.0 * std::f64::consts::PI * (r / l).powi(3) * 4096.0;
@@ -92,7 +93,7 @@ mod tests {
         ids.dedup();
         assert_eq!(ids.len(), s.len());
         // The largest sphere reaches the centres of the near faces (i = 0), L/2 away.
-        let half = cut_sphere(&lattice(n, l), l, l / 2.0).unwrap();
+        let half = cut_sphere(lattice(n, l), l, l / 2.0).unwrap();
         assert_eq!(half.len(), lattice_count(n as i64, l, l / 2.0));
     }
 
@@ -100,12 +101,12 @@ mod tests {
     fn bad_radii_and_boxes_are_refused() {
         let p = lattice(4, 10.0);
         for r in [0.0, -1.0, 5.0001, f64::NAN, f64::INFINITY] {
-            let e = cut_sphere(&p, 10.0, r).unwrap_err();
+            let e = cut_sphere(p.clone(), 10.0, r).unwrap_err();
             assert!(e.message.contains("at most half the box, 5"), "{r}: {e}");
         }
-        assert!(cut_sphere(&p, 0.0, 1.0).is_err());
+        assert!(cut_sphere(p.clone(), 0.0, 1.0).is_err());
         assert_eq!(
-            cut_sphere(&p, 10.0, 5.0).unwrap().len(),
+            cut_sphere(p.clone(), 10.0, 5.0).unwrap().len(),
             lattice_count(4, 10.0, 5.0)
         );
     }
