@@ -10,7 +10,7 @@ use common::TempDir;
 use glam::DVec3;
 use hinoki::comm::SingleProcess;
 use hinoki::cosmology::measure::{measured_power, ShotNoise};
-use hinoki::cosmology::{zeldovich, Cosmology, PowerSpectrum};
+use hinoki::cosmology::{cosmological_ics, Cosmology, IcsOptions, LptOrder, PowerSpectrum};
 use hinoki::io::{
     read_snapshot, write_snapshot_file, RunConfig, SnapshotCosmology, SnapshotMeta, SnapshotUnits,
 };
@@ -185,7 +185,7 @@ fn a_zeldovich_pancake_follows_the_closed_form_until_shell_crossing() {
     }
 }
 
-/// Zel'dovich initial conditions (the library's `zeldovich`, flat ΛCDM, 32³ particles in a
+/// Zel'dovich initial conditions (the library's `cosmological_ics` of first order, flat ΛCDM, 32³ particles in a
 /// 150 Mpc/h box) run from z = 49 to z = 9 with the tree (θ = 0.5) and shared steps of 0.05
 /// in ln a: the power measured in the shells of k ≤ 3 k_f (cloud-in-cell on a 64³ grid, no
 /// shot-noise subtraction: a perturbed lattice has far less than Poisson noise there) grows by
@@ -206,7 +206,11 @@ fn the_largest_scales_grow_as_the_linear_growth_factor() {
     let cosmology = Cosmology::new(omega_m, omega_lambda, h, 100.0).unwrap();
     let power = PowerSpectrum::new(&cosmology, 0.05, 0.96, 0.8).unwrap();
     let (n, side, a_start, a_end) = (32, 150.0, 0.02, 0.1);
-    let ics = zeldovich(&cosmology, &power, n, side, a_start, 7).unwrap();
+    let options = IcsOptions {
+        order: LptOrder::Zeldovich,
+        ..IcsOptions::new(n, side, a_start, 7)
+    };
+    let ics = cosmological_ics(&cosmology, &power, &options).unwrap();
     let p = ics.into_gadget();
     let box_kpc = 1000.0 * side;
     let eps = box_kpc / n as f64 / 25.0;

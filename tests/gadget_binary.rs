@@ -10,7 +10,9 @@ mod common;
 use common::gadget::{Encoding, GadgetFile};
 use common::TempDir;
 use hinoki::comm::SingleProcess;
-use hinoki::cosmology::{hubble_for_units, zeldovich, Cosmology, PowerSpectrum};
+use hinoki::cosmology::{
+    cosmological_ics, hubble_for_units, Cosmology, IcsOptions, LptOrder, PowerSpectrum,
+};
 use hinoki::io::{
     read_snapshot, write_snapshot_file, RunConfig, SnapshotCosmology, SnapshotMeta, SnapshotUnits,
 };
@@ -43,7 +45,11 @@ fn lcdm() -> SnapshotCosmology {
 fn box_particles() -> Particles {
     let c = Cosmology::new(0.3, 0.7, 0.7, hubble_for_units(0.7, 1.0, 1.0)).unwrap();
     let power = PowerSpectrum::new(&c, 0.045, 0.96, 0.8).unwrap();
-    let mut p = zeldovich(&c, &power, 8, BOX_MPC, A_START, 11)
+    let options = IcsOptions {
+        order: LptOrder::Zeldovich,
+        ..IcsOptions::new(8, BOX_MPC, A_START, 11)
+    };
+    let mut p = cosmological_ics(&c, &power, &options)
         .unwrap()
         .into_gadget();
     float32(&mut p, BOX_MPC * 1000.0);
