@@ -6,11 +6,10 @@
 // mass, the particles of larger opened leaves one each.
 #pragma once
 
-// The constants of src/walk/ewald.rs (box units; a test of src/walk/gpu checks them):
+// The constants of src/walk/ewald.rs (box units; a test of src/walk/gpu checks them; its
+// MAX_ACCEPTED_HALF is in gravity.cuh, with the opening tests that read it):
 // a group's targets span at most this half-extent per axis (MAX_GROUP_HALF),
 #define MAX_GROUP_HALF (1.0f / 128.0f)
-// a cell of a larger half side is never accepted (MAX_ACCEPTED_HALF),
-#define MAX_ACCEPTED_HALF (1.0f / 16.0f)
 // an opened leaf of at most this half side takes one correction (MAX_LEAF_MONOPOLE_HALF),
 #define MAX_LEAF_MONOPOLE_HALF (1.0f / 128.0f)
 // and the table has this many points per axis over [0, 1/2] (TABLE_POINTS).
@@ -142,16 +141,4 @@ __device__ __forceinline__ void ewald_apply(const EwaldSums &s, float3 bc, float
     acc.y += s.fy + (s.jxy * dx + s.jyy * dy + s.jyz * dz);
     acc.z += s.fz + (s.jxz * dx + s.jyz * dy + s.jzz * dz);
     acc.w += s.psi - (s.fx * dx + s.fy * dy + s.fz * dz);
-}
-
-// Rule 2 of the periodic walk, on a cell already moved to its nearest image (box and cm): the
-// usual test, except that a cell of half side above MAX_ACCEPTED_HALF is opened unless its
-// sender accepted it for us (a LET multipole, s_eff < 0).
-__device__ __forceinline__ bool periodic_accepts(float4 box, float4 cm, float s_eff, float3 bc,
-                                                 float3 bh, int accel_mac, float alpha,
-                                                 float grav, float amin)
-{
-    if (s_eff < 0.f) return true;
-    return box.w <= MAX_ACCEPTED_HALF &&
-           accepts(box, cm, s_eff, bc, bh, accel_mac, alpha, grav, amin);
 }

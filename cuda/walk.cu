@@ -168,7 +168,7 @@ __device__ __forceinline__ void walk_vg_group(WALK_PARAMETERS)
             shift = nearest_shift(pm, bc);
             pm = shifted(pm, shift);
             box = shifted(box, shift);
-            accepted = periodic_accepts(box, pm, tree_s_eff[c], bc, bh, accel_mac, alpha, grav, amin);
+            accepted = accepts_image(box, pm, tree_s_eff[c], bc, bh, accel_mac, alpha, grav, amin);
         } else {
             accepted = accepts(box, pm, tree_s_eff[c], bc, bh, accel_mac, alpha, grav, amin);
         }

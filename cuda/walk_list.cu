@@ -182,7 +182,7 @@ __device__ __forceinline__ void walk_list_groups(WALK_PARAMETERS)
                         shift = nearest_shift(pm, bc);
                         pm = shifted(pm, shift);
                         const float4 box = shifted(tree_boxes[c], shift);
-                        accepted = periodic_accepts(box, pm, tree_s_eff[c], bc, bh, accel_mac, alpha, grav, amin);
+                        accepted = accepts_image(box, pm, tree_s_eff[c], bc, bh, accel_mac, alpha, grav, amin);
                         own_images = box.w > MAX_LEAF_MONOPOLE_HALF;
                     } else {
                         accepted = accepts(tree_boxes[c], pm, tree_s_eff[c], bc, bh, accel_mac, alpha, grav, amin);

@@ -20,12 +20,14 @@ fn defined(source: &str, name: &str) -> f32 {
     }
 }
 
-/// cuda/periodic.cuh holds the constants of src/walk/ewald.rs.
+/// cuda/periodic.cuh and cuda/gravity.cuh (MAX_ACCEPTED_HALF) hold the constants of
+/// src/walk/ewald.rs.
 #[test]
 fn the_kernels_periodic_constants_are_the_hosts() {
     let header = include_str!("../../../cuda/periodic.cuh");
     assert_eq!(defined(header, "MAX_GROUP_HALF"), MAX_GROUP_HALF);
-    assert_eq!(defined(header, "MAX_ACCEPTED_HALF"), MAX_ACCEPTED_HALF);
+    let gravity = include_str!("../../../cuda/gravity.cuh");
+    assert_eq!(defined(gravity, "MAX_ACCEPTED_HALF"), MAX_ACCEPTED_HALF);
     assert_eq!(
         defined(header, "MAX_LEAF_MONOPOLE_HALF"),
         MAX_LEAF_MONOPOLE_HALF
