@@ -23,13 +23,12 @@
 //! against y − s). Groups must be small ([`MAX_GROUP_HALF`](super::ewald::MAX_GROUP_HALF),
 //! [`super::groups::within_half`]): the correction's first-order carry errs as bh².
 
-use super::cpu::{evaluate, group_box, split, List, Own, WalkOutput, WalkParams};
+use super::cpu::{evaluate, for_each_group, group_box, List, Own, WalkOutput, WalkParams};
 use super::ewald::{table, Correction, MAX_LEAF_MONOPOLE_HALF};
 use super::groups::Group;
 use super::mac::Criterion;
 use crate::tree::Tree;
 use glam::DVec3;
-use rayon::prelude::*;
 
 /// One group's interaction lists, one per image shift, and its Ewald monopoles.
 #[derive(Default)]
@@ -102,25 +101,13 @@ pub(super) fn grouped_walk(
     p: &WalkParams,
 ) -> WalkOutput {
     let table = table();
-    let mut out = WalkOutput::zeros(targets.len());
-    let acc = split(&mut out.acc_pot, groups);
-    let np = split(&mut out.p2p, groups);
-    let nm = split(&mut out.m2p, groups);
-    groups
-        .par_iter()
-        .zip(acc)
-        .zip(np.into_par_iter().zip(nm))
-        .for_each_init(Scratch::default, |sc, ((&[s, k], acc), (np, nm))| {
-            let range = s as usize..(s + k) as usize;
-            let tg = &targets[range.clone()];
-            let bc = collect(tree, tg, &p.criterion, &mut sc.images);
-            let ewald = table.sum(&sc.images.monopoles);
-            let (n_p2p, n_m2p) = sc.images.counts();
-            np.fill(n_p2p);
-            nm.fill(n_m2p);
-            evaluate_images(tree, tg, own.map(|o| &o[range]), (bc, &ewald), p, sc, acc);
-        });
-    out
+    for_each_group(targets, own, groups, |sc: &mut Scratch, tg, own, acc| {
+        let bc = collect(tree, tg, &p.criterion, &mut sc.images);
+        let ewald = table.sum(&sc.images.monopoles);
+        let counts = sc.images.counts();
+        evaluate_images(tree, tg, own, (bc, &ewald), p, sc, acc);
+        counts
+    })
 }
 
 /// The shift of a source at `x` for a group centred at `bc`: whole periods per axis that take
