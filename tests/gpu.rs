@@ -6,15 +6,17 @@ use hinoki::comm::SingleProcess;
 use hinoki::diag::error_stats::relative_acc_errors;
 use hinoki::diag::report::check_against_direct;
 use hinoki::diag::{ErrorStats, PhaseTimes};
-use hinoki::forces::{compute_forces, Backend, ForceParams, Method};
+use hinoki::forces::{compute_forces, Backend, ForceEngine, ForceParams, Method};
 use hinoki::gpu::GpuContext;
 use hinoki::ics::{generate, Model};
+use hinoki::integrate::{Expansion, HalfKick, IntegratorState, Stepping, Timeline};
 use hinoki::sfc::Order;
 use hinoki::tree::{Tree, TreeParams};
 use hinoki::walk::cpu::{grouped_walk, Units, WalkOutput, WalkParams};
 use hinoki::walk::gpu::{GpuLayout, GpuWalk, WalkKernel};
 use hinoki::walk::groups::{tree_groups, Group};
 use hinoki::walk::mac::{Criterion, Mac};
+use hinoki::Particles;
 
 mod common;
 #[path = "gpu/periodic.rs"]
@@ -961,17 +963,18 @@ fn gpu_far_particles_and_tight_clusters_are_resolved_or_refused() {
     }
 }
 
-/// The device's comoving step operations equal the host's bit for bit: half kicks by
-/// per-bin factors (a comoving run's, for the particles due at a tick), drifts wrapped into a
-/// periodic box, and the background term of vacuum boundaries added to the kept forces.
-#[test]
-fn gpu_comoving_kicks_drifts_and_background_equal_the_hosts() {
+/// A CPU and a GPU engine (in that order) holding the same 3000 particles of a uniform cube
+/// and integrator state, their bins 0 to 3, with a comoving run's expansion and block
+/// timeline; None (after saying why) when there is no GPU.
+fn comoving_engines() -> Option<(
+    Particles,
+    IntegratorState,
+    Expansion,
+    Timeline,
+    [ForceEngine; 2],
+)> {
     use hinoki::cosmology::Cosmology;
-    use hinoki::forces::ForceEngine;
-    use hinoki::integrate::{Expansion, HalfKick, IntegratorState, Stepping, Timeline};
-    if context().is_none() {
-        return;
-    }
+    context()?;
     let mut p = generate(Model::UniformCube, 3000, 9).unwrap();
     p.vel.iter_mut().for_each(|v| *v *= 40.0);
     let n = p.len();
@@ -992,7 +995,19 @@ fn gpu_comoving_kicks_drifts_and_background_equal_the_hosts() {
         engine.load_state(&state).unwrap();
         engine
     };
-    let (mut cpu, mut gpu) = (engine(Backend::Cpu), engine(Backend::Gpu));
+    let engines = [engine(Backend::Cpu), engine(Backend::Gpu)];
+    Some((p, state, e, tl, engines))
+}
+
+/// The device's comoving step operations equal the host's bit for bit: half kicks by
+/// per-bin factors (a comoving run's, for the particles due at a tick), drifts wrapped into a
+/// periodic box, and the background term of vacuum boundaries added to the kept forces.
+#[test]
+fn gpu_comoving_kicks_drifts_and_background_equal_the_hosts() {
+    let Some((p, state, e, tl, [mut cpu, mut gpu])) = comoving_engines() else {
+        return;
+    };
+    let n = p.len();
     // Bins 2 and 3 are due at 3 · 2^(depth − 2) ticks; bins 0 and 1 are not.
     let tick = 3 * tl.ticks(2);
     for engine in [&mut cpu, &mut gpu] {
@@ -1016,6 +1031,38 @@ fn gpu_comoving_kicks_drifts_and_background_equal_the_hosts() {
         let due = state.bin[i] >= 2;
         assert_eq!(gp.vel[i] != p.vel[i], due, "particle {i}");
         assert_eq!(gs.acc[i] != state.acc[i], due, "particle {i}");
+    }
+}
+
+/// The GPU uploads a kick's per-bin factors only when they differ from the last ones it
+/// uploaded (8 bytes a bin, else nothing), and its kicks stay the host's bit for bit through
+/// changes and repeats of the factors: A, A, B, A, then A for another tick.
+#[test]
+fn gpu_kick_factors_are_uploaded_only_when_they_change() {
+    let Some((_, _, e, tl, [mut cpu, mut gpu])) = comoving_engines() else {
+        return;
+    };
+    let tick = 3 * tl.ticks(2);
+    let a = e.kick_factors(&tl, tick, HalfKick::Opening);
+    let b = e.kick_factors(&tl, tick, HalfKick::Closing);
+    assert_ne!(a, b);
+    let bin_bytes = 8 * (tl.depth as u64 + 1);
+    for (k, (factors, at, uploaded)) in [
+        (&a, tick, bin_bytes),
+        (&a, tick, 0),
+        (&b, tick, bin_bytes),
+        (&a, tick, bin_bytes),
+        (&a, tick + tl.ticks(3), 0),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let before = gpu.bus_bytes().0;
+        gpu.half_kick(&tl, at, factors).unwrap();
+        assert_eq!(gpu.bus_bytes().0 - before, uploaded, "kick {k}: bytes up");
+        cpu.half_kick(&tl, at, factors).unwrap();
+        let (cp, gp) = (cpu.run_state().unwrap().0, gpu.run_state().unwrap().0);
+        assert_eq!(cp.vel, gp.vel, "kick {k}");
     }
 }
 
