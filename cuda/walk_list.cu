@@ -196,7 +196,7 @@ __device__ __forceinline__ void walk_list_groups(WALK_PARAMETERS)
                     }
                     // An accepted cell's correction, or a small opened leaf's.
                     if (PERIODIC && (accepted || (children == 0 && !own_images)))
-                        ewald_add(ewald, separation(bc, pm), pm.w, ew);
+                        ewald_add_cell(ewald, separation(bc, pm), pm.w, tree_trace[c], ew);
                 }
                 // Accepted cells join the multipole list.
                 const unsigned ballot = __ballot_sync(FULL_MASK, accepted);

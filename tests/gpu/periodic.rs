@@ -362,7 +362,9 @@ fn gpu_periodic_walk_meets_the_periodic_direct_sum() {
                 let at = format!("{kernel} {layout} {what}");
                 assert!(e.p50 <= 2e-3 && e.p99 <= 3e-2, "{at}: {e:?}");
                 assert!(en.p99 <= 1e-3 && en.max <= 3e-3, "{at}: {en:?}");
-                assert!(ep.max <= 5e-3, "{at}: {ep:?}");
+                // Potentials: 1.7e-4 at most on the emulator (N = 2000), with the spread terms
+                // of the Ewald monopoles and of the table's interpolation.
+                assert!(ep.max <= 1e-3, "{at}: {ep:?}");
             }
         }
     }

@@ -1,7 +1,9 @@
 //! The periodic walk's pieces of the device code: its constants, and its groups (run by the
 //! CPU kernel emulator).
 
-use crate::walk::ewald::{MAX_ACCEPTED_HALF, MAX_GROUP_HALF, MAX_LEAF_MONOPOLE_HALF, TABLE_POINTS};
+use crate::walk::ewald::{
+    MAX_ACCEPTED_HALF, MAX_GROUP_HALF, MAX_LEAF_MONOPOLE_HALF, SPREAD_POTENTIAL, TABLE_POINTS,
+};
 
 /// The value of `#define name (a / b)` or `#define name n` in `source`.
 fn defined(source: &str, name: &str) -> f32 {
@@ -33,6 +35,10 @@ fn the_kernels_periodic_constants_are_the_hosts() {
         MAX_LEAF_MONOPOLE_HALF
     );
     assert_eq!(defined(header, "EWALD_POINTS"), TABLE_POINTS as f32);
+    assert_eq!(
+        defined(header, "EWALD_SPREAD_POTENTIAL"),
+        SPREAD_POTENTIAL as f32
+    );
 }
 
 /// The periodic walk's groups: every group cut into consecutive pieces within
