@@ -333,22 +333,10 @@ const ARGUMENTS_MARKER: &str = "arguments are the fields of ";
 /// kernel that hands its parameters to a device function): its names must be the twin's
 /// leaves, in order.
 fn check_forwarded_arguments(text: &str, source: &str, twins: &[Twin]) -> Result<(), String> {
-    let mut rest = text;
-    while let Some(at) = rest.find(ARGUMENTS_MARKER) {
-        let after = &rest[at + ARGUMENTS_MARKER.len()..];
-        let name: String = after
-            .chars()
-            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-            .collect();
-        if !twins.iter().any(|t| t.name == name) {
-            return Err(format!(
-                "{source}: a macro passes on the fields of {name}, which is no twin"
-            ));
-        }
-        let (mname, list, define) = macro_after(after, source, &name)?;
+    let check = |name: &str, mname: &str, list: &str| {
         let names: Vec<&str> = list.split(',').map(str::trim).collect();
         let mut want = Vec::new();
-        leaves(&name, "", 0, twins, &mut want);
+        leaves(name, "", 0, twins, &mut want);
         let want: Vec<&str> = want.iter().map(|(n, _, _)| n.as_str()).collect();
         if names != want {
             let k = names.iter().zip(&want).take_while(|(a, b)| a == b).count();
@@ -358,6 +346,44 @@ fn check_forwarded_arguments(text: &str, source: &str, twins: &[Twin]) -> Result
                 want.get(k).unwrap_or(&"nothing")
             ));
         }
+        Ok(())
+    };
+    each_marked_macro(
+        text,
+        source,
+        ARGUMENTS_MARKER,
+        "a macro passes on",
+        twins,
+        check,
+    )
+}
+
+/// Calls `check(twin, macro, body)` for every macro of `text` (file `source`) that follows a
+/// `marker` naming a twin, with the twin's name, the macro's and its body (without `/* */`
+/// comments); a marker naming no twin is an error that says what such a macro does with the
+/// twin's fields (`does`).
+fn each_marked_macro(
+    text: &str,
+    source: &str,
+    marker: &str,
+    does: &str,
+    twins: &[Twin],
+    check: impl Fn(&str, &str, &str) -> Result<(), String>,
+) -> Result<(), String> {
+    let mut rest = text;
+    while let Some(at) = rest.find(marker) {
+        let after = &rest[at + marker.len()..];
+        let name: String = after
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .collect();
+        if !twins.iter().any(|t| t.name == name) {
+            return Err(format!(
+                "{source}: {does} the fields of {name}, which is no twin"
+            ));
+        }
+        let (mname, list, define) = macro_after(after, source, &name)?;
+        check(&name, &mname, &list)?;
         rest = &after[define + 1..];
     }
     Ok(())
@@ -367,19 +393,7 @@ fn check_forwarded_arguments(text: &str, source: &str, twins: &[Twin]) -> Result
 /// parameters must be the twin's leaves, by name and C type, at the offsets the struct gives
 /// them (each parameter aligned to its own type, as kernel parameters are).
 fn check_flat_kernels(text: &str, source: &str, twins: &[Twin]) -> Result<(), String> {
-    let mut rest = text;
-    while let Some(at) = rest.find(FLAT_MARKER) {
-        let after = &rest[at + FLAT_MARKER.len()..];
-        let name: String = after
-            .chars()
-            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-            .collect();
-        if !twins.iter().any(|t| t.name == name) {
-            return Err(format!(
-                "{source}: a kernel takes the fields of {name}, which is no twin"
-            ));
-        }
-        let (kname, list, define) = macro_after(after, source, &name)?;
+    let check = |name: &str, kname: &str, list: &str| {
         let params: Vec<(String, String)> = list
             .split(',')
             .map(|p| {
@@ -393,7 +407,7 @@ fn check_flat_kernels(text: &str, source: &str, twins: &[Twin]) -> Result<(), St
             })
             .collect();
         let mut want = Vec::new();
-        leaves(&name, "", 0, twins, &mut want);
+        leaves(name, "", 0, twins, &mut want);
         let mut at = 0usize;
         for (k, (n, c)) in params.iter().enumerate() {
             let Some((wn, wc, woff)) = want.get(k) else {
@@ -403,15 +417,15 @@ fn check_flat_kernels(text: &str, source: &str, twins: &[Twin]) -> Result<(), St
             };
             if n != wn || c != wc {
                 return Err(format!(
-                    "{source}: {kname}, parameter {k} is `{c} {n}`; the fields of {name} give `{wc} {wn}`"
-                ));
+                "{source}: {kname}, parameter {k} is `{c} {n}`; the fields of {name} give `{wc} {wn}`"
+            ));
             }
             let (s, a) = layout_of(c, twins);
             at = at.next_multiple_of(a);
             if at != *woff {
                 return Err(format!(
-                    "{source}: {kname}, parameter {k} is `{c} {n}` at byte {at}; the fields of {name} give `{wc} {wn}` at byte {woff}"
-                ));
+                "{source}: {kname}, parameter {k} is `{c} {n}` at byte {at}; the fields of {name} give `{wc} {wn}` at byte {woff}"
+            ));
             }
             at += s;
         }
@@ -422,15 +436,15 @@ fn check_flat_kernels(text: &str, source: &str, twins: &[Twin]) -> Result<(), St
                 want.len()
             ));
         }
-        let (size, _) = layout_of(&name, twins);
+        let (size, _) = layout_of(name, twins);
         if at != size {
             return Err(format!(
-                "{source}: {kname} takes the fields of {name}, which end at byte {at} of its {size}: reorder them so that the struct has no tail padding (the launch passes all its bytes as the kernel's parameters)"
-            ));
+            "{source}: {kname} takes the fields of {name}, which end at byte {at} of its {size}: reorder them so that the struct has no tail padding (the launch passes all its bytes as the kernel's parameters)"
+        ));
         }
-        rest = &after[define + 1..];
-    }
-    Ok(())
+        Ok(())
+    };
+    each_marked_macro(text, source, FLAT_MARKER, "a kernel takes", twins, check)
 }
 
 #[cfg(test)]

@@ -65,24 +65,88 @@ __device__ __forceinline__ void m2p(float3 x, float4 cm, float4 qa, float2 qb, f
     acc.w += -mr - 0.5f * dqd * rinv5;
 }
 
+// A periodic walk never accepts a cell of a larger half side (box units; MAX_ACCEPTED_HALF of
+// src/walk/ewald.rs, which a test of src/walk/gpu checks).
+#define MAX_ACCEPTED_HALF (1.0f / 16.0f)
+
+// The criterion proper (Criterion::accepts_at of src/walk/mac.rs) for a cell of half side w and
+// mass m at squared distance d2 from the targets' box, whose overlap is already excluded.
+__device__ __forceinline__ bool accepts_at(float w, float m, float s_eff, float d2, int accel_mac,
+                                           float alpha, float grav, float amin)
+{
+    if (accel_mac) {
+        const float l2 = 4.f * w * w;
+        return grav * m * l2 < alpha * amin * d2 * d2;
+    }
+    return d2 > s_eff;
+}
+
+// The test of Criterion::accepts_box for a cell (box: centre, half side; cm: centre of mass,
+// mass) and a target box (centre bc, half-extents bh), `distance` taking a separation along an
+// axis (cell minus targets' centre) to the distance that counts (|x|, or to the nearest image):
+// never accept a cell whose box overlaps the targets' box.
+template <typename Distance>
+__device__ __forceinline__ bool accepts_box(float4 box, float4 cm, float s_eff, float3 bc,
+                                            float3 bh, int accel_mac, float alpha, float grav,
+                                            float amin, Distance distance)
+{
+    if (distance(box.x - bc.x) <= box.w + bh.x && distance(box.y - bc.y) <= box.w + bh.y &&
+        distance(box.z - bc.z) <= box.w + bh.z)
+        return false;
+    const float ex = fmaxf(distance(cm.x - bc.x) - bh.x, 0.f);
+    const float ey = fmaxf(distance(cm.y - bc.y) - bh.y, 0.f);
+    const float ez = fmaxf(distance(cm.z - bc.z) - bh.z, 0.f);
+    const float d2 = ex * ex + ey * ey + ez * ez;
+    return accepts_at(box.w, cm.w, s_eff, d2, accel_mac, alpha, grav, amin);
+}
+
+// The distances of accepts_box: along an axis, and to the nearest image of a period 1.
+struct AxisDistance {
+    __device__ __forceinline__ float operator()(float x) const { return fabsf(x); }
+};
+struct ImageDistance {
+    __device__ __forceinline__ float operator()(float x) const { return fabsf(x - roundf(x)); }
+};
+
 // The opening test of src/walk/mac.rs (Criterion::accepts) for a target box (centre bc,
-// half-extents bh): never accept a cell whose box overlaps the targets' box.
+// half-extents bh).
 __device__ __forceinline__ bool accepts(float4 box, float4 cm, float s_eff, float3 bc, float3 bh,
                                         int accel_mac, float alpha, float grav, float amin)
 {
     if (s_eff < 0.f) return true;  // a LET multipole its sender checked for all our targets
-    if (fabsf(box.x - bc.x) <= box.w + bh.x && fabsf(box.y - bc.y) <= box.w + bh.y &&
-        fabsf(box.z - bc.z) <= box.w + bh.z)
-        return false;
-    const float ex = fmaxf(fabsf(cm.x - bc.x) - bh.x, 0.f);
-    const float ey = fmaxf(fabsf(cm.y - bc.y) - bh.y, 0.f);
-    const float ez = fmaxf(fabsf(cm.z - bc.z) - bh.z, 0.f);
-    const float d2 = ex * ex + ey * ey + ez * ez;
-    if (accel_mac) {
-        const float l2 = 4.f * box.w * box.w;
-        return grav * cm.w * l2 < alpha * amin * d2 * d2;
-    }
-    return d2 > s_eff;
+    return accepts_box(box, cm, s_eff, bc, bh, accel_mac, alpha, grav, amin, AxisDistance{});
+}
+
+// The rules of a periodic walk (frame units, period 1) around accepts_box: a LET multipole its
+// sender accepted for us (s_eff < 0) is accepted, a cell of half side above MAX_ACCEPTED_HALF
+// opened.
+template <typename Distance>
+__device__ __forceinline__ bool accepts_in_box(float4 box, float4 cm, float s_eff, float3 bc,
+                                               float3 bh, int accel_mac, float alpha, float grav,
+                                               float amin, Distance distance)
+{
+    if (s_eff < 0.f) return true;
+    if (box.w > MAX_ACCEPTED_HALF) return false;
+    return accepts_box(box, cm, s_eff, bc, bh, accel_mac, alpha, grav, amin, distance);
+}
+
+// The periodic walk's test of a cell already moved to its image nearest the group (box and cm;
+// Criterion::accepts_image).
+__device__ __forceinline__ bool accepts_image(float4 box, float4 cm, float s_eff, float3 bc,
+                                              float3 bh, int accel_mac, float alpha, float grav,
+                                              float amin)
+{
+    return accepts_in_box(box, cm, s_eff, bc, bh, accel_mac, alpha, grav, amin, AxisDistance{});
+}
+
+// The periodic test of a cell for a whole box of targets (Criterion::accepts_periodic, the LET
+// export's): the separations folded to the nearest image per axis, so that a cell accepted for
+// the box is accepted for every group inside it whatever image the group takes.
+__device__ __forceinline__ bool accepts_periodic(float4 box, float4 cm, float s_eff, float3 bc,
+                                                 float3 bh, int accel_mac, float alpha,
+                                                 float grav, float amin)
+{
+    return accepts_in_box(box, cm, s_eff, bc, bh, accel_mac, alpha, grav, amin, ImageDistance{});
 }
 
 // Writes target i's walk result (acceleration and potential, interaction counts), or adds it

@@ -170,38 +170,11 @@ struct RUST_TWIN LetFatesArgs {
     float alpha;
     // The gravitational constant the acceleration criterion uses.
     float grav;
-    // 1: the frame is a periodic box of side 1 (accepts_periodic); 0: open boundaries.
+    // 1: the frame is a periodic box of side 1 (accepts_periodic, gravity.cuh); 0: open boundaries.
     int periodic;
     // Per destination and cell (d ncells + c): the cell's fate (LET_SKIPPED ... LET_OPENED).
     unsigned char *fate;
 };
-
-// A periodic walk never accepts a cell of a larger half side (ewald::MAX_ACCEPTED_HALF).
-#define MAX_ACCEPTED_HALF (1.f / 16.f)
-
-// The opening test of a periodic walk for a destination box (src/lets/export.rs,
-// accepts_periodic): `accepts` on the separations folded to the nearest image per axis; a cell
-// of half side above MAX_ACCEPTED_HALF is never accepted, a LET multipole (s_eff < 0) always.
-__device__ __forceinline__ bool accepts_periodic(float4 box, float4 cm, float s_eff, float3 bc,
-                                                 float3 bh, int accel_mac, float alpha,
-                                                 float grav, float amin)
-{
-    if (s_eff < 0.f) return true;
-    if (box.w > MAX_ACCEPTED_HALF) return false;
-    auto fold = [](float x) { return fabsf(x - roundf(x)); };
-    if (fold(box.x - bc.x) <= box.w + bh.x && fold(box.y - bc.y) <= box.w + bh.y &&
-        fold(box.z - bc.z) <= box.w + bh.z)
-        return false;
-    const float ex = fmaxf(fold(cm.x - bc.x) - bh.x, 0.f);
-    const float ey = fmaxf(fold(cm.y - bc.y) - bh.y, 0.f);
-    const float ez = fmaxf(fold(cm.z - bc.z) - bh.z, 0.f);
-    const float d2 = ex * ex + ey * ey + ez * ez;
-    if (accel_mac) {
-        const float l2 = 4.f * box.w * box.w;
-        return grav * cm.w * l2 < alpha * amin * d2 * d2;
-    }
-    return d2 > s_eff;
-}
 
 // The fate of every cell in every destination's LET: fate[d ncells + c]. Destination d's
 // region is box_count[d] boxes (centre, half-extents: 6 floats each) from box box_start[d] of

@@ -3,18 +3,20 @@
 // its image nearest the target group's centre bc, and the Ewald correction of all its other
 // images (src/walk/ewald.rs) is summed per group at bc and carried to each target to first
 // order. Accepted cells and small opened leaves take one correction each at their centre of
-// mass, the particles of larger opened leaves one each.
+// mass (with their spread's potential term), the particles of larger opened leaves one each.
 #pragma once
 
-// The constants of src/walk/ewald.rs (box units; a test of src/walk/gpu checks them):
+// The constants of src/walk/ewald.rs (box units; a test of src/walk/gpu checks them; its
+// MAX_ACCEPTED_HALF is in gravity.cuh, with the opening tests that read it):
 // a group's targets span at most this half-extent per axis (MAX_GROUP_HALF),
 #define MAX_GROUP_HALF (1.0f / 128.0f)
-// a cell of a larger half side is never accepted (MAX_ACCEPTED_HALF),
-#define MAX_ACCEPTED_HALF (1.0f / 16.0f)
 // an opened leaf of at most this half side takes one correction (MAX_LEAF_MONOPOLE_HALF),
 #define MAX_LEAF_MONOPOLE_HALF (1.0f / 128.0f)
-// and the table has this many points per axis over [0, 1/2] (TABLE_POINTS).
+// the table has this many points per axis over [0, 1/2] (TABLE_POINTS),
 #define EWALD_POINTS 65
+// and a source taken as one mass adds this times its spread sum m |y|^2 to the potential
+// (SPREAD_POTENTIAL = -2 pi / 3, whose doc derives it; the table's interpolation, likewise).
+#define EWALD_SPREAD_POTENTIAL -2.09439510f
 
 // The Ewald corrections summed over a group's sources, G = 1: acceleration f, potential psi and
 // the Jacobian of f (xx, yy, zz, xy, xz, yz) at the group's centre.
@@ -80,6 +82,12 @@ __device__ __forceinline__ void ewald_add(const float4 *__restrict__ table, floa
 #pragma unroll
         for (int k = 0; k < 10; k++) v[k] += w * t[k];
     }
+    // Trilinear interpolation spreads psi over the eight points around d by h^2 sum_k
+    // frac_k (1 - frac_k) (h = 1/scale, the spacing): its spread's term is taken off
+    // (EwaldTable::correction).
+    const float spread =
+        frac[0] * (1.f - frac[0]) + frac[1] * (1.f - frac[1]) + frac[2] * (1.f - frac[2]);
+    v[0] -= EWALD_SPREAD_POTENTIAL * (1.f / (scale * scale)) * spread;
     // The images across the faces, d -+ e_x, e_y, e_z.
     float psi = v[0], fx = 0.f, fy = 0.f, fz = 0.f;
 #pragma unroll
@@ -112,6 +120,16 @@ __device__ __forceinline__ void ewald_add(const float4 *__restrict__ table, floa
     s.jyz += m * (sy * sz * v[9]);
 }
 
+// ewald_add for a source of several particles taken as one mass m at its centre of mass (an
+// accepted cell, a small opened leaf) with their spread trace = sum m |y|^2 about it: the
+// isotropic second-order term of their correction, EWALD_SPREAD_POTENTIAL trace, joins psi.
+__device__ __forceinline__ void ewald_add_cell(const float4 *__restrict__ table, float3 d,
+                                               float m, float trace, EwaldSums &s)
+{
+    ewald_add(table, d, m, s);
+    s.psi += EWALD_SPREAD_POTENTIAL * trace;
+}
+
 // Sums s over the W lanes of `mask` (W a power of two dividing 32, the lanes of one group):
 // every lane then holds the group's sums.
 template <int W>
@@ -142,16 +160,4 @@ __device__ __forceinline__ void ewald_apply(const EwaldSums &s, float3 bc, float
     acc.y += s.fy + (s.jxy * dx + s.jyy * dy + s.jyz * dz);
     acc.z += s.fz + (s.jxz * dx + s.jyz * dy + s.jzz * dz);
     acc.w += s.psi - (s.fx * dx + s.fy * dy + s.fz * dz);
-}
-
-// Rule 2 of the periodic walk, on a cell already moved to its nearest image (box and cm): the
-// usual test, except that a cell of half side above MAX_ACCEPTED_HALF is opened unless its
-// sender accepted it for us (a LET multipole, s_eff < 0).
-__device__ __forceinline__ bool periodic_accepts(float4 box, float4 cm, float s_eff, float3 bc,
-                                                 float3 bh, int accel_mac, float alpha,
-                                                 float grav, float amin)
-{
-    if (s_eff < 0.f) return true;
-    return box.w <= MAX_ACCEPTED_HALF &&
-           accepts(box, cm, s_eff, bc, bh, accel_mac, alpha, grav, amin);
 }

@@ -168,7 +168,7 @@ __device__ __forceinline__ void walk_vg_group(WALK_PARAMETERS)
             shift = nearest_shift(pm, bc);
             pm = shifted(pm, shift);
             box = shifted(box, shift);
-            accepted = periodic_accepts(box, pm, tree_s_eff[c], bc, bh, accel_mac, alpha, grav, amin);
+            accepted = accepts_image(box, pm, tree_s_eff[c], bc, bh, accel_mac, alpha, grav, amin);
         } else {
             accepted = accepts(box, pm, tree_s_eff[c], bc, bh, accel_mac, alpha, grav, amin);
         }
@@ -178,7 +178,7 @@ __device__ __forceinline__ void walk_vg_group(WALK_PARAMETERS)
             const float tr = tree_trace[c] * eps2;
 #pragma unroll
             for (int v = 0; v < V; v++) m2p(x[v], pm, qa, q2, tr, eps2, quadrupole, acc[v]);
-            if constexpr (PERIODIC) ewald_add(ewald, separation(bc, pm), pm.w, ew);
+            if constexpr (PERIODIC) ewald_add_cell(ewald, separation(bc, pm), pm.w, tree_trace[c], ew);
             nm++;
             c += tree_subtree[c];
             continue;
@@ -189,7 +189,7 @@ __device__ __forceinline__ void walk_vg_group(WALK_PARAMETERS)
             // correction at its centre of mass, a larger one's each at its own nearest image.
             const bool own_images = PERIODIC && box.w > MAX_LEAF_MONOPOLE_HALF;
             if constexpr (PERIODIC) {
-                if (!own_images) ewald_add(ewald, separation(bc, pm), pm.w, ew);
+                if (!own_images) ewald_add_cell(ewald, separation(bc, pm), pm.w, tree_trace[c], ew);
             }
             const int j0 = tree_first[c];
             const int nl = tree_count[c];

@@ -182,7 +182,7 @@ __device__ __forceinline__ void walk_list_groups(WALK_PARAMETERS)
                         shift = nearest_shift(pm, bc);
                         pm = shifted(pm, shift);
                         const float4 box = shifted(tree_boxes[c], shift);
-                        accepted = periodic_accepts(box, pm, tree_s_eff[c], bc, bh, accel_mac, alpha, grav, amin);
+                        accepted = accepts_image(box, pm, tree_s_eff[c], bc, bh, accel_mac, alpha, grav, amin);
                         own_images = box.w > MAX_LEAF_MONOPOLE_HALF;
                     } else {
                         accepted = accepts(tree_boxes[c], pm, tree_s_eff[c], bc, bh, accel_mac, alpha, grav, amin);
@@ -196,7 +196,7 @@ __device__ __forceinline__ void walk_list_groups(WALK_PARAMETERS)
                     }
                     // An accepted cell's correction, or a small opened leaf's.
                     if (PERIODIC && (accepted || (children == 0 && !own_images)))
-                        ewald_add(ewald, separation(bc, pm), pm.w, ew);
+                        ewald_add_cell(ewald, separation(bc, pm), pm.w, tree_trace[c], ew);
                 }
                 // Accepted cells join the multipole list.
                 const unsigned ballot = __ballot_sync(FULL_MASK, accepted);

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::TempDir;
+use common::{arg, hinoki, hinoki_logging, TempDir};
 use glam::DVec3;
 use hinoki::comm::SingleProcess;
 use hinoki::forces::ForceParams;
@@ -17,30 +17,8 @@ use serde_json::Value;
 use std::path::Path;
 use std::process::{Command, Output};
 
-/// Runs the binary with `args` and no log output; a run longer than five minutes fails the
-/// test (a hang is a bug).
-fn hinoki<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> Output {
-    hinoki_logging(args, "off")
-}
-
-/// [`hinoki`] with the log lines of `level` and above on stderr (`HINOKI_LOG`).
-fn hinoki_logging<S: AsRef<std::ffi::OsStr>>(args: &[S], level: &str) -> Output {
-    common::output_within(
-        Command::new(env!("CARGO_BIN_EXE_hinoki"))
-            .args(args)
-            .env("HINOKI_LOG", level)
-            .env("RAYON_NUM_THREADS", "2"),
-        std::time::Duration::from_secs(300),
-    )
-}
-
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
-}
-
-/// A path as a command-line argument.
-fn arg(p: &Path) -> String {
-    p.to_str().expect("temporary paths are UTF-8").to_string()
 }
 
 /// Which exit status a bad-input case must have.
@@ -327,13 +305,13 @@ fn n_beyond_memory_is_a_one_line_error() {
                 "--n",
                 "4294967295",
                 "-o",
-                &arg(&dir.join("x.hdf5")),
+                arg(&dir.join("x.hdf5")),
             ],
             Status::Failure,
             &["not enough memory", "GB is available"],
         ),
         case(
-            &["run", &arg(&cfg), "-o", &arg(&out)],
+            &["run", arg(&cfg), "-o", arg(&out)],
             Status::Failure,
             &["not enough memory for 4294967295 plummer particles"],
         ),
@@ -366,7 +344,12 @@ fn non_finite_forces_are_errors_naming_the_particle() {
             arg(input)
         );
         std::fs::write(&cfg, body).unwrap();
-        vec!["run".to_string(), arg(&cfg), "-o".into(), arg(out)]
+        vec![
+            "run".to_string(),
+            arg(&cfg).to_string(),
+            "-o".into(),
+            arg(out).to_string(),
+        ]
     };
     let needles = ["the force evaluation gave particle id", "non-finite"];
     let (heavy_out, flung_out) = (dir.join("heavy-out"), dir.join("flung-out"));
@@ -374,7 +357,7 @@ fn non_finite_forces_are_errors_naming_the_particle() {
         vec![
             "forces".to_string(),
             "--input".into(),
-            arg(&heavy),
+            arg(&heavy).to_string(),
             "--backend".into(),
             "cpu".into(),
         ],
@@ -416,7 +399,12 @@ fn a_restart_removes_stale_temporary_files() {
     )
     .unwrap();
     let args = |extra: &[&str]| {
-        let mut a = vec!["run".to_string(), arg(&cfg), "-o".into(), arg(&out)];
+        let mut a = vec![
+            "run".to_string(),
+            arg(&cfg).to_string(),
+            "-o".into(),
+            arg(&out).to_string(),
+        ];
         a.extend(extra.iter().map(|s| s.to_string()));
         a
     };
@@ -441,7 +429,7 @@ fn a_restart_removes_stale_temporary_files() {
         plant(out.join("snapshots/.snapshot_009.hdf5.tmp.1.0")),
         plant(out.join(format!("snapshots/notes.tmp.{dead}.1"))),
     ];
-    assert_success(&hinoki(&args(&["--restart", &arg(&out)])), "restart");
+    assert_success(&hinoki(&args(&["--restart", arg(&out)])), "restart");
     for s in &stale {
         assert!(!s.exists(), "{} survived the restart", s.display());
     }
@@ -456,7 +444,7 @@ fn ics_with_zero_particles_fails_and_writes_nothing() {
     let dir = TempDir::new("ics-n0");
     let f = dir.join("zero.hdf5");
     check_all(&[case(
-        &["ics", "plummer", "--n", "0", "-o", &arg(&f)],
+        &["ics", "plummer", "--n", "0", "-o", arg(&f)],
         Status::Failure,
         &["N must be at least 1", "0"],
     )]);
@@ -537,9 +525,15 @@ fn bad_particle_files_are_one_line_errors() {
     std::fs::write(&empty_file, b"").unwrap();
     let missing = dir.join("missing.hdf5");
 
-    let input = |f: &Path| vec!["forces".to_string(), "--input".to_string(), arg(f)];
+    let input = |f: &Path| {
+        vec![
+            "forces".to_string(),
+            "--input".to_string(),
+            arg(f).to_string(),
+        ]
+    };
     let bad = |f: &Path, needles: &[&str]| {
-        let mut n: Vec<String> = vec![arg(f)];
+        let mut n: Vec<String> = vec![arg(f).to_string()];
         n.extend(needles.iter().map(|s| s.to_string()));
         Case {
             args: input(f),
@@ -582,9 +576,14 @@ fn bad_particle_files_are_one_line_errors() {
     .unwrap();
     let out = dir.join("out");
     check_all(&[Case {
-        args: vec!["run".into(), arg(&cfg), "-o".into(), arg(&out)],
+        args: vec![
+            "run".into(),
+            arg(&cfg).to_string(),
+            "-o".into(),
+            arg(&out).to_string(),
+        ],
         status: Status::Failure,
-        needles: vec![arg(&nan), "position".into()],
+        needles: vec![arg(&nan).to_string(), "position".into()],
     }]);
 }
 
@@ -598,10 +597,15 @@ fn bad_configurations_are_one_line_errors() {
         path
     };
     let run = |cfg: &Path, needles: &[&str]| {
-        let mut n: Vec<String> = vec![arg(cfg)];
+        let mut n: Vec<String> = vec![arg(cfg).to_string()];
         n.extend(needles.iter().map(|s| s.to_string()));
         Case {
-            args: vec!["run".into(), arg(cfg), "-o".into(), arg(&out)],
+            args: vec![
+                "run".into(),
+                arg(cfg).to_string(),
+                "-o".into(),
+                arg(&out).to_string(),
+            ],
             status: Status::Failure,
             needles: n,
         }
@@ -634,7 +638,12 @@ fn bad_configurations_are_one_line_errors() {
     ]);
     // Validation errors come after parsing and name the table and key, not the file.
     let invalid = |cfg: &Path, needles: &[&str]| Case {
-        args: vec!["run".into(), arg(cfg), "-o".into(), arg(&out)],
+        args: vec![
+            "run".into(),
+            arg(cfg).to_string(),
+            "-o".into(),
+            arg(&out).to_string(),
+        ],
         status: Status::Failure,
         needles: needles.iter().map(|s| s.to_string()).collect(),
     };
@@ -658,16 +667,21 @@ fn uncreatable_output_directory_is_a_one_line_error() {
     std::fs::write(&blocker, b"a regular file").unwrap();
     let out = blocker.join("out");
     check_all(&[Case {
-        args: vec!["run".into(), arg(&cfg), "-o".into(), arg(&out)],
+        args: vec![
+            "run".into(),
+            arg(&cfg).to_string(),
+            "-o".into(),
+            arg(&out).to_string(),
+        ],
         status: Status::Failure,
-        needles: vec![arg(&out)],
+        needles: vec![arg(&out).to_string()],
     }]);
     // The output of `ics` cannot go there either.
     let f = blocker.join("x.hdf5");
     check_all(&[case(
-        &["ics", "plummer", "--n", "10", "-o", &arg(&f)],
+        &["ics", "plummer", "--n", "10", "-o", arg(&f)],
         Status::Failure,
-        &[&arg(&f)],
+        &[arg(&f)],
     )]);
 }
 
@@ -779,7 +793,7 @@ fn ics_file_round_trips_through_forces() {
         "--seed",
         "4",
         "-o",
-        &arg(&f),
+        arg(&f),
     ]);
     assert_success(&out, "ics");
     let (p, time) = read_snapshot(&SingleProcess, &f).unwrap();
@@ -788,7 +802,7 @@ fn ics_file_round_trips_through_forces() {
     assert_eq!(p, generate(Model::Plummer, 2000, 4).unwrap());
     // Only the file itself: no temporary file left by the atomic write.
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
-    let out = hinoki(&["forces", "--input", &arg(&f), "--json"]);
+    let out = hinoki(&["forces", "--input", arg(&f), "--json"]);
     assert_success(&out, "forces --input");
     let v = one_json_object(&out);
     assert_eq!(v["n"], 2000, "{v}");
@@ -808,7 +822,7 @@ fn test_problems_work_in_ics_and_forces() {
         Model::Cartwheel,
     ] {
         let (name, f) = (m.name(), dir.join(&format!("{m}.hdf5")));
-        let out = hinoki(&["ics", name, "--n", "1500", "--seed", "2", "-o", &arg(&f)]);
+        let out = hinoki(&["ics", name, "--n", "1500", "--seed", "2", "-o", arg(&f)]);
         assert_success(&out, name);
         assert_eq!(
             read_snapshot(&SingleProcess, &f).unwrap().0,
@@ -855,7 +869,7 @@ fn run_writes_diagnostics_and_final_state() {
     let config_dir = dir.join("from-config");
     write_config(&cfg, 500, 1.0 / 64.0, 0.25, 0.05, &config_dir);
     let out_dir = dir.join("out");
-    let out = hinoki(&["run", &arg(&cfg), "-o", &arg(&out_dir)]);
+    let out = hinoki(&["run", arg(&cfg), "-o", arg(&out_dir)]);
     assert_success(&out, "run");
     assert!(!config_dir.exists(), "-o did not override [output] dir");
     let stdout = text(&out.stdout);
@@ -933,7 +947,7 @@ fn sigterm_leaves_a_checkpoint_that_restart_finishes() {
     let out_dir = dir.join("out");
     write_config(&cfg, 3000, 1.0 / 64.0, 6.0, 0.05, &out_dir);
     let child = Command::new(env!("CARGO_BIN_EXE_hinoki"))
-        .args(["run", &arg(&cfg), "-o", &arg(&out_dir)])
+        .args(["run", arg(&cfg), "-o", arg(&out_dir)])
         .env("HINOKI_LOG", "off")
         .env("RAYON_NUM_THREADS", "2")
         .stdout(std::process::Stdio::piped())
@@ -961,18 +975,18 @@ fn sigterm_leaves_a_checkpoint_that_restart_finishes() {
     assert!(!out_dir.join("final").exists());
     let out = hinoki(&[
         "run",
-        &arg(&cfg),
+        arg(&cfg),
         "-o",
-        &arg(&out_dir),
+        arg(&out_dir),
         "--restart",
-        &arg(&out_dir),
+        arg(&out_dir),
     ]);
     assert_success(&out, "restart");
     let restarted = read_snapshot(&SingleProcess, &out_dir.join("final/snapshot_000.hdf5"))
         .unwrap()
         .0;
     let whole_dir = dir.join("whole");
-    let out = hinoki(&["run", &arg(&cfg), "-o", &arg(&whole_dir)]);
+    let out = hinoki(&["run", arg(&cfg), "-o", arg(&whole_dir)]);
     assert_success(&out, "uninterrupted run");
     let whole = read_snapshot(&SingleProcess, &whole_dir.join("final/snapshot_000.hdf5"))
         .unwrap()
@@ -981,11 +995,11 @@ fn sigterm_leaves_a_checkpoint_that_restart_finishes() {
     // Restart from nothing is a one-line error.
     let out = hinoki(&[
         "run",
-        &arg(&cfg),
+        arg(&cfg),
         "-o",
-        &arg(&whole_dir),
+        arg(&whole_dir),
         "--restart",
-        &arg(&dir.join("none")),
+        arg(&dir.join("none")),
     ]);
     assert!(!out.status.success());
     let err = text(&out.stderr);
@@ -1034,7 +1048,7 @@ fn runs_without_a_terminal_log_progress_lines_and_verbose_logs_every_step() {
     write_config(&cfg, 3000, 1.0 / 64.0, 2.0, 0.05, &out_dir);
     let (cfg, out_dir) = (arg(&cfg), arg(&out_dir));
     let run = |extra: &[&str]| {
-        let args = [&["run", cfg.as_str(), "-o", out_dir.as_str()], extra].concat();
+        let args = [&["run", cfg, "-o", out_dir], extra].concat();
         let t0 = std::time::Instant::now();
         let out = hinoki_logging(&args, "info");
         assert_success_logging(&out, "run");
@@ -1064,7 +1078,7 @@ fn runs_without_a_terminal_log_progress_lines_and_verbose_logs_every_step() {
     // --verbose: one line per step, step 0 (the initial forces) included.
     let (stderr, _) = run(&["--verbose"]);
     assert_eq!(step_and_progress_lines(&stderr).0, 129, "{stderr}");
-    let out = hinoki(&["run", &cfg, "--progress-every", "0"]);
+    let out = hinoki(&["run", cfg, "--progress-every", "0"]);
     assert!(!out.status.success());
     assert!(text(&out.stderr).contains("progress interval must be finite and > 0"));
 }
@@ -1079,7 +1093,7 @@ fn large_shared_steps_are_warned_about_and_the_defaults_are_not() {
     let warnings = |toml: &str| {
         let cfg = dir.join("run.toml");
         std::fs::write(&cfg, toml).unwrap();
-        let out = hinoki_logging(&["run", &arg(&cfg), "-o", &arg(&out_dir)], "warn");
+        let out = hinoki_logging(&["run", arg(&cfg), "-o", arg(&out_dir)], "warn");
         assert_success_logging(&out, "run");
         text(&out.stderr)
     };
@@ -1114,7 +1128,7 @@ fn large_shared_steps_are_warned_about_and_the_defaults_are_not() {
 #[test]
 fn bad_ics_cosmology_options_are_one_line_errors() {
     let dir = TempDir::new("ics-cosmo-bad");
-    let f = arg(&dir.join("ics.hdf5"));
+    let f = arg(&dir.join("ics.hdf5")).to_string();
     let cosmo = |extra: &[&str], status: Status, needles: &[&str]| {
         let args = [&["ics", "cosmology", "-o", f.as_str()][..], extra].concat();
         case(&args, status, needles)
@@ -1178,7 +1192,7 @@ fn bad_ics_cosmology_options_are_one_line_errors() {
 fn run_refuses_a_cosmological_snapshot_and_forces_reads_it() {
     let dir = TempDir::new("run-cosmo");
     let ics = dir.join("ics.hdf5");
-    let out = hinoki(&["ics", "cosmology", "--grid", "8", "-o", &arg(&ics)]);
+    let out = hinoki(&["ics", "cosmology", "--grid", "8", "-o", arg(&ics)]);
     assert_success(&out, "ics cosmology");
     let cfg = dir.join("run.toml");
     std::fs::write(
@@ -1191,7 +1205,7 @@ fn run_refuses_a_cosmological_snapshot_and_forces_reads_it() {
     .unwrap();
     let run_dir = dir.join("out");
     check_all(&[case(
-        &["run", &arg(&cfg), "-o", &arg(&run_dir)],
+        &["run", arg(&cfg), "-o", arg(&run_dir)],
         Status::Failure,
         &[
             "ics.hdf5 is a cosmological snapshot",
@@ -1203,7 +1217,7 @@ fn run_refuses_a_cosmological_snapshot_and_forces_reads_it() {
     assert!(!run_dir.exists(), "run wrote {}", run_dir.display());
 
     let out = hinoki_logging(
-        &["forces", "--input", &arg(&ics), "--eps", "100", "--json"],
+        &["forces", "--input", arg(&ics), "--eps", "100", "--json"],
         "warn",
     );
     assert!(out.status.success(), "{}", text(&out.stderr));
@@ -1245,16 +1259,16 @@ fn plot_power_json_reports_halofit_per_shell() {
             "--z-start",
             z,
             "-o",
-            &arg(&ics),
+            arg(&ics),
         ]);
         assert_success(&out, "ics cosmology");
         let png = dir.join(&format!("z{z}.png"));
         let out = hinoki(&[
             "plot",
             "power",
-            &arg(&ics),
+            arg(&ics),
             "-o",
-            &arg(&png),
+            arg(&png),
             "--shot-noise",
             "keep",
             "--json",
@@ -1300,12 +1314,12 @@ fn plot_power_json_reports_halofit_per_shell() {
         "--omega-lambda",
         "0.7",
         "-o",
-        &arg(&closed),
+        arg(&closed),
     ]);
     assert_success(&out, "ics cosmology (closed)");
     let png = dir.join("closed.png");
     let out = hinoki_logging(
-        &["plot", "power", &arg(&closed), "-o", &arg(&png), "--json"],
+        &["plot", "power", arg(&closed), "-o", arg(&png), "--json"],
         "warn",
     );
     assert_success_logging(&out, "plot power --json (closed)");
@@ -1338,7 +1352,7 @@ fn plot_power_draws_a_png_and_refuses_non_cosmological_snapshots() {
         "--box",
         "128",
         "-o",
-        &arg(&ics),
+        arg(&ics),
     ]);
     assert_success(&out, "ics cosmology");
     for (name, extra) in [("p.png", None), ("keep.png", Some("keep"))] {
@@ -1346,9 +1360,9 @@ fn plot_power_draws_a_png_and_refuses_non_cosmological_snapshots() {
         let mut args = vec![
             "plot".to_string(),
             "power".into(),
-            arg(&ics),
+            arg(&ics).to_string(),
             "-o".into(),
-            arg(&png),
+            arg(&png).to_string(),
         ];
         if let Some(mode) = extra {
             args.extend(["--shot-noise".to_string(), mode.to_string()]);
@@ -1364,14 +1378,14 @@ fn plot_power_draws_a_png_and_refuses_non_cosmological_snapshots() {
     }
     let plummer = dir.join("plummer.hdf5");
     assert_success(
-        &hinoki(&["ics", "plummer", "-n", "100", "-o", &arg(&plummer)]),
+        &hinoki(&["ics", "plummer", "-n", "100", "-o", arg(&plummer)]),
         "ics plummer",
     );
-    let png = arg(&dir.join("x.png"));
+    let png = arg(&dir.join("x.png")).to_string();
     let ics = arg(&ics);
     check_all(&[
         case(
-            &["plot", "power", &arg(&plummer), "-o", &png],
+            &["plot", "power", arg(&plummer), "-o", &png],
             Status::Failure,
             &[
                 "plummer.hdf5",
@@ -1380,26 +1394,26 @@ fn plot_power_draws_a_png_and_refuses_non_cosmological_snapshots() {
             ],
         ),
         case(
-            &["plot", "power", &ics, "-o", &png, "--grid", "12"],
+            &["plot", "power", ics, "-o", &png, "--grid", "12"],
             Status::Failure,
             &["--grid", "12"],
         ),
         case(
-            &["plot", "power", &ics, "-o", &png, "--sigma8", "-1"],
+            &["plot", "power", ics, "-o", &png, "--sigma8", "-1"],
             Status::Failure,
             &["sigma8 = -1"],
         ),
         case(
-            &["plot", "power", &ics, "-o", &png, "--shot-noise", "some"],
+            &["plot", "power", ics, "-o", &png, "--shot-noise", "some"],
             Status::Usage,
             &["--shot-noise", "subtract or keep"],
         ),
         case(
-            &["plot", "power", &ics, "-o", &arg(&dir.join("x.gif"))],
+            &["plot", "power", ics, "-o", arg(&dir.join("x.gif"))],
             Status::Failure,
             &["x.gif", "png or .svg"],
         ),
-        case(&["plot", "power", &ics], Status::Usage, &["--output"]),
+        case(&["plot", "power", ics], Status::Usage, &["--output"]),
     ]);
     assert!(!dir.join("x.png").exists());
 }

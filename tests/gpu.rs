@@ -6,15 +6,17 @@ use hinoki::comm::SingleProcess;
 use hinoki::diag::error_stats::relative_acc_errors;
 use hinoki::diag::report::check_against_direct;
 use hinoki::diag::{ErrorStats, PhaseTimes};
-use hinoki::forces::{compute_forces, Backend, ForceParams, Method};
+use hinoki::forces::{compute_forces, Backend, ForceEngine, ForceParams, Method};
 use hinoki::gpu::GpuContext;
 use hinoki::ics::{generate, Model};
+use hinoki::integrate::{Expansion, HalfKick, IntegratorState, Stepping, Timeline};
 use hinoki::sfc::Order;
 use hinoki::tree::{Tree, TreeParams};
 use hinoki::walk::cpu::{grouped_walk, Units, WalkOutput, WalkParams};
 use hinoki::walk::gpu::{GpuLayout, GpuWalk, WalkKernel};
-use hinoki::walk::groups::tree_groups;
+use hinoki::walk::groups::{tree_groups, Group};
 use hinoki::walk::mac::{Criterion, Mac};
+use hinoki::Particles;
 
 mod common;
 #[path = "gpu/periodic.rs"]
@@ -54,6 +56,37 @@ fn to_dvec(a: &[[f32; 4]]) -> Vec<DVec3> {
     a.iter()
         .map(|f| DVec3::new(f[0] as f64, f[1] as f64, f[2] as f64))
         .collect()
+}
+
+/// The walk of `tree` on the GPU `g` for `targets` over `groups`, from and to the host (`own`:
+/// the targets are the tree's particles, in its order).
+fn walk_through_host(
+    g: &mut GpuWalk,
+    tree: &Tree,
+    targets: &[[f32; 4]],
+    own: bool,
+    groups: &[Group],
+    wp: &WalkParams,
+) -> WalkOutput {
+    g.walk_host(tree, targets, own, groups, wp, &mut PhaseTimes::default())
+        .unwrap()
+}
+
+/// The relative differences of the GPU walk's accelerations from the CPU walk's.
+fn acc_differences(gpu: &WalkOutput, cpu: &WalkOutput) -> ErrorStats {
+    ErrorStats::of(&relative_acc_errors(
+        &to_dvec(&gpu.acc_pot),
+        &to_dvec(&cpu.acc_pot),
+    ))
+}
+
+/// The targets for which the GPU and CPU walks made the same interactions (both counts equal):
+/// their number and the fraction of all targets they are.
+fn same_interactions(gpu: &WalkOutput, cpu: &WalkOutput) -> (usize, f64) {
+    let same = (0..cpu.p2p.len())
+        .filter(|&k| gpu.p2p[k] == cpu.p2p[k] && gpu.m2p[k] == cpu.m2p[k])
+        .count();
+    (same, same as f64 / cpu.p2p.len() as f64)
 }
 
 #[test]
@@ -125,29 +158,13 @@ fn gpu_matches_cpu_on_the_same_tree() {
                 };
                 let groups = tree_groups(&tree, layout.group());
                 let cpu = grouped_walk(&tree, &targets, Some(&own), &groups, &wp);
-                let gpu = g
-                    .walk_host(
-                        &tree,
-                        &targets,
-                        true,
-                        &groups,
-                        &wp,
-                        &mut PhaseTimes::default(),
-                    )
-                    .unwrap();
-                let e = ErrorStats::of(&relative_acc_errors(
-                    &to_dvec(&gpu.acc_pot),
-                    &to_dvec(&cpu.acc_pot),
-                ));
-                assert!(
-                    e.p99 <= 1e-5,
-                    "{mac} {kernel} V,G = {layout} quadrupole {quadrupole}: {e:?}"
-                );
+                let gpu = walk_through_host(&mut g, &tree, &targets, true, &groups, &wp);
+                let e = acc_differences(&gpu, &cpu);
+                let at = format!("{mac} {kernel} V,G = {layout} quadrupole {quadrupole}");
+                assert!(e.p99 <= 1e-5, "{at}: {e:?}");
                 // The same decisions: the same interactions for (nearly) every target.
-                let same_lists = gpu.m2p.iter().zip(&cpu.m2p).filter(|(a, b)| a == b).count();
-                assert!(same_lists as f64 >= 0.99 * targets.len() as f64);
-                let same_p2p = gpu.p2p.iter().zip(&cpu.p2p).filter(|(a, b)| a == b).count();
-                assert!(same_p2p as f64 >= 0.99 * targets.len() as f64);
+                let (same, part) = same_interactions(&gpu, &cpu);
+                assert!(part >= 0.99, "{at}: {same}");
             }
         }
     }
@@ -323,29 +340,12 @@ fn gpu_walks_a_forest_like_the_cpu() {
     let cpu = grouped_walk(&all, &targets, None, &groups, &wp);
     for kernel in KERNELS {
         let mut g = gpu(kernel, layout).unwrap();
-        let out = g
-            .walk_host(
-                &all,
-                &targets,
-                false,
-                &groups,
-                &wp,
-                &mut PhaseTimes::default(),
-            )
-            .unwrap();
-        let e = ErrorStats::of(&relative_acc_errors(
-            &to_dvec(&out.acc_pot),
-            &to_dvec(&cpu.acc_pot),
-        ));
+        let out = walk_through_host(&mut g, &all, &targets, false, &groups, &wp);
+        let e = acc_differences(&out, &cpu);
         assert!(e.p99 <= 1e-5, "{kernel}: {e:?}");
         // Both roots visited: the same interactions as the CPU for (nearly) every target.
-        let same = (0..targets.len())
-            .filter(|&k| out.p2p[k] == cpu.p2p[k] && out.m2p[k] == cpu.m2p[k])
-            .count();
-        assert!(
-            same as f64 >= 0.99 * targets.len() as f64,
-            "{kernel}: {same}"
-        );
+        let (same, part) = same_interactions(&out, &cpu);
+        assert!(part >= 0.99, "{kernel}: {same}");
     }
 }
 
@@ -963,17 +963,18 @@ fn gpu_far_particles_and_tight_clusters_are_resolved_or_refused() {
     }
 }
 
-/// The device's comoving step operations equal the host's bit for bit: half kicks by
-/// per-bin factors (a comoving run's, for the particles due at a tick), drifts wrapped into a
-/// periodic box, and the background term of vacuum boundaries added to the kept forces.
-#[test]
-fn gpu_comoving_kicks_drifts_and_background_equal_the_hosts() {
+/// A CPU and a GPU engine (in that order) holding the same 3000 particles of a uniform cube
+/// and integrator state, their bins 0 to 3, with a comoving run's expansion and block
+/// timeline; None (after saying why) when there is no GPU.
+fn comoving_engines() -> Option<(
+    Particles,
+    IntegratorState,
+    Expansion,
+    Timeline,
+    [ForceEngine; 2],
+)> {
     use hinoki::cosmology::Cosmology;
-    use hinoki::forces::ForceEngine;
-    use hinoki::integrate::{Expansion, HalfKick, IntegratorState, Stepping, Timeline};
-    if context().is_none() {
-        return;
-    }
+    context()?;
     let mut p = generate(Model::UniformCube, 3000, 9).unwrap();
     p.vel.iter_mut().for_each(|v| *v *= 40.0);
     let n = p.len();
@@ -994,7 +995,19 @@ fn gpu_comoving_kicks_drifts_and_background_equal_the_hosts() {
         engine.load_state(&state).unwrap();
         engine
     };
-    let (mut cpu, mut gpu) = (engine(Backend::Cpu), engine(Backend::Gpu));
+    let engines = [engine(Backend::Cpu), engine(Backend::Gpu)];
+    Some((p, state, e, tl, engines))
+}
+
+/// The device's comoving step operations equal the host's bit for bit: half kicks by
+/// per-bin factors (a comoving run's, for the particles due at a tick), drifts wrapped into a
+/// periodic box, and the background term of vacuum boundaries added to the kept forces.
+#[test]
+fn gpu_comoving_kicks_drifts_and_background_equal_the_hosts() {
+    let Some((p, state, e, tl, [mut cpu, mut gpu])) = comoving_engines() else {
+        return;
+    };
+    let n = p.len();
     // Bins 2 and 3 are due at 3 · 2^(depth − 2) ticks; bins 0 and 1 are not.
     let tick = 3 * tl.ticks(2);
     for engine in [&mut cpu, &mut gpu] {
@@ -1018,6 +1031,38 @@ fn gpu_comoving_kicks_drifts_and_background_equal_the_hosts() {
         let due = state.bin[i] >= 2;
         assert_eq!(gp.vel[i] != p.vel[i], due, "particle {i}");
         assert_eq!(gs.acc[i] != state.acc[i], due, "particle {i}");
+    }
+}
+
+/// The GPU uploads a kick's per-bin factors only when they differ from the last ones it
+/// uploaded (8 bytes a bin, else nothing), and its kicks stay the host's bit for bit through
+/// changes and repeats of the factors: A, A, B, A, then A for another tick.
+#[test]
+fn gpu_kick_factors_are_uploaded_only_when_they_change() {
+    let Some((_, _, e, tl, [mut cpu, mut gpu])) = comoving_engines() else {
+        return;
+    };
+    let tick = 3 * tl.ticks(2);
+    let a = e.kick_factors(&tl, tick, HalfKick::Opening);
+    let b = e.kick_factors(&tl, tick, HalfKick::Closing);
+    assert_ne!(a, b);
+    let bin_bytes = 8 * (tl.depth as u64 + 1);
+    for (k, (factors, at, uploaded)) in [
+        (&a, tick, bin_bytes),
+        (&a, tick, 0),
+        (&b, tick, bin_bytes),
+        (&a, tick, bin_bytes),
+        (&a, tick + tl.ticks(3), 0),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let before = gpu.bus_bytes().0;
+        gpu.half_kick(&tl, at, factors).unwrap();
+        assert_eq!(gpu.bus_bytes().0 - before, uploaded, "kick {k}: bytes up");
+        cpu.half_kick(&tl, at, factors).unwrap();
+        let (cp, gp) = (cpu.run_state().unwrap().0, gpu.run_state().unwrap().0);
+        assert_eq!(cp.vel, gp.vel, "kick {k}");
     }
 }
 

@@ -4,23 +4,9 @@
 
 mod common;
 
-use common::TempDir;
+use common::{arg, hinoki, TempDir};
 use std::path::Path;
-use std::process::{Command, Output};
-
-/// Runs the binary; a run longer than two minutes fails the test (a hang is a bug).
-fn hinoki(args: &[&str]) -> Output {
-    common::output_within(
-        Command::new(env!("CARGO_BIN_EXE_hinoki"))
-            .args(args)
-            .env("HINOKI_LOG", "off"),
-        std::time::Duration::from_secs(120),
-    )
-}
-
-fn arg(p: &Path) -> &str {
-    p.to_str().expect("temporary paths are UTF-8")
-}
+use std::process::Output;
 
 fn ok(out: &Output, what: &str) {
     assert!(

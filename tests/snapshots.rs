@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::TempDir;
+use common::{hinoki_logging, TempDir};
 use hinoki::comm::SingleProcess;
 use hinoki::ics::{generate, Model};
 use hinoki::io::{read_snapshot, write_snapshot, SnapshotExtras};
@@ -552,7 +552,7 @@ fn ics_cosmology_options_give_the_library_s_particles() {
         ];
         args.extend(["-o", file.to_str().unwrap()]);
         args.extend(extra);
-        let out = hinoki(&args);
+        let out = hinoki_logging(&args, "info");
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(out.status.success(), "{extra:?}: {stderr}");
         assert!(
@@ -578,15 +578,6 @@ fn ics_cosmology_options_give_the_library_s_particles() {
     }
 }
 
-/// Runs the hinoki binary with `args` (logging at info level) and returns its output.
-fn hinoki(args: &[&str]) -> std::process::Output {
-    common::output(
-        Command::new(env!("CARGO_BIN_EXE_hinoki"))
-            .args(args)
-            .env("HINOKI_LOG", "info"),
-    )
-}
-
 /// `hinoki render --types` draws only the particles of those types and `--slab` only those
 /// within half its thickness of the centre's plane, at their nearest images in the periodic
 /// box (counted here by h5py); reading the gas warns once, naming the SPH fields not kept.
@@ -598,7 +589,7 @@ fn render_draws_the_chosen_types_and_slab() {
     let f = file.to_str().unwrap();
     let png = |name: &str| dir.join(name).to_str().unwrap().to_string();
     let drawn = |args: &[&str]| {
-        let o = hinoki(args);
+        let o = hinoki_logging(args, "info");
         let stderr = String::from_utf8_lossy(&o.stderr).to_string();
         assert!(o.status.success(), "{stderr}");
         let n = stderr
@@ -653,7 +644,7 @@ print(json.dumps({"n": int(np.sum(np.abs(d) <= 4000.0))}))
         let out = png("bad.png");
         let mut all_args = vec!["render", f, "-o", &out];
         all_args.extend(args);
-        let o = hinoki(&all_args);
+        let o = hinoki_logging(&all_args, "info");
         let stderr = String::from_utf8_lossy(&o.stderr);
         assert!(!o.status.success(), "{stderr}");
         let last = stderr.lines().last().unwrap_or("");
@@ -691,7 +682,7 @@ fn ics_cosmology_cuts_a_sphere() {
         ];
         args.push(file.to_str().unwrap());
         args.extend_from_slice(extra);
-        hinoki(&args)
+        hinoki_logging(&args, "info")
     };
     let o = ics(&["--sphere", "20"]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));

@@ -181,7 +181,7 @@ pub trait Backend {
 
     /// The LETs of the local tree for every rank's region (none for rank `me`), concatenated
     /// in rank order in the wire format, and the words of each; `periodic`: the frame is a
-    /// periodic box of side 1 ([`crate::lets::accepts_periodic`]). Times `let`.
+    /// periodic box of side 1 ([`Criterion::accepts_periodic`](crate::walk::mac::Criterion::accepts_periodic)). Times `let`.
     fn export_lets(
         &mut self,
         regions: &[Region],

@@ -32,8 +32,11 @@ pub struct StepArrays<R: KernelRunner> {
     /// The first bad particle's index, and its record.
     first: R::Array<u32>,
     record: R::Array<f64>,
-    /// The half kick's factor of each bin, uploaded by each kick.
+    /// The half kick's factor of each bin, uploaded by a kick whose factors differ from the
+    /// last ones uploaded.
     kick: R::Array<f64>,
+    /// The bits of the factors `kick` holds (none before the first kick).
+    kick_held: Vec<u64>,
 }
 
 impl<R: KernelRunner> StepArrays<R> {
@@ -47,6 +50,7 @@ impl<R: KernelRunner> StepArrays<R> {
             first: r.alloc(1)?,
             record: r.alloc(8)?,
             kick: r.alloc(MAX_DEPTH as usize + 1)?,
+            kick_held: Vec::new(),
         })
     }
 
@@ -56,8 +60,10 @@ impl<R: KernelRunner> StepArrays<R> {
     }
 
     /// Half kick of the particles of `p` that end their step at tick `tick` of `tl`, by the
-    /// factor of their bin in `kick` (one per bin 0 ..= depth, uploaded here; see
-    /// [`IntegratorState::half_kick`](super::IntegratorState::half_kick)).
+    /// factor of their bin in `kick` (one per bin 0 ..= depth; see
+    /// [`IntegratorState::half_kick`](super::IntegratorState::half_kick)). The factors are
+    /// uploaded only when they differ (bit for bit) from those the device holds: they change
+    /// with the time step, not with every kick.
     pub fn half_kick(
         &mut self,
         s: &Stages<R>,
@@ -67,7 +73,15 @@ impl<R: KernelRunner> StepArrays<R> {
         kick: &[f64],
     ) -> Result<()> {
         tl.check_per_bin(kick)?;
-        s.runner().upload(kick, &mut self.kick)?;
+        if !kick
+            .iter()
+            .map(|k| k.to_bits())
+            .eq(self.kick_held.iter().copied())
+        {
+            self.kick_held.clear();
+            s.runner().upload(kick, &mut self.kick)?;
+            self.kick_held.extend(kick.iter().map(|k| k.to_bits()));
+        }
         let a = &p.arrays;
         // SAFETY: the state's arrays hold p.n particles; kick one factor per bin.
         unsafe {

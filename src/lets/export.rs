@@ -11,8 +11,7 @@
 
 use super::region::{Region, TargetBox};
 use super::wire::{self, CELL_WORDS, HEADER_WORDS, PARTICLE_WORDS};
-use crate::tree::{Cells, Tree};
-use crate::walk::ewald::MAX_ACCEPTED_HALF;
+use crate::tree::Tree;
 use crate::walk::mac::Criterion;
 use rayon::prelude::*;
 
@@ -32,44 +31,9 @@ pub(super) fn padded((c, h): &TargetBox) -> TargetBox {
 /// The LET of `tree` for a destination occupying `region`, in the wire format; empty when the
 /// region is (the destination has no particles). `periodic`: the frame is a periodic box of
 /// side 1, and a cell is tested against the nearest image of each box
-/// ([`accepts_periodic`]).
+/// ([`Criterion::accepts_periodic`]).
 pub fn export(tree: &Tree, crit: &Criterion, periodic: bool, region: &Region) -> Vec<f32> {
     export_splitting_above(tree, crit, periodic, region, PARALLEL_COUNT)
-}
-
-/// The opening test of a periodic walk (period 1) for the box centred at `bc` with
-/// half-extents `bh`: [`Criterion::accepts`] on the separations folded to the nearest image
-/// per axis (the box's extent along an axis is an interval of the circle), so that a cell
-/// accepted for a box is accepted for every target group inside it whatever image the group
-/// takes; a cell of half side above [`MAX_ACCEPTED_HALF`] is never accepted (the walks'
-/// rule), but a LET multipole already accepted by its sender is.
-pub fn accepts_periodic(
-    crit: &Criterion,
-    cells: &Cells,
-    c: usize,
-    bc: [f32; 3],
-    bh: [f32; 3],
-    amin: f32,
-) -> bool {
-    if cells.s_eff[c] < 0.0 {
-        return true;
-    }
-    let [cx, cy, cz, h] = cells.boxes[c];
-    if h > MAX_ACCEPTED_HALF {
-        return false;
-    }
-    let fold = |x: f32| (x - x.round()).abs();
-    let ce = [cx, cy, cz];
-    if (0..3).all(|k| fold(ce[k] - bc[k]) <= h + bh[k]) {
-        return false;
-    }
-    let cm = cells.com_mass[c];
-    let mut d2 = 0.0f32;
-    for k in 0..3 {
-        let d = (fold(cm[k] - bc[k]) - bh[k]).max(0.0);
-        d2 += d * d;
-    }
-    crit.accepts_at(cells, c, h, cm[3], d2, amin)
 }
 
 /// [`export`], exporting the children of cells of more than `parallel_count` particles in
@@ -149,7 +113,7 @@ impl Ctx<'_> {
         // Accepted for the bound means accepted for every box inside it (the criteria only
         // grow easier with distance); otherwise every box must accept.
         let accepts = |(bc, bh): &TargetBox| match self.periodic {
-            true => accepts_periodic(self.crit, cells, c, *bc, *bh, self.amin),
+            true => self.crit.accepts_periodic(cells, c, *bc, *bh, self.amin),
             false => self.crit.accepts(cells, c, *bc, *bh, self.amin),
         };
         if accepts(&self.bound) || self.boxes.iter().all(accepts) {

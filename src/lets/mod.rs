@@ -13,7 +13,7 @@ pub mod export_gpu;
 mod region;
 pub mod wire;
 
-pub use export::{accepts_periodic, export};
+pub use export::export;
 pub use region::{Region, TargetBox};
 
 use crate::comm::Comm;

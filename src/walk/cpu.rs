@@ -153,6 +153,24 @@ pub fn grouped_walk(
     if p.periodic {
         return super::periodic::grouped_walk(tree, targets, own, groups, p);
     }
+    for_each_group(targets, own, groups, |list: &mut List, tg, own, acc| {
+        collect(tree, tg, &p.criterion, list);
+        evaluate(tree, tg, own, list, p, acc);
+        (list.p2p(), list.cells.len() as u32)
+    })
+}
+
+/// The driver of the grouped walks: runs `work(scratch, tg, own, acc)` for every group of
+/// `targets` in parallel (rayon; `scratch` is one thread's, kept between its groups), with `tg`
+/// the group's targets, `own` which of the tree's particles they are, and `acc` their results
+/// to write (x, y, z, potential); `work` returns the group's particle–particle and
+/// particle–cell interactions per target, which the output records for each of its targets.
+pub(super) fn for_each_group<S: Default + Send>(
+    targets: &[[f32; 4]],
+    own: Own,
+    groups: &[Group],
+    work: impl Fn(&mut S, &[[f32; 4]], Own, &mut [[f32; 4]]) -> (u32, u32) + Sync,
+) -> WalkOutput {
     let mut out = WalkOutput::zeros(targets.len());
     let acc = split(&mut out.acc_pot, groups);
     let np = split(&mut out.p2p, groups);
@@ -161,13 +179,12 @@ pub fn grouped_walk(
         .par_iter()
         .zip(acc)
         .zip(np.into_par_iter().zip(nm))
-        .for_each_init(List::default, |list, ((&[s, k], acc), (np, nm))| {
+        .for_each_init(S::default, |scratch, ((&[s, k], acc), (np, nm))| {
             let range = s as usize..(s + k) as usize;
             let tg = &targets[range.clone()];
-            collect(tree, tg, &p.criterion, list);
-            np.fill(list.p2p());
-            nm.fill(list.cells.len() as u32);
-            evaluate(tree, tg, own.map(|o| &o[range]), list, p, acc);
+            let (n_p2p, n_m2p) = work(scratch, tg, own.map(|o| &o[range]), acc);
+            np.fill(n_p2p);
+            nm.fill(n_m2p);
         });
     out
 }
@@ -179,7 +196,7 @@ fn own_lanes(own: Own, len: usize) -> [u32; LANES] {
 }
 
 /// Cuts `v` into the consecutive pieces of `groups`.
-pub(super) fn split<'a, T>(mut v: &'a mut [T], groups: &[Group]) -> Vec<&'a mut [T]> {
+fn split<'a, T>(mut v: &'a mut [T], groups: &[Group]) -> Vec<&'a mut [T]> {
     let mut out = Vec::with_capacity(groups.len());
     for &[_, k] in groups {
         let (head, tail) = v.split_at_mut(k as usize);

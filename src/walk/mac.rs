@@ -103,7 +103,17 @@ impl Criterion {
             return true;
         }
         let [cx, cy, cz, h] = cells.boxes[c];
-        self.accepts_box(cells, c, [cx, cy, cz], h, cells.com_mass[c], bc, bh, amin)
+        self.accepts_box(
+            cells,
+            c,
+            [cx, cy, cz],
+            h,
+            cells.com_mass[c],
+            bc,
+            bh,
+            amin,
+            f32::abs,
+        )
     }
 
     /// [`Criterion::accepts`] in a periodic walk (frame units, period 1): for the image of cell
@@ -120,21 +130,54 @@ impl Criterion {
         bh: [f32; 3],
         amin: f32,
     ) -> bool {
-        if cells.s_eff[c] < 0.0 {
-            return true;
+        if let Some(verdict) = periodic_verdict(cells, c) {
+            return verdict;
         }
         let [cx, cy, cz, h] = cells.boxes[c];
-        if h > MAX_ACCEPTED_HALF {
-            return false;
-        }
         let [mx, my, mz, m] = cells.com_mass[c];
         let centre = [cx - s[0], cy - s[1], cz - s[2]];
         let cm = [mx - s[0], my - s[1], mz - s[2], m];
-        self.accepts_box(cells, c, centre, h, cm, bc, bh, amin)
+        self.accepts_box(cells, c, centre, h, cm, bc, bh, amin, f32::abs)
+    }
+
+    /// The opening test of a periodic walk (period 1) for a whole box of targets centred at
+    /// `bc` with half-extents `bh` (the LET export's test of a destination's box): the test of
+    /// [`Criterion::accepts`] on the separations folded to the nearest image per axis,
+    /// |x − round(x)| (the box's extent along an axis is an interval of the circle), so that a
+    /// cell accepted for a box is accepted for every target group inside it whatever image the
+    /// group takes. The rules of [`Criterion::accepts_image`] hold: a cell of half side above
+    /// [`MAX_ACCEPTED_HALF`] is never accepted, a LET multipole its sender accepted always.
+    #[inline(always)]
+    pub fn accepts_periodic(
+        &self,
+        cells: &Cells,
+        c: usize,
+        bc: [f32; 3],
+        bh: [f32; 3],
+        amin: f32,
+    ) -> bool {
+        if let Some(verdict) = periodic_verdict(cells, c) {
+            return verdict;
+        }
+        let [cx, cy, cz, h] = cells.boxes[c];
+        let fold = |x: f32| (x - x.round()).abs();
+        self.accepts_box(
+            cells,
+            c,
+            [cx, cy, cz],
+            h,
+            cells.com_mass[c],
+            bc,
+            bh,
+            amin,
+            fold,
+        )
     }
 
     /// The test of [`Criterion::accepts`] for cell `c` with its box centre `centre`, half side
-    /// `h` and centre of mass and mass `cm` given (those of the cell or of one of its images).
+    /// `h` and centre of mass and mass `cm` given (those of the cell or of one of its images),
+    /// `distance` taking a separation along an axis (cell minus targets' centre) to the
+    /// distance that counts: `f32::abs`, or the distance to the nearest image.
     #[inline(always)]
     #[allow(clippy::too_many_arguments)]
     fn accepts_box(
@@ -147,14 +190,15 @@ impl Criterion {
         bc: [f32; 3],
         bh: [f32; 3],
         amin: f32,
+        distance: impl Fn(f32) -> f32,
     ) -> bool {
-        let overlap = (0..3).all(|k| (centre[k] - bc[k]).abs() <= h + bh[k]);
+        let overlap = (0..3).all(|k| distance(centre[k] - bc[k]) <= h + bh[k]);
         if overlap {
             return false;
         }
         let mut d2 = 0.0f32;
         for k in 0..3 {
-            let d = ((cm[k] - bc[k]).abs() - bh[k]).max(0.0);
+            let d = (distance(cm[k] - bc[k]) - bh[k]).max(0.0);
             d2 += d * d;
         }
         self.accepts_at(cells, c, h, cm[3], d2, amin)
@@ -171,5 +215,19 @@ impl Criterion {
             }
             Mac::BarnesHut | Mac::Modified => d2 > cells.s_eff[c],
         }
+    }
+}
+
+/// The periodic walk's verdict on cell `c` before any geometry, when there is one: accepted
+/// for a LET multipole its sender accepted (S_eff < 0), opened for a cell of half side above
+/// [`MAX_ACCEPTED_HALF`].
+#[inline(always)]
+fn periodic_verdict(cells: &Cells, c: usize) -> Option<bool> {
+    if cells.s_eff[c] < 0.0 {
+        Some(true)
+    } else if cells.boxes[c][3] > MAX_ACCEPTED_HALF {
+        Some(false)
+    } else {
+        None
     }
 }

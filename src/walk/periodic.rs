@@ -8,28 +8,28 @@
 //!   ([`Criterion::accepts_image`]: a cell of half side above
 //!   [`MAX_ACCEPTED_HALF`](super::ewald::MAX_ACCEPTED_HALF) is always opened);
 //! - an accepted cell adds its multipole from cm − s and one Ewald monopole, its mass at
-//!   D = bc − (cm − s);
+//!   D = bc − (cm − s), and the isotropic second-order term of its spread to the potential,
+//!   [`SPREAD_POTENTIAL`] · T (T = Σ m |y|², the cell's trace);
 //! - an opened leaf of half side at most [`MAX_LEAF_MONOPOLE_HALF`] adds its particles moved by
-//!   the leaf's s and one Ewald monopole of its mass at its cm's D; a larger one adds each of
-//!   its particles j at x_j − s_j, s_j = round(x_j − bc), with its own monopole at
-//!   D = bc − (x_j − s_j);
-//! - the monopoles' sums C = Σ M f(D), J = Σ M J(D), Ψ = Σ M ψ(D) (float64, summed after the
-//!   walk by [`EwaldTable::sum`](super::ewald::EwaldTable::sum)) reach each target
-//!   at x to first order, a += C + J δ, φ += Ψ − C·δ with δ = x − bc (the target's own term
-//!   included: its ψ(0) is the self-energy of its images).
+//!   the leaf's s and one Ewald monopole of its mass at its cm's D (and its spread's term, as a
+//!   cell's); a larger one adds each of its particles j at x_j − s_j, s_j = round(x_j − bc),
+//!   with its own monopole at D = bc − (x_j − s_j);
+//! - the monopoles' sums C = Σ M f(D), J = Σ M J(D), Ψ = Σ M ψ(D) + Σ [`SPREAD_POTENTIAL`] · T
+//!   (float64, summed after the walk by [`EwaldTable::sum`]) reach each target at x to first
+//!   order, a += C + J δ, φ += Ψ − C·δ with δ = x − bc (the target's own term included: its
+//!   ψ(0) is the self-energy of its images).
 //!
 //! The interaction list of a group is one list per shift; a list of shift s is evaluated by the
 //! open walk's list evaluation with the targets moved by +s (x + s against sources y is x
 //! against y − s). Groups must be small ([`MAX_GROUP_HALF`](super::ewald::MAX_GROUP_HALF),
 //! [`super::groups::within_half`]): the correction's first-order carry errs as bh².
 
-use super::cpu::{evaluate, group_box, split, List, Own, WalkOutput, WalkParams};
-use super::ewald::{table, Correction, MAX_LEAF_MONOPOLE_HALF};
+use super::cpu::{evaluate, for_each_group, group_box, List, Own, WalkOutput, WalkParams};
+use super::ewald::{table, Correction, EwaldTable, MAX_LEAF_MONOPOLE_HALF, SPREAD_POTENTIAL};
 use super::groups::Group;
 use super::mac::Criterion;
-use crate::tree::Tree;
+use crate::tree::{Cells, Tree};
 use glam::DVec3;
-use rayon::prelude::*;
 
 /// One group's interaction lists, one per image shift, and its Ewald monopoles.
 #[derive(Default)]
@@ -39,6 +39,10 @@ struct Images {
     lists: Vec<([f32; 3], List)>,
     /// The group's Ewald monopoles: separation D (x, y, z) and mass.
     monopoles: Vec<[f32; 4]>,
+    /// Σ T over the monopoles that stand for several particles (accepted cells, small opened
+    /// leaves), T = Σ m |y|² about their centres of mass: their spread's potential term is
+    /// [`SPREAD_POTENTIAL`] times it.
+    spread: f64,
 }
 
 impl Images {
@@ -47,6 +51,7 @@ impl Images {
             list.clear();
         }
         self.monopoles.clear();
+        self.spread = 0.0;
     }
 
     /// The list of shift `s`.
@@ -67,6 +72,22 @@ impl Images {
     #[inline]
     fn correct(&mut self, m: f32, d: [f32; 3]) {
         self.monopoles.push([d[0], d[1], d[2], m]);
+    }
+
+    /// Adds the Ewald monopole of cell `c` of `cells` taken as one mass `m` at separation `d`,
+    /// and its spread (its trace).
+    #[inline]
+    fn correct_cell(&mut self, cells: &Cells, c: usize, m: f32, d: [f32; 3]) {
+        self.correct(m, d);
+        self.spread += cells.trace[c] as f64;
+    }
+
+    /// The sums of the group's Ewald terms: the monopoles' by `table`, the potential's with
+    /// the spread's term.
+    fn sum(&self, table: &EwaldTable) -> Correction {
+        let mut c = table.sum(&self.monopoles);
+        c.pot += SPREAD_POTENTIAL * self.spread;
+        c
     }
 
     /// Particle–particle and particle–cell interactions per target of the lists.
@@ -102,25 +123,13 @@ pub(super) fn grouped_walk(
     p: &WalkParams,
 ) -> WalkOutput {
     let table = table();
-    let mut out = WalkOutput::zeros(targets.len());
-    let acc = split(&mut out.acc_pot, groups);
-    let np = split(&mut out.p2p, groups);
-    let nm = split(&mut out.m2p, groups);
-    groups
-        .par_iter()
-        .zip(acc)
-        .zip(np.into_par_iter().zip(nm))
-        .for_each_init(Scratch::default, |sc, ((&[s, k], acc), (np, nm))| {
-            let range = s as usize..(s + k) as usize;
-            let tg = &targets[range.clone()];
-            let bc = collect(tree, tg, &p.criterion, &mut sc.images);
-            let ewald = table.sum(&sc.images.monopoles);
-            let (n_p2p, n_m2p) = sc.images.counts();
-            np.fill(n_p2p);
-            nm.fill(n_m2p);
-            evaluate_images(tree, tg, own.map(|o| &o[range]), (bc, &ewald), p, sc, acc);
-        });
-    out
+    for_each_group(targets, own, groups, |sc: &mut Scratch, tg, own, acc| {
+        let bc = collect(tree, tg, &p.criterion, &mut sc.images);
+        let ewald = sc.images.sum(table);
+        let counts = sc.images.counts();
+        evaluate_images(tree, tg, own, (bc, &ewald), p, sc, acc);
+        counts
+    })
 }
 
 /// The shift of a source at `x` for a group centred at `bc`: whole periods per axis that take
@@ -159,7 +168,7 @@ fn collect(tree: &Tree, tg: &[[f32; 4]], crit: &Criterion, im: &mut Images) -> [
         let s = shift(cm, bc);
         if crit.accepts_image(cells, c, s, bc, bh, amin) {
             im.list(s).cells.push(c as u32);
-            im.correct(cm[3], separation(bc, cm, s));
+            im.correct_cell(cells, c, cm[3], separation(bc, cm, s));
             c += cells.subtree[c] as usize;
             continue;
         }
@@ -168,7 +177,7 @@ fn collect(tree: &Tree, tg: &[[f32; 4]], crit: &Criterion, im: &mut Images) -> [
             let b = a + cells.count[c];
             if cells.boxes[c][3] <= MAX_LEAF_MONOPOLE_HALF {
                 im.list(s).push_range(a, b);
-                im.correct(cm[3], separation(bc, cm, s));
+                im.correct_cell(cells, c, cm[3], separation(bc, cm, s));
             } else {
                 for j in a..b {
                     let x = tree.particles[j as usize];

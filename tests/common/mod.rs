@@ -50,6 +50,28 @@ impl Drop for TempDir {
     }
 }
 
+/// Runs the `hinoki` binary with `args` and no log output; a run longer than five minutes
+/// fails the test (a hang is a bug).
+pub fn hinoki<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> std::process::Output {
+    hinoki_logging(args, "off")
+}
+
+/// [`hinoki`] with the log lines of `level` and above on stderr (`HINOKI_LOG`), on two threads.
+pub fn hinoki_logging<S: AsRef<std::ffi::OsStr>>(args: &[S], level: &str) -> std::process::Output {
+    output_within(
+        std::process::Command::new(env!("CARGO_BIN_EXE_hinoki"))
+            .args(args)
+            .env("HINOKI_LOG", level)
+            .env("RAYON_NUM_THREADS", "2"),
+        std::time::Duration::from_secs(300),
+    )
+}
+
+/// A path as a command-line argument.
+pub fn arg(p: &Path) -> &str {
+    p.to_str().expect("temporary paths are UTF-8")
+}
+
 /// Held while a test starts a child process or has an HDF5 file open for writing. The HDF5
 /// library opens files without close-on-exec and locks them (flock): a child started by one
 /// test while another test writes a file inherits that file, and its lock, for as long as the

@@ -1,7 +1,7 @@
 //! The GPU walk in a periodic box (nearest images and the Ewald correction) against Ewald sums
 //! written here and float64 periodic direct summation.
 
-use super::{forest, gpu, size, KERNELS};
+use super::{acc_differences, forest, gpu, same_interactions, size, walk_through_host, KERNELS};
 use glam::DVec3;
 use hinoki::diag::error_stats::relative_acc_errors;
 use hinoki::diag::{ErrorStats, PhaseTimes};
@@ -71,16 +71,14 @@ fn periodic_walk(
         .iter()
         .map(|q| [q[0], q[1], q[2], 0.0])
         .collect();
-    let out = g
-        .walk_host(
-            tree,
-            &targets,
-            true,
-            groups,
-            &periodic_params(Mac::Modified, eps2, true),
-            &mut PhaseTimes::default(),
-        )
-        .unwrap();
+    let out = walk_through_host(
+        g,
+        tree,
+        &targets,
+        true,
+        groups,
+        &periodic_params(Mac::Modified, eps2, true),
+    );
     let n = targets.len();
     let (mut acc, mut pot) = (vec![DVec3::ZERO; n], vec![0.0; n]);
     for (f, &i) in out.acc_pot.iter().zip(order) {
@@ -359,7 +357,9 @@ fn gpu_periodic_walk_meets_the_periodic_direct_sum() {
                 let at = format!("{kernel} {layout} {what}");
                 assert!(e.p50 <= 2e-3 && e.p99 <= 3e-2, "{at}: {e:?}");
                 assert!(en.p99 <= 1e-3 && en.max <= 3e-3, "{at}: {en:?}");
-                assert!(ep.max <= 5e-3, "{at}: {ep:?}");
+                // Potentials: 1.7e-4 at most on the emulator (N = 2000), with the spread terms
+                // of the Ewald monopoles and of the table's interpolation.
+                assert!(ep.max <= 1e-3, "{at}: {ep:?}");
             }
         }
     }
@@ -410,22 +410,8 @@ fn gpu_periodic_walk_matches_the_cpu_on_the_same_tree() {
         ] {
             let wp = periodic_params(mac, eps2, quadrupole);
             let cpu = grouped_walk(&tree, &targets, Some(&own), &groups, &wp);
-            let gpu = g
-                .walk_host(
-                    &tree,
-                    &targets,
-                    true,
-                    &groups,
-                    &wp,
-                    &mut PhaseTimes::default(),
-                )
-                .unwrap();
-            let vec = |a: &[[f32; 4]]| -> Vec<DVec3> {
-                a.iter()
-                    .map(|f| DVec3::new(f[0] as f64, f[1] as f64, f[2] as f64))
-                    .collect()
-            };
-            let e = ErrorStats::of(&relative_acc_errors(&vec(&gpu.acc_pot), &vec(&cpu.acc_pot)));
+            let gpu = walk_through_host(&mut g, &tree, &targets, true, &groups, &wp);
+            let e = acc_differences(&gpu, &cpu);
             let rms = (cpu
                 .acc_pot
                 .iter()
@@ -451,10 +437,8 @@ fn gpu_periodic_walk_matches_the_cpu_on_the_same_tree() {
             assert!(e.p99 <= 3e-5 && e.max <= 3e-4, "{at}: {e:?}");
             assert!(ep.max <= 3e-5, "{at}: {ep:?}");
             // The same decisions: the same interactions for (nearly) every target.
-            let same = (0..n)
-                .filter(|&k| gpu.p2p[k] == cpu.p2p[k] && gpu.m2p[k] == cpu.m2p[k])
-                .count();
-            assert!(same as f64 >= 0.99 * n as f64, "{at}: {same} of {n}");
+            let (same, part) = same_interactions(&gpu, &cpu);
+            assert!(part >= 0.99, "{at}: {same} of {n}");
         }
     }
 }

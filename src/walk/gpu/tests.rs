@@ -1,7 +1,9 @@
 //! The periodic walk's pieces of the device code: its constants, and its groups (run by the
 //! CPU kernel emulator).
 
-use crate::walk::ewald::{MAX_ACCEPTED_HALF, MAX_GROUP_HALF, MAX_LEAF_MONOPOLE_HALF, TABLE_POINTS};
+use crate::walk::ewald::{
+    MAX_ACCEPTED_HALF, MAX_GROUP_HALF, MAX_LEAF_MONOPOLE_HALF, SPREAD_POTENTIAL, TABLE_POINTS,
+};
 
 /// The value of `#define name (a / b)` or `#define name n` in `source`.
 fn defined(source: &str, name: &str) -> f32 {
@@ -20,17 +22,23 @@ fn defined(source: &str, name: &str) -> f32 {
     }
 }
 
-/// cuda/periodic.cuh holds the constants of src/walk/ewald.rs.
+/// cuda/periodic.cuh and cuda/gravity.cuh (MAX_ACCEPTED_HALF) hold the constants of
+/// src/walk/ewald.rs.
 #[test]
 fn the_kernels_periodic_constants_are_the_hosts() {
     let header = include_str!("../../../cuda/periodic.cuh");
     assert_eq!(defined(header, "MAX_GROUP_HALF"), MAX_GROUP_HALF);
-    assert_eq!(defined(header, "MAX_ACCEPTED_HALF"), MAX_ACCEPTED_HALF);
+    let gravity = include_str!("../../../cuda/gravity.cuh");
+    assert_eq!(defined(gravity, "MAX_ACCEPTED_HALF"), MAX_ACCEPTED_HALF);
     assert_eq!(
         defined(header, "MAX_LEAF_MONOPOLE_HALF"),
         MAX_LEAF_MONOPOLE_HALF
     );
     assert_eq!(defined(header, "EWALD_POINTS"), TABLE_POINTS as f32);
+    assert_eq!(
+        defined(header, "EWALD_SPREAD_POTENTIAL"),
+        SPREAD_POTENTIAL as f32
+    );
 }
 
 /// The periodic walk's groups: every group cut into consecutive pieces within
