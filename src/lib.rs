@@ -19,6 +19,7 @@ pub mod domain;
 pub mod error;
 pub mod forces;
 pub mod gpu;
+pub mod hash;
 pub mod ics;
 pub mod integrate;
 pub mod io;

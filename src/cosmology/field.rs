@@ -30,6 +30,7 @@
 //! the second-order Lagrangian source, whose [`displacement`] is the 2LPT displacement ψ₂.
 
 use crate::error::{Error, Result};
+use crate::hash::splitmix64;
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use rayon::prelude::*;
@@ -133,14 +134,6 @@ pub fn mode_stream(seed: u64, m: [i64; 3]) -> Xoshiro256PlusPlus {
         .iter()
         .fold(splitmix64(seed), |h, &c| splitmix64(h ^ c as u64));
     Xoshiro256PlusPlus::seed_from_u64(key)
-}
-
-/// The SplitMix64 output function of `z` (a bijective 64-bit scramble).
-fn splitmix64(z: u64) -> u64 {
-    let z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    let z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    let z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
 }
 
 /// How the amplitudes |δ_k| of the random modes are drawn.

@@ -3,13 +3,14 @@
 //! ranks the LETs (region, export, exchange in a communication thread while the local tree is
 //! walked, the received forest walked after it), and the results in the particles' order.
 
-use super::rebuild::{mix, Probe, PROBE_EVERY};
+use super::rebuild::{Probe, PROBE_EVERY};
 use super::resolution::{self, Resolution};
 use super::ForceParams;
 use crate::backend::{Active, Backend, PreviousAcc, Source, TargetSpec};
 use crate::comm::Comm;
 use crate::diag::PhaseTimes;
 use crate::error::{Error, Result};
+use crate::hash::{mix, GOLDEN};
 use crate::lets::{gather_regions, LetStats};
 use crate::sfc::frame::{centre_of, CENTRE_SAMPLES};
 use crate::sfc::{Frame, GridBox};
@@ -285,8 +286,7 @@ fn periodic_frame(lo: DVec3, hi: DVec3, side: f64, agreed: &[f64]) -> Result<Fra
              [{lo}, {hi}]"
         )));
     }
-    // A SplitMix64 stream (Steele, Lea & Flood 2014) seeded by a hash of the agreed values.
-    const GOLDEN: u64 = 0x9e37_79b9_7f4a_7c15;
+    // A SplitMix64 stream seeded by a hash of the agreed values.
     let mut state = agreed
         .iter()
         .fold(GOLDEN, |h, v| mix(h.wrapping_add(GOLDEN) ^ v.to_bits()));

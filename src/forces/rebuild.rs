@@ -35,6 +35,7 @@
 use crate::comm::Comm;
 use crate::diag::PhaseTimes;
 use crate::error::{Error, Result};
+use crate::hash::mix;
 use crate::sfc::Frame;
 use rayon::prelude::*;
 use serde::de::Deserializer;
@@ -318,13 +319,6 @@ pub struct RefitState {
     pub clock: RebuildClock,
     /// This rank's tree as of the last rebuild.
     pub topology: Option<TreeTopology>,
-}
-
-/// The SplitMix64 finalizer: a well-mixed 64-bit hash of `z`.
-pub(crate) fn mix(mut z: u64) -> u64 {
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58476d1ce4e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d049bb133111eb);
-    z ^ (z >> 31)
 }
 
 /// A hash of the particle ids in their order: a refit needs the particles, in the order, of

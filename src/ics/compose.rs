@@ -5,7 +5,7 @@
 //! Composite models use equal-mass particles: component `c` of mass `M_c` gets about
 //! `N·M_c/M` of the `N` particles (largest remainder), every particle weighing `M/N`.
 
-use super::sampling::splitmix64;
+use crate::hash::splitmix64;
 use crate::Particles;
 use glam::DVec3;
 

@@ -9,6 +9,7 @@
 //! Distinct chunks get distinct, unrelated seeds without the cost of `jump()` (which would take
 //! `k` jumps to reach chunk `k`).
 
+use crate::hash::splitmix64;
 use crate::Particles;
 use glam::DVec3;
 use rand::{Rng, SeedableRng};
@@ -20,14 +21,6 @@ pub(super) type ChunkRng = Xoshiro256PlusPlus;
 
 /// Particles per chunk, each chunk with its own random stream.
 const CHUNK: usize = 4096;
-
-/// The SplitMix64 output function of `z` (a bijective 64-bit scramble).
-pub(super) fn splitmix64(z: u64) -> u64 {
-    let z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    let z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    let z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
 
 /// The random stream of chunk `chunk` for the set generated from `seed`.
 fn chunk_rng(seed: u64, chunk: usize) -> ChunkRng {
