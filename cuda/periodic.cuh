@@ -152,12 +152,16 @@ __device__ __forceinline__ void ewald_reduce(EwaldSums &s, unsigned mask)
 }
 
 // Adds the group's sums s, taken at its centre bc, to a target at x: f + J delta to its
-// acceleration and psi - f.delta to its potential, delta = x - bc (Correction::at_offset).
+// acceleration and psi - f.delta - delta.J delta / 2 to its potential, delta = x - bc
+// (Correction::at_offset).
 __device__ __forceinline__ void ewald_apply(const EwaldSums &s, float3 bc, float3 x, float4 &acc)
 {
     const float dx = x.x - bc.x, dy = x.y - bc.y, dz = x.z - bc.z;
-    acc.x += s.fx + (s.jxx * dx + s.jxy * dy + s.jxz * dz);
-    acc.y += s.fy + (s.jxy * dx + s.jyy * dy + s.jyz * dz);
-    acc.z += s.fz + (s.jxz * dx + s.jyz * dy + s.jzz * dz);
-    acc.w += s.psi - (s.fx * dx + s.fy * dy + s.fz * dz);
+    const float jx = s.jxx * dx + s.jxy * dy + s.jxz * dz;
+    const float jy = s.jxy * dx + s.jyy * dy + s.jyz * dz;
+    const float jz = s.jxz * dx + s.jyz * dy + s.jzz * dz;
+    acc.x += s.fx + jx;
+    acc.y += s.fy + jy;
+    acc.z += s.fz + jz;
+    acc.w += s.psi - (s.fx * dx + s.fy * dy + s.fz * dz) - 0.5f * (dx * jx + dy * jy + dz * jz);
 }

@@ -82,7 +82,10 @@ pub struct Correction {
 }
 
 impl Correction {
-    /// The correction at `centre + delta`, to first order in `delta` (box units).
+    /// The correction at `centre + delta` (box units): the acceleration to first order in
+    /// `delta`, f + J δ, and the potential to second order, ψ − f·δ − ½ δ·J δ, so that the
+    /// acceleration is minus the gradient of the potential (J = ∂f/∂x is symmetric; its trace,
+    /// the background's 4π M, is the isotropic −(2π/3) M |δ|² of the potential).
     pub fn at_offset(&self, delta: DVec3) -> (DVec3, f64) {
         let [xx, yy, zz, xy, xz, yz] = self.jac;
         let jd = DVec3::new(
@@ -90,7 +93,10 @@ impl Correction {
             xy * delta.x + yy * delta.y + yz * delta.z,
             xz * delta.x + yz * delta.y + zz * delta.z,
         );
-        (self.acc + jd, self.pot - self.acc.dot(delta))
+        (
+            self.acc + jd,
+            self.pot - self.acc.dot(delta) - 0.5 * delta.dot(jd),
+        )
     }
 }
 
