@@ -38,18 +38,6 @@ fn tree_params(f: &ForceParams) -> TreeParams {
     }
 }
 
-/// Walk targets in the tree's order, as `hinoki::forces` builds them (no previous
-/// accelerations: the default criterion does not read them).
-fn targets(tree: &Tree, p: &Particles) -> Vec<[f32; 4]> {
-    tree.index
-        .iter()
-        .map(|&i| {
-            let [x, y, z] = tree.frame.to_frame(p.pos[i as usize]);
-            [x, y, z, 0.0]
-        })
-        .collect()
-}
-
 fn configure<'a>(
     c: &'a mut Criterion,
     name: &str,
@@ -98,7 +86,7 @@ fn bench_walks(c: &mut Criterion) {
         &tree_params(&f),
         &mut PhaseTimes::default(),
     );
-    let t = targets(&tree, &p);
+    let t = tree.targets();
     // The targets are the tree's particles, in its order.
     let own: Vec<u32> = (0..t.len() as u32).collect();
     let wp = f.walk_params(tree.frame.side());
@@ -165,11 +153,7 @@ fn bench_periodic(c: &mut Criterion) {
         &tree_params(&f),
         &mut PhaseTimes::default(),
     );
-    let t: Vec<[f32; 4]> = tree
-        .particles
-        .iter()
-        .map(|q| [q[0], q[1], q[2], 0.0])
-        .collect();
+    let t = tree.targets();
     let own: Vec<u32> = (0..t.len() as u32).collect();
     let periodic = f.walk_params(1.0);
     let open = hinoki::walk::cpu::WalkParams {

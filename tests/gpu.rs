@@ -408,11 +408,7 @@ fn gpu_forces_are_converted_on_the_way_down_as_on_the_host() {
     let tree = Tree::build(&sources.pos, &sources.mass, &tp, &mut t);
     let p = generate(Model::Plummer, 3 * 65_536 + 123, 13).unwrap();
     let target_tree = Tree::build(&p.pos, &p.mass, &tp, &mut t);
-    let targets: Vec<[f32; 4]> = target_tree
-        .particles
-        .iter()
-        .map(|q| [q[0], q[1], q[2], 0.0])
-        .collect();
+    let targets = target_tree.targets();
     let groups = tree_groups(&target_tree, GpuLayout::default().group());
     let wp = WalkParams {
         criterion: Criterion {

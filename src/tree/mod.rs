@@ -61,6 +61,15 @@ pub struct TreeParams {
 }
 
 impl Tree {
+    /// The tree's own particles as walk targets, in its order: frame position and a previous
+    /// |a| of 0 (for criteria that do not read it).
+    pub fn targets(&self) -> Vec<[f32; 4]> {
+        self.particles
+            .iter()
+            .map(|q| [q[0], q[1], q[2], 0.0])
+            .collect()
+    }
+
     /// Builds the tree over particles at `pos` (length units) with masses `mass` in the frame
     /// of the points ([`Frame::of_points`]): [`Tree::build_in`] that frame.
     pub fn build(pos: &[DVec3], mass: &[f64], p: &TreeParams, times: &mut PhaseTimes) -> Self {

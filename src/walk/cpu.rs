@@ -448,11 +448,7 @@ mod tests {
             },
             &mut PhaseTimes::default(),
         );
-        let targets: Vec<[f32; 4]> = tree
-            .particles
-            .iter()
-            .map(|q| [q[0], q[1], q[2], 0.0])
-            .collect();
+        let targets = tree.targets();
         let own: Vec<u32> = (0..targets.len() as u32).collect();
         for quadrupole in [false, true] {
             let p = WalkParams {

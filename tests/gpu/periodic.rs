@@ -66,11 +66,7 @@ fn periodic_walk(
     order: &[usize],
     eps2: f32,
 ) -> (Vec<DVec3>, Vec<f64>) {
-    let targets: Vec<[f32; 4]> = tree
-        .particles
-        .iter()
-        .map(|q| [q[0], q[1], q[2], 0.0])
-        .collect();
+    let targets = tree.targets();
     let out = walk_through_host(
         g,
         tree,

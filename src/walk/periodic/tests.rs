@@ -53,11 +53,7 @@ fn periodic(eps: f64) -> WalkParams {
 /// order, by the periodic grouped walk (groups of up to 64 as the CPU backend forms them) or
 /// the single-particle walk.
 fn walk(tree: &Tree, p: &WalkParams, single: bool) -> (Vec<DVec3>, Vec<f64>) {
-    let targets: Vec<[f32; 4]> = tree
-        .particles
-        .iter()
-        .map(|q| [q[0], q[1], q[2], 0.0])
-        .collect();
+    let targets = tree.targets();
     let own: Vec<u32> = (0..targets.len() as u32).collect();
     let out = match single {
         false => {
