@@ -19,7 +19,6 @@ use hinoki::io::{
 use hinoki::particles::Particles;
 use hinoki::simulation::{run_with, RunOptions};
 use std::path::Path;
-use std::process::Command;
 
 /// The starting scale factor (z = 49).
 const A_START: f64 = 0.02;
@@ -219,13 +218,7 @@ fn units_that_contradict_the_file_and_cosmological_binary_ics_without_cosmology_
 
 /// Runs the binary with `args` (no log output) and returns its stdout; it must succeed.
 fn hinoki(args: &[&str]) -> String {
-    let out = common::output_within(
-        Command::new(env!("CARGO_BIN_EXE_hinoki"))
-            .args(args)
-            .env("HINOKI_LOG", "off")
-            .env("RAYON_NUM_THREADS", "2"),
-        std::time::Duration::from_secs(300),
-    );
+    let out = common::hinoki(args);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "hinoki {args:?}: {stderr}");
     String::from_utf8_lossy(&out.stdout).into_owned()

@@ -178,12 +178,8 @@ fn hinoki_reads_a_gadget_file_set_made_by_h5py() {
     assert_eq!(v["mass"], Value::from(bits(&p.mass)));
 
     // The same set through the command line, given by its directory.
-    let out = common::output(
-        Command::new(env!("CARGO_BIN_EXE_hinoki"))
-            .args(["forces", "--json", "--eps", "0.1", "--input"])
-            .arg(dir.path())
-            .env("HINOKI_LOG", "off"),
-    );
+    let input = dir.path().to_str().expect("temporary paths are UTF-8");
+    let out = common::hinoki(&["forces", "--json", "--eps", "0.1", "--input", input]);
     assert!(
         out.status.success(),
         "{}",
@@ -217,38 +213,32 @@ fn cosmological_ics_read_back_by_hinoki_and_h5py() {
     use hinoki::io::{read_snapshot_header, SnapshotCosmology, SnapshotUnits};
     let dir = TempDir::new("cosmo-ics");
     let file = dir.join("ics.hdf5");
-    let out = common::output(
-        Command::new(env!("CARGO_BIN_EXE_hinoki"))
-            .args([
-                "ics",
-                "cosmology",
-                "--grid",
-                "16",
-                "--box",
-                "50",
-                "--z-start",
-                "24",
-            ])
-            .args([
-                "--omega-m",
-                "0.31",
-                "--omega-b",
-                "0.049",
-                "--omega-lambda",
-                "0.69",
-            ])
-            .args([
-                "--hubble-param",
-                "0.68",
-                "--sigma8",
-                "0.81",
-                "--n-s",
-                "0.965",
-            ])
-            .args(["--seed", "5", "-o"])
-            .arg(&file)
-            .env("HINOKI_LOG", "off"),
-    );
+    let out = common::hinoki(&[
+        "ics",
+        "cosmology",
+        "--grid",
+        "16",
+        "--box",
+        "50",
+        "--z-start",
+        "24",
+        "--omega-m",
+        "0.31",
+        "--omega-b",
+        "0.049",
+        "--omega-lambda",
+        "0.69",
+        "--hubble-param",
+        "0.68",
+        "--sigma8",
+        "0.81",
+        "--n-s",
+        "0.965",
+        "--seed",
+        "5",
+        "-o",
+        common::arg(&file),
+    ]);
     assert!(
         out.status.success(),
         "{}",

@@ -300,14 +300,7 @@ mod tests {
         }
     }
 
-    const LCDM: SnapshotCosmology = SnapshotCosmology {
-        box_size: 100_000.0,
-        redshift: 49.0,
-        omega0: 0.3,
-        omega_baryon: 0.045,
-        omega_lambda: 0.7,
-        hubble_param: 0.7,
-    };
+    const LCDM: SnapshotCosmology = SnapshotCosmology::TEST_LCDM;
 
     fn vacuum() -> SnapshotCosmology {
         SnapshotCosmology {

@@ -51,6 +51,18 @@ impl SnapshotCosmology {
         hubble_param: 1.0,
     };
 
+    /// The fields of the unit tests' cosmological files: a 100 Mpc/h box (kpc/h, GADGET's
+    /// units) of flat ΛCDM (Ω_m 0.3, Ω_b 0.045, h 0.7) at z = 49.
+    #[cfg(test)]
+    pub(crate) const TEST_LCDM: Self = Self {
+        box_size: 100_000.0,
+        redshift: 49.0,
+        omega0: 0.3,
+        omega_baryon: 0.045,
+        omega_lambda: 0.7,
+        hubble_param: 0.7,
+    };
+
     /// Whether a header with these fields describes a cosmological (comoving) snapshot:
     /// `Redshift > 0`, or a periodic box (`BoxSize > 0`) with matter (`Omega0 > 0`). A z = 0
     /// snapshot of a cosmological run has its box and Ω_m; a GADGET run without comoving

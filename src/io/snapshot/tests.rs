@@ -624,18 +624,6 @@ fn single_file_under_any_name() {
     assert_same(&p, &q);
 }
 
-/// The cosmological fields of a 100 Mpc/h box at z = 49 in GADGET's units.
-fn lcdm_fields() -> SnapshotCosmology {
-    SnapshotCosmology {
-        box_size: 100_000.0,
-        redshift: 49.0,
-        omega0: 0.3,
-        omega_baryon: 0.045,
-        omega_lambda: 0.7,
-        hubble_param: 0.7,
-    }
-}
-
 /// `n` particles inside the box [0, 1e5)³, the last one on the lower faces.
 fn in_box(n: usize) -> Particles {
     let mut p = Particles::with_capacity(n);
@@ -651,12 +639,12 @@ fn in_box(n: usize) -> Particles {
     p
 }
 
-/// What `hinoki ics cosmology` records: a = 0.02 of `lcdm_fields` in GADGET's units.
+/// What `hinoki ics cosmology` records: a = 0.02 of `SnapshotCosmology::TEST_LCDM` in GADGET's units.
 fn lcdm_meta() -> SnapshotMeta {
     SnapshotMeta {
         time: 0.02,
         comoving: true,
-        cosmology: lcdm_fields(),
+        cosmology: SnapshotCosmology::TEST_LCDM,
         units: SnapshotUnits::GADGET,
     }
 }
@@ -666,7 +654,7 @@ fn cosmological_file_round_trips_its_header_and_units() {
     let dir = TestDir::new("snap-cosmo");
     let path = dir.path().join("ics.hdf5");
     let p = in_box(30);
-    let c = lcdm_fields();
+    let c = SnapshotCosmology::TEST_LCDM;
     write_snapshot_file(&path, &p, lcdm_meta()).unwrap();
     let h = read_snapshot_header(&path).unwrap();
     assert_eq!(
@@ -800,7 +788,7 @@ fn nbody_units_have_g_equal_to_one() {
 
 #[test]
 fn the_cosmological_rule() {
-    let c = lcdm_fields();
+    let c = SnapshotCosmology::TEST_LCDM;
     assert!(c.is_cosmological());
     // z = 0 at the end of a cosmological run: the box and Omega0 tell.
     assert!(SnapshotCosmology { redshift: 0.0, ..c }.is_cosmological());
@@ -884,7 +872,7 @@ fn bad_cosmological_fields_are_refused() {
     let err = write_snapshot_file(&path, &p, lcdm_meta()).unwrap_err();
     assert_eq!(err.kind, ErrorKind::Input);
     assert!(err.message.contains("particle 3"), "{err}");
-    let c = lcdm_fields();
+    let c = SnapshotCosmology::TEST_LCDM;
     let with = |cosmology: SnapshotCosmology| SnapshotMeta {
         cosmology,
         ..lcdm_meta()
