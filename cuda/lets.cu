@@ -391,16 +391,16 @@ struct RUST_TWIN LetUnpackArgs {
     // The forest, in the walk's tree arrays (written: particles, first, count, nchild,
     // subtree, boxes, com_mass, quad, trace, s_eff; level and parent are not).
     TreeArrays tree;
-    // [0] the smallest malformed cell, [1] the smallest particle that is not finite (both
-    // 0xffffffff before).
+    // [0] the smallest malformed cell, [1] the smallest particle that is not finite, [2] 0
+    // where the root does not span the cells (all 0xffffffff before).
     unsigned *bad;
 };
 
 // Unpacks one received LET (src/lets/wire.rs unpack_forest): its `ncells` records from word
 // `cells_at` of `data` and its `nparts` particles after them, into the forest's arrays at cell
 // `cell0` and particle `part0` (first shifted by part0), checking each record as the host does.
-// bad[0] gets the smallest malformed cell, bad[1] the smallest particle that is not finite
-// (both start at 0xffffffff).
+// bad[0] gets the smallest malformed cell, bad[1] the smallest particle that is not finite,
+// bad[2] 0 where the root's subtree is not every cell (all start at 0xffffffff).
 extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) let_unpack(const LetUnpackArgs a)
 {
     const int ncells = a.ncells, nparts = a.nparts;
@@ -424,6 +424,7 @@ extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) let_unpack(const LetUn
                   (unsigned long long)f + n <= (unsigned long long)nparts;
         for (int k = 0; k < LET_FIRST && ok; k++) ok = finite(r[k]);
         if (!ok) atomicMin(&a.bad[0], (unsigned)c);
+        if (c == 0 && s != (unsigned)ncells) atomicMin(&a.bad[2], 0u);
         const long long o = (long long)a.cell0 + c;
         t.boxes[o] = make_float4(r[0], r[1], r[2], r[3]);
         t.com_mass[o] = make_float4(r[4], r[5], r[6], r[7]);

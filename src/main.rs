@@ -882,6 +882,7 @@ fn ranks_report(
             "lets",
             json!({
                 "boxes_per_rank": let_boxes,
+                "exchange": engine.exchange(),
                 "bytes_sent": traffic[1], "bytes_received": traffic[2],
                 "cells_received": traffic[3], "particles_received": traffic[4],
             }),

@@ -21,6 +21,8 @@ use hinoki::Particles;
 mod common;
 #[path = "gpu/periodic.rs"]
 mod periodic;
+#[path = "gpu/ranks.rs"]
+mod ranks;
 
 /// `n` particles on a GPU; a tenth (at least 2000) on the CPU kernel emulator
 /// (`HINOKI_GPU_EMULATOR`), which runs the same kernels and launch sequences far slower.

@@ -11,59 +11,9 @@
 
 mod common;
 
+use common::{launch, mpirun};
 use std::path::PathBuf;
 use std::process::{Command, Output};
-use std::time::{Duration, Instant};
-
-fn mpirun(np: usize, args: &[&str]) -> Option<Output> {
-    launch(&[np.to_string().as_str()], &[args], &[])
-}
-
-/// `mpirun` with one application context per entry of `nps`/`apps` (MPMD: `-np 1 A : -np 1 B`),
-/// after the mpirun options `options` (e.g. `-x NAME=VALUE`, `--bind-to none`).
-fn launch(nps: &[&str], apps: &[&[&str]], options: &[&str]) -> Option<Output> {
-    if cfg!(not(feature = "mpi")) {
-        eprintln!("skipping MPI test: hinoki built without the mpi feature");
-        return None;
-    }
-    let probe = common::try_output(Command::new("mpirun").arg("--version"));
-    if !probe.is_some_and(|o| o.status.success()) {
-        // scripts/test.sh (and so CI) sets HINOKI_REQUIRE_MPI: there an MPI test never passes
-        // by skipping.
-        assert!(
-            std::env::var_os("HINOKI_REQUIRE_MPI").is_none(),
-            "no mpirun on PATH, and HINOKI_REQUIRE_MPI is set"
-        );
-        eprintln!("skipping MPI test: no mpirun on PATH");
-        return None;
-    }
-    let t0 = Instant::now();
-    let mut cmd = Command::new("timeout");
-    cmd.arg("120")
-        .arg("mpirun")
-        .args(["--allow-run-as-root", "--oversubscribe"])
-        .args(options);
-    for (k, (np, args)) in nps.iter().zip(apps).enumerate() {
-        if k > 0 {
-            cmd.arg(":");
-        }
-        cmd.args(["-np", np])
-            .arg(env!("CARGO_BIN_EXE_hinoki"))
-            .args(*args);
-    }
-    // Each launch keeps its OpenMPI session directory apart: launches that start at once
-    // raced to create the shared one ("unable to create the desired directory").
-    let session = common::TempDir::new("ompi");
-    let out = common::output(
-        cmd.env("HINOKI_LOG", "off")
-            .env("OMPI_MCA_orte_tmpdir_base", session.path()),
-    );
-    assert!(
-        t0.elapsed() < Duration::from_secs(110),
-        "mpirun {nps:?} hung"
-    );
-    Some(out)
-}
 
 /// Asserts that two reports hold the same particles: count and id checksums equal, total mass
 /// equal up to the summation order.
@@ -522,6 +472,48 @@ fn several_ranks_on_the_gpu_path_meet_the_one_rank_accuracy() {
     let p99 = r["error"]["p99"].as_f64().unwrap();
     assert!(p99 <= 1.5 * bound, "emulated GPU np 2: {p99} vs {bound}");
     assert!(r["lets"]["bytes_received"]["min"].as_f64().unwrap() > 0.0);
+}
+
+/// The LET exchange is chosen at the first multi-rank evaluation and reported: without a
+/// device exchange to be had (the CPU kernel emulator here, no NCCL in CI) `auto` falls back
+/// to MPI, saying why; `nccl` is refused with the reason, on the emulator and on the CPU
+/// backend alike, with one error line and a non-zero exit.
+#[test]
+fn the_let_exchange_falls_back_or_refuses_with_its_reason() {
+    let cpu = checked_forces("plummer", "cpu", &[]);
+    let Some(out) = mpirun(2, &cpu) else {
+        return;
+    };
+    assert_eq!(report(&out)["lets"]["exchange"], "MPI (the CPU backend)");
+    let refused = mpirun(2, &[&cpu[..], &["--exchange", "nccl"]].concat()).unwrap();
+    assert!(!refused.status.success());
+    assert_eq!(
+        error_lines(&refused),
+        ["error: --exchange nccl needs the GPU backend (this rank computes on the CPU)"]
+    );
+    let gpu = checked_forces("plummer", "gpu", &[]);
+    let emulated = |extra: &[&str]| {
+        let args = [&gpu[..], extra].concat();
+        launch(&["2"], &[&args], &["-x", "HINOKI_GPU_EMULATOR=1"]).unwrap()
+    };
+    let auto = emulated(&[]);
+    if String::from_utf8_lossy(&auto.stderr).contains("without the CPU kernel emulator") {
+        eprintln!("skipping: hinoki was built without the CPU kernel emulator");
+        return;
+    }
+    assert_eq!(
+        report(&auto)["lets"]["exchange"],
+        "MPI, staged through host memory (the CPU kernel emulator has no device-to-device \
+         exchange)"
+    );
+    let refused = emulated(&["--exchange", "nccl"]);
+    assert!(!refused.status.success());
+    let lines = error_lines(&refused);
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(
+        lines[0].contains("the CPU kernel emulator has no device-to-device exchange"),
+        "{lines:?}"
+    );
 }
 
 /// Open MPI binds each of at most two ranks to one core: every rank that gets fewer CPUs than

@@ -3,14 +3,14 @@
 //! and float64 direct summation.
 
 use super::{Active, Backend, PreviousAcc, Source, TargetSpec};
-use crate::comm::Comm;
+use crate::comm::{Comm, Exchange};
 use crate::diag::conservation::Conserved;
 use crate::diag::PhaseTimes;
 use crate::domain::{sample_keys, Migration, Sample};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::forces::{TreeTopology, WalkKind};
 use crate::integrate::{drift, wrap, BinSummary, IntegratorState, NonFinite, Timeline};
-use crate::lets::{self, Region};
+use crate::lets::{self, Incoming, LetShape, Outgoing, Region};
 use crate::particles::Particles;
 use crate::sfc::{Frame, GridBox, Order};
 use crate::tree::{close, Cells, ClosePair, FlatTree, Tree, TreeParams};
@@ -366,6 +366,15 @@ impl Backend for CpuBackend {
             .map_or_else(Region::default, |t| Region::of_tree(t, amin, pieces)))
     }
 
+    fn connect(&mut self, _comm: &dyn Comm, exchange: Exchange) -> Result<String> {
+        match exchange {
+            Exchange::Nccl => Err(Error::input(
+                "--exchange nccl needs the GPU backend (this rank computes on the CPU)",
+            )),
+            Exchange::Auto | Exchange::Mpi => Ok("MPI (the CPU backend)".into()),
+        }
+    }
+
     fn export_lets(
         &mut self,
         regions: &[Region],
@@ -373,7 +382,7 @@ impl Backend for CpuBackend {
         crit: &Criterion,
         periodic: bool,
         times: &mut PhaseTimes,
-    ) -> Result<(Vec<f32>, Vec<usize>)> {
+    ) -> Result<Outgoing> {
         let tree = self.tree.as_ref();
         Ok(times.time("let", || {
             let bufs: Vec<Vec<f32>> = regions
@@ -385,16 +394,29 @@ impl Backend for CpuBackend {
                 })
                 .collect();
             let counts = bufs.iter().map(Vec::len).collect();
-            (bufs.concat(), counts)
+            Outgoing::Host {
+                words: bufs.concat(),
+                counts,
+            }
         }))
+    }
+
+    fn send_lets(&mut self, _incoming: &[LetShape]) -> Result<()> {
+        Err(Error::device(
+            "the CPU backend has no device exchange (its LETs stay on the host)",
+        ))
     }
 
     fn load_forest(
         &mut self,
-        data: &[f32],
-        counts: &[usize],
+        incoming: Incoming,
         times: &mut PhaseTimes,
     ) -> Result<(usize, usize)> {
+        let Incoming::Host { data, counts } = incoming else {
+            return Err(Error::device(
+                "the CPU backend receives its LETs on the host",
+            ));
+        };
         let forest = times.time("let", || lets::wire::unpack_forest(data, counts))?;
         let sizes = (forest.cells.len(), forest.particles.len());
         self.forest = Some(forest);

@@ -4,13 +4,14 @@
 //! crosses the bus is what a caller asks for and what MPI sends.
 
 use super::{Active, Backend, PreviousAcc, Source, TargetSpec};
-use crate::comm::Comm;
+use crate::comm::{Comm, Exchange};
 use crate::diag::PhaseTimes;
 use crate::domain::gpu::{DomainArrays, Weights};
 use crate::domain::{looked_at, shares, Sample};
 use crate::error::{Error, Result};
 use crate::forces::{TreeBuild, TreeTopology};
 use crate::gpu::args::{BootstrapAmagArgs, TreeArrays};
+use crate::gpu::exchange::DeviceExchange;
 use crate::gpu::launch::DeviceArray;
 use crate::gpu::runner::Runner;
 use crate::gpu::stages::{blocks, int, Stages};
@@ -18,7 +19,7 @@ use crate::gpu::{local_rank, GpuContext};
 use crate::integrate::state_gpu::StepArrays;
 use crate::integrate::{BinSummary, IntegratorState, NonFinite, Timeline};
 use crate::lets::export_gpu::LetArrays;
-use crate::lets::Region;
+use crate::lets::{Incoming, LetShape, Outgoing, Region};
 use crate::particles::Particles;
 use crate::particles_gpu::DeviceParticles;
 use crate::sfc::frame::{centre_of, strided, CENTRE_SAMPLES};
@@ -72,6 +73,9 @@ pub struct GpuBackend {
     /// in the particles' order, while they are those of the particles there (without an
     /// integrator state, whose costs are used where there is one).
     cost: Option<u64>,
+    /// The device-to-device exchange with the other ranks' GPUs, where
+    /// [`Backend::connect`] opened one.
+    link: Option<DeviceExchange>,
 }
 
 impl GpuBackend {
@@ -104,6 +108,7 @@ impl GpuBackend {
             targets: None,
             forest: None,
             cost: None,
+            link: None,
         })
     }
 
@@ -404,6 +409,22 @@ impl Backend for GpuBackend {
         }
     }
 
+    fn connect(&mut self, comm: &dyn Comm, exchange: Exchange) -> Result<String> {
+        self.link = None;
+        let staged = |why: &str| format!("MPI, staged through host memory ({why})");
+        let link = match exchange {
+            Exchange::Mpi => return Ok(staged("--exchange mpi")),
+            Exchange::Nccl => DeviceExchange::open(&self.ctx, comm)?,
+            Exchange::Auto => match DeviceExchange::open(&self.ctx, comm) {
+                Ok(link) => link,
+                Err(e) => return Ok(staged(&e.message)),
+            },
+        };
+        let line = format!("{}, device to device", link.description());
+        self.link = Some(link);
+        Ok(line)
+    }
+
     fn export_lets(
         &mut self,
         regions: &[Region],
@@ -411,25 +432,50 @@ impl Backend for GpuBackend {
         crit: &Criterion,
         periodic: bool,
         times: &mut PhaseTimes,
-    ) -> Result<(Vec<f32>, Vec<usize>)> {
+    ) -> Result<Outgoing> {
         let Some(tree) = self.builder.tree() else {
-            return Ok((Vec::new(), vec![0; regions.len()]));
+            let none = vec![LetShape::default(); regions.len()];
+            return Ok(match self.link {
+                Some(_) => Outgoing::Device(none),
+                None => Outgoing::Host {
+                    words: Vec::new(),
+                    counts: vec![0; regions.len()],
+                },
+            });
         };
         times.time("let", || {
-            self.lets
-                .export(&self.stages, &tree, regions, me, crit, periodic)
+            let shapes = self
+                .lets
+                .pack(&self.stages, &tree, regions, me, crit, periodic)?;
+            Ok(match self.link {
+                Some(_) => Outgoing::Device(shapes),
+                None => {
+                    let (words, counts) = self.lets.packed(&self.stages)?;
+                    Outgoing::Host { words, counts }
+                }
+            })
         })
+    }
+
+    fn send_lets(&mut self, incoming: &[LetShape]) -> Result<()> {
+        let link = self
+            .link
+            .as_mut()
+            .ok_or_else(|| Error::device("no device exchange was opened (Backend::connect)"))?;
+        self.lets.send(&self.stages, link, incoming)
     }
 
     fn load_forest(
         &mut self,
-        data: &[f32],
-        counts: &[usize],
+        incoming: Incoming,
         times: &mut PhaseTimes,
     ) -> Result<(usize, usize)> {
+        if let (Incoming::Device(_), Some(link)) = (incoming, &self.link) {
+            times.time("let_wait", || link.finish())?;
+        }
         let (lets, walk, stages) = (&mut self.lets, &mut self.walk, &self.stages);
         let (forest, cells, particles) = times.time("let", || {
-            lets.unpack(stages, data, counts, |c, p| walk.reserve_tree(c, p))
+            lets.unpack(stages, incoming, |c, p| walk.reserve_tree(c, p))
         })?;
         self.forest = (cells > 0).then_some((forest, cells));
         Ok((cells, particles))

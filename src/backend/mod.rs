@@ -12,13 +12,13 @@
 pub mod cpu;
 pub mod gpu;
 
-use crate::comm::Comm;
+use crate::comm::{Comm, Exchange};
 use crate::diag::PhaseTimes;
 use crate::domain::Sample;
 use crate::error::Result;
 use crate::forces::TreeTopology;
 use crate::integrate::{BinSummary, IntegratorState, NonFinite, Timeline};
-use crate::lets::Region;
+use crate::lets::{Incoming, LetShape, Outgoing, Region};
 use crate::particles::Particles;
 use crate::sfc::{Frame, GridBox, Order};
 use crate::tree::{ClosePair, TreeParams};
@@ -179,9 +179,15 @@ pub trait Backend {
     /// with the smallest previous |a| of the targets.
     fn region(&mut self, pieces: usize) -> Result<Region>;
 
-    /// The LETs of the local tree for every rank's region (none for rank `me`), concatenated
-    /// in rank order in the wire format, and the words of each; `periodic`: the frame is a
-    /// periodic box of side 1 ([`Criterion::accepts_periodic`](crate::walk::mac::Criterion::accepts_periodic)). Times `let`.
+    /// Chooses how this rank's LETs travel to the other ranks of `comm` as `exchange` says,
+    /// and returns the choice in words for the log (with the reason where `auto` fell back to
+    /// MPI). Collective; fails where `exchange` asks for what cannot be had.
+    fn connect(&mut self, comm: &dyn Comm, exchange: Exchange) -> Result<String>;
+
+    /// The LETs of the local tree for every rank's region (none for rank `me`), in the wire
+    /// format, concatenated in rank order: on the host, or left on the device for
+    /// [`Backend::send_lets`] where [`Backend::connect`] chose a device exchange; `periodic`:
+    /// the frame is a periodic box of side 1 ([`Criterion::accepts_periodic`](crate::walk::mac::Criterion::accepts_periodic)). Times `let`.
     fn export_lets(
         &mut self,
         regions: &[Region],
@@ -189,16 +195,18 @@ pub trait Backend {
         crit: &Criterion,
         periodic: bool,
         times: &mut PhaseTimes,
-    ) -> Result<(Vec<f32>, Vec<usize>)>;
+    ) -> Result<Outgoing>;
 
-    /// Takes the LETs received from every rank (`data`, `counts` words from each) as the
-    /// forest, checked. Returns its cells and particles. Times `let` (and `upload`).
-    fn load_forest(
-        &mut self,
-        data: &[f32],
-        counts: &[usize],
-        times: &mut PhaseTimes,
-    ) -> Result<(usize, usize)>;
+    /// Starts the device exchange of the LETs that [`Backend::export_lets`] left on the
+    /// device, receiving from each rank a LET of the shape in `incoming`; they arrive while
+    /// the local tree is walked, and [`Backend::load_forest`] takes them. Collective.
+    fn send_lets(&mut self, incoming: &[LetShape]) -> Result<()>;
+
+    /// Takes the LETs received from every rank as the forest, checked. Returns its cells and
+    /// particles. Times `let` (and `upload`, and `let_wait` for device transfers still
+    /// under way).
+    fn load_forest(&mut self, incoming: Incoming, times: &mut PhaseTimes)
+        -> Result<(usize, usize)>;
 
     /// Walks `source` for the targets with `p`: the local tree's results are written, the
     /// forest's added to them. Times `walk`.

@@ -8,6 +8,7 @@
 pub mod affinity;
 #[cfg(feature = "mpi")]
 mod mpi;
+pub mod nccl;
 mod single;
 
 #[cfg(feature = "mpi")]
@@ -76,6 +77,19 @@ pub trait Comm: Send + Sync {
 
     /// Ends the whole job with exit status `code`: every rank, not just this one.
     fn abort(&self, code: i32) -> !;
+}
+
+/// How the ranks' GPUs exchange what the GPU backend computes on the device (the LETs): the
+/// CPU backend always goes through the [`Comm`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Exchange {
+    /// NCCL where every rank can open it (its own GPU, the library found), else MPI.
+    Auto,
+    /// Device to device through NCCL ([`nccl::DeviceComm`]); an error where it cannot be had.
+    Nccl,
+    /// Through the [`Comm`] (MPI): device buffers staged through the host.
+    Mpi,
 }
 
 /// How long [`Comm::first_error`] waits for every rank to arrive.

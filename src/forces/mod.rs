@@ -91,6 +91,9 @@ pub struct ForceEngine {
     /// The float32 frame's warnings (see [`resolution`]: its resolution, crowded deepest
     /// cells) have been given.
     warned: [bool; 2],
+    /// How the LETs travel between ranks, in words, once the first multi-rank tree evaluation
+    /// has chosen ([`ForceParams::exchange`]).
+    exchange: Option<String>,
 }
 
 impl ForceEngine {
@@ -140,6 +143,7 @@ impl ForceEngine {
             ids: None,
             let_stats: LetStats::default(),
             warned: [false; 2],
+            exchange: None,
         })
     }
 
@@ -207,6 +211,12 @@ impl ForceEngine {
     /// What computes the forces, e.g. "cpu (2 threads)" or the GPU's name.
     pub fn device(&self) -> String {
         self.backend.device()
+    }
+
+    /// How the LETs travel between ranks (e.g. "NCCL 2.28.3, device to device"), once a
+    /// multi-rank evaluation has chosen; `None` before it and on one rank.
+    pub fn exchange(&self) -> Option<&str> {
+        self.exchange.as_deref()
     }
 
     /// LET traffic of this rank in the last evaluation (zero on one rank).
@@ -472,6 +482,13 @@ impl ForceEngine {
         keep: bool,
     ) -> Result<ForceResult> {
         let t0 = Instant::now();
+        if comm.size() > 1 && self.params.method == Method::Tree && self.exchange.is_none() {
+            let line = self.backend.connect(comm, self.params.exchange)?;
+            if comm.rank() == 0 {
+                tracing::info!("LET exchange: {line}");
+            }
+            self.exchange = Some(line);
+        }
         let bus0 = self.backend.bus_bytes();
         let device = self.device();
         let params = &self.params;

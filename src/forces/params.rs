@@ -2,6 +2,7 @@
 //! decide accuracy (θ, criterion, multipole order, N_crit, group sizes, ε, G).
 
 use super::LeafSize;
+use crate::comm::Exchange;
 use crate::domain::Balance;
 use crate::error::{Error, Result};
 use crate::sfc::Order;
@@ -87,6 +88,7 @@ macro_rules! named_enum {
 }
 
 named_enum!(Backend, "backend", Backend::Cpu => "cpu", Backend::Gpu => "gpu", Backend::Auto => "auto");
+named_enum!(Exchange, "exchange", Exchange::Auto => "auto", Exchange::Nccl => "nccl", Exchange::Mpi => "mpi");
 named_enum!(Method, "method", Method::Tree => "tree", Method::Direct => "direct");
 named_enum!(TreeBuild, "tree build", TreeBuild::Host => "host", TreeBuild::Gpu => "gpu");
 named_enum!(WalkKind, "walk", WalkKind::Grouped => "grouped", WalkKind::Single => "single");
@@ -179,6 +181,12 @@ pub struct ForceParams {
     /// (1 ..= 4096; 1: the bounding box of seed 001; more: tighter, smaller LETs).
     #[arg(long, default_value_t = ForceParams::default().let_boxes)]
     pub let_boxes: usize,
+    /// Multi-rank, GPU backend: how the LETs go from GPU to GPU: auto (NCCL where every rank
+    /// can open it, else MPI), nccl (device to device; an error where NCCL cannot be had), mpi
+    /// (staged through host memory).
+    #[arg(long, default_value_t = ForceParams::default().exchange)]
+    #[serde(deserialize_with = "by_name")]
+    pub exchange: Exchange,
 }
 
 impl Default for ForceParams {
@@ -202,6 +210,7 @@ impl Default for ForceParams {
             balance: Balance::Cost,
             box_size: 0.0,
             let_boxes: 64,
+            exchange: Exchange::Auto,
         }
     }
 }
@@ -411,6 +420,8 @@ mod tests {
             "count",
             "--let-boxes",
             "8",
+            "--exchange",
+            "mpi",
         ])
         .unwrap();
         let want = ForceParams {
@@ -432,6 +443,7 @@ mod tests {
             balance: Balance::Count,
             box_size: 0.0,
             let_boxes: 8,
+            exchange: Exchange::Mpi,
         };
         assert_eq!(p, want);
         // Negative numbers reach validate(), which names them.

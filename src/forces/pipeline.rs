@@ -1,7 +1,8 @@
 //! The tree pipeline of one force evaluation, written once over the [`Backend`] seam for one
 //! rank or many: the tree (built or refitted), the walk's targets and groups, with several
-//! ranks the LETs (region, export, exchange in a communication thread while the local tree is
-//! walked, the received forest walked after it), and the results in the particles' order.
+//! ranks the LETs (region, export, exchange while the local tree is walked: device to device
+//! on a stream of its own, or through the host in a communication thread; the received forest
+//! walked after it), and the results in the particles' order.
 
 use super::rebuild::{Probe, PROBE_EVERY};
 use super::resolution::{self, Resolution};
@@ -11,7 +12,7 @@ use crate::comm::Comm;
 use crate::diag::PhaseTimes;
 use crate::error::{Error, Result};
 use crate::hash::{mix, GOLDEN};
-use crate::lets::{gather_regions, LetStats};
+use crate::lets::{gather_regions, Incoming, LetShape, LetStats, Outgoing};
 use crate::sfc::frame::{centre_of, CENTRE_SAMPLES};
 use crate::sfc::{Frame, GridBox};
 use crate::tree::TreeParams;
@@ -315,26 +316,48 @@ fn walk_everything(
     }
     let mine = times.time("let", || backend.region(let_boxes))?;
     let regions = times.time("exchange", || gather_regions(comm, &mine))?;
-    let (send, counts) =
-        backend.export_lets(&regions, comm.rank(), &wp.criterion, wp.periodic, times)?;
-    // Only the communication thread calls MPI while the local tree is walked.
-    let (local, remote) = std::thread::scope(|s| {
-        let exchange = s.spawn(|| {
-            let t0 = Instant::now();
-            let got = comm.alltoallv_f32(&send, &counts);
-            (got, t0.elapsed().as_secs_f64())
-        });
-        let local = backend.walk(Source::Local, wp, times);
-        // What the overlap did not hide: the wait for the LETs after the local walk.
-        (local, times.time("let_wait", || exchange.join()))
-    });
-    local?;
-    let (got, secs) = remote.map_err(|_| Error::comm("the LET exchange thread panicked"))?;
-    times.add("exchange", secs);
-    let got = got?;
-    let (cells, particles) = backend.load_forest(&got.data, &got.counts, times)?;
-    stats.bytes_sent += 4 * send.len() as u64;
-    stats.bytes_received += 4 * got.data.len() as u64;
+    let outgoing = backend.export_lets(&regions, comm.rank(), &wp.criterion, wp.periodic, times)?;
+    let (cells, particles) = match outgoing {
+        // Device to device: the shapes over the host, the LETs on their own stream while the
+        // local tree is walked.
+        Outgoing::Device(shapes) => {
+            let theirs = times.time("exchange", || {
+                let words = comm.alltoallv_u64(&LetShape::encode(&shapes), &vec![2; comm.size()]);
+                LetShape::decode(&words?.data)
+            })?;
+            times.time("exchange", || backend.send_lets(&theirs))?;
+            backend.walk(Source::Local, wp, times)?;
+            stats.bytes_sent += 4 * shapes.iter().map(|l| l.words() as u64).sum::<u64>();
+            stats.bytes_received += 4 * theirs.iter().map(|l| l.words() as u64).sum::<u64>();
+            backend.load_forest(Incoming::Device(&theirs), times)?
+        }
+        // Through the host: only the communication thread calls MPI while the local tree is
+        // walked.
+        Outgoing::Host { words, counts } => {
+            let (local, remote) = std::thread::scope(|s| {
+                let exchange = s.spawn(|| {
+                    let t0 = Instant::now();
+                    let got = comm.alltoallv_f32(&words, &counts);
+                    (got, t0.elapsed().as_secs_f64())
+                });
+                let local = backend.walk(Source::Local, wp, times);
+                // What the overlap did not hide: the wait for the LETs after the local walk.
+                (local, times.time("let_wait", || exchange.join()))
+            });
+            local?;
+            let (got, secs) =
+                remote.map_err(|_| Error::comm("the LET exchange thread panicked"))?;
+            times.add("exchange", secs);
+            let got = got?;
+            stats.bytes_sent += 4 * words.len() as u64;
+            stats.bytes_received += 4 * got.data.len() as u64;
+            let incoming = Incoming::Host {
+                data: &got.data,
+                counts: &got.counts,
+            };
+            backend.load_forest(incoming, times)?
+        }
+    };
     stats.cells_received += cells as u64;
     stats.particles_received += particles as u64;
     if cells > 0 {

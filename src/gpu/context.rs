@@ -7,7 +7,7 @@ use super::cuda_runner::{CudaDevice, CudaRunner};
 use super::emulator::Emulator;
 use super::runner::{BusBytes, Device, Runner};
 use crate::error::{Error, Result};
-use cudarc::driver::CudaContext;
+use cudarc::driver::{CudaContext, CudaStream};
 use std::sync::Arc;
 
 /// Environment variable that makes [`GpuContext::open`] open the CPU kernel emulator instead of
@@ -27,12 +27,22 @@ pub fn local_rank() -> usize {
     .unwrap_or(0)
 }
 
+/// The GPUs this process can open (after `CUDA_VISIBLE_DEVICES`): 0 without a CUDA driver.
+pub fn gpu_count() -> usize {
+    // SAFETY: only tries to load the shared library.
+    if !unsafe { cudarc::driver::sys::is_culib_present() } {
+        return 0;
+    }
+    CudaContext::device_count().map_or(0, |n| n.max(0) as usize)
+}
+
 /// Where the kernels run.
 enum Host {
-    /// A GPU, with its compute capability, e.g. "sm_90".
+    /// A GPU, with its compute capability, e.g. "sm_90", and a hash of its UUID.
     Cuda {
         device: Arc<CudaDevice>,
         arch: &'static str,
+        uuid: u64,
     },
     /// The CPU kernel emulator.
     #[cfg(hinoki_emulator)]
@@ -123,10 +133,15 @@ impl GpuContext {
             .map_err(driver_err("capability query"))?;
         let arch: &'static str = Box::leak(format!("sm_{major}{minor}").into_boxed_str());
         let device_name = ctx.name().map_err(driver_err("name query"))?;
+        let uuid = ctx.uuid().map_err(driver_err("UUID query"))?;
+        let uuid = uuid.bytes.iter().fold(crate::hash::GOLDEN, |h, &b| {
+            crate::hash::mix(h ^ b as u8 as u64)
+        });
         Ok(Self {
             host: Host::Cuda {
                 device: CudaDevice::new(ctx.default_stream()),
                 arch,
+                uuid,
             },
             bus: Arc::default(),
             name: format!("{device_name} (GPU {ordinal}, {arch})"),
@@ -152,6 +167,16 @@ impl GpuContext {
         )))
     }
 
+    /// The stream of every launch and copy on this GPU, and an identifier of the GPU (a hash
+    /// of its UUID, the same for every rank that opened it); `None` on the emulator.
+    pub fn cuda(&self) -> Option<(&Arc<CudaStream>, u64)> {
+        match &self.host {
+            Host::Cuda { device, uuid, .. } => Some((device.stream(), *uuid)),
+            #[cfg(hinoki_emulator)]
+            Host::Emulated => None,
+        }
+    }
+
     /// Bytes copied over the bus so far by every program of this context: (up, down).
     pub fn bus_bytes(&self) -> (u64, u64) {
         self.bus.get()
@@ -163,7 +188,7 @@ impl GpuContext {
     /// multipole expansion, orders of magnitude above this).
     pub fn walk_program(&self, v: u32, g: u32) -> Result<Runner> {
         let device = match &self.host {
-            Host::Cuda { device, arch } => Device::Cuda(CudaRunner::compile(
+            Host::Cuda { device, arch, .. } => Device::Cuda(CudaRunner::compile(
                 device,
                 arch,
                 "hinoki.cu",
@@ -182,7 +207,7 @@ impl GpuContext {
     /// bit for bit.
     pub fn stage_program(&self) -> Result<Runner> {
         let device = match &self.host {
-            Host::Cuda { device, arch } => Device::Cuda(CudaRunner::compile(
+            Host::Cuda { device, arch, .. } => Device::Cuda(CudaRunner::compile(
                 device,
                 arch,
                 "stages.cu",

@@ -16,8 +16,9 @@ mod context;
 pub mod cuda_runner;
 #[cfg(hinoki_emulator)]
 pub mod emulator;
+pub mod exchange;
 pub mod launch;
 pub mod runner;
 pub mod stages;
 
-pub use context::{local_rank, GpuContext, EMULATOR_VARIABLE};
+pub use context::{gpu_count, local_rank, GpuContext, EMULATOR_VARIABLE};

@@ -795,6 +795,7 @@ mod tests {
                 balance: Balance::Count,
                 box_size: 0.0,
                 let_boxes: 3,
+                exchange: crate::comm::Exchange::Auto,
             }
         );
         assert_eq!(c.gravity.rebuild.to_string(), "4");

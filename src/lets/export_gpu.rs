@@ -7,12 +7,14 @@
 
 use super::export::padded;
 use super::region::{Region, TargetBox};
-use super::wire::{check_root, header, malformed, CELL_WORDS, HEADER_WORDS, PARTICLE_WORDS};
+use super::wire::{header, malformed, HEADER_WORDS, ROOT_SPANS_NOT};
+use super::{Incoming, LetShape};
 use crate::error::Result;
 use crate::gpu::args::{
     LetEdgesArgs, LetFatesArgs, LetPackArgs, LetSentArgs, LetUnpackArgs, RegionBoxesArgs,
     RegionCellsArgs, RegionListArgs, TargetsAminArgs, TreeArrays,
 };
+use crate::gpu::exchange::DeviceExchange;
 use crate::gpu::launch::{grow, DeviceArray, KernelRunner};
 use crate::gpu::stages::{blocks, int, Stages};
 use crate::tree::build_gpu::DeviceTree;
@@ -49,8 +51,10 @@ pub struct LetArrays<R: KernelRunner> {
     /// The packed LETs, and the received ones.
     out: R::Array<f32>,
     received: R::Array<f32>,
-    /// The first malformed cell and particle of a received LET.
+    /// Per received LET, what [`LetArrays::unpack`] found malformed ([`BAD_WORDS`] each).
     bad: R::Array<u32>,
+    /// The shape of each destination's LET in `out` (the last pack).
+    packed: Vec<LetShape>,
 }
 
 impl<R: KernelRunner> LetArrays<R> {
@@ -74,7 +78,8 @@ impl<R: KernelRunner> LetArrays<R> {
             ncell: r.alloc(1)?,
             out: r.alloc(1)?,
             received: r.alloc(1)?,
-            bad: r.alloc(2)?,
+            bad: r.alloc(BAD_WORDS)?,
+            packed: Vec::new(),
         })
     }
 
@@ -174,10 +179,11 @@ impl<R: KernelRunner> LetArrays<R> {
         Ok(Region::from_boxes(amin, boxes))
     }
 
-    /// The LET of `tree` for every rank's region in `regions` (none for rank `me`), in the wire
-    /// format, concatenated in rank order, and the words of each: what
-    /// [`export`](super::export) gives rank by rank on the host tree, word for word.
-    pub fn export(
+    /// The LET of `tree` for every rank's region in `regions` (none for rank `me`), packed on
+    /// the device in the wire format, concatenated in rank order; the shape of each. What
+    /// [`export`](super::export) gives rank by rank on the host tree, word for word (see
+    /// [`LetArrays::packed`]).
+    pub fn pack(
         &mut self,
         s: &Stages<R>,
         tree: &DeviceTree,
@@ -185,7 +191,7 @@ impl<R: KernelRunner> LetArrays<R> {
         me: usize,
         crit: &Criterion,
         periodic: bool,
-    ) -> Result<(Vec<f32>, Vec<usize>)> {
+    ) -> Result<Vec<LetShape>> {
         let r = s.runner();
         let (nc, nd) = (tree.cells, regions.len());
         // The destinations' boxes, padded as the host's export pads them: each bound, then its
@@ -273,26 +279,22 @@ impl<R: KernelRunner> LetArrays<R> {
         }
         let edges = s.fetch(&self.edges, 2 * (nd + 1))?;
         let edge = |k: usize, d: usize| edges[2 * d + k] as usize;
+        let shapes: Vec<LetShape> = (0..nd)
+            .map(|d| LetShape {
+                cells: edge(0, d + 1) - edge(0, d),
+                particles: edge(1, d + 1) - edge(1, d),
+            })
+            .collect();
         let mut at = Vec::with_capacity(nd);
-        let mut ncell = Vec::with_capacity(nd);
-        let mut lens = Vec::with_capacity(nd);
         let mut total = 0usize;
-        for d in 0..nd {
-            let cells = edge(0, d + 1) - edge(0, d);
-            let particles = edge(1, d + 1) - edge(1, d);
-            let len = if cells > 0 {
-                HEADER_WORDS + cells * CELL_WORDS + particles * PARTICLE_WORDS
-            } else {
-                0
-            };
+        for shape in &shapes {
             at.push(
                 u32::try_from(total)
                     .map_err(|_| crate::Error::device("the LETs of one rank exceed 2^32 words"))?,
             );
-            ncell.push(cells as u32);
-            lens.push(len);
-            total += len;
+            total += shape.words();
         }
+        let ncell: Vec<u32> = shapes.iter().map(|l| l.cells as u32).collect();
         for (a, v) in [(&mut self.at, &at), (&mut self.ncell, &ncell)] {
             grow(r, a, nd)?;
             r.upload(v, a)?;
@@ -316,44 +318,101 @@ impl<R: KernelRunner> LetArrays<R> {
                 },
             )?;
         }
-        Ok((s.fetch(&self.out, total)?, lens))
+        self.packed = shapes.clone();
+        Ok(shapes)
     }
 
-    /// Unpacks the LETs received from every rank (`data`, `counts` words from each, in the
-    /// wire format) into a forest on the device, in the walk's tree arrays that `place` gives
-    /// for its cells and particles, checking each buffer as
-    /// [`unpack_forest`](super::wire::unpack_forest) does (the same error for the same
-    /// defect). Returns where the forest is, its cells and its particles.
+    /// The LETs of the last [`LetArrays::pack`], brought to the host: every destination's
+    /// words, concatenated in rank order, and the words of each.
+    pub fn packed(&self, s: &Stages<R>) -> Result<(Vec<f32>, Vec<usize>)> {
+        let counts: Vec<usize> = self.packed.iter().map(|l| l.words()).collect();
+        Ok((s.fetch(&self.out, counts.iter().sum())?, counts))
+    }
+
+    /// Sends the LETs of the last [`LetArrays::pack`] to their ranks and receives those of
+    /// `incoming` (the shape of each rank's LET for this one) into the device's receive
+    /// buffer, through `link`, device to device: enqueued after the work so far, and done
+    /// once [`DeviceExchange::finish`] returns. Collective (every rank of the link).
+    pub fn send(
+        &mut self,
+        s: &Stages<R>,
+        link: &mut DeviceExchange,
+        incoming: &[LetShape],
+    ) -> Result<()> {
+        let bytes = |shapes: &[LetShape]| -> Vec<(usize, usize)> {
+            let mut at = 0usize;
+            shapes
+                .iter()
+                .map(|l| {
+                    let n = 4 * l.words();
+                    at += n;
+                    (at - n, n)
+                })
+                .collect()
+        };
+        let recv = bytes(incoming);
+        let words: usize = incoming.iter().map(|l| l.words()).sum();
+        grow(s.runner(), &mut self.received, words)?;
+        // SAFETY: `out` holds the packed LETs and `received` the incoming words; neither is
+        // touched again before `finish` (the next pack and unpack come after it).
+        unsafe {
+            link.alltoallv(
+                self.out.ptr(),
+                &bytes(&self.packed),
+                self.received.ptr(),
+                &recv,
+            )
+        }
+    }
+
+    /// Unpacks the LETs received from every rank (`incoming`: on the host, uploaded first; or
+    /// already in the device's receive buffer, by [`LetArrays::send`]) into a forest on the
+    /// device, in the walk's tree arrays that `place` gives for its cells and particles,
+    /// checking each LET as [`unpack_forest`](super::wire::unpack_forest) does (the same error
+    /// for the same defect). Returns where the forest is, its cells and its particles.
     pub fn unpack(
         &mut self,
         s: &Stages<R>,
-        data: &[f32],
-        counts: &[usize],
+        incoming: Incoming,
         place: impl FnOnce(usize, usize) -> Result<TreeArrays>,
     ) -> Result<(TreeArrays, usize, usize)> {
         let r = s.runner();
-        // The headers are read on the host: (source, first word, cells, particles).
+        // Each LET: (source, first word, cells, particles).
         let mut pieces = Vec::new();
         let mut at = 0usize;
-        for (src, &len) in counts.iter().enumerate() {
-            let buf = &data[at..at + len];
-            if len > 0 {
-                let (nc, np) = header(src, buf)?;
-                pieces.push((src, at, nc, np));
+        match incoming {
+            Incoming::Host { data, counts } => {
+                for (src, &len) in counts.iter().enumerate() {
+                    if len > 0 {
+                        let (nc, np) = header(src, &data[at..at + len])?;
+                        pieces.push((src, at, nc, np));
+                    }
+                    at += len;
+                }
+                grow(r, &mut self.received, data.len())?;
+                r.upload(data, &mut self.received)?;
             }
-            at += len;
+            Incoming::Device(shapes) => {
+                for (src, l) in shapes.iter().enumerate() {
+                    if l.cells > 0 {
+                        pieces.push((src, at, l.cells, l.particles));
+                    }
+                    at += l.words();
+                }
+            }
         }
         let cells: usize = pieces.iter().map(|p| p.2).sum();
         let particles: usize = pieces.iter().map(|p| p.3).sum();
         let forest = place(cells, particles)?;
-        grow(r, &mut self.received, data.len())?;
-        r.upload(data, &mut self.received)?;
+        // Per LET: its first malformed cell, first particle that is not finite, and whether
+        // its root spans its cells; all checked after one copy.
+        grow(r, &mut self.bad, BAD_WORDS * pieces.len())?;
+        r.upload(&vec![u32::MAX; BAD_WORDS * pieces.len()], &mut self.bad)?;
         let (mut cell0, mut part0) = (0usize, 0usize);
-        for &(src, at, nc, np) in &pieces {
-            r.upload(&[u32::MAX, u32::MAX], &mut self.bad)?;
+        for (k, &(_, at, nc, np)) in pieces.iter().enumerate() {
             // SAFETY: the forest holds `cells` cells and `particles` particles, of which this
             // LET's go at cell0 and part0; its words lie in `received` from `at` (checked
-            // against its header).
+            // against its header or its shape); `bad` holds BAD_WORDS words per LET.
             unsafe {
                 s.launch(
                     "let_unpack",
@@ -366,24 +425,32 @@ impl<R: KernelRunner> LetArrays<R> {
                         cell0: int(cell0)?,
                         part0: int(part0)?,
                         tree: forest,
-                        bad: self.bad.ptr(),
+                        bad: self.bad.ptr() + (4 * BAD_WORDS * k) as u64,
                     },
                 )?;
-            }
-            let bad = s.fetch(&self.bad, 2)?;
-            if bad[0] != u32::MAX {
-                return Err(malformed(src, &format!("cell {} is malformed", bad[0])));
-            }
-            check_root(src, &data[at..], nc)?;
-            if bad[1] != u32::MAX {
-                return Err(malformed(src, "a particle is not finite"));
             }
             cell0 += nc;
             part0 += np;
         }
+        let bad = s.fetch(&self.bad, BAD_WORDS * pieces.len())?;
+        for (&(src, ..), b) in pieces.iter().zip(bad.chunks_exact(BAD_WORDS)) {
+            if b[0] != u32::MAX {
+                return Err(malformed(src, &format!("cell {} is malformed", b[0])));
+            }
+            if b[2] != u32::MAX {
+                return Err(malformed(src, ROOT_SPANS_NOT));
+            }
+            if b[1] != u32::MAX {
+                return Err(malformed(src, "a particle is not finite"));
+            }
+        }
         Ok((forest, cells, particles))
     }
 }
+
+/// Words of `bad` per received LET: its first malformed cell, its first particle that is not
+/// finite, and 0 where its root does not span its cells (`u32::MAX` each where all is well).
+const BAD_WORDS: usize = 3;
 
 /// A box as 6 floats: centre, then half-extents.
 fn flat((c, h): &TargetBox) -> [f32; 6] {

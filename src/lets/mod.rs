@@ -18,6 +18,92 @@ pub use region::{Region, TargetBox};
 
 use crate::comm::Comm;
 use crate::error::Result;
+use wire::{malformed, CELL_WORDS, HEADER_WORDS, PARTICLE_WORDS};
+
+/// What one LET holds: its cells and particles, from which its words follow.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LetShape {
+    /// Cell records.
+    pub cells: usize,
+    /// Particles.
+    pub particles: usize,
+}
+
+impl LetShape {
+    /// Its words in the wire format ([`wire`]): none without cells (nothing is sent).
+    pub fn words(self) -> usize {
+        match self.cells {
+            0 => 0,
+            c => HEADER_WORDS + c * CELL_WORDS + self.particles * PARTICLE_WORDS,
+        }
+    }
+
+    /// The shapes of the LETs sent to this rank, from rank r's (cells, particles) at 2r, 2r + 1
+    /// of `words` (what every rank told it), checked: each LET's words must fit an offset of
+    /// 32 bits, as the forest's do.
+    pub fn decode(words: &[u64]) -> Result<Vec<LetShape>> {
+        let mut total = 0u64;
+        words
+            .chunks_exact(2)
+            .enumerate()
+            .map(|(src, w)| {
+                let n = (w[1].checked_mul(PARTICLE_WORDS as u64))
+                    .and_then(|p| w[0].checked_mul(CELL_WORDS as u64)?.checked_add(p));
+                total = n
+                    .and_then(|n| total.checked_add(n + HEADER_WORDS as u64))
+                    .filter(|&t| t <= u32::MAX as u64)
+                    .ok_or_else(|| {
+                        malformed(
+                            src,
+                            &format!("{} cells and {} particles exceed 2^32 words", w[0], w[1]),
+                        )
+                    })?;
+                Ok(LetShape {
+                    cells: w[0] as usize,
+                    particles: w[1] as usize,
+                })
+            })
+            .collect()
+    }
+
+    /// `shapes` as the words [`LetShape::decode`] reads, two per rank.
+    pub fn encode(shapes: &[LetShape]) -> Vec<u64> {
+        shapes
+            .iter()
+            .flat_map(|s| [s.cells as u64, s.particles as u64])
+            .collect()
+    }
+}
+
+/// The LETs this rank exported for every rank, in rank order (none for itself).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Outgoing {
+    /// On the host, for an exchange through the [`Comm`]: every destination's words
+    /// concatenated, and the words of each.
+    Host {
+        /// The words.
+        words: Vec<f32>,
+        /// Words per destination.
+        counts: Vec<usize>,
+    },
+    /// Left on the device where they were packed, for the backend's device exchange: the
+    /// shape of each destination's LET.
+    Device(Vec<LetShape>),
+}
+
+/// The LETs this rank received from every rank, in rank order.
+#[derive(Clone, Copy, Debug)]
+pub enum Incoming<'a> {
+    /// On the host: every source's words concatenated, and the words of each.
+    Host {
+        /// The words.
+        data: &'a [f32],
+        /// Words per source.
+        counts: &'a [usize],
+    },
+    /// On the device, by the backend's device exchange: the shape of each source's LET.
+    Device(&'a [LetShape]),
+}
 
 /// What one LET exchange moved, for this rank.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]

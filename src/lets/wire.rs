@@ -121,11 +121,14 @@ pub fn header(src: usize, buf: &[f32]) -> Result<(usize, usize)> {
     Ok((nc, np))
 }
 
+/// What [`malformed`] says of a LET whose root's subtree is not all its cells.
+pub const ROOT_SPANS_NOT: &str = "its root does not span its cells";
+
 /// Checks that the root of `buf` (a LET buffer from rank `src` of `nc` cells, whose records are
 /// well formed) spans every cell.
-pub fn check_root(src: usize, buf: &[f32], nc: usize) -> Result<()> {
+fn check_root(src: usize, buf: &[f32], nc: usize) -> Result<()> {
     if nc > 0 && bits(&buf[HEADER_WORDS..], SUBTREE) as usize != nc {
-        return Err(malformed(src, "its root does not span its cells"));
+        return Err(malformed(src, ROOT_SPANS_NOT));
     }
     Ok(())
 }

@@ -175,3 +175,57 @@ pub fn probe_leaves_the_forces_alone(params: &hinoki::forces::ForceParams, n: us
         .unwrap();
     assert!(probed.acc == fresh.acc && probed.pot == fresh.pot);
 }
+
+/// `hinoki ARGS` on `np` ranks under `mpirun --oversubscribe`; `None` (after saying why) where
+/// there is no MPI (never under `HINOKI_REQUIRE_MPI`, which CI sets).
+pub fn mpirun(np: usize, args: &[&str]) -> Option<std::process::Output> {
+    launch(&[np.to_string().as_str()], &[args], &[])
+}
+
+/// `mpirun` with one application context per entry of `nps`/`apps` (MPMD: `-np 1 A : -np 1 B`),
+/// after the mpirun options `options` (e.g. `-x NAME=VALUE`, `--bind-to none`).
+pub fn launch(nps: &[&str], apps: &[&[&str]], options: &[&str]) -> Option<std::process::Output> {
+    if cfg!(not(feature = "mpi")) {
+        eprintln!("skipping MPI test: hinoki built without the mpi feature");
+        return None;
+    }
+    use std::process::Command;
+    use std::time::{Duration, Instant};
+    let probe = try_output(Command::new("mpirun").arg("--version"));
+    if !probe.is_some_and(|o| o.status.success()) {
+        // scripts/test.sh (and so CI) sets HINOKI_REQUIRE_MPI: there an MPI test never passes
+        // by skipping.
+        assert!(
+            std::env::var_os("HINOKI_REQUIRE_MPI").is_none(),
+            "no mpirun on PATH, and HINOKI_REQUIRE_MPI is set"
+        );
+        eprintln!("skipping MPI test: no mpirun on PATH");
+        return None;
+    }
+    let t0 = Instant::now();
+    let mut cmd = Command::new("timeout");
+    cmd.arg("120")
+        .arg("mpirun")
+        .args(["--allow-run-as-root", "--oversubscribe"])
+        .args(options);
+    for (k, (np, args)) in nps.iter().zip(apps).enumerate() {
+        if k > 0 {
+            cmd.arg(":");
+        }
+        cmd.args(["-np", np])
+            .arg(env!("CARGO_BIN_EXE_hinoki"))
+            .args(*args);
+    }
+    // Each launch keeps its OpenMPI session directory apart: launches that start at once
+    // raced to create the shared one ("unable to create the desired directory").
+    let session = TempDir::new("ompi");
+    let out = output(
+        cmd.env("HINOKI_LOG", "off")
+            .env("OMPI_MCA_orte_tmpdir_base", session.path()),
+    );
+    assert!(
+        t0.elapsed() < Duration::from_secs(110),
+        "mpirun {nps:?} hung"
+    );
+    Some(out)
+}

@@ -4,9 +4,11 @@
 use super::LetArrays;
 use crate::diag::PhaseTimes;
 use crate::forces::ForceParams;
+use crate::gpu::launch::{grow, KernelRunner};
+use crate::gpu::runner::Runner;
 use crate::gpu::GpuContext;
 use crate::ics::{generate, Model};
-use crate::lets::{export, wire, Region};
+use crate::lets::{export, wire, Incoming, LetShape, Region};
 use crate::sfc::{keys, Frame, GridBox, Order};
 use crate::tree::build_gpu::tests::{on_device, stages};
 use crate::tree::build_gpu::TreeBuilder;
@@ -87,9 +89,10 @@ fn emulated_lets_equal_the_hosts_word_for_word() {
         .walk_params(frame.side())
         .criterion;
         let regions = [theirs.clone(), mine.clone(), Region::default()];
-        let (words, counts) = lets
-            .export(&s, &tree, &regions, 1, &crit, periodic)
-            .unwrap();
+        let shapes = lets.pack(&s, &tree, &regions, 1, &crit, periodic).unwrap();
+        let (words, counts) = lets.packed(&s).unwrap();
+        let sizes: Vec<usize> = shapes.iter().map(|l| l.words()).collect();
+        assert_eq!(sizes, counts, "{what}: shapes");
         let host = export(&b, &crit, periodic, &theirs);
         assert!(host.len() > 1000, "{what}: {} words", host.len());
         assert_eq!(counts, vec![host.len(), 0, 0], "{what}: words per rank");
@@ -121,8 +124,35 @@ fn emulated_forest_walks_as_the_hosts_and_refuses_what_the_host_refuses() {
     let data = [&from_b[..], &from_c[..]].concat();
     let counts = [0, from_b.len(), from_c.len()];
     let host = wire::unpack_forest(&data, &counts).unwrap();
+    let host_incoming = Incoming::Host {
+        data: &data,
+        counts: &counts,
+    };
+    let (_, cells, particles) = lets
+        .unpack(&s, host_incoming, |c, p| walk.reserve_tree(c, p))
+        .unwrap();
+    assert_eq!((cells, particles), (host.cells.len(), host.particles.len()));
+    // Delivered to the device with their shapes, as the device exchange delivers them: the
+    // same forest.
+    let word = |v: &[f32], k: usize| v[k].to_bits() as u64;
+    let shapes = LetShape::decode(&[
+        0,
+        0,
+        word(&from_b, 0),
+        word(&from_b, 1),
+        word(&from_c, 0),
+        word(&from_c, 1),
+    ])
+    .unwrap();
+    let delivered = |lets: &mut LetArrays<Runner>, data: &[f32]| {
+        grow(s.runner(), &mut lets.received, data.len()).unwrap();
+        s.runner().upload(data, &mut lets.received).unwrap();
+    };
+    delivered(&mut lets, &data);
     let (forest, cells, particles) = lets
-        .unpack(&s, &data, &counts, |c, p| walk.reserve_tree(c, p))
+        .unpack(&s, Incoming::Device(&shapes), |c, p| {
+            walk.reserve_tree(c, p)
+        })
         .unwrap();
     assert_eq!((cells, particles), (host.cells.len(), host.particles.len()));
     let targets: Vec<[f32; 4]> = a
@@ -175,10 +205,27 @@ fn emulated_forest_walks_as_the_hosts_and_refuses_what_the_host_refuses() {
         ("length", short, [0, from_b.len(), from_c.len() - 1]),
     ] {
         let host = wire::unpack_forest(data, &counts).unwrap_err().message;
+        let incoming = Incoming::Host {
+            data,
+            counts: &counts,
+        };
         let device = lets
-            .unpack(&s, data, &counts, |c, p| walk.reserve_tree(c, p))
+            .unpack(&s, incoming, |c, p| walk.reserve_tree(c, p))
             .unwrap_err()
             .message;
         assert_eq!(device, host, "{what}");
+        // The same LETs delivered to the device (as the device exchange does), their shapes
+        // told apart: the same defects found, but for the length, which the shapes fix.
+        if what == "length" {
+            continue;
+        }
+        delivered(&mut lets, data);
+        let device = lets
+            .unpack(&s, Incoming::Device(&shapes), |c, p| {
+                walk.reserve_tree(c, p)
+            })
+            .unwrap_err()
+            .message;
+        assert_eq!(device, host, "{what}, delivered to the device");
     }
 }

@@ -1,0 +1,80 @@
+#!/usr/bin/env python3
+"""One Markdown row per run of scripts/bench_multigpu.sh: for `forces` reports (NAME.out, one
+JSON object) the slowest rank's seconds per phase of the third evaluation, the sum of the
+named phases against `total`, and the ratio to the one-GPU row of the same series (weak:
+efficiency T1/T; strong: speed-up T1/T); for runs (NAME.out, the run's summary lines) the wall
+time, the force time and the phases, against the one-GPU run.
+
+usage: scripts/bench_multigpu.py OUT
+"""
+import json
+import os
+import re
+import sys
+
+PHASES = ["domain", "wait", "sort", "build", "moments", "targets", "let", "exchange", "walk",
+          "let_wait", "walk_let", "unsort", "download"]
+
+
+def forces_row(name, report, base):
+    t = report["time"]
+    total = t["total"]
+    named = sum(v for k, v in t.items() if k != "total")
+    ratio = ""
+    if base is not None:
+        ratio = base / total if name.startswith("strong") else base / total
+    lets = report.get("lets", {})
+    cols = [name, str(report["ranks"]), str(report["n"]), f"{total:.4f}"]
+    cols += [f"{t.get(p, 0.0):.4f}" for p in PHASES]
+    cols += [f"{named:.4f}", f"{ratio:.2f}" if ratio != "" else "",
+             lets.get("exchange") or "",
+             f"{report['error']['p99']:.2e}" if report.get("error") else ""]
+    return "| " + " | ".join(cols) + " |"
+
+
+def run_row(name, text, base):
+    m = re.search(r"steps to \S+ \S* ?in ([0-9.]+) s", text)
+    wall = float(m.group(1)) if m else float("nan")
+    phases = {}
+    for line in text.splitlines():
+        if line.startswith("time per phase [s]:"):
+            phases = {k: float(v) for k, v in re.findall(r"([a-z_]+) ([0-9.]+)", line.split(":", 1)[1])}
+    force = phases.get("total", float("nan"))
+    ratio = f"{force / base:.2f}" if base else ""
+    shown = ", ".join(f"{k} {v:.2f}" for k, v in phases.items())
+    return f"| {name} | {wall:.2f} | {force:.3f} | {ratio} | {shown} |"
+
+
+def main(out):
+    names = sorted(f[:-4] for f in os.listdir(out) if f.endswith(".out"))
+    reports = {}
+    for n in names:
+        text = open(os.path.join(out, n + ".out")).read()
+        if n.startswith("run-"):
+            reports[n] = text + open(os.path.join(out, n + ".log")).read()
+        elif text.strip():
+            reports[n] = json.loads(text)
+    print("| run | ranks | N | total | " + " | ".join(PHASES) +
+          " | named | T1/T (weak eff., strong speed-up) | exchange | p99 |")
+    print("|" + "---|" * (len(PHASES) + 8))
+    for n in names:
+        if n.startswith("run-") or n not in reports:
+            continue
+        series = n.split("-np")[0]
+        one = reports.get(series + "-np1")
+        print(forces_row(n, reports[n], one["time"]["total"] if one else None))
+    print()
+    print("| run | wall s | force time s | force time / 1 GPU | phases (s) |")
+    print("|---|---|---|---|---|")
+    base = None
+    for n in names:
+        if not n.startswith("run-"):
+            continue
+        if n.endswith("-np1"):
+            m = re.findall(r"total ([0-9.]+)", reports[n])
+            base = float(m[-1]) if m else None
+        print(run_row(n, reports[n], base))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

@@ -1,0 +1,76 @@
+//! The device-to-device exchange of this rank's GPU with the other ranks' GPUs: an NCCL
+//! communicator ([`DeviceComm`]) whose transfers run on a stream of their own, so that they
+//! overlap the kernels of the main stream (the local walk), ordered against it by events.
+
+use super::GpuContext;
+use crate::comm::nccl::DeviceComm;
+use crate::comm::{agree, Comm};
+use crate::error::{Error, Result};
+use cudarc::driver::CudaStream;
+use std::sync::Arc;
+
+/// This rank's end of the device exchange.
+pub struct DeviceExchange {
+    comm: DeviceComm,
+    /// The stream of the transfers.
+    stream: Arc<CudaStream>,
+    /// The stream of every other launch and copy.
+    main: Arc<CudaStream>,
+}
+
+fn driver_err(what: &'static str) -> impl Fn(cudarc::driver::DriverError) -> Error {
+    move |e| Error::device(format!("CUDA {what} failed: {e}"))
+}
+
+impl DeviceExchange {
+    /// Opens the exchange between the GPUs of every rank of `comm` (`ctx` is this rank's).
+    /// Collective: every rank opens it, or every rank fails with the same reason (no NCCL, the
+    /// CPU kernel emulator, ranks sharing a GPU, NCCL's own failure).
+    pub fn open(ctx: &GpuContext, comm: &dyn Comm) -> Result<Self> {
+        let cuda = ctx.cuda().ok_or_else(|| {
+            Error::device("the CPU kernel emulator has no device-to-device exchange")
+        });
+        let (main, gpu) = agree(comm, cuda)?;
+        let stream = agree(comm, main.fork().map_err(driver_err("stream creation")))?;
+        let comm = DeviceComm::open(comm, stream.cu_stream().cast(), gpu)?;
+        Ok(Self {
+            comm,
+            stream,
+            main: main.clone(),
+        })
+    }
+
+    /// What the exchange is, e.g. "NCCL 2.28.3".
+    pub fn description(&self) -> &str {
+        &self.comm.description
+    }
+
+    /// Enqueues [`DeviceComm::alltoallv`] after every launch and copy issued so far.
+    ///
+    /// # Safety
+    /// As [`DeviceComm::alltoallv`]'s, until [`DeviceExchange::finish`].
+    pub unsafe fn alltoallv(
+        &mut self,
+        from: u64,
+        send: &[(usize, usize)],
+        to: u64,
+        recv: &[(usize, usize)],
+    ) -> Result<()> {
+        self.stream
+            .join(&self.main)
+            .map_err(driver_err("stream ordering"))?;
+        // SAFETY: passed on with the caller's guarantee.
+        unsafe { self.comm.alltoallv(from, send, to, recv) }
+    }
+
+    /// Waits until the transfers enqueued so far are done, and orders the main stream's later
+    /// work after them.
+    pub fn finish(&self) -> Result<()> {
+        self.stream
+            .synchronize()
+            .map_err(driver_err("exchange synchronize"))?;
+        self.main
+            .join(&self.stream)
+            .map_err(driver_err("stream ordering"))
+    }
+}

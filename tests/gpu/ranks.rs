@@ -1,0 +1,105 @@
+//! Several GPUs, one rank each: the LETs through NCCL, device to device, give the forces of the
+//! exchange staged through the host bit for bit (the same bytes arrive), on 2 and 4 ranks, and
+//! a 2-rank run through NCCL restarts bit for bit. Skipped, with the reason printed, with fewer
+//! than two GPUs, on the CPU kernel emulator (which has no device exchange), or without NCCL.
+
+use crate::common;
+use hinoki::comm::SingleProcess;
+use hinoki::Particles;
+use std::path::Path;
+
+/// The GPUs for these tests, or `None` (after saying why).
+fn gpus() -> Option<usize> {
+    if std::env::var_os(hinoki::gpu::EMULATOR_VARIABLE).is_some() {
+        eprintln!("skipping multi-GPU test: the CPU kernel emulator has no device exchange");
+        return None;
+    }
+    let n = hinoki::gpu::gpu_count();
+    if n < 2 {
+        eprintln!("skipping multi-GPU test: {n} GPU(s) here, two are needed");
+        return None;
+    }
+    Some(n)
+}
+
+/// A run of 30,000 Plummer particles on the GPU in block steps, rebuilt every step, through
+/// `exchange`, into `dir`; `extra` run options.
+fn run(dir: &Path, np: usize, exchange: &str, out: &Path, extra: &[&str]) -> Option<String> {
+    let cfg = dir.join(format!("run-{exchange}.toml"));
+    std::fs::write(
+        &cfg,
+        format!(
+            "[ics]\nmodel = \"plummer\"\nn = 30000\n[gravity]\nbackend = \"gpu\"\n\
+             exchange = \"{exchange}\"\n[time]\nstepping = \"block\"\ndt_max = 0.03125\n\
+             t_end = 0.25\n[output]\nenergy_every = 4\npictures = false\n"
+        ),
+    )
+    .unwrap();
+    let mut args = vec!["run", cfg.to_str().unwrap(), "-o", out.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    let o = common::launch(&[&np.to_string()], &[&args], &["--bind-to", "none"])?;
+    let log = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(o.status.success(), "{log}");
+    Some(log)
+}
+
+/// Rank `r`'s final particles of the run in `out`.
+fn final_particles(out: &Path, r: usize) -> Particles {
+    let name = format!("final/snapdir_000/snapshot_000.{r}.hdf5");
+    hinoki::io::read_snapshot(&SingleProcess, &out.join(name))
+        .unwrap()
+        .0
+}
+
+/// Positions and velocities as bits.
+fn bits(p: &Particles) -> Vec<u64> {
+    p.pos
+        .iter()
+        .chain(&p.vel)
+        .flat_map(|v| v.to_array())
+        .map(f64::to_bits)
+        .collect()
+}
+
+#[test]
+fn gpu_device_exchange_equals_the_host_staged_one_bit_for_bit() {
+    let Some(n) = gpus() else { return };
+    for np in [2, 4].into_iter().filter(|&np| np <= n) {
+        let dir = common::TempDir::new("exchange");
+        let (nccl, mpi) = (dir.join("nccl"), dir.join("mpi"));
+        let Some(log) = run(dir.path(), np, "nccl", &nccl, &[]) else {
+            return;
+        };
+        assert!(log.contains("LET exchange: NCCL"), "{log}");
+        run(dir.path(), np, "mpi", &mpi, &[]).unwrap();
+        for r in 0..np {
+            let (a, b) = (final_particles(&nccl, r), final_particles(&mpi, r));
+            assert!(
+                a.id == b.id && bits(&a) == bits(&b),
+                "{np} ranks, rank {r}: NCCL and MPI runs differ"
+            );
+        }
+    }
+}
+
+#[test]
+fn gpu_a_two_rank_run_through_nccl_restarts_bit_for_bit() {
+    if gpus().is_none() {
+        return;
+    }
+    let dir = common::TempDir::new("restart-nccl");
+    let (whole, parts) = (dir.join("whole"), dir.join("parts"));
+    if run(dir.path(), 2, "nccl", &whole, &[]).is_none() {
+        return;
+    }
+    let p = parts.to_str().unwrap();
+    run(dir.path(), 2, "nccl", &parts, &["--stop-after", "3"]).unwrap();
+    run(dir.path(), 2, "nccl", &parts, &["--restart", p]).unwrap();
+    for r in 0..2 {
+        let (a, b) = (final_particles(&whole, r), final_particles(&parts, r));
+        assert!(
+            a.id == b.id && bits(&a) == bits(&b),
+            "rank {r}: the restarted run differs"
+        );
+    }
+}
