@@ -1,6 +1,6 @@
-//! Several GPUs, one rank each: the LETs through NCCL, device to device, give the forces of the
-//! exchange staged through the host bit for bit (the same bytes arrive), on 2 and 4 ranks, and
-//! a 2-rank run through NCCL restarts bit for bit. Skipped, with the reason printed, with fewer
+//! Several GPUs, one rank each: `--exchange auto` takes NCCL there, the LETs through NCCL,
+//! device to device, give the forces of the exchange staged through the host bit for bit (the
+//! same bytes arrive), on 2 and 4 ranks, and a 2-rank run through NCCL restarts bit for bit. Skipped, with the reason printed, with fewer
 //! than two GPUs, on the CPU kernel emulator (which has no device exchange), or without NCCL.
 
 use crate::common;
@@ -23,8 +23,8 @@ fn gpus() -> Option<usize> {
 }
 
 /// A run of 30,000 Plummer particles on the GPU in block steps, rebuilt every step, through
-/// `exchange`, into `dir`; `extra` run options.
-fn run(dir: &Path, np: usize, exchange: &str, out: &Path, extra: &[&str]) -> Option<String> {
+/// `exchange`, into `out` (its config in `dir`); `extra` run options.
+fn run(dir: &Path, np: usize, exchange: &str, out: &Path, extra: &[&str]) -> Option<()> {
     let cfg = dir.join(format!("run-{exchange}.toml"));
     std::fs::write(
         &cfg,
@@ -38,9 +38,8 @@ fn run(dir: &Path, np: usize, exchange: &str, out: &Path, extra: &[&str]) -> Opt
     let mut args = vec!["run", cfg.to_str().unwrap(), "-o", out.to_str().unwrap()];
     args.extend_from_slice(extra);
     let o = common::launch(&[&np.to_string()], &[&args], &["--bind-to", "none"])?;
-    let log = String::from_utf8_lossy(&o.stderr).into_owned();
-    assert!(o.status.success(), "{log}");
-    Some(log)
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    Some(())
 }
 
 /// Rank `r`'s final particles of the run in `out`.
@@ -67,10 +66,21 @@ fn gpu_device_exchange_equals_the_host_staged_one_bit_for_bit() {
     for np in [2, 4].into_iter().filter(|&np| np <= n) {
         let dir = common::TempDir::new("exchange");
         let (nccl, mpi) = (dir.join("nccl"), dir.join("mpi"));
-        let Some(log) = run(dir.path(), np, "nccl", &nccl, &[]) else {
-            return;
-        };
-        assert!(log.contains("LET exchange: NCCL"), "{log}");
+        let forces = [
+            "forces",
+            "--backend",
+            "gpu",
+            "--ics",
+            "plummer",
+            "--n",
+            "30000",
+            "--json",
+        ];
+        let o = common::launch(&[&np.to_string()], &[&forces], &["--bind-to", "none"]).unwrap();
+        let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        let exchange = report["lets"]["exchange"].as_str().unwrap_or_default();
+        assert!(exchange.starts_with("NCCL"), "auto chose {exchange:?}");
+        run(dir.path(), np, "nccl", &nccl, &[]).unwrap();
         run(dir.path(), np, "mpi", &mpi, &[]).unwrap();
         for r in 0..np {
             let (a, b) = (final_particles(&nccl, r), final_particles(&mpi, r));
