@@ -482,8 +482,10 @@ impl ForceEngine {
         keep: bool,
     ) -> Result<ForceResult> {
         let t0 = Instant::now();
+        let mut times = PhaseTimes::default();
         if comm.size() > 1 && self.params.method == Method::Tree && self.exchange.is_none() {
-            let line = self.backend.connect(comm, self.params.exchange)?;
+            let exchange = self.params.exchange;
+            let line = times.time("connect", || self.backend.connect(comm, exchange))?;
             if comm.rank() == 0 {
                 tracing::info!("LET exchange: {line}");
             }
@@ -492,7 +494,6 @@ impl ForceEngine {
         let bus0 = self.backend.bus_bytes();
         let device = self.device();
         let params = &self.params;
-        let mut times = PhaseTimes::default();
         let mut result = match params.method {
             Method::Direct => {
                 let p = self.backend.particles()?;
