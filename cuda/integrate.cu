@@ -247,38 +247,49 @@ struct RUST_TWIN BinSummaryArgs {
     unsigned long long ti;
     // The deepest bin (the timeline's depth).
     int depth;
-    // Per block: lowest bin, highest bin, particles due (3 words).
+    // Per particle: cost (interactions of its last evaluation, a whole number).
+    const double *cost;
+    // Per block: lowest bin, highest bin, particles due, and the low and high words of the
+    // summed cost (5 words).
     unsigned *partial;
 };
 
-// Per block: the lowest and the highest bin, and the particles that end their step at tick
-// ti, of the particles it visits (grid-stride): partial[3 b .. 3 b + 2].
+// Per block: the lowest and the highest bin, the particles that end their step at tick ti,
+// and the sum of the costs (whole numbers, summed as integers: the same in any order), of the
+// particles it visits (grid-stride): partial[5 b .. 5 b + 4].
 extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) bin_summary(const BinSummaryArgs a)
 {
     __shared__ unsigned lo[BUILD_BLOCK], hi[BUILD_BLOCK], due[BUILD_BLOCK];
+    __shared__ unsigned long long work[BUILD_BLOCK];
     unsigned l = 255u, h = 0u, k = 0u;
+    unsigned long long w = 0ull;
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < a.n; i += gridDim.x * blockDim.x) {
         const unsigned b = a.bin[i];
         l = min(l, b);
         h = max(h, b);
         k += synchronised((unsigned char)b, a.ti, a.depth);
+        w += (unsigned long long)a.cost[i];
     }
     lo[threadIdx.x] = l;
     hi[threadIdx.x] = h;
     due[threadIdx.x] = k;
+    work[threadIdx.x] = w;
     __syncthreads();
     for (unsigned half = BUILD_BLOCK / 2; half > 0; half >>= 1) {
         if (threadIdx.x < half) {
             lo[threadIdx.x] = min(lo[threadIdx.x], lo[threadIdx.x + half]);
             hi[threadIdx.x] = max(hi[threadIdx.x], hi[threadIdx.x + half]);
             due[threadIdx.x] += due[threadIdx.x + half];
+            work[threadIdx.x] += work[threadIdx.x + half];
         }
         __syncthreads();
     }
     if (threadIdx.x == 0) {
-        a.partial[3 * blockIdx.x] = lo[0];
-        a.partial[3 * blockIdx.x + 1] = hi[0];
-        a.partial[3 * blockIdx.x + 2] = due[0];
+        a.partial[5 * blockIdx.x] = lo[0];
+        a.partial[5 * blockIdx.x + 1] = hi[0];
+        a.partial[5 * blockIdx.x + 2] = due[0];
+        a.partial[5 * blockIdx.x + 3] = (unsigned)(work[0] & 0xffffffffull);
+        a.partial[5 * blockIdx.x + 4] = (unsigned)(work[0] >> 32);
     }
 }
 

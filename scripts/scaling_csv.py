@@ -15,6 +15,9 @@ Columns (times in seconds, the slowest rank's, of the last evaluation of each ru
   speedup, efficiency: of total_s against the row with the fewest ranks (np0, T0); strong:
     speedup = T0/T, efficiency = np0*T0/(np*T); weak: speedup = np*T0/(np0*T), efficiency = T0/T
   efficiency_walk: the same efficiency for walks_s
+  evaluation_s: the slowest rank's last evaluation less the return of its results (download,
+    unsort; the report's evaluation.seconds), efficiency_evaluation: the efficiency of it
+  coverage_min: the least share over the ranks of the whole command's wall time in named phases
   imbalance_walk (max/mean walk time over the ranks), imbalance_particles (max/mean)
   let_bytes_sent_mean/_max, let_bytes_received_mean/_max (bytes per rank)
   interactions (whole job), interactions_per_second (job interactions / slowest walk time)
@@ -30,10 +33,11 @@ import json
 import os
 import sys
 
-# hinoki's phases in pipeline order (src/diag/ranks.rs PHASES); others are appended.
-PHASES = ["wait", "domain", "sort", "build", "moments", "refit", "thread", "targets", "tune",
-          "let", "exchange", "upload", "walk", "let_wait", "walk_let", "download", "unsort",
-          "integrate", "total"]
+# hinoki's phases of an evaluation in pipeline order (src/diag/ranks.rs PHASES), after the
+# command's around it that the report of the last one holds; others are appended.
+PHASES = ["wait", "domain", "sort", "build", "moments", "refit", "probe", "thread", "targets",
+          "tune", "let", "exchange", "upload", "walk", "let_wait", "walk_let", "download",
+          "unsort", "integrate", "total"]
 # The curves of seed 001 Figs. 11-12: column name -> phases summed.
 GROUPS = {"tree_s": ["sort", "build", "moments", "refit"], "let_s": ["let"],
           "comm_s": ["exchange", "domain"], "walks_s": ["walk", "walk_let"]}
@@ -107,6 +111,9 @@ def row_of(report, mode, model, phases, labels):
     for p in ("p50", "p99"):
         v = dig(report, "error", p)
         row[f"error_{p}"] = "" if v is None else v
+    row["evaluation_s"] = dig(report, "evaluation", "seconds") or times["total"]
+    cov = dig(report, "command", "coverage", "min")
+    row["coverage_min"] = "" if cov is None else cov
     row.update(byte_counts(report))
     return row
 
@@ -114,7 +121,8 @@ def row_of(report, mode, model, phases, labels):
 def add_efficiency(rows, mode):
     """speedup and efficiency of the total, efficiency_walk of walks_s, against rows[0]."""
     np0 = rows[0]["np"]
-    for col, names in (("total_s", ("speedup", "efficiency")), ("walks_s", (None, "efficiency_walk"))):
+    for col, names in (("total_s", ("speedup", "efficiency")), ("walks_s", (None, "efficiency_walk")),
+                       ("evaluation_s", (None, "efficiency_evaluation"))):
         t0 = rows[0][col]
         for r in rows:
             t, np_ = r[col], r["np"]

@@ -7,7 +7,8 @@ use glam::DVec3;
 use hinoki::comm::{Comm, SingleProcess};
 use hinoki::cosmology::measure::ShotNoise;
 use hinoki::diag::report::{check_against_direct, forces_json, forces_table};
-use hinoki::domain::Balance;
+use hinoki::diag::PhaseTimes;
+use hinoki::domain::{measured_imbalance, Balance};
 use hinoki::forces::{ForceEngine, ForceParams};
 use hinoki::ics::Model;
 use hinoki::io::config::IcsConfig;
@@ -701,19 +702,27 @@ fn power(p: PowerArgs) -> Result<()> {
     Ok(())
 }
 
+/// `hinoki forces`: `--repeat` evaluations on the particles, the last one reported. Every
+/// second from the start to the report is in a named phase of `times` (the evaluations'
+/// `total` and the [`COMMAND_PHASES`](hinoki::diag::timers::COMMAND_PHASES) around them).
 fn forces(a: ForcesArgs, comm: &dyn Comm) -> Result<()> {
+    let wall = Instant::now();
+    let mut times = PhaseTimes::default();
     let params = a.gravity;
-    params.validate()?;
-    if a.check == Some(0) {
-        return Err(Error::input("--check needs at least 1 particle"));
-    }
-    if a.repeat == 0 {
-        return Err(Error::input("--repeat needs at least 1 evaluation"));
-    }
+    let mut engine = times.time("startup", || -> Result<ForceEngine> {
+        params.validate()?;
+        if a.check == Some(0) {
+            return Err(Error::input("--check needs at least 1 particle"));
+        }
+        if a.repeat == 0 {
+            return Err(Error::input("--repeat needs at least 1 evaluation"));
+        }
+        ForceEngine::new(params.clone())
+    })?;
     // Each rank starts from its share of the input; the domain decomposition then gives it a
     // slice of the Peano–Hilbert curve. The particles go to the engine once (on the GPU: to the
     // device, where they stay) and come back after the last evaluation.
-    let mut engine = ForceEngine::new(params.clone())?;
+    let t0 = Instant::now();
     let source = particle_source(a.ics, a.n, a.seed, a.input);
     let p = initial_particles(&source, comm, FORCES_BYTES, false)?;
     let n_total = comm.allgather_u64(p.len() as u64).iter().sum::<u64>() as usize;
@@ -730,39 +739,45 @@ fn forces(a: ForcesArgs, comm: &dyn Comm) -> Result<()> {
             None
         }
     };
+    times.add("ics", t0.elapsed().as_secs_f64());
     let mut result = None;
     let mut moved = 0usize;
+    // The first evaluation always balances the domains (the initial shares are not slices of
+    // the curve); the others where the last one's load imbalance asks for it, as a run does.
+    let mut imbalance = f64::INFINITY;
     for _ in 0..a.repeat {
         let bus0 = engine.bus_bytes();
-        // The wait for the slowest rank to finish the previous evaluation (load imbalance),
-        // kept apart from the domain decomposition's own cost.
-        let t0 = Instant::now();
-        if comm.size() > 1 {
-            comm.barrier();
-        }
-        let wait_secs = t0.elapsed().as_secs_f64();
-        let t0 = Instant::now();
-        moved = engine.decompose(comm, params.balance)?;
-        let domain_secs = t0.elapsed().as_secs_f64();
+        let mut around = PhaseTimes::default();
+        let rebalance = comm.size() > 1 && engine.rebalance_due(imbalance);
+        moved = match rebalance {
+            true => around.time("domain", || engine.decompose(comm, params.balance))?,
+            false => 0,
+        };
         let mut r = engine.evaluate(comm, None, None)?;
-        if comm.size() > 1 {
-            r.times.add("wait", wait_secs);
-            r.times.add("domain", domain_secs);
-            r.times.add("total", wait_secs + domain_secs);
-        }
+        // The ranks agree on the imbalance; the wait there is the slowest rank's lead.
+        let cost = r
+            .p2p
+            .iter()
+            .zip(&r.m2p)
+            .map(|(&a, &b)| (a + b) as u64)
+            .sum();
+        imbalance = around.time("wait", || measured_imbalance(comm, cost));
+        r.times.merge(&around);
+        times.merge(&r.times);
         // What crossed the bus in this evaluation, its decomposition included.
         let bus = engine.bus_bytes();
         r.bus_bytes = (bus.0 - bus0.0, bus.1 - bus0.1);
         result = Some(r);
     }
+    let result = result.expect("at least one evaluation");
     let p = match p {
         Some(p) => p,
-        None => engine.particles()?,
+        None => times.time("results", || engine.particles())?,
     };
-    let result = result.expect("at least one evaluation");
-    check_forces(comm, &p, &result.acc, &result.pot)?;
+    times.time("check", || check_forces(comm, &p, &result.acc, &result.pot))?;
     // Reported as used: `auto` choices resolved for the backend.
     let params = engine.params().clone();
+    let t0 = Instant::now();
     let check = match a.check {
         Some(k) => Some(check_against_direct(
             comm,
@@ -775,12 +790,14 @@ fn forces(a: ForcesArgs, comm: &dyn Comm) -> Result<()> {
         None => None,
     };
     let ranks = ranks_report(comm, &p, &result, &engine, moved, params.let_boxes);
+    times.add("report", t0.elapsed().as_secs_f64());
+    let command = command_report(comm, &result, &times, wall.elapsed().as_secs_f64());
     if comm.rank() != 0 {
         return Ok(());
     }
     if a.json {
         let mut report = forces_json(n_total, &params, &result, check.as_ref());
-        for (k, v) in ranks {
+        for (k, v) in ranks.into_iter().chain(command) {
             report[k] = v;
         }
         report["memory"] = serde_json::json!({ "device_bytes": engine.device_bytes() });
@@ -791,13 +808,41 @@ fn forces(a: ForcesArgs, comm: &dyn Comm) -> Result<()> {
             "{}",
             forces_table(n_total, &params, &result, check.as_ref())
         );
-        if comm.size() > 1 {
-            for (k, v) in ranks {
-                outln!("  {k}: {v}");
-            }
+        let several = comm.size() > 1;
+        for (k, v) in ranks.into_iter().filter(|_| several).chain(command) {
+            outln!("  {k}: {v}");
         }
     }
     Ok(())
+}
+
+/// The whole command's part of the force report: the last evaluation apart from returning its
+/// results (`evaluation`: `total` less `download` and `unsort`, the seconds a scaling study
+/// compares), and every phase of the command (`times`, all evaluations), its wall time `wall`
+/// (seconds) and the share of it in named phases (`coverage`, 0 … 1), each as its spread
+/// (min, mean, max) over the ranks. Collective.
+fn command_report(
+    comm: &dyn Comm,
+    last: &hinoki::forces::ForceResult,
+    times: &PhaseTimes,
+    wall: f64,
+) -> Vec<(&'static str, serde_json::Value)> {
+    use hinoki::diag::ranks::{coverage, phase_spreads, spread, spreads_json};
+    use serde_json::json;
+    let t = &last.times;
+    let evaluation = spread(comm, t.get("total") - t.get("download") - t.get("unsort"));
+    let (wall, coverage) = coverage(comm, times, wall);
+    vec![
+        (
+            "evaluation",
+            json!({ "seconds": evaluation.max, "ranks": evaluation }),
+        ),
+        (
+            "command",
+            json!({ "wall": wall, "coverage": coverage,
+                    "time_ranks": spreads_json(&phase_spreads(comm, times)) }),
+        ),
+    ]
 }
 
 fn virtual_ranks(a: VirtualRanksArgs) -> Result<()> {
@@ -952,6 +997,7 @@ fn run(a: RunArgs, comm: &dyn Comm) -> Result<()> {
     }
     let phases: Vec<String> = s.times.iter().map(|(n, t)| format!("{n} {t:.2}")).collect();
     outln!("time per phase [s]: {}", phases.join(", "));
+    outln!("{}; {} rebalances", s.describe_coverage(), s.rebalances);
     match s.final_files.as_slice() {
         [one] => outln!("final particles: {}", one.display()),
         [first, .., last] => outln!(

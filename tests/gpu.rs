@@ -785,6 +785,34 @@ fn gpu_steps_follow_the_cpu_trajectory_in_block_and_shared_steps() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// The device's bin summary sums the costs its state holds (each particle's interactions in
+/// its last evaluation) exactly as the host sums them: the load imbalance that rebalances a
+/// run's domains is the same wherever it is measured.
+#[test]
+fn gpu_bins_sum_the_costs_of_the_state() {
+    if context().is_none() {
+        return;
+    }
+    let p = generate(Model::Plummer, size(20_000).min(5000), 4).unwrap();
+    let params = ForceParams {
+        backend: Backend::Gpu,
+        eps: 0.05,
+        ..ForceParams::default()
+    };
+    let mut e = ForceEngine::new(params).unwrap();
+    e.load(&p).unwrap();
+    let n = p.len();
+    e.load_state(&IntegratorState::new(vec![DVec3::ZERO; n], vec![0.0; n]))
+        .unwrap();
+    let tl = Timeline::new(Stepping::Shared, 0.01, 0.0, 0.1);
+    e.step_forces(&SingleProcess, &tl, 0, true, true).unwrap();
+    let summary = e.bins(&tl, 0).unwrap();
+    let (_, state) = e.run_state().unwrap();
+    let host: u64 = state.cost.iter().map(|&c| c as u64).sum();
+    assert!(host > n as u64, "{host} interactions for {n} particles");
+    assert_eq!(summary.cost, host);
+}
+
 #[test]
 fn gpu_runs_restart_bit_for_bit_between_rebuilds() {
     use hinoki::forces::Rebuild;

@@ -355,6 +355,117 @@ fn a_two_rank_run_restarted_ends_bitwise_identical() {
     }
 }
 
+/// A two-rank run of `extra` `[gravity]` keys (Plummer, CPU, ten shared steps): its stdout.
+fn two_rank_run(dir: &common::TempDir, name: &str, gravity: &str) -> Option<String> {
+    let cfg = dir.join(&format!("{name}.toml"));
+    std::fs::write(
+        &cfg,
+        format!(
+            "[ics]\nn = 3000\n[gravity]\nbackend = \"cpu\"\n{gravity}\n[time]\n\
+             stepping = \"shared\"\ndt = 0.01\nt_end = 0.1\n\
+             [output]\npictures = false\nsnapshot_every = 0\n"
+        ),
+    )
+    .unwrap();
+    let out = dir.join(name);
+    let o = mpirun(
+        2,
+        &["run", cfg.to_str().unwrap(), "-o", out.to_str().unwrap()],
+    )?;
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    Some(String::from_utf8_lossy(&o.stdout).into_owned())
+}
+
+/// The number after `before` and before `after` in `text`.
+fn number_between(text: &str, before: &str, after: &str) -> f64 {
+    let rest = &text[text
+        .find(before)
+        .unwrap_or_else(|| panic!("no {before:?}: {text}"))
+        + before.len()..];
+    rest[..rest
+        .find(after)
+        .unwrap_or_else(|| panic!("no {after:?}: {text}"))]
+        .trim()
+        .parse()
+        .unwrap_or_else(|e| panic!("{e}: {text}"))
+}
+
+/// A two-rank run names every second of each rank's wall time, and rebalances its domains
+/// as `[gravity] rebalance` says: never after the first decomposition with a huge threshold, at
+/// almost every step with 1; the two end within the tree error of each other. `forces --repeat`
+/// follows the same rule, and its report accounts for each rank's wall time too.
+#[test]
+fn two_ranks_rebalance_as_asked_and_name_every_second() {
+    let dir = common::TempDir::new("rebalance");
+    let Some(never) = two_rank_run(&dir, "never", "rebalance = 1e9") else {
+        return;
+    };
+    let always = two_rank_run(&dir, "always", "rebalance = 1").unwrap();
+    for (text, rebalances) in [(&never, 0.0), (&always, 10.0)] {
+        // "phases cover 98.7 % of the wall time (97.9 … 99.1 % over the ranks); 3 rebalances"
+        let line = text
+            .lines()
+            .find(|l| l.starts_with("phases cover"))
+            .unwrap_or_else(|| panic!("no coverage line: {text}"));
+        let least = match line.contains("over the ranks") {
+            true => number_between(line, "(", "…"),
+            false => number_between(line, "cover", "%"),
+        };
+        assert!(least >= 95.0, "{line}");
+        let n = number_between(line, ";", "rebalances");
+        assert!(
+            (rebalances == 0.0 && n == 0.0) || (rebalances > 0.0 && n >= rebalances - 1.0),
+            "{line}"
+        );
+    }
+    let energy = |t: &str| number_between(t, "-> ", ",");
+    let (a, b) = (energy(&never), energy(&always));
+    assert!(((a - b) / a).abs() < 1e-4, "final energies {a} and {b}");
+    let forces = |rebalance: &str| {
+        report(
+            &mpirun(
+                2,
+                &[
+                    "forces",
+                    "--ics",
+                    "plummer",
+                    "--n",
+                    "4000",
+                    "--backend",
+                    "cpu",
+                    "--repeat",
+                    "3",
+                    "--check",
+                    "300",
+                    "--json",
+                    "--rebalance",
+                    rebalance,
+                ],
+            )
+            .unwrap(),
+        )
+    };
+    for (rebalance, last_decomposes) in [("1e9", false), ("1", true)] {
+        let r = forces(rebalance);
+        assert_eq!(
+            r["time"].get("domain").is_some(),
+            last_decomposes,
+            "--rebalance {rebalance}: {}",
+            r["time"]
+        );
+        let p99 = r["error"]["p99"].as_f64().unwrap();
+        assert!(p99 < 5e-3, "--rebalance {rebalance}: p99 {p99}");
+        let least = r["command"]["coverage"]["min"].as_f64().unwrap();
+        assert!(least >= 0.95, "--rebalance {rebalance}: {}", r["command"]);
+        let evaluation = r["evaluation"]["seconds"].as_f64().unwrap();
+        let total = r["time"]["total"].as_f64().unwrap();
+        assert!(
+            evaluation > 0.0 && evaluation <= total,
+            "{evaluation} {total}"
+        );
+    }
+}
+
 /// The relative energy error at the end of a run (its last diagnostics line).
 fn final_energy_error(out: &std::path::Path) -> f64 {
     let text = std::fs::read_to_string(out.join("diagnostics.jsonl")).unwrap();
@@ -383,19 +494,21 @@ fn two_ranks_refitting_between_rebuilds_conserve_particles_and_meet_the_bounds()
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let energy = final_energy_error(&out);
     assert!(energy < 1e-4, "|dE/E| = {energy:e}");
-    // Steps 10 and 30 refit without moving particles between ranks; step 20 rebuilds.
+    // Steps 10 and 30 refit without moving particles between ranks; step 20 rebuilds (and
+    // may rebalance, only there).
     let text = std::fs::read_to_string(out.join("diagnostics.jsonl")).unwrap();
     for line in text.lines() {
         let v: serde_json::Value = serde_json::from_str(line).unwrap();
         let phases = &v["phase_seconds"];
         let refit = phases.get("refit").is_some();
-        let rebuilt = phases.get("sort").is_some() && phases.get("domain").is_some();
+        let rebuilt = phases.get("sort").is_some();
         let step = v["step"].as_u64().unwrap();
         assert_eq!(
             (refit, rebuilt),
             (step % 20 == 10, step % 20 == 0),
             "step {step}"
         );
+        assert!(rebuilt || phases.get("domain").is_none(), "step {step}");
     }
     // Every particle once, with its mass; forces against float64 direct summation.
     let initial = hinoki::ics::generate(hinoki::ics::Model::Plummer, 3001, 4).unwrap();

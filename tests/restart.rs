@@ -121,6 +121,16 @@ fn stopped_and_restarted_runs_end_bit_for_bit_as_uninterrupted_ones() {
         );
         assert_eq!(a.end, b.end);
         assert_eq!(diagnostics(&whole), diagnostics(&parts), "{stepping}");
+        // Every second of each run, started or resumed, is in a named phase.
+        for s in [&a, &s1, &s2, &s3, &b] {
+            assert!(
+                s.coverage.1.min >= 0.95,
+                "{stepping}: named phases cover {:.3} of {:.3} s: {:?}",
+                s.coverage.1.min,
+                s.wall_seconds,
+                s.times
+            );
+        }
         if stepping == Stepping::Block {
             assert!(a.force_evaluations < a.steps * 600, "no block saving");
         }

@@ -252,7 +252,7 @@ pub trait Backend {
     /// New time-step bins for the particles whose step ends at `tick` (η, softening `eps`).
     fn assign_bins(&mut self, tl: &Timeline, eta: f64, eps: f64, tick: u64) -> Result<()>;
 
-    /// The bins in use and the particles whose step ends at `tick`.
+    /// The bins in use, the particles whose step ends at `tick`, and their summed cost.
     fn bins(&mut self, tl: &Timeline, tick: u64) -> Result<BinSummary>;
 
     /// The first particle whose state holds a non-finite acceleration or potential, if any.

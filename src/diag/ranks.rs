@@ -1,20 +1,21 @@
 //! Statistics over the ranks of a job: per-phase times (min, mean, max), load imbalance, and
 //! the data each rank moved, for the force report and the run log.
 
-use super::timers::PhaseTimes;
+use super::timers::{PhaseTimes, COMMAND_PHASES};
 use crate::comm::Comm;
 use serde::Serialize;
 use serde_json::{json, Value};
 
-/// Every phase a force evaluation may record, in pipeline order (a rank that skipped a phase
-/// contributes 0 to it, so every rank reduces the same list).
-pub const PHASES: [&str; 19] = [
-    "wait",
-    "domain",
+/// Every phase a force evaluation may record, in pipeline order, `total` (the whole
+/// evaluation) last (a rank that skipped a phase contributes 0 to it, so every rank reduces
+/// the same list); the phases of the command around it are
+/// [`COMMAND_PHASES`](super::timers::COMMAND_PHASES).
+pub const PHASES: [&str; 18] = [
     "sort",
     "build",
     "moments",
     "refit",
+    "probe",
     "thread",
     "targets",
     "tune",
@@ -74,21 +75,31 @@ pub fn spreads(comm: &dyn Comm, x: &[f64]) -> Vec<Spread> {
 }
 
 /// The per-phase spread of `times` over the ranks, for the phases any rank recorded, as
-/// `(phase, spread)` in pipeline order. Collective.
+/// `(phase, spread)`: the force evaluation's ([`PHASES`]), then the command's around it
+/// ([`COMMAND_PHASES`]). Collective.
 pub fn phase_spreads(comm: &dyn Comm, times: &PhaseTimes) -> Vec<(&'static str, Spread)> {
-    let mine: Vec<f64> = PHASES.iter().map(|p| times.get(p)).collect();
-    let mut seen: Vec<f64> = PHASES
+    let names: Vec<&'static str> = PHASES.iter().chain(&COMMAND_PHASES).copied().collect();
+    let mine: Vec<f64> = names.iter().map(|p| times.get(p)).collect();
+    let mut seen: Vec<f64> = names
         .iter()
         .map(|p| times.iter().any(|(n, _)| n == *p) as u8 as f64)
         .collect();
     comm.allreduce_max_f64(&mut seen);
-    PHASES
+    names
         .iter()
         .zip(spreads(comm, &mine))
         .zip(seen)
         .filter(|(_, s)| *s > 0.0)
         .map(|((p, sp), _)| (*p, sp))
         .collect()
+}
+
+/// The spread over the ranks of the wall-clock seconds `wall` of a command and of the share of
+/// them its named phases `times` hold ([`PhaseTimes::covered`]): `(wall, coverage)`.
+/// Collective.
+pub fn coverage(comm: &dyn Comm, times: &PhaseTimes, wall: f64) -> (Spread, Spread) {
+    let s = spreads(comm, &[wall, times.covered() / wall.max(f64::MIN_POSITIVE)]);
+    (s[0], s[1])
 }
 
 /// `{phase: {min, mean, max}}` as JSON.

@@ -1,6 +1,40 @@
-//! Wall-clock time per pipeline phase (sort, build, moments, walk, …), in seconds.
+//! Wall-clock time per phase, in seconds: the force evaluation's (sort, build, moments, walk,
+//! …, with `total` the whole evaluation) and a command's around them ([`COMMAND_PHASES`]).
 
 use std::time::Instant;
+
+/// The phases of a command (`run`, `forces`) outside its force evaluations, in the order a run
+/// meets them. With `total`, the force evaluations' wall time (whose own phases, `sort` …
+/// `unsort`, lie inside it), they hold every second of the command from its start to its last
+/// output (see [`PhaseTimes::covered`]):
+/// - `startup`: configuration, the backend opened (GPU context, NVRTC compilation), signals;
+/// - `ics`: the initial particles generated or read (or a checkpoint's), handed to the engine;
+/// - `domain`: domain decompositions (splitters and the particles moved to their owners);
+/// - `drift`, `kick`, `timestep`: the integrator (time-step bins and their reductions);
+/// - `check`: the check that every force of an evaluation is finite (collective);
+/// - `wait`: waiting in the collectives that end a step or an evaluation (the ranks agree on
+///   bins, counts, costs and signals): the time the slowest rank keeps the others waiting;
+/// - `diagnostics`: conserved quantities, diagnostics lines, progress;
+/// - `snapshot`, `checkpoint`: the snapshot series, checkpoints;
+/// - `results`: `forces`' results brought back (to the host, in the particles' order);
+/// - `report`: `forces`' error check against direct summation and its report;
+/// - `output`: the final snapshot and pictures of a run.
+pub const COMMAND_PHASES: [&str; 14] = [
+    "startup",
+    "ics",
+    "domain",
+    "drift",
+    "timestep",
+    "kick",
+    "check",
+    "wait",
+    "diagnostics",
+    "snapshot",
+    "checkpoint",
+    "results",
+    "report",
+    "output",
+];
 
 /// Seconds spent per named phase, in the order phases were first recorded.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -40,6 +74,12 @@ impl PhaseTimes {
         }
     }
 
+    /// Seconds in named phases: `total` (the force evaluations) and the
+    /// [`COMMAND_PHASES`] around them, which do not overlap.
+    pub fn covered(&self) -> f64 {
+        self.get("total") + COMMAND_PHASES.iter().map(|p| self.get(p)).sum::<f64>()
+    }
+
     /// The phases and their seconds, in recording order.
     pub fn iter(&self) -> impl Iterator<Item = (&'static str, f64)> + '_ {
         self.phases.iter().copied()
@@ -72,5 +112,15 @@ mod tests {
         assert_eq!(names, ["sort", "walk"]);
         assert_eq!(t.time("walk", || 7), 7);
         assert!(t.get("walk") >= 2.0);
+    }
+
+    #[test]
+    fn covered_counts_the_evaluations_once() {
+        let mut t = PhaseTimes::default();
+        t.add("walk", 2.0);
+        t.add("total", 3.0);
+        t.add("kick", 0.5);
+        t.add("wait", 0.25);
+        assert_eq!(t.covered(), 3.75);
     }
 }

@@ -128,6 +128,25 @@ pub fn decompose(comm: &dyn Comm, backend: &mut dyn Backend, balance: Balance) -
     backend.migrate(comm, &cuts)
 }
 
+/// The load imbalance of the ranks whose summed costs (interactions, see
+/// [`Balance::Cost`]) are at most `max` and add up to `total` over `ranks` ranks: max / mean,
+/// 1 when nothing was counted. Of whole numbers, so the same on every rank and after a
+/// restart; a run rebalances when it exceeds `[gravity] rebalance`.
+pub fn imbalance(max: u64, total: u64, ranks: usize) -> f64 {
+    match total {
+        0 => 1.0,
+        _ => max as f64 * ranks as f64 / total as f64,
+    }
+}
+
+/// The load imbalance ([`imbalance`]) of this rank's summed cost `mine` and every other
+/// rank's. Collective (one allgather).
+pub fn measured_imbalance(comm: &dyn Comm, mine: u64) -> f64 {
+    let all = comm.allgather_u64(mine);
+    let max = all.iter().copied().max().unwrap_or(0);
+    imbalance(max, all.iter().sum(), comm.size())
+}
+
 /// This rank's share of a particle set that every rank holds whole (generated or read): a
 /// contiguous `1/size` in input order, the starting point of the first decomposition.
 pub fn initial_share(mut all: crate::Particles, comm: &dyn Comm) -> crate::Particles {

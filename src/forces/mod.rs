@@ -169,6 +169,14 @@ impl ForceEngine {
         self.params.method == Method::Direct || self.schedule.due()
     }
 
+    /// True when the domains are due a rebalance ([`ForceEngine::decompose`]) before the next
+    /// evaluation: it rebuilds the tree (between rebuilds the particles must stay) and the
+    /// load `imbalance` measured on the last one ([`crate::domain::imbalance`]) exceeds
+    /// `rebalance` of the parameters. The same answer on every rank for the same imbalance.
+    pub fn rebalance_due(&self, imbalance: f64) -> bool {
+        self.rebuild_due() && imbalance > self.params.rebalance
+    }
+
     /// What a checkpoint must save of this engine to continue bit for bit (tree topology and
     /// rebuild clock), see [`ForceEngine::restore`]. The topology comes from the backend (on
     /// the GPU: copied down).
@@ -453,7 +461,8 @@ impl ForceEngine {
         self.backend.assign_bins(tl, eta, eps, tick)
     }
 
-    /// The bins in use on this rank and its particles whose step ends at `tick`.
+    /// The bins in use on this rank, its particles whose step ends at `tick`, and their summed
+    /// cost.
     pub fn bins(&mut self, tl: &Timeline, tick: u64) -> Result<BinSummary> {
         self.backend.bins(tl, tick)
     }

@@ -171,6 +171,12 @@ pub struct ForceParams {
     #[arg(long, default_value_t = ForceParams::default().balance)]
     #[serde(deserialize_with = "by_name")]
     pub balance: Balance,
+    /// Multi-rank: the load imbalance (max / mean over the ranks of their particles' summed
+    /// interactions in the last evaluation; finite, ≥ 1) above which the domains are
+    /// rebalanced before an evaluation that rebuilds the tree; the first is always balanced.
+    #[arg(long, allow_negative_numbers = true,
+          default_value_t = ForceParams::default().rebalance)]
+    pub rebalance: f64,
     /// Side of the periodic box (length units; the particles live in [0, box)³): forces of
     /// the nearest images plus the Ewald correction of all others; 0: open boundaries.
     #[arg(long = "box", value_name = "L", allow_negative_numbers = true,
@@ -208,6 +214,7 @@ impl Default for ForceParams {
             kernel: WalkKernel::default(),
             tree_build: TreeBuild::Gpu,
             balance: Balance::Cost,
+            rebalance: 1.05,
             box_size: 0.0,
             let_boxes: 64,
             exchange: Exchange::Auto,
@@ -267,6 +274,13 @@ impl ForceParams {
         }
         if let VgChoice::Fixed(l) = self.vg {
             l.validate_for(self.kernel)?;
+        }
+        if !(self.rebalance.is_finite() && self.rebalance >= 1.0) {
+            return Err(Error::input(format!(
+                "rebalance (the load imbalance that rebalances the domains) must be finite and \
+                 >= 1 (got {})",
+                self.rebalance
+            )));
         }
         if !(self.box_size.is_finite() && self.box_size >= 0.0) {
             return Err(Error::input(format!(
@@ -418,6 +432,8 @@ mod tests {
             "host",
             "--balance",
             "count",
+            "--rebalance",
+            "1.2",
             "--let-boxes",
             "8",
             "--exchange",
@@ -441,6 +457,7 @@ mod tests {
             kernel: WalkKernel::Vg,
             tree_build: TreeBuild::Host,
             balance: Balance::Count,
+            rebalance: 1.2,
             box_size: 0.0,
             let_boxes: 8,
             exchange: Exchange::Mpi,
@@ -449,6 +466,18 @@ mod tests {
         // Negative numbers reach validate(), which names them.
         let e = parse(&["--theta", "-1"]).unwrap().validate().unwrap_err();
         assert!(e.message.starts_with("theta must be"), "{}", e.message);
+        for bad in ["0.99", "-1", "nan", "inf"] {
+            let e = parse(&["--rebalance", bad])
+                .unwrap()
+                .validate()
+                .unwrap_err();
+            assert!(
+                e.message.starts_with("rebalance (the load"),
+                "{}",
+                e.message
+            );
+            assert!(!e.message.contains('\n'), "{}", e.message);
+        }
         let e = parse(&["--mac", "barnes"]).expect_err("an unknown name");
         assert!(e.to_string().contains("bh, modified, accel"), "{e}");
     }

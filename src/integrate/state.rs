@@ -9,7 +9,7 @@ use crate::particles::Particles;
 use glam::DVec3;
 use rayon::prelude::*;
 
-/// The bins in use and the particles due at a tick.
+/// The bins in use, the particles due at a tick, and the particles' summed cost.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BinSummary {
     /// The lowest bin (`u8::MAX` without particles).
@@ -20,6 +20,10 @@ pub struct BinSummary {
     pub due: usize,
     /// Particles.
     pub particles: usize,
+    /// The summed cost of the particles: their interactions (p2p + m2p) in their last
+    /// evaluation, the weight [`Balance::Cost`](crate::domain::Balance::Cost) balances; a whole
+    /// number, so the same however it is summed.
+    pub cost: u64,
 }
 
 /// A particle whose last evaluation gave it a non-finite acceleration or potential.
@@ -193,7 +197,8 @@ impl IntegratorState {
         })
     }
 
-    /// The bins in use and the particles whose step ends at tick `ti` of `timeline`.
+    /// The bins in use, the particles whose step ends at tick `ti` of `timeline`, and their
+    /// summed cost.
     pub fn bins(&self, timeline: &Timeline, ti: u64) -> BinSummary {
         let (lowest, highest) = self.bin_range();
         let due = self
@@ -206,6 +211,7 @@ impl IntegratorState {
             highest,
             due,
             particles: self.len(),
+            cost: self.cost.par_iter().map(|&c| c as u64).sum(),
         }
     }
 }

@@ -20,6 +20,11 @@ use glam::DVec3;
 
 /// Blocks of the per-block reductions (their partial results come down).
 const REDUCE_BLOCKS: usize = 256;
+
+/// Words per block of `bin_summary`'s partial results: lowest and highest bin, particles due,
+/// and the summed cost's low and high words.
+const BIN_WORDS: usize = 5;
+
 /// Particles per block of the conserved sums (CONSERVED_CHUNK in cuda/integrate.cu).
 const CONSERVED_CHUNK: usize = 16384;
 
@@ -45,7 +50,7 @@ impl<R: KernelRunner> StepArrays<R> {
         let r = s.runner();
         Ok(Self {
             flags: r.alloc(1)?,
-            bins: r.alloc(3 * REDUCE_BLOCKS)?,
+            bins: r.alloc(BIN_WORDS * REDUCE_BLOCKS)?,
             sums: r.alloc(1)?,
             first: r.alloc(1)?,
             record: r.alloc(8)?,
@@ -323,7 +328,7 @@ impl<R: KernelRunner> StepArrays<R> {
         }))
     }
 
-    /// The bins of `p` in use and the particles due at `tick`.
+    /// The bins of `p` in use, the particles due at `tick`, and their summed cost.
     pub fn bins(
         &self,
         s: &Stages<R>,
@@ -331,7 +336,7 @@ impl<R: KernelRunner> StepArrays<R> {
         tl: &Timeline,
         tick: u64,
     ) -> Result<BinSummary> {
-        // SAFETY: bins holds 3 words per block; the state p.n bins.
+        // SAFETY: bins holds BIN_WORDS words per block; the state p.n bins and costs.
         unsafe {
             s.launch(
                 "bin_summary",
@@ -341,22 +346,25 @@ impl<R: KernelRunner> StepArrays<R> {
                     bin: p.arrays.bin.ptr(),
                     ti: tick,
                     depth: tl.depth as i32,
+                    cost: p.arrays.cost.ptr(),
                     partial: self.bins.ptr(),
                 },
             )?;
         }
-        let partial = s.fetch(&self.bins, 3 * REDUCE_BLOCKS)?;
-        Ok(partial.chunks_exact(3).fold(
+        let partial = s.fetch(&self.bins, BIN_WORDS * REDUCE_BLOCKS)?;
+        Ok(partial.chunks_exact(BIN_WORDS).fold(
             BinSummary {
                 lowest: u8::MAX,
                 highest: 0,
                 due: 0,
                 particles: p.n,
+                cost: 0,
             },
             |b, c| BinSummary {
                 lowest: b.lowest.min(c[0].min(255) as u8),
                 highest: b.highest.max(c[1] as u8),
                 due: b.due + c[2] as usize,
+                cost: b.cost + (c[3] as u64 | (c[4] as u64) << 32),
                 ..b
             },
         ))

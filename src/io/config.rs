@@ -749,6 +749,7 @@ mod tests {
             kernel = "vg"
             tree_build = "gpu"
             balance = "count"
+            rebalance = 1.5
             let_boxes = 3
             rebuild = 4
             [time]
@@ -793,6 +794,7 @@ mod tests {
                 kernel: WalkKernel::Vg,
                 tree_build: TreeBuild::Gpu,
                 balance: Balance::Count,
+                rebalance: 1.5,
                 box_size: 0.0,
                 let_boxes: 3,
                 exchange: crate::comm::Exchange::Auto,
@@ -948,6 +950,18 @@ mod tests {
             ("[gravity]\ngroup = 100000", "[gravity] group"),
             ("[gravity]\neps = -0.1", "[gravity] softening eps"),
             ("[gravity]\nG = 0", "[gravity] gravitational constant G"),
+            (
+                "[gravity]\nrebalance = 0.9",
+                "[gravity] rebalance (the load imbalance",
+            ),
+            (
+                "[gravity]\nrebalance = nan",
+                "[gravity] rebalance (the load imbalance",
+            ),
+            (
+                "[gravity]\nrebalance = inf",
+                "[gravity] rebalance (the load imbalance",
+            ),
             (
                 "[time]\ndt = -1",
                 "[time] dt_max must be finite and > 0 (got -1)",

@@ -119,8 +119,8 @@ impl Clock {
     /// The forces of the particles whose step ends at `tick` (of all of them with `every`),
     /// kept in the integrator's state where the particles are ([`ForceEngine::step_forces`];
     /// `first` for the run's first evaluation), checked finite; in a comoving run with the
-    /// softening of a(tick) and, with vacuum boundaries, the background term added.
-    /// Collective.
+    /// softening of a(tick) and, with vacuum boundaries, the background term added (timed as
+    /// `check` and `kick` in the result's times, beside the evaluation's). Collective.
     pub fn forces(
         &self,
         engine: &mut ForceEngine,
@@ -132,10 +132,13 @@ impl Clock {
         if let Some(c) = &self.comoving {
             engine.set_softening(c.softening(self.time(tick)))?;
         }
-        let f = engine.step_forces(comm, &self.tl, tick, every, first)?;
-        super::check_kept_forces(comm, engine)?;
+        let mut f = engine.step_forces(comm, &self.tl, tick, every, first)?;
+        f.times
+            .time("check", || super::check_kept_forces(comm, engine))?;
         if let Some(c) = self.comoving.as_ref().filter(|c| c.background() != 0.0) {
-            engine.add_background(c.background(), &self.tl, tick)?;
+            f.times.time("kick", || {
+                engine.add_background(c.background(), &self.tl, tick)
+            })?;
         }
         Ok(f)
     }

@@ -64,6 +64,11 @@ pub struct StepReport {
     /// Bytes this rank copied between host and device in this step: (up, down); zero on the
     /// CPU.
     pub bus_bytes: (u64, u64),
+    /// The load imbalance at the end of this step: max / mean over the ranks of their
+    /// particles' summed cost ([`crate::domain::imbalance`]); 1 on one rank.
+    pub imbalance: f64,
+    /// The domains were rebalanced at the start of this step.
+    pub rebalanced: bool,
 }
 
 /// The diagnostics of a run: the baseline E₀, P₀, L₀ and the JSON-lines file.
@@ -192,6 +197,7 @@ impl Diagnostics {
             "wall_seconds": s.wall_seconds,
             "phase_seconds": s.phases.to_json(),
             "bus_bytes": { "up": s.bus_bytes.0, "down": s.bus_bytes.1 },
+            "imbalance": s.imbalance,
         });
         if self.comoving {
             let o = line.as_object_mut().expect("a JSON object");
@@ -225,8 +231,13 @@ fn log_line(start: &Conserved, s: &StepReport, comoving: bool) -> String {
         false => format!("t = {:.6}  dt", s.time),
     };
     let mut line = format!(
-        "step {:>6}  {when} {:.3e}..{:.3e}  active {}",
-        s.step, s.dt_min, s.dt_max, s.active
+        "step {:>6}  {when} {:.3e}..{:.3e}  active {}  imbalance {:.4}{}",
+        s.step,
+        s.dt_min,
+        s.dt_max,
+        s.active,
+        s.imbalance,
+        if s.rebalanced { " (rebalanced)" } else { "" }
     );
     if let Some(now) = s.conserved.as_ref().filter(|_| comoving) {
         line += &format!(
@@ -283,6 +294,8 @@ mod tests {
             wall_seconds: 0.0,
             conserved,
             bus_bytes: (0, 0),
+            imbalance: 1.0,
+            rebalanced: false,
         }
     }
 

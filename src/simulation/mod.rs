@@ -24,6 +24,7 @@ pub use diagnostics::relative_energy_error;
 
 use crate::comm::{agree, Comm};
 use crate::diag::conservation::Conserved;
+use crate::diag::ranks::{coverage, phase_spreads, Spread};
 use crate::diag::PhaseTimes;
 use crate::domain::{self, Balance};
 use crate::error::{Error, Result};
@@ -67,11 +68,23 @@ pub struct RunSummary {
     pub energy_error: f64,
     /// Particle force evaluations over the run, the initial one included (all ranks).
     pub force_evaluations: u64,
-    /// Wall-clock seconds of the whole run.
+    /// Wall-clock seconds of the whole run on this rank, from its start to its last output.
     pub wall_seconds: f64,
-    /// Seconds per phase summed over all steps: the force phases and `total`, and the
-    /// integrator's `kick`, `drift`, `timestep` and `diagnostics`.
+    /// This rank's seconds per phase summed over the run: the force evaluations' phases and
+    /// their wall time `total`, and the
+    /// [`COMMAND_PHASES`](crate::diag::timers::COMMAND_PHASES) around them (start-up, initial
+    /// conditions, domains, integrator, waits, diagnostics, output), which with `total` hold
+    /// the whole run ([`PhaseTimes::covered`]).
     pub times: PhaseTimes,
+    /// Every phase's spread over the ranks (min, mean, max), in the order of
+    /// [`crate::diag::ranks::phase_spreads`].
+    pub ranks: Vec<(&'static str, Spread)>,
+    /// The spread over the ranks of their wall-clock seconds, and of the share of them their
+    /// named phases hold (0 … 1).
+    pub coverage: (Spread, Spread),
+    /// Domain decompositions of this process after the first (each when the load imbalance
+    /// exceeded `[gravity] rebalance`).
+    pub rebalances: u64,
     /// The files of the final snapshot (`OUT/final`), one per rank in rank order; empty when
     /// the run stopped before t_end.
     pub final_files: Vec<PathBuf>,
@@ -224,6 +237,9 @@ pub fn run_with(
     comm: &dyn Comm,
     opts: &RunOptions,
 ) -> Result<RunSummary> {
+    let wall = Instant::now();
+    let mut times = PhaseTimes::default();
+    let t0 = Instant::now();
     cfg.validate()?;
     progress::check_line_seconds(opts.progress_seconds).map_err(Error::input)?;
     if opts.restart.is_none() && cfg.cosmology.is_none() {
@@ -231,18 +247,19 @@ pub fn run_with(
     }
     let clock = Clock::of(cfg, comm)?;
     let params = clock.force_params(&cfg.gravity.force)?;
-    let wall = Instant::now();
     std::fs::create_dir_all(out).map_err(|e| Error::io(out, format!("cannot create: {e}")))?;
     // What an earlier run killed while writing left behind (a restart continues it).
     crate::io::atomic::remove_stale_temporaries_below(out);
     let mut engine = ForceEngine::new(params)?.with_rebuild(cfg.gravity.rebuild);
     let hash = config_hash(cfg);
+    times.add("startup", t0.elapsed().as_secs_f64());
     let (mut run, mut sequence) = match &opts.restart {
         None => (
             Run::start(cfg, clock, out, comm, &mut engine, wall, opts.verbose)?,
             0,
         ),
         Some(dir) => {
+            let t0 = Instant::now();
             let c = find_checkpoint(dir, comm, hash)?;
             tracing::info!(
                 "restart from {} at step {}, {}",
@@ -252,12 +269,23 @@ pub fn run_with(
             );
             engine.restore(c.refit, &c.state.p)?;
             engine.load_state(&c.state.integ)?;
-            let run = Run::resume(cfg, clock, out, comm, c.state, wall, opts.verbose)?;
+            times.add("ics", t0.elapsed().as_secs_f64());
+            let run = Run::resume(
+                cfg,
+                clock,
+                out,
+                comm,
+                &mut engine,
+                c.state,
+                wall,
+                opts.verbose,
+            )?;
             (run, c.sequence + 1)
         }
     };
     let ckpt_dir = out.join("checkpoint");
-    let mut times = run.first_times.clone();
+    times.merge(&run.first_times);
+    let t0 = Instant::now();
     let mut progress = Progress::new(
         comm.rank() == 0,
         run.position(),
@@ -269,22 +297,25 @@ pub fn run_with(
         opts.progress_seconds,
     );
     signals::install()?;
+    times.add("startup", t0.elapsed().as_secs_f64());
     let mut last_checkpoint = Instant::now();
     let mut steps = 0u64;
     let mut stopped = None;
+    let minutes = cfg.output.checkpoint_minutes;
     while run.s.ti < run.clock.tl.ti_end {
-        let phases = run.step(&mut engine)?;
+        // Every rank must take the same decision: signals and clocks are agreed on at the end
+        // of the step.
+        let flags = || {
+            [
+                signals::received().unwrap_or(0) as f64,
+                (minutes > 0.0 && last_checkpoint.elapsed().as_secs_f64() >= 60.0 * minutes) as u8
+                    as f64,
+            ]
+        };
+        let (phases, flags) = run.step(&mut engine, flags)?;
         times.merge(&phases);
-        progress.set(run.position());
+        times.time("diagnostics", || progress.set(run.position()));
         steps += 1;
-        // Every rank must take the same decision: signals and clocks are agreed on.
-        let minutes = cfg.output.checkpoint_minutes;
-        let mut flags = [
-            signals::received().unwrap_or(0) as f64,
-            (minutes > 0.0 && last_checkpoint.elapsed().as_secs_f64() >= 60.0 * minutes) as u8
-                as f64,
-        ];
-        comm.allreduce_max_f64(&mut flags);
         if run.s.ti == run.clock.tl.ti_end {
             break;
         }
@@ -313,22 +344,26 @@ pub fn run_with(
             break;
         }
     }
-    drop(progress);
+    times.time("diagnostics", || drop(progress));
     let mut final_files = Vec::new();
     if stopped.is_none() {
+        let t0 = Instant::now();
         run.s.refresh(&mut engine)?;
         let dir = out.join("final");
         let mine = run.write_snapshot(&dir, 0, &run.s.p, run.s.ti)?;
         final_files = (0..comm.size())
             .map(|r| snapshot_path(&dir, 0, r, comm.size()))
             .collect();
+        times.add("output", t0.elapsed().as_secs_f64());
         if cfg.output.pictures {
-            comm.barrier();
+            times.time("wait", || comm.barrier());
             if comm.rank() == 0 {
-                draw_pictures(out, &mine, run.clock.comoving.is_none())?;
+                let comoving = run.clock.comoving.is_none();
+                times.time("output", || draw_pictures(out, &mine, comoving))?;
             }
         }
     }
+    let wall_seconds = wall.elapsed().as_secs_f64();
     let s = &run.s;
     let comoving = run.clock.comoving.is_some();
     let summary = RunSummary {
@@ -343,8 +378,11 @@ pub fn run_with(
             false => relative_energy_error(&s.start, &s.last),
         },
         force_evaluations: s.force_evaluations,
-        wall_seconds: wall.elapsed().as_secs_f64(),
+        wall_seconds,
+        ranks: phase_spreads(comm, &times),
+        coverage: coverage(comm, &times, wall_seconds),
         times,
+        rebalances: run.rebalances,
         final_files,
         stopped,
     };
@@ -400,8 +438,27 @@ struct Run<'a> {
     n_global: u64,
     /// The deepest bin in use on any rank.
     deepest: u8,
-    /// Phase times of the initial force evaluation.
+    /// The load imbalance measured at the end of the last step ([`domain::imbalance`]): the
+    /// next step that rebuilds the tree rebalances the domains when it exceeds
+    /// `[gravity] rebalance`.
+    imbalance: f64,
+    /// Domain decompositions of this process after the first.
+    rebalances: u64,
+    /// Phase times of the run's start (or resumption), the initial force evaluation's
+    /// included.
     first_times: PhaseTimes,
+}
+
+/// What every rank agrees on at the end of a step ([`agree_on_step`]).
+struct Agreed {
+    /// The lowest and the highest bin in use on any rank.
+    bins: (u8, u8),
+    /// Particles whose forces the step evaluated, all ranks.
+    active: u64,
+    /// The load imbalance of the ranks' summed costs ([`domain::imbalance`]).
+    imbalance: f64,
+    /// The largest of the ranks' flags (signal received, checkpoint due by the clock).
+    flags: [f64; 2],
 }
 
 impl<'a> Run<'a> {
@@ -418,6 +475,8 @@ impl<'a> Run<'a> {
         wall: Instant,
         verbose: bool,
     ) -> Result<Self> {
+        let mut phases = PhaseTimes::default();
+        let t0 = Instant::now();
         let mut p = initial_particles(&cfg.ics, comm, RUN_BYTES, clock.comoving.is_some())?;
         let n_global = global_count(p.len(), comm);
         match &clock.comoving {
@@ -431,30 +490,35 @@ impl<'a> Run<'a> {
         }
         engine.load(&p)?;
         drop(p);
-        let mut phases = PhaseTimes::default();
+        phases.add("ics", t0.elapsed().as_secs_f64());
         if comm.size() > 1 {
             phases.time("domain", || engine.decompose(comm, Balance::Count))?;
         }
         let tl = clock.tl;
         log_start(cfg, &clock, engine, n_global, comm.size(), out);
         let n = engine.particle_count();
-        engine.load_state(&IntegratorState::new(
-            vec![glam::DVec3::ZERO; n],
-            vec![0.0; n],
-        ))?;
+        phases.time("ics", || {
+            engine.load_state(&IntegratorState::new(
+                vec![glam::DVec3::ZERO; n],
+                vec![0.0; n],
+            ))
+        })?;
         let f = clock.forces(engine, comm, 0, true, true)?;
         phases.merge(&f.times);
         if cfg.time.stepping == Stepping::Block {
             phases.time("timestep", || clock.assign_bins(engine, cfg, 0))?;
         }
-        let start = engine.conserved(comm)?;
-        let mut diag = match comm.rank() {
-            0 => Diagnostics::create(&out.join("diagnostics.jsonl"), start)?,
-            _ => Diagnostics::silent(start),
-        }
-        .with_step_lines(verbose)
-        .with_comoving(clock.comoving.is_some());
-        let (lo, deepest) = global_bin_range(engine, &tl, 0, comm)?;
+        let start = phases.time("diagnostics", || engine.conserved(comm))?;
+        let mut diag = phases
+            .time("diagnostics", || match comm.rank() {
+                0 => Diagnostics::create(&out.join("diagnostics.jsonl"), start),
+                _ => Ok(Diagnostics::silent(start)),
+            })?
+            .with_step_lines(verbose)
+            .with_comoving(clock.comoving.is_some());
+        let agreed = agree_on_step(engine, &tl, 0, 0, [0.0; 2], comm, &mut phases)?;
+        let (lo, deepest) = agreed.bins;
+        let t0 = Instant::now();
         diag.record(&StepReport {
             time: clock.time(0),
             step: 0,
@@ -466,7 +530,10 @@ impl<'a> Run<'a> {
             wall_seconds: wall.elapsed().as_secs_f64(),
             conserved: Some(start),
             bus_bytes: engine.bus_bytes(),
+            imbalance: agreed.imbalance,
+            rebalanced: false,
         })?;
+        phases.add("diagnostics", t0.elapsed().as_secs_f64());
         let mut run = Self {
             out: out.to_path_buf(),
             cfg,
@@ -485,6 +552,8 @@ impl<'a> Run<'a> {
             wall,
             n_global,
             deepest,
+            imbalance: agreed.imbalance,
+            rebalances: 0,
             first_times: PhaseTimes::default(),
         };
         if cfg.output.snapshot_every > 0 && run.clock.comoving.is_none() {
@@ -496,31 +565,37 @@ impl<'a> Run<'a> {
         Ok(run)
     }
 
-    /// The run continued from a checkpoint's `state`: diagnostics lines after its step are
-    /// dropped and new ones appended (every step's line at info level when `verbose`).
+    /// The run continued from a checkpoint's `state`, which `engine` holds: diagnostics
+    /// lines after its step are dropped and new ones appended (every step's line at info
+    /// level when `verbose`). The load imbalance is measured again from the state's costs, as
+    /// the step that wrote the checkpoint measured it.
+    #[allow(clippy::too_many_arguments)]
     fn resume(
         cfg: &'a RunConfig,
         clock: Clock,
         out: &Path,
         comm: &'a dyn Comm,
+        engine: &mut ForceEngine,
         s: RunState,
         wall: Instant,
         verbose: bool,
     ) -> Result<Self> {
+        let mut phases = PhaseTimes::default();
         if clock.comoving.is_none() {
-            warn_if_step_large(cfg, clock.tl.dt_top, &s.p, comm);
+            phases.time("ics", || {
+                warn_if_step_large(cfg, clock.tl.dt_top, &s.p, comm)
+            });
         }
-        let diag = match comm.rank() {
-            0 => Diagnostics::resume(&out.join("diagnostics.jsonl"), s.start, s.step)?,
-            _ => Diagnostics::silent(s.start),
-        }
-        .with_step_lines(verbose)
-        .with_comoving(clock.comoving.is_some());
-        let n_global = global_count(s.p.len(), comm);
-        let (lo, hi) = s.integ.bin_range();
-        let mut x = [hi as f64, -(lo as f64)];
-        comm.allreduce_max_f64(&mut x);
-        let deepest = x[0] as u8;
+        let diag = phases
+            .time("diagnostics", || match comm.rank() {
+                0 => Diagnostics::resume(&out.join("diagnostics.jsonl"), s.start, s.step),
+                _ => Ok(Diagnostics::silent(s.start)),
+            })?
+            .with_step_lines(verbose)
+            .with_comoving(clock.comoving.is_some());
+        let n_global = phases.time("wait", || global_count(s.p.len(), comm));
+        let agreed = agree_on_step(engine, &clock.tl, s.ti, 0, [0.0; 2], comm, &mut phases)?;
+        let deepest = agreed.bins.1;
         Ok(Self {
             out: out.to_path_buf(),
             cfg,
@@ -531,7 +606,9 @@ impl<'a> Run<'a> {
             wall,
             n_global,
             deepest,
-            first_times: PhaseTimes::default(),
+            imbalance: agreed.imbalance,
+            rebalances: 0,
+            first_times: phases,
         })
     }
 
@@ -548,21 +625,33 @@ impl<'a> Run<'a> {
     /// that fall within it, drift everyone, new forces on the particles due, their closing
     /// half kick, diagnostics when every particle is synchronised and a line is due, new bins
     /// and opening half kicks. The particles and their state stay in the engine; only
-    /// reductions come back. Returns its times.
-    fn step(&mut self, engine: &mut ForceEngine) -> Result<PhaseTimes> {
+    /// reductions come back. At its start the domains are rebalanced where the load
+    /// imbalance asks for it ([`ForceEngine::rebalance_due`]). Returns its times and the
+    /// largest over the ranks of their `flags` taken at its end.
+    fn step(
+        &mut self,
+        engine: &mut ForceEngine,
+        flags: impl FnOnce() -> [f64; 2],
+    ) -> Result<(PhaseTimes, [f64; 2])> {
         let (cfg, comm) = (self.cfg, self.comm);
         let tl = self.clock.tl;
         let mut phases = PhaseTimes::default();
         let bus0 = engine.bus_bytes();
-        if comm.size() > 1 && engine.rebuild_due() {
-            // Rebalance before a step that rebuilds the tree: the particles and their
-            // integrator state move together. Between rebuilds they stay (a refit needs the
-            // same particles, in the same order). The wait for the slowest rank to arrive (load
-            // imbalance of the last step) is timed apart from the decomposition itself.
-            phases.time("wait", || comm.barrier());
+        // Only before a step that rebuilds the tree: the particles and their integrator state
+        // move together, and between rebuilds they stay (a refit needs the same particles, in
+        // the same order).
+        let rebalance = comm.size() > 1 && engine.rebalance_due(self.imbalance);
+        if rebalance {
+            tracing::debug!(
+                "step {}: load imbalance {:.4} > rebalance = {}: rebalancing the domains",
+                self.s.step + 1,
+                self.imbalance,
+                engine.params().rebalance
+            );
             phases.time("domain", || {
                 engine.decompose(comm, cfg.gravity.force.balance)
             })?;
+            self.rebalances += 1;
         }
         let ti = self.s.ti;
         let next = ti + tl.ticks(self.deepest);
@@ -576,9 +665,7 @@ impl<'a> Run<'a> {
         phases.merge(&f.times);
         let kick = self.clock.kicks(next, HalfKick::Closing);
         phases.time("kick", || engine.half_kick(&tl, next, &kick))?;
-        let n_active = global_count(due.due, comm);
         let s = &mut self.s;
-        s.force_evaluations += n_active;
         s.ti = next;
         s.step += 1;
         let top = tl.ticks(0);
@@ -610,14 +697,18 @@ impl<'a> Run<'a> {
             let kick = self.clock.kicks(next, HalfKick::Opening);
             phases.time("kick", || engine.half_kick(&tl, next, &kick))?;
         }
-        let (lo, hi) = phases.time("timestep", || global_bin_range(engine, &tl, next, comm))?;
+        let agreed = agree_on_step(engine, &tl, next, due.due, flags(), comm, &mut phases)?;
+        let (lo, hi) = agreed.bins;
         self.deepest = hi;
+        self.imbalance = agreed.imbalance;
+        self.s.force_evaluations += agreed.active;
+        let t0 = Instant::now();
         self.diag.record(&StepReport {
             time: self.clock.time(next),
             step: self.s.step,
             dt_min: tl.dt(hi),
             dt_max: tl.dt(lo),
-            active: n_active,
+            active: agreed.active,
             force_evaluations: self.s.force_evaluations,
             phases: phases.clone(),
             wall_seconds: self.wall.elapsed().as_secs_f64(),
@@ -626,8 +717,11 @@ impl<'a> Run<'a> {
                 let bus = engine.bus_bytes();
                 (bus.0 - bus0.0, bus.1 - bus0.1)
             },
+            imbalance: agreed.imbalance,
+            rebalanced: rebalance,
         })?;
-        Ok(phases)
+        phases.add("diagnostics", t0.elapsed().as_secs_f64());
+        Ok((phases, agreed.flags))
     }
 
     /// Writes snapshot `number` of the run's series into `OUT/snapshots` with the
@@ -798,17 +892,39 @@ fn warn_if_step_large(cfg: &RunConfig, dt: f64, p: &Particles, comm: &dyn Comm) 
     }
 }
 
-/// The smallest and largest bin in use on any rank (collective).
-fn global_bin_range(
+/// What every rank agrees on at tick `tick` of `tl`, the end of a step: the bins in use, the
+/// particles whose forces the step evaluated (`active` on this rank), the load imbalance of
+/// the particles' costs, and the largest of the ranks' `flags`. Two collectives (a sum and a
+/// max), timed as `wait` in `phases`: the time this rank waits there for the slowest one.
+fn agree_on_step(
     engine: &mut ForceEngine,
     tl: &Timeline,
     tick: u64,
+    active: usize,
+    flags: [f64; 2],
     comm: &dyn Comm,
-) -> Result<(u8, u8)> {
-    let b = engine.bins(tl, tick)?;
-    let mut x = [b.highest as f64, -(b.lowest as f64)];
-    comm.allreduce_max_f64(&mut x);
-    Ok(((-x[1]) as u8, x[0] as u8))
+    phases: &mut PhaseTimes,
+) -> Result<Agreed> {
+    let b = phases.time("timestep", || engine.bins(tl, tick))?;
+    Ok(phases.time("wait", || {
+        let mut sums = [active as u64, b.cost];
+        comm.allreduce_sum_u64(&mut sums);
+        // Costs are whole numbers far below 2^53: exact as doubles.
+        let mut most = [
+            b.highest as f64,
+            -(b.lowest as f64),
+            b.cost as f64,
+            flags[0],
+            flags[1],
+        ];
+        comm.allreduce_max_f64(&mut most);
+        Agreed {
+            bins: ((-most[1]) as u8, most[0] as u8),
+            active: sums[0],
+            imbalance: domain::imbalance(most[2] as u64, sums[1], comm.size()),
+            flags: [most[3], most[4]],
+        }
+    }))
 }
 
 /// The number of particles on all ranks.
@@ -826,13 +942,18 @@ impl RunSummary {
     }
 
     /// Logs the summary of the run: steps, energy error (n/a in a comoving run), force
-    /// evaluations, time per phase.
+    /// evaluations, rebalances, the share of the wall time in named phases, and the time per
+    /// phase (min / mean / max over the ranks when there are several).
     pub fn log(&self) {
         let total = self.times.get("total").max(f64::MIN_POSITIVE);
+        let several = self.coverage.1.min != self.coverage.1.max || self.ranks.len() > 1;
         let phases: Vec<String> = self
-            .times
+            .ranks
             .iter()
-            .map(|(n, t)| format!("{n} {t:.2} s"))
+            .map(|(n, s)| match several && s.min != s.max {
+                true => format!("{n} {:.2}/{:.2}/{:.2} s", s.min, s.mean, s.max),
+                false => format!("{n} {:.2} s", s.max),
+            })
             .collect();
         let outside: f64 = ["kick", "drift", "timestep", "diagnostics"]
             .iter()
@@ -844,7 +965,8 @@ impl RunSummary {
         };
         tracing::info!(
             "run summary: N = {}, {} steps to {} in {:.1} s; {energy}; {} force evaluations \
-             ({:.1} per particle); integrator overhead {:.2} % of the force time; {}",
+             ({:.1} per particle); {} rebalances; integrator overhead {:.2} % of the force time; \
+             {}; time per phase (min/mean/max over the ranks where they differ): {}",
             self.n,
             self.steps,
             match self.scale_factor {
@@ -854,8 +976,25 @@ impl RunSummary {
             self.wall_seconds,
             self.force_evaluations,
             self.force_evaluations as f64 / self.n.max(1) as f64,
+            self.rebalances,
             100.0 * outside / total,
+            self.describe_coverage(),
             phases.join(", ")
         );
+    }
+
+    /// The share of the wall time in named phases in words: "phases cover 98.7 % of the wall
+    /// time (97.9 … 99.1 % over the ranks)".
+    pub fn describe_coverage(&self) -> String {
+        let c = self.coverage.1;
+        let mut s = format!("phases cover {:.1} % of the wall time", 100.0 * c.mean);
+        if c.min != c.max {
+            s += &format!(
+                " ({:.1} … {:.1} % over the ranks)",
+                100.0 * c.min,
+                100.0 * c.max
+            );
+        }
+        s
     }
 }
