@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """One Markdown row per run of scripts/bench_multigpu.sh: for `forces` reports (NAME.out, one
-JSON object) the slowest rank's seconds per phase of the third evaluation, the sum of the
-named phases against `total`, and the ratio to the one-GPU row of the same series (weak:
-efficiency T1/T; strong: speed-up T1/T); for runs (NAME.out, the run's summary lines) the wall
+JSON object) the slowest rank's seconds per phase of the third evaluation, its `evaluation`
+(`total` less returning the results, `download` and `unsort`: what a scaling study compares),
+the sum of the named phases, and the ratio to the one-GPU row of the same series (weak:
+efficiency T1/T; strong: speed-up T1/T) of the evaluation and of the whole `total`; for runs (NAME.out, the run's summary lines) the wall
 time, the force time and the phases, against the one-GPU run.
 
 usage: scripts/bench_multigpu.py OUT
@@ -12,21 +13,28 @@ import os
 import re
 import sys
 
-PHASES = ["domain", "wait", "sort", "build", "moments", "targets", "let", "exchange", "walk",
+PHASES = ["domain", "wait", "results", "sort", "build", "moments", "targets", "let", "exchange", "walk",
           "let_wait", "walk_let", "unsort", "download"]
+
+
+def evaluation(report):
+    """The last evaluation less returning its results (seconds, slowest rank)."""
+    t = report["time"]
+    e = report.get("evaluation", {}).get("seconds")
+    return e if e is not None else t["total"] - t.get("download", 0.0) - t.get("unsort", 0.0)
 
 
 def forces_row(name, report, base):
     t = report["time"]
-    total = t["total"]
+    total, ev = t["total"], evaluation(report)
     named = sum(v for k, v in t.items() if k != "total")
-    ratio = ""
+    ratios = ""
     if base is not None:
-        ratio = base / total if name.startswith("strong") else base / total
+        ratios = f"{evaluation(base) / ev:.2f} / {base['time']['total'] / total:.2f}"
     lets = report.get("lets", {})
-    cols = [name, str(report["ranks"]), str(report["n"]), f"{total:.4f}"]
+    cols = [name, str(report["ranks"]), str(report["n"]), f"{total:.4f}", f"{ev:.4f}"]
     cols += [f"{t.get(p, 0.0):.4f}" for p in PHASES]
-    cols += [f"{named:.4f}", f"{ratio:.2f}" if ratio != "" else "",
+    cols += [f"{named:.4f}", ratios,
              lets.get("exchange") or "",
              f"{report['error']['p99']:.2e}" if report.get("error") else ""]
     return "| " + " | ".join(cols) + " |"
@@ -54,15 +62,15 @@ def main(out):
             reports[n] = text + open(os.path.join(out, n + ".log")).read()
         elif text.strip():
             reports[n] = json.loads(text)
-    print("| run | ranks | N | total | " + " | ".join(PHASES) +
-          " | named | T1/T (weak eff., strong speed-up) | exchange | p99 |")
-    print("|" + "---|" * (len(PHASES) + 8))
+    print("| run | ranks | N | total | evaluation | " + " | ".join(PHASES) +
+          " | named | T1/T evaluation / total (weak: efficiency, strong: speed-up) | exchange | p99 |")
+    print("|" + "---|" * (len(PHASES) + 9))
     for n in names:
         if n.startswith("run-") or n not in reports:
             continue
         series = n.split("-np")[0]
         one = reports.get(series + "-np1")
-        print(forces_row(n, reports[n], one["time"]["total"] if one else None))
+        print(forces_row(n, reports[n], one))
     print()
     print("| run | wall s | force time s | force time / 1 GPU | phases (s) |")
     print("|---|---|---|---|---|")
