@@ -437,3 +437,40 @@ extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) let_unpack(const LetUn
         t.nchild[o] = (unsigned char)(tag & 0xffu);
     }
 }
+
+struct RUST_TWIN TreeCopyArgs {
+    // The tree copied (its particles and the cells' fields the walk reads).
+    TreeArrays from;
+    // Its cells.
+    int ncells;
+    // Its particles.
+    int nparts;
+    // Where it goes: the same cells and particles, from the first of each.
+    TreeArrays to;
+};
+
+// Copies a tree's particles and the cells' fields the walk reads (first, count, nchild,
+// subtree, boxes, com_mass, quad, trace, s_eff; not level or parent) to the front of other
+// tree arrays: the local tree in front of the received LETs, one forest walked at once.
+extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) tree_copy(const TreeCopyArgs a)
+{
+    const TreeArrays f = a.from, t = a.to;
+    const long long total = (long long)a.ncells + a.nparts;
+    for (long long j = blockIdx.x * (long long)blockDim.x + threadIdx.x; j < total;
+         j += (long long)gridDim.x * blockDim.x) {
+        if (j >= a.ncells) {
+            const long long k = j - a.ncells;
+            t.particles[k] = f.particles[k];
+            continue;
+        }
+        t.first[j] = f.first[j];
+        t.count[j] = f.count[j];
+        t.nchild[j] = f.nchild[j];
+        t.subtree[j] = f.subtree[j];
+        t.boxes[j] = f.boxes[j];
+        t.com_mass[j] = f.com_mass[j];
+        for (int k = 0; k < 6; k++) t.quad[6 * j + k] = f.quad[6 * j + k];
+        t.trace[j] = f.trace[j];
+        t.s_eff[j] = f.s_eff[j];
+    }
+}
