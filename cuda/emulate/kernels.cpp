@@ -119,7 +119,6 @@ std::span<const std::span<const Kernel>> kernel_tables()
         HINOKI_EMULATE(let_edges),
         HINOKI_EMULATE(let_pack),
         HINOKI_EMULATE(let_unpack),
-        HINOKI_EMULATE(tree_copy),
         // integrate.cu (the time step, src/integrate/state_gpu.rs)
         HINOKI_EMULATE(synchronised_flags),
         HINOKI_EMULATE(half_kick),

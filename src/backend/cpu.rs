@@ -435,10 +435,6 @@ impl Backend for CpuBackend {
                     (None, _) => WalkOutput::default(),
                 };
             }
-            Source::Both => {
-                self.walk(Source::Local, p, times)?;
-                self.walk(Source::Forest, p, times)?;
-            }
             Source::Forest => {
                 let Some(forest) = self.forest.as_ref().filter(|f| !f.cells.is_empty()) else {
                     return Ok(());

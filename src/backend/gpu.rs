@@ -51,16 +51,6 @@ struct Targets {
     partial: Option<u64>,
 }
 
-/// The forest of the LETs received, in the walk's tree arrays.
-#[derive(Clone, Copy, Debug)]
-struct Forest {
-    arrays: TreeArrays,
-    /// Its cells (the local tree's included when it is in front).
-    cells: usize,
-    /// A copy of the local tree is in front of the LETs (it is walked with them).
-    front: bool,
-}
-
 /// This rank's stages on its GPU, and what they keep there between evaluations.
 pub struct GpuBackend {
     ctx: GpuContext,
@@ -77,8 +67,8 @@ pub struct GpuBackend {
     /// `--vg auto` still has to time the layouts.
     tune: bool,
     targets: Option<Targets>,
-    /// The forest of received LETs.
-    forest: Option<Forest>,
+    /// The forest of received LETs and its cells.
+    forest: Option<(TreeArrays, usize)>,
     /// Device address of the last evaluation's interaction counts (p2p, m2p) per particle,
     /// in the particles' order, while they are those of the particles there (without an
     /// integrator state, whose costs are used where there is one).
@@ -480,28 +470,14 @@ impl Backend for GpuBackend {
         incoming: Incoming,
         times: &mut PhaseTimes,
     ) -> Result<(usize, usize)> {
-        // LETs that came device to device are there before the walk: the local tree goes in
-        // front of them, for one walk of both (through the host they arrive during the local
-        // walk).
-        let device = matches!(incoming, Incoming::Device(_));
-        if let (true, Some(link)) = (device, &self.link) {
+        if let (Incoming::Device(_), Some(link)) = (incoming, &self.link) {
             times.time("let_wait", || link.finish())?;
         }
-        let front = match device {
-            true => self.builder.tree(),
-            false => None,
-        };
         let (lets, walk, stages) = (&mut self.lets, &mut self.walk, &self.stages);
-        let (arrays, cells, particles) = times.time("let", || {
-            lets.unpack(stages, incoming, front.as_ref(), |c, p| {
-                walk.reserve_tree(c, p)
-            })
+        let (forest, cells, particles) = times.time("let", || {
+            lets.unpack(stages, incoming, |c, p| walk.reserve_tree(c, p))
         })?;
-        self.forest = (cells > 0).then(|| Forest {
-            arrays,
-            cells: cells + front.as_ref().map_or(0, |t| t.cells),
-            front: front.is_some(),
-        });
+        self.forest = (cells > 0).then_some((forest, cells));
         Ok((cells, particles))
     }
 
@@ -509,41 +485,46 @@ impl Backend for GpuBackend {
         let Some(mut t) = self.targets else {
             return Ok(());
         };
-        if source != Source::Forest && std::mem::take(&mut self.tune) {
-            if t.partial.is_some() {
-                // Tuned on a later full evaluation.
-                self.tune = true;
-            } else {
-                times.time("tune", || self.tune(&mut t, p))?;
-                self.targets = Some(t);
-            }
-        }
-        let tree = self.tree()?;
-        let (local, forest) = (
-            (tree.arrays, tree.cells, t.own, false),
-            self.forest
-                .map(|f| (f.arrays, f.cells, DeviceOwn::Absent, true)),
-        );
-        let walks = match (source, self.forest) {
-            (Source::Local, _) | (Source::Both, None) => vec![local],
-            // The local tree in front of the LETs: its particles keep their places, and
-            // so the targets that are its own.
-            (Source::Both, Some(f)) if f.front => vec![(f.arrays, f.cells, t.own, false)],
-            (Source::Both, Some(_)) => [Some(local), forest].into_iter().flatten().collect(),
-            (Source::Forest, Some(f)) if f.front => {
-                return Err(Error::device(
-                    "the forest holds the local tree: it is walked with it (Source::Both)",
-                ))
+        match source {
+            Source::Local => {
+                if std::mem::take(&mut self.tune) {
+                    if t.partial.is_some() {
+                        // Tuned on a later full evaluation.
+                        self.tune = true;
+                    } else {
+                        times.time("tune", || self.tune(&mut t, p))?;
+                        self.targets = Some(t);
+                    }
+                }
+                let tree = self.tree()?;
+                self.walk.walk(
+                    tree.arrays,
+                    tree.cells,
+                    t.at,
+                    t.n,
+                    t.own,
+                    t.groups,
+                    p,
+                    false,
+                    times,
+                )
             }
             // A forest of the other ranks' LETs never holds a target.
-            (Source::Forest, _) => forest.into_iter().collect(),
-        };
-        for (arrays, cells, own, accumulate) in walks {
-            self.walk.walk(
-                arrays, cells, t.at, t.n, own, t.groups, p, accumulate, times,
-            )?;
+            Source::Forest => match self.forest {
+                Some((forest, cells)) => self.walk.walk(
+                    forest,
+                    cells,
+                    t.at,
+                    t.n,
+                    DeviceOwn::Absent,
+                    t.groups,
+                    p,
+                    true,
+                    times,
+                ),
+                None => Ok(()),
+            },
         }
-        Ok(())
     }
 
     fn forces(&mut self, units: Units, times: &mut PhaseTimes) -> Result<Forces> {

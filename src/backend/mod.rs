@@ -35,10 +35,6 @@ pub enum Source {
     /// The forest of LETs received from the other ranks (its results are added to the
     /// local tree's).
     Forest,
-    /// The local tree and the forest, their results written: in one walk where the forest
-    /// holds the local tree in front (LETs that came device to device, on the GPU: see
-    /// [`Backend::load_forest`]), else the local tree's walk, then the forest's.
-    Both,
 }
 
 /// The previous accelerations the acceleration criterion reads.
@@ -206,10 +202,9 @@ pub trait Backend {
     /// the local tree is walked, and [`Backend::load_forest`] takes them. Collective.
     fn send_lets(&mut self, incoming: &[LetShape]) -> Result<()>;
 
-    /// Takes the LETs received from every rank as the forest, checked; on the GPU, LETs that
-    /// came device to device go behind a copy of the local tree, for one walk of both
-    /// ([`Source::Both`]). Returns the LETs' cells and particles. Times `let` (and `upload`,
-    /// and `let_wait` for device transfers still under way).
+    /// Takes the LETs received from every rank as the forest, checked. Returns its cells and
+    /// particles. Times `let` (and `upload`, and `let_wait` for device transfers still
+    /// under way).
     fn load_forest(&mut self, incoming: Incoming, times: &mut PhaseTimes)
         -> Result<(usize, usize)>;
 

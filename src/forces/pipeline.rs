@@ -301,10 +301,8 @@ fn periodic_frame(lo: DVec3, hi: DVec3, side: f64, agreed: &[f64]) -> Result<Fra
 
 /// The walks of every particle of the job for the targets: the local tree and, with several
 /// ranks, the LETs of the others, exported against every rank's region (`let_boxes` boxes
-/// each), and either exchanged device to device and walked in one walk with the local tree,
-/// or exchanged through the host in a communication thread while this one walks the local
-/// tree (seed 001's proposed overlap) and then walked as one forest. Adds the traffic to
-/// `stats`. Collective.
+/// each), exchanged in a communication thread while this one walks the local tree (seed 001's
+/// proposed overlap), then walked as one forest. Adds the traffic to `stats`. Collective.
 fn walk_everything(
     backend: &mut dyn Backend,
     comm: &dyn Comm,
@@ -319,22 +317,19 @@ fn walk_everything(
     let mine = times.time("let", || backend.region(let_boxes))?;
     let regions = times.time("exchange", || gather_regions(comm, &mine))?;
     let outgoing = backend.export_lets(&regions, comm.rank(), &wp.criterion, wp.periodic, times)?;
-    // The LETs' cells and particles, and whether their forest is still to walk.
-    let ((cells, particles), forest_to_walk) = match outgoing {
-        // Device to device: the shapes over the host, the LETs GPU to GPU, then one walk of
-        // the local tree and the LETs together (one kernel's tail instead of two: at a few
-        // groups per resident warp the slowest groups set a walk's time).
+    let (cells, particles) = match outgoing {
+        // Device to device: the shapes over the host, the LETs on their own stream while the
+        // local tree is walked.
         Outgoing::Device(shapes) => {
             let theirs = times.time("exchange", || {
                 let words = comm.alltoallv_u64(&LetShape::encode(&shapes), &vec![2; comm.size()]);
                 LetShape::decode(&words?.data)
             })?;
             times.time("exchange", || backend.send_lets(&theirs))?;
+            backend.walk(Source::Local, wp, times)?;
             stats.bytes_sent += 4 * shapes.iter().map(|l| l.words() as u64).sum::<u64>();
             stats.bytes_received += 4 * theirs.iter().map(|l| l.words() as u64).sum::<u64>();
-            let received = backend.load_forest(Incoming::Device(&theirs), times)?;
-            backend.walk(Source::Both, wp, times)?;
-            (received, false)
+            backend.load_forest(Incoming::Device(&theirs), times)?
         }
         // Through the host: only the communication thread calls MPI while the local tree is
         // walked.
@@ -360,12 +355,12 @@ fn walk_everything(
                 data: &got.data,
                 counts: &got.counts,
             };
-            (backend.load_forest(incoming, times)?, true)
+            backend.load_forest(incoming, times)?
         }
     };
     stats.cells_received += cells as u64;
     stats.particles_received += particles as u64;
-    if forest_to_walk && cells > 0 {
+    if cells > 0 {
         let mut t = PhaseTimes::default();
         backend.walk(Source::Forest, wp, &mut t)?;
         times.add("walk_let", t.get("walk"));

@@ -12,7 +12,7 @@ use super::{Incoming, LetShape};
 use crate::error::Result;
 use crate::gpu::args::{
     LetEdgesArgs, LetFatesArgs, LetPackArgs, LetSentArgs, LetUnpackArgs, RegionBoxesArgs,
-    RegionCellsArgs, RegionListArgs, TargetsAminArgs, TreeArrays, TreeCopyArgs,
+    RegionCellsArgs, RegionListArgs, TargetsAminArgs, TreeArrays,
 };
 use crate::gpu::exchange::DeviceExchange;
 use crate::gpu::launch::{grow, DeviceArray, KernelRunner};
@@ -369,15 +369,11 @@ impl<R: KernelRunner> LetArrays<R> {
     /// already in the device's receive buffer, by [`LetArrays::send`]) into a forest on the
     /// device, in the walk's tree arrays that `place` gives for its cells and particles,
     /// checking each LET as [`unpack_forest`](super::wire::unpack_forest) does (the same error
-    /// for the same defect); with `front`, that tree first (its cells and particles copied to
-    /// the front of the forest, the LETs after them), so that one walk goes through both.
-    /// Returns where the forest is, its cells and its particles (the LETs', `front`'s not
-    /// counted).
+    /// for the same defect). Returns where the forest is, its cells and its particles.
     pub fn unpack(
         &mut self,
         s: &Stages<R>,
         incoming: Incoming,
-        front: Option<&DeviceTree>,
         place: impl FnOnce(usize, usize) -> Result<TreeArrays>,
     ) -> Result<(TreeArrays, usize, usize)> {
         let r = s.runner();
@@ -407,30 +403,12 @@ impl<R: KernelRunner> LetArrays<R> {
         }
         let cells: usize = pieces.iter().map(|p| p.2).sum();
         let particles: usize = pieces.iter().map(|p| p.3).sum();
-        // Without LETs there is nothing to walk with the front tree.
-        let front = front.filter(|_| cells > 0);
-        let (nc0, np0) = front.map_or((0, 0), |t| (t.cells, t.particles));
-        let forest = place(nc0 + cells, np0 + particles)?;
-        if let Some(t) = front {
-            // SAFETY: the forest holds the front tree's cells and particles first.
-            unsafe {
-                s.launch(
-                    "tree_copy",
-                    blocks(nc0 + np0),
-                    &TreeCopyArgs {
-                        from: t.arrays,
-                        ncells: int(nc0)?,
-                        nparts: int(np0)?,
-                        to: forest,
-                    },
-                )?;
-            }
-        }
+        let forest = place(cells, particles)?;
         // Per LET: its first malformed cell, first particle that is not finite, and whether
         // its root spans its cells; all checked after one copy.
         grow(r, &mut self.bad, BAD_WORDS * pieces.len())?;
         r.upload(&vec![u32::MAX; BAD_WORDS * pieces.len()], &mut self.bad)?;
-        let (mut cell0, mut part0) = (nc0, np0);
+        let (mut cell0, mut part0) = (0usize, 0usize);
         for (k, &(_, at, nc, np)) in pieces.iter().enumerate() {
             // SAFETY: the forest holds `cells` cells and `particles` particles, of which this
             // LET's go at cell0 and part0; its words lie in `received` from `at` (checked

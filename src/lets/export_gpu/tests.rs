@@ -129,7 +129,7 @@ fn emulated_forest_walks_as_the_hosts_and_refuses_what_the_host_refuses() {
         counts: &counts,
     };
     let (_, cells, particles) = lets
-        .unpack(&s, host_incoming, None, |c, p| walk.reserve_tree(c, p))
+        .unpack(&s, host_incoming, |c, p| walk.reserve_tree(c, p))
         .unwrap();
     assert_eq!((cells, particles), (host.cells.len(), host.particles.len()));
     // Delivered to the device with their shapes, as the device exchange delivers them: the
@@ -150,7 +150,7 @@ fn emulated_forest_walks_as_the_hosts_and_refuses_what_the_host_refuses() {
     };
     delivered(&mut lets, &data);
     let (forest, cells, particles) = lets
-        .unpack(&s, Incoming::Device(&shapes), None, |c, p| {
+        .unpack(&s, Incoming::Device(&shapes), |c, p| {
             walk.reserve_tree(c, p)
         })
         .unwrap();
@@ -210,7 +210,7 @@ fn emulated_forest_walks_as_the_hosts_and_refuses_what_the_host_refuses() {
             counts: &counts,
         };
         let device = lets
-            .unpack(&s, incoming, None, |c, p| walk.reserve_tree(c, p))
+            .unpack(&s, incoming, |c, p| walk.reserve_tree(c, p))
             .unwrap_err()
             .message;
         assert_eq!(device, host, "{what}");
@@ -221,115 +221,11 @@ fn emulated_forest_walks_as_the_hosts_and_refuses_what_the_host_refuses() {
         }
         delivered(&mut lets, data);
         let device = lets
-            .unpack(&s, Incoming::Device(&shapes), None, |c, p| {
+            .unpack(&s, Incoming::Device(&shapes), |c, p| {
                 walk.reserve_tree(c, p)
             })
             .unwrap_err()
             .message;
         assert_eq!(device, host, "{what}, delivered to the device");
-    }
-}
-
-#[test]
-fn emulated_forest_behind_the_local_tree_walks_as_the_two_walks() {
-    let s = stages();
-    let ctx = GpuContext::emulated().unwrap();
-    let layout = GpuLayout::default();
-    let mut walk = GpuWalk::new(&ctx, WalkKernel::List, layout).unwrap();
-    let mut lets = LetArrays::new(&s).unwrap();
-    let mut builder = TreeBuilder::new(&s).unwrap();
-    let ([(pa, ma), (pb, mb)], frame) = halves();
-    let tp = TreeParams {
-        order: Order::Hilbert,
-        ncrit: 8,
-        mac: Mac::Modified,
-        theta: 0.6,
-    };
-    // Rank 0 holds a on the device and receives b's LET.
-    let a = Tree::build_in(&frame, &pa, &ma, &tp, &mut PhaseTimes::default());
-    let b = Tree::build_in(&frame, &pb, &mb, &tp, &mut PhaseTimes::default());
-    let d = on_device(&s, &pa, &ma);
-    let tree = builder
-        .build(&s, d.positions(), &frame, &tp, &mut PhaseTimes::default())
-        .unwrap();
-    let wp = ForceParams::default().walk_params(frame.side());
-    let from_b = export(&b, &wp.criterion, false, &Region::of_tree(&a, 0.0, 64));
-    let shapes =
-        LetShape::decode(&[0, 0, from_b[0].to_bits() as u64, from_b[1].to_bits() as u64]).unwrap();
-    let targets: Vec<[f32; 4]> = a
-        .particles
-        .iter()
-        .map(|x| [x[0], x[1], x[2], 0.0])
-        .collect();
-    let groups = tree_groups(&a, layout.group());
-    let (at, g) = walk.upload_targets(&targets, &groups).unwrap();
-    let mut t = PhaseTimes::default();
-    let mut walked = |lets: &mut LetArrays<Runner>, front| {
-        grow(s.runner(), &mut lets.received, from_b.len()).unwrap();
-        s.runner().upload(&from_b, &mut lets.received).unwrap();
-        let (forest, cells, particles) = lets
-            .unpack(&s, Incoming::Device(&shapes), front, |c, p| {
-                walk.reserve_tree(c, p)
-            })
-            .unwrap();
-        assert_eq!(
-            (cells, particles),
-            (from_b[0].to_bits() as usize, from_b[1].to_bits() as usize)
-        );
-        match front {
-            // One walk of the local tree and the LET behind it.
-            Some(_) => walk.walk(
-                forest,
-                tree.cells + cells,
-                at,
-                targets.len(),
-                DeviceOwn::Sorted,
-                g,
-                &wp,
-                false,
-                &mut t,
-            ),
-            // The local tree's walk, then the forest's added.
-            None => walk
-                .walk(
-                    tree.arrays,
-                    tree.cells,
-                    at,
-                    targets.len(),
-                    DeviceOwn::Sorted,
-                    g,
-                    &wp,
-                    false,
-                    &mut t,
-                )
-                .and_then(|()| {
-                    walk.walk(
-                        forest,
-                        cells,
-                        at,
-                        targets.len(),
-                        DeviceOwn::Absent,
-                        g,
-                        &wp,
-                        true,
-                        &mut t,
-                    )
-                }),
-        }
-        .unwrap();
-        walk.download(targets.len(), false).unwrap()
-    };
-    let two = walked(&mut lets, None);
-    let one = walked(&mut lets, Some(&tree));
-    assert!(two.p2p.iter().sum::<u32>() > 0);
-    assert_eq!(one.p2p, two.p2p, "particle-particle interactions");
-    assert_eq!(one.m2p, two.m2p, "particle-cell interactions");
-    for (x, y) in one.acc_pot.iter().zip(&two.acc_pot) {
-        let d = (0..3)
-            .map(|k| (x[k] - y[k]) as f64)
-            .map(|v| v * v)
-            .sum::<f64>();
-        let r = (0..3).map(|k| y[k] as f64).map(|v| v * v).sum::<f64>();
-        assert!(d.sqrt() <= 1e-5 * r.sqrt(), "{x:?} against {y:?}");
     }
 }
