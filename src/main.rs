@@ -719,6 +719,7 @@ fn forces(a: ForcesArgs, comm: &dyn Comm) -> Result<()> {
         }
         ForceEngine::new(params.clone())
     })?;
+    times.time("connect", || engine.connect(comm))?;
     // Each rank starts from its share of the input; the domain decomposition then gives it a
     // slice of the Peano–Hilbert curve. The particles go to the engine once (on the GPU: to the
     // device, where they stay) and come back after the last evaluation.

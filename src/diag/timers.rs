@@ -9,6 +9,8 @@ use std::time::Instant;
 /// output (see [`PhaseTimes::covered`]):
 /// - `startup`: configuration, the backend opened (GPU context, NVRTC compilation), signals;
 /// - `ics`: the initial particles generated or read (or a checkpoint's), handed to the engine;
+/// - `connect`: the ranks' LET exchange chosen and opened (NCCL's communicator and its
+///   connections between every pair of GPUs), once;
 /// - `domain`: domain decompositions (splitters and the particles moved to their owners);
 /// - `drift`, `kick`, `timestep`: the integrator (time-step bins and their reductions);
 /// - `check`: the check that every force of an evaluation is finite (collective);
@@ -19,9 +21,10 @@ use std::time::Instant;
 /// - `results`: `forces`' results brought back (to the host, in the particles' order);
 /// - `report`: `forces`' error check against direct summation and its report;
 /// - `output`: the final snapshot and pictures of a run.
-pub const COMMAND_PHASES: [&str; 14] = [
+pub const COMMAND_PHASES: [&str; 15] = [
     "startup",
     "ics",
+    "connect",
     "domain",
     "drift",
     "timestep",

@@ -227,6 +227,24 @@ impl ForceEngine {
         self.exchange.as_deref()
     }
 
+    /// Chooses and opens how the LETs travel between the ranks of `comm`
+    /// ([`ForceParams::exchange`]), once, logged on rank 0 and reported by
+    /// [`ForceEngine::exchange`]: with NCCL, its communicator and the connections between
+    /// every pair of GPUs (a second or two on four GPUs), which a command does at start-up
+    /// (phase `connect`) rather than in its first evaluation. Collective; nothing to do on
+    /// one rank or for direct summation.
+    pub fn connect(&mut self, comm: &dyn Comm) -> Result<()> {
+        if comm.size() == 1 || self.params.method != Method::Tree || self.exchange.is_some() {
+            return Ok(());
+        }
+        let line = self.backend.connect(comm, self.params.exchange)?;
+        if comm.rank() == 0 {
+            tracing::info!("LET exchange: {line}");
+        }
+        self.exchange = Some(line);
+        Ok(())
+    }
+
     /// LET traffic of this rank in the last evaluation (zero on one rank).
     pub fn let_stats(&self) -> LetStats {
         self.let_stats
@@ -492,14 +510,8 @@ impl ForceEngine {
     ) -> Result<ForceResult> {
         let t0 = Instant::now();
         let mut times = PhaseTimes::default();
-        if comm.size() > 1 && self.params.method == Method::Tree && self.exchange.is_none() {
-            let exchange = self.params.exchange;
-            let line = times.time("connect", || self.backend.connect(comm, exchange))?;
-            if comm.rank() == 0 {
-                tracing::info!("LET exchange: {line}");
-            }
-            self.exchange = Some(line);
-        }
+        // Where the command has not connected the ranks first, the first evaluation does.
+        self.connect(comm)?;
         let bus0 = self.backend.bus_bytes();
         let device = self.device();
         let params = &self.params;

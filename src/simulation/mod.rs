@@ -253,6 +253,7 @@ pub fn run_with(
     let mut engine = ForceEngine::new(params)?.with_rebuild(cfg.gravity.rebuild);
     let hash = config_hash(cfg);
     times.add("startup", t0.elapsed().as_secs_f64());
+    times.time("connect", || engine.connect(comm))?;
     let (mut run, mut sequence) = match &opts.restart {
         None => (
             Run::start(cfg, clock, out, comm, &mut engine, wall, opts.verbose)?,
