@@ -6,7 +6,7 @@
 //! A backend holds this rank's particles and everything computed from them (tree, groups,
 //! targets, forest, results) where it computes them: on the GPU nothing comes down but what a
 //! caller asks for (the particles, the results, and the few words MPI sends). The
-//! orchestration above it (`forces`, `domain::decompose`) is written once, for one rank or
+//! orchestration above it (`forces`, with its domain decomposition) is written once, for one rank or
 //! many; it decides what runs when, what goes to MPI and what is timed.
 
 pub mod cpu;
@@ -16,11 +16,11 @@ use crate::comm::{Comm, Exchange};
 use crate::diag::PhaseTimes;
 use crate::domain::Sample;
 use crate::error::Result;
-use crate::forces::TreeTopology;
 use crate::integrate::{BinSummary, IntegratorState, NonFinite, Timeline};
 use crate::lets::{Incoming, LetShape, Outgoing, Region};
 use crate::particles::Particles;
 use crate::sfc::{Frame, GridBox, Order};
+use crate::tree::TreeTopology;
 use crate::tree::{ClosePair, TreeParams};
 use crate::walk::cpu::{Forces, Units, WalkParams};
 use crate::walk::gpu::GpuLayout;

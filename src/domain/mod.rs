@@ -13,7 +13,6 @@ mod splitters;
 pub use migrate::Migration;
 pub use splitters::{looked_at, owner, sample_index, sample_keys, shares, splitters, Sample};
 
-use crate::backend::Backend;
 use crate::comm::Comm;
 use crate::error::{Error, Result};
 use crate::sfc::{keys, GridBox, Order};
@@ -64,7 +63,7 @@ impl FromStr for Balance {
 
 /// Key samples each rank contributes per rank of the job: the splitters then balance the
 /// weight to within about 1/`SAMPLES_PER_RANK` of a rank's share.
-const SAMPLES_PER_RANK: usize = 512;
+pub const SAMPLES_PER_RANK: usize = 512;
 
 /// The cube around all particles of all ranks (allreduce of the local bounding boxes); a unit
 /// cube when there are no particles at all.
@@ -74,7 +73,7 @@ pub fn global_box(comm: &dyn Comm, pos: &[DVec3]) -> GridBox {
 
 /// The cube around the local bounding boxes `(lo, hi)` of all ranks (allreduce); a unit cube
 /// when there are no particles at all.
-fn global_box_of(comm: &dyn Comm, (lo, hi): (DVec3, DVec3)) -> GridBox {
+pub fn global_box_of(comm: &dyn Comm, (lo, hi): (DVec3, DVec3)) -> GridBox {
     let mut lo = lo.to_array();
     let mut hi = hi.to_array();
     comm.allreduce_min_f64(&mut lo);
@@ -87,7 +86,7 @@ fn global_box_of(comm: &dyn Comm, (lo, hi): (DVec3, DVec3)) -> GridBox {
 
 /// The `P − 1` splitters of the weighted key samples of every rank (this one's are `local`).
 /// Collective.
-fn global_splitters(comm: &dyn Comm, local: &[Sample]) -> Result<Vec<u64>> {
+pub fn global_splitters(comm: &dyn Comm, local: &[Sample]) -> Result<Vec<u64>> {
     let sk: Vec<u64> = local.iter().map(|s| s.0).collect();
     let sw: Vec<f64> = local.iter().map(|s| s.1).collect();
     let all_k = comm.allgatherv_u64(&sk)?;
@@ -110,22 +109,6 @@ pub fn plan(comm: &dyn Comm, pos: &[DVec3], weights: Option<&[f64]>) -> Result<M
     let cuts = global_splitters(comm, &local)?;
     let dest: Vec<usize> = k.par_iter().map(|&key| owner(&cuts, key)).collect();
     Ok(Migration::new(&dest, ranks, comm.rank()))
-}
-
-/// The decomposition of the particles a backend holds, where they are (on the GPU: keys,
-/// owners and packing on the device, only samples and the leaving particles cross the bus):
-/// the same steps and the same result as [`plan`] and [`Migration::move_particles`], with the
-/// particles' interactions in the backend's last evaluation as the weights for
-/// [`Balance::Cost`]. Collective. Returns the particles that left this rank.
-pub fn decompose(comm: &dyn Comm, backend: &mut dyn Backend, balance: Balance) -> Result<usize> {
-    let grid = global_box_of(comm, backend.bounds()?);
-    let local = backend.sample(
-        &grid,
-        balance == Balance::Cost,
-        SAMPLES_PER_RANK * comm.size(),
-    )?;
-    let cuts = global_splitters(comm, &local)?;
-    backend.migrate(comm, &cuts)
 }
 
 /// The load imbalance of the ranks whose summed costs (interactions, see

@@ -4,6 +4,7 @@
 //! targets → LETs and walks → results), orchestrated once for one rank or many over the
 //! [`Backend`](crate::backend::Backend) seam.
 
+mod decompose;
 pub mod leaf_size;
 pub mod params;
 mod pipeline;
@@ -27,46 +28,12 @@ use crate::lets::LetStats;
 use crate::particles::Particles;
 use crate::walk::cpu::Forces;
 use crate::walk::gpu::{GpuLayout, VgChoice};
+pub use crate::walk::ForceResult;
+use decompose::decompose;
 use glam::DVec3;
 use rayon::prelude::*;
 use rebuild::{fingerprint, Schedule};
 use std::time::Instant;
-
-/// The result of one force evaluation, in the order of the engine's particles, G included.
-#[derive(Clone, Debug, Default)]
-pub struct ForceResult {
-    /// Accelerations (length / time²).
-    pub acc: Vec<DVec3>,
-    /// Potentials (energy per mass).
-    pub pot: Vec<f64>,
-    /// Particle–particle interactions per particle.
-    pub p2p: Vec<u32>,
-    /// Particle–cell interactions per particle.
-    pub m2p: Vec<u32>,
-    /// Seconds per phase, with `total` last.
-    pub times: PhaseTimes,
-    /// What computed the forces (e.g. "cpu (2 threads)").
-    pub device: String,
-    /// Bytes this rank copied between host and device in this evaluation: (up, down).
-    pub bus_bytes: (u64, u64),
-}
-
-impl ForceResult {
-    /// The result of converted forces `f` (accelerations, potentials, p2p and m2p counts per
-    /// particle), with the evaluation's `times` and `device`.
-    fn of(f: Forces, times: PhaseTimes, device: String) -> Self {
-        let (acc, pot, p2p, m2p) = f;
-        Self {
-            acc,
-            pot,
-            p2p,
-            m2p,
-            times,
-            device,
-            bus_bytes: (0, 0),
-        }
-    }
-}
 
 /// A force evaluator that keeps what outlives one evaluation: the validated parameters, the
 /// backend holding this rank's particles, tree and results, and the rebuild interval (see
@@ -312,14 +279,14 @@ impl ForceEngine {
 
     /// Gives every rank one slice of the Peano–Hilbert curve of the particles loaded, balancing
     /// `balance` (the particles' interactions in the last evaluation for
-    /// [`Balance::Cost`]), and moves the particles there (see [`crate::domain::decompose`]).
+    /// [`Balance::Cost`]), and moves the particles there (see [`decompose`]).
     /// Collective. Returns the particles that left this rank; nothing moves on one rank.
     pub fn decompose(&mut self, comm: &dyn Comm, balance: Balance) -> Result<usize> {
         if comm.size() == 1 {
             return Ok(0);
         }
         self.has_tree = false;
-        crate::domain::decompose(comm, self.backend.as_mut(), balance)
+        decompose(comm, self.backend.as_mut(), balance)
     }
 
     /// One force evaluation on the particles `p` of this rank, from the particles of every

@@ -6,9 +6,11 @@ use crate::comm::Exchange;
 use crate::domain::Balance;
 use crate::error::{Error, Result};
 use crate::sfc::Order;
+pub use crate::tree::TreeBuild;
 use crate::walk::cpu::WalkParams;
 use crate::walk::gpu::{VgChoice, WalkKernel};
 use crate::walk::mac::{Criterion, Mac};
+pub use crate::walk::WalkKind;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;
@@ -33,29 +35,6 @@ pub enum Method {
     Tree,
     /// Exact O(N²) summation: float64 on the CPU; float32 on the GPU with `--backend gpu`.
     Direct,
-}
-
-/// Where the tree (keys, sort, topology, moments) is built.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum TreeBuild {
-    /// On the host's cores (rayon).
-    Host,
-    /// On the rank's GPU (`cuda/build.cu`) whenever the GPU walks, the same tree bit for bit
-    /// on the float32 particles (the default: 2x faster evaluations at 2^24 on an H100,
-    /// docs/performance.md); on the host when the CPU walks.
-    Gpu,
-}
-
-/// Which CPU tree walk is used.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum WalkKind {
-    /// Groups of consecutive particles share one opening decision and one interaction list
-    /// (the CPU analogue of the (V,G) kernel of seed 001).
-    Grouped,
-    /// One iterative next/more walk per particle (seed 004, Fig. 6).
-    Single,
 }
 
 macro_rules! named_enum {

@@ -4,8 +4,8 @@ use super::timeline::Timeline;
 use crate::comm::Comm;
 use crate::domain::Migration;
 use crate::error::Result;
-use crate::forces::ForceResult;
 use crate::particles::Particles;
+use crate::walk::ForceResult;
 use glam::DVec3;
 use rayon::prelude::*;
 

@@ -9,7 +9,6 @@
 
 use crate::diag::PhaseTimes;
 use crate::error::Result;
-use crate::forces::TreeTopology;
 use crate::gpu::args::{
     CellOrderArgs, CellParentsArgs, ClosestPairArgs, CrowdedLeavesArgs, FrameMap,
     GatherParticlesArgs, KernelArgs, PairRecordArgs, RadixDigitCountsArgs, RadixPassArgs,
@@ -19,6 +18,7 @@ use crate::gpu::args::{
 use crate::gpu::launch::{grow, with_headroom, DeviceArray, KernelRunner};
 use crate::gpu::stages::{blocks, int, Stages};
 use crate::sfc::{Frame, Order, GRID};
+use crate::tree::TreeTopology;
 use crate::tree::{close, ClosePair, DeviceCells, Tree, TreeParams, MAX_LEVEL};
 use crate::walk::mac::Mac;
 use bfs::bfs_layout;

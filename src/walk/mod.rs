@@ -13,3 +13,17 @@ pub mod groups_gpu;
 pub mod kernels;
 pub mod mac;
 mod periodic;
+mod result;
+
+pub use result::ForceResult;
+
+/// Which CPU tree walk is used.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum WalkKind {
+    /// Groups of consecutive particles share one opening decision and one interaction list
+    /// (the CPU analogue of the (V,G) kernel of seed 001).
+    Grouped,
+    /// One iterative next/more walk per particle (seed 004, Fig. 6).
+    Single,
+}

@@ -2,7 +2,7 @@
 //! tree's preorder topology (a tree restored from a checkpoint): within a level, breadth-first
 //! order is preorder, and the children of one cell are consecutive.
 
-use crate::forces::TreeTopology;
+use crate::tree::TreeTopology;
 
 /// A tree's cells in breadth-first order, as the device build leaves them.
 pub(super) struct BfsLayout {
