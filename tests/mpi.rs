@@ -339,16 +339,8 @@ fn a_two_rank_run_restarted_ends_bitwise_identical() {
             let (a, ta) = hinoki::io::read_snapshot(&one, &whole.join(&name)).unwrap();
             let (b, tb) = hinoki::io::read_snapshot(&one, &parts.join(&name)).unwrap();
             assert_eq!(ta, tb);
-            let bits = |p: &hinoki::Particles| -> Vec<u64> {
-                p.pos
-                    .iter()
-                    .chain(&p.vel)
-                    .flat_map(|v| v.to_array())
-                    .map(f64::to_bits)
-                    .collect()
-            };
             assert!(
-                a.id == b.id && bits(&a) == bits(&b),
+                a.id == b.id && common::state_bits(&a) == common::state_bits(&b),
                 "rebuild {rebuild}, rank {r}: the restarted run differs"
             );
         }

@@ -24,14 +24,20 @@ const NCCL_UINT8: c_int = 1;
 /// An opaque `ncclComm_t`.
 type RawComm = *mut c_void;
 
+/// `ncclSend`'s and `ncclRecv`'s signature.
+type Transfer =
+    unsafe extern "C" fn(*mut c_void, usize, c_int, c_int, RawComm, *mut c_void) -> c_int;
+
 /// The entry points of `libnccl` hinoki calls, and the library that holds them.
 struct Api {
     get_version: unsafe extern "C" fn(*mut c_int) -> c_int,
     get_unique_id: unsafe extern "C" fn(*mut [c_char; ID_BYTES]) -> c_int,
     comm_init_rank: unsafe extern "C" fn(*mut RawComm, c_int, [c_char; ID_BYTES], c_int) -> c_int,
     comm_destroy: unsafe extern "C" fn(RawComm) -> c_int,
-    send: unsafe extern "C" fn(*const c_void, usize, c_int, c_int, RawComm, *mut c_void) -> c_int,
-    recv: unsafe extern "C" fn(*mut c_void, usize, c_int, c_int, RawComm, *mut c_void) -> c_int,
+    /// `ncclSend` and `ncclRecv`: (buffer, count, type, peer, communicator, stream); the send
+    /// buffer is `const` in `nccl.h`, which the C ABI does not tell apart.
+    send: Transfer,
+    recv: Transfer,
     group_start: unsafe extern "C" fn() -> c_int,
     group_end: unsafe extern "C" fn() -> c_int,
     error_string: unsafe extern "C" fn(c_int) -> *const c_char,
@@ -211,37 +217,24 @@ impl DeviceComm {
         let mut posted = Ok(());
         for peer in (0..self.size).filter(|&p| p != self.rank) {
             let ((s_at, s_len), (r_at, r_len)) = (send[peer], recv[peer]);
-            if s_len > 0 && posted.is_ok() {
-                // SAFETY: the caller guarantees the range.
-                posted = api.check(
-                    unsafe {
-                        (api.send)(
-                            (from + s_at as u64) as *const c_void,
-                            s_len,
+            for (post, at, len, what) in [
+                (api.send, from + s_at as u64, s_len, "send"),
+                (api.recv, to + r_at as u64, r_len, "receive"),
+            ] {
+                if len > 0 && posted.is_ok() {
+                    // SAFETY: the caller guarantees the range.
+                    let code = unsafe {
+                        post(
+                            at as *mut c_void,
+                            len,
                             NCCL_UINT8,
                             peer as c_int,
                             self.comm,
                             self.stream,
                         )
-                    },
-                    "send",
-                );
-            }
-            if r_len > 0 && posted.is_ok() {
-                // SAFETY: the caller guarantees the range.
-                posted = api.check(
-                    unsafe {
-                        (api.recv)(
-                            (to + r_at as u64) as *mut c_void,
-                            r_len,
-                            NCCL_UINT8,
-                            peer as c_int,
-                            self.comm,
-                            self.stream,
-                        )
-                    },
-                    "receive",
-                );
+                    };
+                    posted = api.check(code, what);
+                }
             }
         }
         // The group is closed whatever happened inside it.

@@ -229,3 +229,13 @@ pub fn launch(nps: &[&str], apps: &[&[&str]], options: &[&str]) -> Option<std::p
     );
     Some(out)
 }
+
+/// The positions and velocities of `p` as bits, to compare runs bit for bit.
+pub fn state_bits(p: &hinoki::Particles) -> Vec<u64> {
+    p.pos
+        .iter()
+        .chain(&p.vel)
+        .flat_map(|v| v.to_array())
+        .map(f64::to_bits)
+        .collect()
+}

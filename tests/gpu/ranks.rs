@@ -50,16 +50,6 @@ fn final_particles(out: &Path, r: usize) -> Particles {
         .0
 }
 
-/// Positions and velocities as bits.
-fn bits(p: &Particles) -> Vec<u64> {
-    p.pos
-        .iter()
-        .chain(&p.vel)
-        .flat_map(|v| v.to_array())
-        .map(f64::to_bits)
-        .collect()
-}
-
 #[test]
 fn gpu_device_exchange_equals_the_host_staged_one_bit_for_bit() {
     let Some(n) = gpus() else { return };
@@ -85,7 +75,7 @@ fn gpu_device_exchange_equals_the_host_staged_one_bit_for_bit() {
         for r in 0..np {
             let (a, b) = (final_particles(&nccl, r), final_particles(&mpi, r));
             assert!(
-                a.id == b.id && bits(&a) == bits(&b),
+                a.id == b.id && common::state_bits(&a) == common::state_bits(&b),
                 "{np} ranks, rank {r}: NCCL and MPI runs differ"
             );
         }
@@ -108,7 +98,7 @@ fn gpu_a_two_rank_run_through_nccl_restarts_bit_for_bit() {
     for r in 0..2 {
         let (a, b) = (final_particles(&whole, r), final_particles(&parts, r));
         assert!(
-            a.id == b.id && bits(&a) == bits(&b),
+            a.id == b.id && common::state_bits(&a) == common::state_bits(&b),
             "rank {r}: the restarted run differs"
         );
     }
