@@ -148,3 +148,29 @@ fn malformed_buffers_are_refused() {
     // No particles on the destination: nothing to send.
     assert!(export(&tree, &crit, false, &Region::default()).is_empty());
 }
+
+#[test]
+fn let_shapes_survive_their_words_and_refuse_what_cannot_be_addressed() {
+    let shapes = [
+        LetShape::default(),
+        LetShape {
+            cells: 3,
+            particles: 17,
+        },
+        LetShape {
+            cells: 1,
+            particles: 0,
+        },
+    ];
+    assert_eq!(
+        LetShape::decode(&LetShape::encode(&shapes)).unwrap(),
+        shapes
+    );
+    assert_eq!(shapes.map(|l| l.words()), [0, 2 + 3 * 20 + 17 * 4, 22]);
+    // A rank that announces more words than a 32-bit offset reaches is named, never trusted.
+    for bad in [[0, 0, 1, 1 << 30], [0, 0, u64::MAX, 1], [0, 0, 1, u64::MAX]] {
+        let e = LetShape::decode(&bad).unwrap_err();
+        assert!(e.message.starts_with("LET from rank 1: "), "{}", e.message);
+        assert!(e.message.contains("exceed 2^32 words"), "{}", e.message);
+    }
+}
