@@ -2,7 +2,7 @@
 //! of `cuda/` for it: the walk program (fast math, one per (V, G) layout) and the stage program
 //! (IEEE arithmetic: keys, sort, tree, groups, domains, LETs, particle arrays, time step).
 
-use super::cuda_runner::{CudaDevice, CudaRunner};
+use super::cuda_runner::{driver_err, CudaDevice, CudaRunner};
 #[cfg(hinoki_emulator)]
 use super::emulator::Emulator;
 use super::runner::{BusBytes, Device, Runner};
@@ -87,10 +87,6 @@ fn without_include(source: &str) -> String {
     source
         .replace("#include \"gravity.cuh\"", "")
         .replace("#include \"periodic.cuh\"", "")
-}
-
-fn driver_err(what: &str) -> impl Fn(cudarc::driver::DriverError) -> Error + '_ {
-    move |e| Error::device(format!("CUDA {what} failed: {e}"))
 }
 
 /// This rank's GPU, or the emulator: compiles programs for it and counts the bytes its copies

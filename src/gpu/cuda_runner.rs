@@ -34,7 +34,8 @@ fn config(grid: u32, block: u32) -> LaunchConfig {
     }
 }
 
-fn driver_err(what: &'static str) -> impl Fn(cudarc::driver::DriverError) -> Error {
+/// A CUDA driver failure of `what` as a one-line device error.
+pub(super) fn driver_err(what: &str) -> impl Fn(cudarc::driver::DriverError) -> Error + '_ {
     move |e| Error::device(format!("CUDA {what} failed: {e}"))
 }
 

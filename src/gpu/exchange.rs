@@ -2,6 +2,7 @@
 //! communicator ([`DeviceComm`]) whose transfers run on a stream of their own, so that they
 //! overlap the kernels of the main stream (the local walk), ordered against it by events.
 
+use super::cuda_runner::driver_err;
 use super::GpuContext;
 use crate::comm::nccl::DeviceComm;
 use crate::comm::{agree, Comm};
@@ -16,10 +17,6 @@ pub struct DeviceExchange {
     stream: Arc<CudaStream>,
     /// The stream of every other launch and copy.
     main: Arc<CudaStream>,
-}
-
-fn driver_err(what: &'static str) -> impl Fn(cudarc::driver::DriverError) -> Error {
-    move |e| Error::device(format!("CUDA {what} failed: {e}"))
 }
 
 impl DeviceExchange {
