@@ -8,7 +8,7 @@ use hinoki::comm::{Comm, SingleProcess};
 use hinoki::cosmology::measure::ShotNoise;
 use hinoki::diag::report::{check_against_direct, forces_json, forces_table};
 use hinoki::diag::PhaseTimes;
-use hinoki::domain::{measured_imbalance, Balance};
+use hinoki::domain::{measured_imbalance, Balance, Load};
 use hinoki::forces::{ForceEngine, ForceParams};
 use hinoki::ics::Model;
 use hinoki::io::config::IcsConfig;
@@ -744,12 +744,17 @@ fn forces(a: ForcesArgs, comm: &dyn Comm) -> Result<()> {
     let mut result = None;
     let mut moved = 0usize;
     // The first evaluation always balances the domains (the initial shares are not slices of
-    // the curve); the others where the last one's load imbalance asks for it, as a run does.
+    // the curve); the others where the last one's load imbalance asks for it, as a run does
+    // (the particles do not move, so none strays from its domain).
     let mut imbalance = f64::INFINITY;
     for _ in 0..a.repeat {
         let bus0 = engine.bus_bytes();
         let mut around = PhaseTimes::default();
-        let rebalance = comm.size() > 1 && engine.rebalance_due(imbalance);
+        let load = Load {
+            imbalance,
+            strays: None,
+        };
+        let rebalance = comm.size() > 1 && engine.rebalance_due(load);
         moved = match rebalance {
             true => around.time("domain", || engine.decompose(comm, params.balance))?,
             false => 0,

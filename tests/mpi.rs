@@ -305,15 +305,16 @@ fn a_two_rank_summary_names_the_final_files() {
 #[test]
 fn a_two_rank_run_restarted_ends_bitwise_identical() {
     // Rebuilt every step, and every fourth step with refits between (the stops at steps 5 and
-    // 9 fall between two rebuilds).
-    for rebuild in ["1", "4"] {
+    // 9 fall between two rebuilds); rebalanced whenever a particle strays from its domain (the
+    // checkpoint keeps the domains), or only for the load imbalance (the default).
+    for (rebuild, drift) in [("1", "0"), ("4", "1")] {
         let dir = common::TempDir::new("restart2");
         let cfg = dir.join("run.toml");
         std::fs::write(
             &cfg,
             format!(
                 "[ics]\nmodel = \"plummer\"\nn = 3000\n[gravity]\nbalance = \"cost\"\n\
-                 rebuild = {rebuild}\n[time]\nstepping = \"block\"\ndt_max = 0.03125\n\
+                 rebuild = {rebuild}\ndrift = {drift}\n[time]\nstepping = \"block\"\ndt_max = 0.03125\n\
                  t_end = 0.5\n[output]\nenergy_every = 4\n"
             ),
         )
@@ -349,23 +350,30 @@ fn a_two_rank_run_restarted_ends_bitwise_identical() {
 
 /// A two-rank run of `extra` `[gravity]` keys (Plummer, CPU, ten shared steps): its stdout.
 fn two_rank_run(dir: &common::TempDir, name: &str, gravity: &str) -> Option<String> {
+    let config = format!(
+        "[ics]\nn = 3000\n[gravity]\nbackend = \"cpu\"\n{gravity}\n[time]\n\
+         stepping = \"shared\"\ndt = 0.01\nt_end = 0.1\n\
+         [output]\npictures = false\nsnapshot_every = 0\n"
+    );
+    Some(two_rank_config_run(dir, name, &config)?.0)
+}
+
+/// A two-rank run of the configuration `config`, which must succeed: its stdout and its output
+/// directory.
+fn two_rank_config_run(
+    dir: &common::TempDir,
+    name: &str,
+    config: &str,
+) -> Option<(String, std::path::PathBuf)> {
     let cfg = dir.join(&format!("{name}.toml"));
-    std::fs::write(
-        &cfg,
-        format!(
-            "[ics]\nn = 3000\n[gravity]\nbackend = \"cpu\"\n{gravity}\n[time]\n\
-             stepping = \"shared\"\ndt = 0.01\nt_end = 0.1\n\
-             [output]\npictures = false\nsnapshot_every = 0\n"
-        ),
-    )
-    .unwrap();
+    std::fs::write(&cfg, config).unwrap();
     let out = dir.join(name);
     let o = mpirun(
         2,
         &["run", cfg.to_str().unwrap(), "-o", out.to_str().unwrap()],
     )?;
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    Some(String::from_utf8_lossy(&o.stdout).into_owned())
+    Some((String::from_utf8_lossy(&o.stdout).into_owned(), out))
 }
 
 /// The number after `before` and before `after` in `text`.
@@ -456,6 +464,51 @@ fn two_ranks_rebalance_as_asked_and_name_every_second() {
             "{evaluation} {total}"
         );
     }
+}
+
+/// A two-rank run counts the particles that left their domains since the last decomposition
+/// and rebalances at the next step where their share exceeds `[gravity] drift`, as its
+/// diagnostics lines record: at every step that follows a step with strays for `drift = 0`,
+/// never for `drift = 0.99`; by default (1) it neither counts them nor rebalances for them.
+#[test]
+fn two_ranks_rebalance_when_particles_stray_from_their_domains() {
+    let dir = common::TempDir::new("strays");
+    let run = |name: &str, drift: &str| -> Option<Vec<(Option<f64>, bool)>> {
+        let config = format!(
+            "[ics]\nmodel = \"plummer\"\nn = 3000\n[gravity]\nbackend = \"cpu\"\n\
+             rebalance = 1e9\ndrift = {drift}\n[time]\nstepping = \"shared\"\n\
+             dt = 0.02\nt_end = 0.6\n[output]\nenergy_every = 1\npictures = false\n\
+             snapshot_every = 0\n"
+        );
+        let (_, out) = two_rank_config_run(&dir, name, &config)?;
+        let text = std::fs::read_to_string(out.join("diagnostics.jsonl")).unwrap();
+        Some(
+            text.lines()
+                .map(|l| {
+                    let v: serde_json::Value = serde_json::from_str(l).unwrap();
+                    (v["strays"].as_f64(), v["rebalanced"].as_bool().unwrap())
+                })
+                .collect(),
+        )
+    };
+    let Some(any) = run("any", "0") else {
+        return;
+    };
+    let never = run("never", "0.99").unwrap();
+    let default = run("default", "1").unwrap();
+    // Plummer particles cross the boundary of two domains at every step.
+    assert!(any.iter().any(|&(s, _)| s > Some(0.0)), "{any:?}");
+    for w in any.windows(2) {
+        assert_eq!(w[1].1, w[0].0 > Some(0.0), "{any:?}");
+    }
+    assert!(never.iter().all(|&(_, r)| !r), "{never:?}");
+    // Left alone, the domains keep fewer of their particles as they move.
+    let last = never.last().unwrap().0.unwrap();
+    assert!(last > 0.0 && last < 0.5, "{never:?}");
+    assert!(
+        default.iter().all(|&(s, r)| s.is_none() && !r),
+        "{default:?}"
+    );
 }
 
 /// The relative energy error at the end of a run (its last diagnostics line).

@@ -6,7 +6,7 @@ use super::{Active, Backend, PreviousAcc, Source, TargetSpec};
 use crate::comm::{Comm, Exchange};
 use crate::diag::conservation::Conserved;
 use crate::diag::PhaseTimes;
-use crate::domain::{sample_keys, Migration, Sample};
+use crate::domain::{sample_keys, Domains, Migration, Sample};
 use crate::error::{Error, Result};
 use crate::integrate::{drift, wrap, BinSummary, IntegratorState, NonFinite, Timeline};
 use crate::lets::{self, Incoming, LetShape, Outgoing, Region};
@@ -163,6 +163,10 @@ impl Backend for CpuBackend {
         }
         self.forget();
         Ok(dest.len() - plan.kept())
+    }
+
+    fn strays(&mut self, domains: &Domains, me: usize) -> Result<u64> {
+        Ok(domains.strays(&self.p.pos, me))
     }
 
     fn samples(&mut self, count: usize) -> Result<Vec<DVec3>> {

@@ -7,7 +7,7 @@ use super::{Active, Backend, PreviousAcc, Source, TargetSpec};
 use crate::comm::{Comm, Exchange};
 use crate::diag::PhaseTimes;
 use crate::domain::gpu::{DomainArrays, Weights};
-use crate::domain::{looked_at, shares, Sample};
+use crate::domain::{looked_at, shares, Domains, Sample};
 use crate::error::{Error, Result};
 use crate::gpu::args::{BootstrapAmagArgs, TreeArrays};
 use crate::gpu::exchange::DeviceExchange;
@@ -248,6 +248,11 @@ impl Backend for GpuBackend {
         self.builder.forget();
         self.cost = None;
         Ok(left)
+    }
+
+    fn strays(&mut self, domains: &Domains, me: usize) -> Result<u64> {
+        self.domain
+            .strays(&self.stages, &self.particles, domains, me)
     }
 
     fn samples(&mut self, count: usize) -> Result<Vec<DVec3>> {

@@ -14,7 +14,7 @@ pub mod gpu;
 
 use crate::comm::{Comm, Exchange};
 use crate::diag::PhaseTimes;
-use crate::domain::Sample;
+use crate::domain::{Domains, Sample};
 use crate::error::Result;
 use crate::integrate::{BinSummary, IntegratorState, NonFinite, Timeline};
 use crate::lets::{Incoming, LetShape, Outgoing, Region};
@@ -134,6 +134,10 @@ pub trait Backend {
     /// afterwards this rank holds the particles it kept, in order, then those that arrived, by
     /// source rank. Collective. Returns the particles that left. Forgets the tree.
     fn migrate(&mut self, comm: &dyn Comm, splitters: &[u64]) -> Result<usize>;
+
+    /// How many of the particles lie outside this rank's (`me`) domain of `domains`, the last
+    /// decomposition's ([`Domains::strays`]): on the GPU counted where they are.
+    fn strays(&mut self, domains: &Domains, me: usize) -> Result<u64>;
 
     /// `count` positions of the particles (length units) at even strides in their order (all of
     /// them where there are fewer), from which the job's frame takes its centre

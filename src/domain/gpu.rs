@@ -2,10 +2,11 @@
 //! computed there, a strided sample of keys and costs brought down for the splitters, each
 //! particle's owner found there, the staying particles compacted there into fresh arrays, and
 //! only the leaving ones packed, brought down and sent; the arrivals go up and are appended.
-//! The same keys, samples and owners as the host's [`super::plan`], and the same particles in
-//! the same order on every rank afterwards.
+//! The same keys, samples and owners as the host backend's (`crate::backend::cpu`), and the
+//! same particles in the same order on every rank afterwards.
 
 use super::migrate::Migration;
+use super::Domains;
 use crate::comm::Comm;
 use crate::error::Result;
 use crate::gpu::args::{
@@ -105,25 +106,11 @@ impl<R: KernelRunner> DomainArrays<R> {
     ) -> Result<(Vec<u64>, Vec<f64>)> {
         let r = s.runner();
         let n = p.n;
-        grow(r, &mut self.keys, n)?;
         grow(r, &mut self.sample_keys, m)?;
         grow(r, &mut self.sample_weights, m)?;
-        let o = grid.origin;
-        // SAFETY: keys holds n keys, the samples m entries; the counts (when given) n pairs.
+        self.keys(s, p, grid)?;
+        // SAFETY: the samples hold m entries; the counts (when given) n pairs.
         unsafe {
-            s.launch(
-                "domain_keys",
-                blocks(n),
-                &DomainKeysArgs {
-                    pos: p.arrays.pos.ptr(),
-                    n: int(n)?,
-                    ox: o.x,
-                    oy: o.y,
-                    oz: o.z,
-                    scale: GRID as f64 / grid.side,
-                    keys: self.keys.ptr(),
-                },
-            )?;
             if m > 0 {
                 let (use_cost, counts, values) = match weights {
                     Weights::Count => (0, 0, 0),
@@ -152,6 +139,70 @@ impl<R: KernelRunner> DomainArrays<R> {
         ))
     }
 
+    /// How many of the particles `p` of rank `me` lie outside its domain of `domains` (see
+    /// [`crate::domain::Domains::strays`]): their keys and owners found here, only the count
+    /// brought down.
+    pub fn strays(
+        &mut self,
+        s: &Stages<R>,
+        p: &DeviceParticles<R>,
+        domains: &Domains,
+        me: usize,
+    ) -> Result<u64> {
+        self.keys(s, p, &domains.grid)?;
+        self.owners(s, p.n, &domains.splitters, me)?;
+        Ok(s.scan_total(self.leave.ptr(), p.n)? as u64)
+    }
+
+    /// The Peano–Hilbert keys of `p` in `grid`, into `keys`.
+    fn keys(&mut self, s: &Stages<R>, p: &DeviceParticles<R>, grid: &GridBox) -> Result<()> {
+        let n = p.n;
+        grow(s.runner(), &mut self.keys, n)?;
+        let o = grid.origin;
+        // SAFETY: keys holds n keys; pos n positions.
+        unsafe {
+            s.launch(
+                "domain_keys",
+                blocks(n),
+                &DomainKeysArgs {
+                    pos: p.arrays.pos.ptr(),
+                    n: int(n)?,
+                    ox: o.x,
+                    oy: o.y,
+                    oz: o.z,
+                    scale: GRID as f64 / grid.side,
+                    keys: self.keys.ptr(),
+                },
+            )
+        }
+    }
+
+    /// The owner of each of the `n` keys in `keys` under `splitters` into `dest`, and in
+    /// `leave` a 1 for each owned by another rank than `me` (and a 0 after the last).
+    fn owners(&mut self, s: &Stages<R>, n: usize, splitters: &[u64], me: usize) -> Result<()> {
+        let r = s.runner();
+        grow(r, &mut self.splitters, splitters.len())?;
+        r.upload(splitters, &mut self.splitters)?;
+        grow(r, &mut self.dest, n)?;
+        grow(r, &mut self.leave, n + 1)?;
+        // SAFETY: keys holds n keys, dest n entries, leave n + 1.
+        unsafe {
+            s.launch(
+                "domain_owners",
+                blocks(n + 1),
+                &DomainOwnersArgs {
+                    keys: self.keys.ptr(),
+                    n: int(n)?,
+                    splitters: self.splitters.ptr(),
+                    nsplit: int(splitters.len())?,
+                    me: int(me)?,
+                    dest: self.dest.ptr(),
+                    leave: self.leave.ptr(),
+                },
+            )
+        }
+    }
+
     /// Moves the particles `p` (with their velocities and ids, and their integrator state
     /// where they have one) to the owners of their keys
     /// (those of the last [`DomainArrays::sample`]) under `splitters`: the staying ones
@@ -166,26 +217,7 @@ impl<R: KernelRunner> DomainArrays<R> {
     ) -> Result<usize> {
         let r = s.runner();
         let n = p.n;
-        grow(r, &mut self.splitters, splitters.len())?;
-        r.upload(splitters, &mut self.splitters)?;
-        grow(r, &mut self.dest, n)?;
-        grow(r, &mut self.leave, n + 1)?;
-        // SAFETY: dest holds n entries, leave n + 1.
-        unsafe {
-            s.launch(
-                "domain_owners",
-                blocks(n + 1),
-                &DomainOwnersArgs {
-                    keys: self.keys.ptr(),
-                    n: int(n)?,
-                    splitters: self.splitters.ptr(),
-                    nsplit: int(splitters.len())?,
-                    me: int(comm.rank())?,
-                    dest: self.dest.ptr(),
-                    leave: self.leave.ptr(),
-                },
-            )?;
-        }
+        self.owners(s, n, splitters, comm.rank())?;
         let leaving = s.scan_total(self.leave.ptr(), n)?;
         let kept = n - leaving;
         grow(r, &mut self.leaving, leaving)?;
@@ -272,5 +304,41 @@ impl<R: KernelRunner> DomainArrays<R> {
         std::mem::swap(&mut p.arrays, &mut self.kept);
         p.n = total;
         Ok(leaving)
+    }
+}
+
+#[cfg(all(test, hinoki_emulator))]
+mod tests {
+    use super::*;
+    use crate::domain::{sample_keys, splitters};
+    use crate::ics::{generate, Model};
+    use crate::sfc::{keys, Order};
+    use crate::tree::build_gpu::tests::{on_device, stages};
+
+    /// The device counts the particles outside a rank's domain as the host does, for every
+    /// rank of a decomposition made before the particles moved.
+    #[test]
+    fn emulated_strays_equal_the_hosts() {
+        let s = stages();
+        let mut p = generate(Model::Plummer, 6000, 5).unwrap();
+        let grid = GridBox::of_points(&p.pos);
+        let mut samples = sample_keys(&keys(Order::Hilbert, &grid, &p.pos), None, 3000);
+        let domains = Domains {
+            grid,
+            splitters: splitters(&mut samples, 4),
+        };
+        for (i, x) in p.pos.iter_mut().enumerate() {
+            *x += x.normalize() * 0.05 * (i % 3) as f64;
+        }
+        let mut arrays = DomainArrays::new(&s).unwrap();
+        let device = on_device(&s, &p.pos, &p.mass);
+        let mut total = 0;
+        for me in 0..4 {
+            let host = domains.strays(&p.pos, me);
+            assert_eq!(arrays.strays(&s, &device, &domains, me).unwrap(), host);
+            total += host;
+        }
+        // Each particle lies in one domain: the other three count it.
+        assert_eq!(total, 3 * p.len() as u64);
     }
 }

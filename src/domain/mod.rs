@@ -65,14 +65,32 @@ impl FromStr for Balance {
 /// weight to within about 1/`SAMPLES_PER_RANK` of a rank's share.
 pub const SAMPLES_PER_RANK: usize = 512;
 
-/// The cube around all particles of all ranks (allreduce of the local bounding boxes); a unit
-/// cube when there are no particles at all.
-pub fn global_box(comm: &dyn Comm, pos: &[DVec3]) -> GridBox {
-    global_box_of(comm, crate::sfc::bounding_box(pos))
+/// The domains of the last decomposition: the key cube it was made in and the `P − 1`
+/// splitters of the Peano–Hilbert curve in that cube (rank r owns the keys from splitter
+/// r − 1 up to splitter r). Kept so that a run can tell how many particles have since moved
+/// out of their rank's domain ([`Domains::strays`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Domains {
+    /// The cube the keys were computed in (length units).
+    pub grid: GridBox,
+    /// The splitters, ascending.
+    pub splitters: Vec<u64>,
 }
 
-/// The cube around the local bounding boxes `(lo, hi)` of all ranks (allreduce); a unit cube
-/// when there are no particles at all.
+impl Domains {
+    /// How many of the positions `pos` (length units) of rank `me`'s particles lie in another
+    /// rank's domain: their key in [`Domains::grid`] (clamped to it, as every key is) has
+    /// another owner under [`Domains::splitters`].
+    pub fn strays(&self, pos: &[DVec3], me: usize) -> u64 {
+        keys(Order::Hilbert, &self.grid, pos)
+            .par_iter()
+            .filter(|&&k| owner(&self.splitters, k) != me)
+            .count() as u64
+    }
+}
+
+/// The cube around the local bounding boxes `(lo, hi)` of all ranks (allreduce): the key cube
+/// of a decomposition; a unit cube when there are no particles at all.
 pub fn global_box_of(comm: &dyn Comm, (lo, hi): (DVec3, DVec3)) -> GridBox {
     let mut lo = lo.to_array();
     let mut hi = hi.to_array();
@@ -95,22 +113,6 @@ pub fn global_splitters(comm: &dyn Comm, local: &[Sample]) -> Result<Vec<u64>> {
     Ok(splitters(&mut samples, comm.size()))
 }
 
-/// The plan that sends every local particle to the rank owning its Peano–Hilbert key, with
-/// splitters balancing `weights` (one per particle; `None`: equal weights) over all ranks.
-/// (Particles held on the host; a force engine's particles move with [`decompose`].)
-pub fn plan(comm: &dyn Comm, pos: &[DVec3], weights: Option<&[f64]>) -> Result<Migration> {
-    let ranks = comm.size();
-    if ranks == 1 {
-        return Ok(Migration::new(&vec![0; pos.len()], 1, 0));
-    }
-    let grid = global_box(comm, pos);
-    let k = keys(Order::Hilbert, &grid, pos);
-    let local = sample_keys(&k, weights, SAMPLES_PER_RANK * ranks);
-    let cuts = global_splitters(comm, &local)?;
-    let dest: Vec<usize> = k.par_iter().map(|&key| owner(&cuts, key)).collect();
-    Ok(Migration::new(&dest, ranks, comm.rank()))
-}
-
 /// The load imbalance of the ranks whose summed costs (interactions, see
 /// [`Balance::Cost`]) are at most `max` and add up to `total` over `ranks` ranks: max / mean,
 /// 1 when nothing was counted. Of whole numbers, so the same on every rank and after a
@@ -128,6 +130,28 @@ pub fn measured_imbalance(comm: &dyn Comm, mine: u64) -> f64 {
     let all = comm.allgather_u64(mine);
     let max = all.iter().copied().max().unwrap_or(0);
     imbalance(max, all.iter().sum(), comm.size())
+}
+
+/// What decides whether the domains are rebalanced, as every rank measures it at the end of
+/// a step: the load imbalance ([`imbalance`]) and, where a run asks for it, the share of the
+/// job's particles that lie outside their rank's domain ([`Domains::strays`] summed over the
+/// ranks, over all particles; 0 ..= 1). Of whole numbers, so the same on every rank and after
+/// a restart.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Load {
+    /// max / mean over the ranks of their particles' summed interactions; 1 on one rank.
+    pub imbalance: f64,
+    /// The share of the job's particles outside their domains (`None`: not measured, on one
+    /// rank or where nothing depends on it).
+    pub strays: Option<f64>,
+}
+
+impl Load {
+    /// The load of one rank, or of a job not yet measured: balanced, no strays.
+    pub const BALANCED: Load = Load {
+        imbalance: 1.0,
+        strays: None,
+    };
 }
 
 /// This rank's share of a particle set that every rank holds whole (generated or read): a
@@ -165,4 +189,38 @@ pub fn gather_all(
         .sum();
     let start = before as usize;
     Ok((pos, mass, start..start + p.len()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ics::{generate, Model};
+
+    /// A rank's own particles are no strays; those in another rank's slice of the curve are
+    /// counted.
+    #[test]
+    fn strays_are_the_particles_past_their_domain() {
+        let p = generate(Model::Plummer, 4000, 2).unwrap();
+        let grid = GridBox::of_points(&p.pos);
+        let k = keys(Order::Hilbert, &grid, &p.pos);
+        let mut samples = sample_keys(&k, None, 2000);
+        let domains = Domains {
+            grid,
+            splitters: splitters(&mut samples, 2),
+        };
+        let (mine, theirs): (Vec<usize>, Vec<usize>) =
+            (0..p.len()).partition(|&i| owner(&domains.splitters, k[i]) == 0);
+        assert!(mine.len() > 1500 && mine.len() < 2500, "{}", mine.len());
+        let at = |which: &[usize]| -> Vec<DVec3> { which.iter().map(|&i| p.pos[i]).collect() };
+        assert_eq!(domains.strays(&at(&mine), 0), 0);
+        assert_eq!(domains.strays(&at(&mine), 1), mine.len() as u64);
+        // Rank 0 holding every tenth of rank 1's particles besides its own.
+        let mixed: Vec<usize> = mine
+            .iter()
+            .chain(theirs.iter().step_by(10))
+            .copied()
+            .collect();
+        let strays = theirs.len().div_ceil(10) as u64;
+        assert_eq!(domains.strays(&at(&mixed), 0), strays);
+    }
 }

@@ -4,22 +4,28 @@
 
 use crate::backend::Backend;
 use crate::comm::Comm;
-use crate::domain::{global_box_of, global_splitters, Balance, SAMPLES_PER_RANK};
+use crate::domain::{global_box_of, global_splitters, Balance, Domains, SAMPLES_PER_RANK};
 use crate::error::Result;
 
 /// The decomposition of the particles a backend holds, where they are (on the GPU: keys,
-/// owners and packing on the device, only samples and the leaving particles cross the bus):
-/// the same steps and the same result as [`crate::domain::plan`] and
-/// [`Migration::move_particles`](crate::domain::Migration::move_particles), with the
-/// particles' interactions in the backend's last evaluation as the weights for
-/// [`Balance::Cost`]. Collective. Returns the particles that left this rank.
-pub fn decompose(comm: &dyn Comm, backend: &mut dyn Backend, balance: Balance) -> Result<usize> {
+/// owners and packing on the device, only samples and the leaving particles cross the bus;
+/// on the host [`Migration::move_particles`](crate::domain::Migration::move_particles)):
+/// keys in the cube of [`global_box_of`], splitters of their samples weighted by the
+/// particles' interactions in the backend's last evaluation for [`Balance::Cost`], each
+/// particle sent to its key's owner. Collective. Returns the particles that left this rank
+/// and the domains.
+pub fn decompose(
+    comm: &dyn Comm,
+    backend: &mut dyn Backend,
+    balance: Balance,
+) -> Result<(usize, Domains)> {
     let grid = global_box_of(comm, backend.bounds()?);
     let local = backend.sample(
         &grid,
         balance == Balance::Cost,
         SAMPLES_PER_RANK * comm.size(),
     )?;
-    let cuts = global_splitters(comm, &local)?;
-    backend.migrate(comm, &cuts)
+    let splitters = global_splitters(comm, &local)?;
+    let left = backend.migrate(comm, &splitters)?;
+    Ok((left, Domains { grid, splitters }))
 }

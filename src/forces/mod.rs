@@ -13,7 +13,7 @@ pub mod resolution;
 
 pub use leaf_size::LeafSize;
 pub use params::{Backend, ForceParams, Method, TreeBuild, WalkKind};
-pub use rebuild::{Probe, Rebuild, RebuildClock, RefitState, TreeTopology, PROBE_EVERY};
+pub use rebuild::{Probe, Rebuild, RebuildClock, TreeTopology, PROBE_EVERY};
 
 use crate::backend::cpu::CpuBackend;
 use crate::backend::gpu::GpuBackend;
@@ -21,7 +21,7 @@ use crate::backend::{Active, Backend as Stages, PreviousAcc};
 use crate::comm::Comm;
 use crate::diag::conservation::Conserved;
 use crate::diag::PhaseTimes;
-use crate::domain::Balance;
+use crate::domain::{Balance, Domains, Load};
 use crate::error::Result;
 use crate::integrate::{BinSummary, IntegratorState, NonFinite, Timeline};
 use crate::lets::LetStats;
@@ -34,6 +34,20 @@ use glam::DVec3;
 use rayon::prelude::*;
 use rebuild::{fingerprint, Schedule};
 use std::time::Instant;
+
+/// Everything a force engine carries from one evaluation to the next that decides the run's
+/// future: the rebuild clock, this rank's tree topology (`None`: the next evaluation rebuilds,
+/// or this rank has no particles) and the domains of the last decomposition. What a
+/// checkpoint saves.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct EngineState {
+    /// The rebuild decision's state (the same on every rank).
+    pub clock: RebuildClock,
+    /// This rank's tree as of the last rebuild.
+    pub topology: Option<TreeTopology>,
+    /// The domains of the last decomposition (the same on every rank; `None` before one).
+    pub domains: Option<Domains>,
+}
 
 /// A force evaluator that keeps what outlives one evaluation: the validated parameters, the
 /// backend holding this rank's particles, tree and results, and the rebuild interval (see
@@ -61,6 +75,8 @@ pub struct ForceEngine {
     /// How the LETs travel between ranks, in words, once the first multi-rank tree evaluation
     /// has chosen ([`ForceParams::exchange`]).
     exchange: Option<String>,
+    /// The domains of this job's last decomposition (none before one, and on one rank).
+    domains: Option<Domains>,
 }
 
 impl ForceEngine {
@@ -111,6 +127,7 @@ impl ForceEngine {
             let_stats: LetStats::default(),
             warned: [false; 2],
             exchange: None,
+            domains: None,
         })
     }
 
@@ -137,33 +154,49 @@ impl ForceEngine {
     }
 
     /// True when the domains are due a rebalance ([`ForceEngine::decompose`]) before the next
-    /// evaluation: it rebuilds the tree (between rebuilds the particles must stay) and the
-    /// load `imbalance` measured on the last one ([`crate::domain::imbalance`]) exceeds
-    /// `rebalance` of the parameters. The same answer on every rank for the same imbalance.
-    pub fn rebalance_due(&self, imbalance: f64) -> bool {
-        self.rebuild_due() && imbalance > self.params.rebalance
+    /// evaluation: it rebuilds the tree (between rebuilds the particles must stay), and the
+    /// `load` measured on the last one exceeds `rebalance` (its imbalance) or `drift` (its
+    /// share of particles outside their domains, [`ForceEngine::strays`]) of the parameters.
+    /// The same answer on every rank for the same load.
+    pub fn rebalance_due(&self, load: Load) -> bool {
+        self.rebuild_due()
+            && (load.imbalance > self.params.rebalance
+                || load.strays.is_some_and(|s| s > self.params.drift))
     }
 
-    /// What a checkpoint must save of this engine to continue bit for bit (tree topology and
-    /// rebuild clock), see [`ForceEngine::restore`]. The topology comes from the backend (on
+    /// How many of this rank's particles lie outside its domain of the last decomposition
+    /// ([`Domains::strays`]): they moved since, and make the domains overlap, which costs
+    /// every rank larger LETs and a longer walk of them. 0 before a decomposition and on one
+    /// rank.
+    pub fn strays(&mut self, comm: &dyn Comm) -> Result<u64> {
+        match &self.domains {
+            Some(d) if comm.size() > 1 => self.backend.strays(d, comm.rank()),
+            _ => Ok(0),
+        }
+    }
+
+    /// What a checkpoint must save of this engine to continue bit for bit (tree topology,
+    /// rebuild clock and domains), see [`ForceEngine::restore`]. The topology comes from the backend (on
     /// the GPU: copied down).
-    pub fn refit_state(&mut self) -> Result<RefitState> {
+    pub fn saved_state(&mut self) -> Result<EngineState> {
         let topology = match self.has_tree && !self.schedule.due() {
             true => self.backend.topology()?,
             false => None,
         };
-        Ok(RefitState {
+        Ok(EngineState {
             clock: self.schedule.clock(),
             topology,
+            domains: self.domains.clone(),
         })
     }
 
-    /// Continues from a saved [`RefitState`] of this rank, whose particles `p` (handed over
+    /// Continues from a saved [`EngineState`] of this rank, whose particles `p` (handed over
     /// whole, as [`ForceEngine::load`] does) are those the state was saved with, in the same
     /// order (a restarted run).
-    pub fn restore(&mut self, state: RefitState, p: &Particles) -> Result<()> {
+    pub fn restore(&mut self, state: EngineState, p: &Particles) -> Result<()> {
         self.backend.load(p, true)?;
         self.schedule.restore(state.clock);
+        self.domains = state.domains;
         self.has_tree = false;
         if let Some(t) = &state.topology {
             self.backend.restore_topology(t)?;
@@ -286,7 +319,9 @@ impl ForceEngine {
             return Ok(0);
         }
         self.has_tree = false;
-        decompose(comm, self.backend.as_mut(), balance)
+        let (left, domains) = decompose(comm, self.backend.as_mut(), balance)?;
+        self.domains = Some(domains);
+        Ok(left)
     }
 
     /// One force evaluation on the particles `p` of this rank, from the particles of every

@@ -232,17 +232,6 @@ impl RebuildClock {
     }
 }
 
-/// Everything a force engine carries from one evaluation to the next about its tree: the
-/// rebuild clock and this rank's topology (`None`: the next evaluation rebuilds, or this rank
-/// has no particles). What a checkpoint saves.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct RefitState {
-    /// The rebuild decision's state (the same on every rank).
-    pub clock: RebuildClock,
-    /// This rank's tree as of the last rebuild.
-    pub topology: Option<TreeTopology>,
-}
-
 /// A hash of the particle ids in their order: a refit needs the particles, in the order, of
 /// the rebuild.
 pub(super) fn fingerprint(id: &[u64]) -> u64 {

@@ -12,7 +12,9 @@
 //!   hash, rank, size, particle counts, force evaluations, the diagnostics baseline and the last
 //!   diagnostics, the tree-rebuild clock (`since_rebuild`, `clock`, `backoff`, `refits_trusted`), the number of cells of the
 //!   saved tree (`tree_cells`, 0: none), its frame's key cube (`tree_grid`), centre
-//!   (`tree_centre`) and whether it is a periodic box (`tree_periodic`), and the byte length of every array;
+//!   (`tree_centre`) and whether it is a periodic box (`tree_periodic`), the last domain
+//!   decomposition's key cube (`domain_grid`) and splitters (`domain_splitters`, empty: none),
+//!   and the byte length of every array;
 //! - the arrays, raw: `pos`, `vel` (3 f64 per particle), `mass` (f64), `id` (u64), `bin` (u8),
 //!   `acc` (3 f64), `pot` (f64), `cost` (f64: interactions of the last evaluation);
 //! - with a saved tree (a run with `[gravity] rebuild` ≠ 1 stopped between two rebuilds, see
@@ -24,12 +26,15 @@
 //!
 //! Version 2 files (written before the rebuild interval existed) are read too, as "rebuild the
 //! tree at the next evaluation": bit for bit the uninterrupted run with `rebuild = 1`; so are
-//! version 3 files (written before trees were built in a frame), without their tree.
+//! version 3 files (written before trees were built in a frame), without their tree, and
+//! version 4 files (written before the domains were saved), without domains.
 
 use crate::comm::Comm;
 use crate::diag::conservation::Conserved;
+use crate::domain::Domains;
 use crate::error::{Error, Result};
-use crate::forces::rebuild::{RebuildClock, RefitState, TreeTopology};
+use crate::forces::rebuild::{RebuildClock, TreeTopology};
+use crate::forces::EngineState;
 use crate::integrate::IntegratorState;
 use crate::io::config::IcsConfig;
 use crate::io::xxh64::Xxh64;
@@ -49,9 +54,12 @@ const _: () = assert!(
 );
 
 const MAGIC: &[u8; 8] = b"HINOKICK";
-/// The layout version this hinoki writes (and reads, with [`OLD_VERSION`] and
-/// [`UNFRAMED_VERSION`]).
-const VERSION: u32 = 4;
+/// The layout version this hinoki writes (and reads, with [`OLD_VERSION`],
+/// [`UNFRAMED_VERSION`] and [`UNDIVIDED_VERSION`]).
+const VERSION: u32 = 5;
+/// The layout before the domains were saved: read without them (the next rebalance comes
+/// from the load imbalance alone until a decomposition).
+const UNDIVIDED_VERSION: u32 = 4;
 /// The older layout still read: no tree-rebuild state.
 const OLD_VERSION: u32 = 2;
 /// The layout whose saved tree is in absolute coordinates (before [`crate::sfc::Frame`]): read
@@ -125,6 +133,13 @@ struct Header {
     /// files of open-boundary runs: false).
     #[serde(default)]
     tree_periodic: bool,
+    /// The last domain decomposition's key cube: origin (x, y, z) and side, as f64 bit
+    /// patterns (absent before version 5, and with no decomposition yet: no splitters).
+    #[serde(default)]
+    domain_grid: [u64; 4],
+    /// The last domain decomposition's splitters (absent before version 5; empty: none).
+    #[serde(default)]
+    domain_splitters: Vec<u64>,
     /// (name, bytes) of every array, in file order.
     arrays: Vec<(String, usize)>,
 }
@@ -144,7 +159,7 @@ pub struct Checkpoint {
     /// The time of the state (time units).
     pub time: f64,
     /// The force engine's tree and rebuild clock (see [`crate::forces::ForceEngine::restore`]).
-    pub refit: RefitState,
+    pub engine: EngineState,
 }
 
 /// The byte lengths of the arrays of a file with `n` particles and a saved tree of `cells`
@@ -162,7 +177,7 @@ fn array_lengths(n: usize, cells: usize) -> Vec<(String, usize)> {
 }
 
 /// Writes this rank's checkpoint number `sequence` of `state` (at `time`) and of the force
-/// engine's `refit` state into `dir` (slot `sequence % 2`) atomically, and returns its path.
+/// engine's saved state `engine` into `dir` (slot `sequence % 2`) atomically, and returns its path.
 /// `config_hash` identifies the configuration; `rank` and `size` the job.
 pub fn write_checkpoint(
     dir: &Path,
@@ -171,13 +186,13 @@ pub fn write_checkpoint(
     config_hash: u64,
     time: f64,
     s: &RunState,
-    refit: &RefitState,
+    engine: &EngineState,
 ) -> Result<PathBuf> {
     std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, format!("cannot create: {e}")))?;
     let path = checkpoint_path(dir, rank, sequence % 2);
     let n = s.p.len();
-    let c = &refit.clock;
-    let tree = refit.topology.as_ref();
+    let c = &engine.clock;
+    let tree = engine.topology.as_ref();
     let cells = tree.map_or(0, |t| t.first.len());
     let header = Header {
         version: VERSION,
@@ -203,6 +218,14 @@ pub fn write_checkpoint(
         }),
         tree_centre: tree.map_or([0; 3], |t| t.frame.centre.to_array().map(f64::to_bits)),
         tree_periodic: tree.is_some_and(|t| t.frame.periodic),
+        domain_grid: engine.domains.as_ref().map_or([0; 4], |d| {
+            let (o, side) = (d.grid.origin, d.grid.side);
+            [o.x, o.y, o.z, side].map(f64::to_bits)
+        }),
+        domain_splitters: engine
+            .domains
+            .as_ref()
+            .map_or(Vec::new(), |d| d.splitters.clone()),
         arrays: array_lengths(n, cells),
     };
     let json = serde_json::to_vec(&header).expect("the header serialises");
@@ -237,6 +260,18 @@ pub fn write_checkpoint(
         w.write_all(&sum.to_le_bytes())
     })?;
     Ok(path)
+}
+
+/// The domains a header saved: `None` without splitters (one rank, or no decomposition yet).
+fn domains_of(header: &Header) -> Option<Domains> {
+    let g = header.domain_grid.map(f64::from_bits);
+    (!header.domain_splitters.is_empty()).then(|| Domains {
+        grid: GridBox {
+            origin: DVec3::new(g[0], g[1], g[2]),
+            side: g[3],
+        },
+        splitters: header.domain_splitters.clone(),
+    })
 }
 
 /// Reads and checks one checkpoint file written by rank `rank` of a `size`-rank job with the
@@ -282,7 +317,7 @@ pub fn read_checkpoint(
     if hash.finish() != stored {
         return Err(bad("corrupt: checksum mismatch".into()));
     }
-    if ![OLD_VERSION, UNFRAMED_VERSION, VERSION].contains(&header.version) {
+    if ![OLD_VERSION, UNFRAMED_VERSION, UNDIVIDED_VERSION, VERSION].contains(&header.version) {
         return Err(bad(format!(
             "checkpoint version {} (this hinoki reads versions {OLD_VERSION} to {VERSION})",
             header.version
@@ -347,7 +382,7 @@ pub fn read_checkpoint(
     }
     let topology = topology.filter(|_| header.version != UNFRAMED_VERSION);
     let [reference, excess, rebuild_cost, refit_cost] = header.clock.map(f64::from_bits);
-    let refit = RefitState {
+    let engine = EngineState {
         clock: RebuildClock {
             since_rebuild: header.since_rebuild,
             reference,
@@ -359,9 +394,10 @@ pub fn read_checkpoint(
             trusted: header.refits_trusted,
         },
         topology,
+        domains: domains_of(&header),
     };
     Ok(Checkpoint {
-        refit,
+        engine,
         sequence: header.sequence,
         time: header.time,
         state: RunState {
@@ -491,7 +527,7 @@ mod tests {
 
     /// A run state of 500 Plummer particles and the refit state of an engine that rebuilds
     /// every 4 evaluations, after its first.
-    fn states() -> (RunState, RefitState) {
+    fn states() -> (RunState, EngineState) {
         let p = crate::ics::generate(crate::ics::Model::Plummer, 500, 1).unwrap();
         let params = ForceParams {
             backend: Backend::Cpu,
@@ -510,7 +546,7 @@ mod tests {
             start: Conserved::default(),
             last: Conserved::default(),
         };
-        (s, engine.refit_state().unwrap())
+        (s, engine.saved_state().unwrap())
     }
 
     #[test]
@@ -521,7 +557,7 @@ mod tests {
         let path = write_checkpoint(dir.path(), (0, 1), 0, 42, 0.1, &s, &refit).unwrap();
         let c = read_checkpoint(&path, (0, 1), 42).unwrap();
         assert!(c.state == s, "the run state differs");
-        assert!(c.refit == refit, "the refit state differs");
+        assert!(c.engine == refit, "the refit state differs");
         let data = std::fs::read(&path).unwrap();
         let h_len = u64::from_le_bytes(data[8..16].try_into().unwrap()) as usize;
         let mut header: serde_json::Value = serde_json::from_slice(&data[16..16 + h_len]).unwrap();
@@ -540,8 +576,8 @@ mod tests {
         old.extend(hash.finish().to_le_bytes());
         std::fs::write(&path, old).unwrap();
         let c = read_checkpoint(&path, (0, 1), 42).unwrap();
-        assert_eq!((&c.state, c.refit.clock), (&s, refit.clock));
-        assert!(c.refit.topology.is_none());
+        assert_eq!((&c.state, c.engine.clock), (&s, refit.clock));
+        assert!(c.engine.topology.is_none());
         // The same file as version 2 wrote it: no rebuild clock, no tree.
         let o = header.as_object_mut().unwrap();
         for key in [
@@ -571,8 +607,8 @@ mod tests {
         write_version(OLD_VERSION);
         let c = read_checkpoint(&path, (0, 1), 42).unwrap();
         assert_eq!(c.state, s);
-        assert_eq!(c.refit, RefitState::default());
-        assert!(c.refit.clock.due(crate::forces::Rebuild::Auto));
+        assert_eq!(c.engine, EngineState::default());
+        assert!(c.engine.clock.due(crate::forces::Rebuild::Auto));
         write_version(1);
         let e = read_checkpoint(&path, (0, 1), 42).unwrap_err();
         assert!(e.message.contains("checkpoint version 1"), "{e}");

@@ -750,6 +750,7 @@ mod tests {
             tree_build = "gpu"
             balance = "count"
             rebalance = 1.5
+            drift = 0.25
             let_boxes = 3
             rebuild = 4
             [time]
@@ -795,6 +796,7 @@ mod tests {
                 tree_build: TreeBuild::Gpu,
                 balance: Balance::Count,
                 rebalance: 1.5,
+                drift: 0.25,
                 box_size: 0.0,
                 let_boxes: 3,
                 exchange: crate::comm::Exchange::Auto,
@@ -962,6 +964,9 @@ mod tests {
                 "[gravity]\nrebalance = inf",
                 "[gravity] rebalance (the load imbalance",
             ),
+            ("[gravity]\ndrift = -0.1", "[gravity] drift (the share"),
+            ("[gravity]\ndrift = 1.5", "[gravity] drift (the share"),
+            ("[gravity]\ndrift = nan", "[gravity] drift (the share"),
             (
                 "[time]\ndt = -1",
                 "[time] dt_max must be finite and > 0 (got -1)",

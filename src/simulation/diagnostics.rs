@@ -14,7 +14,14 @@
 //! `force_evaluations` (particle force evaluations since the start, all ranks), `wall_seconds`
 //! (since the run, or the restarted run, began) and `phase_seconds` (seconds per phase of this
 //! step: the force pipeline's phases, `total` for the force evaluation, and the integrator's
-//! `kick`, `drift`, `timestep` and `diagnostics`).
+//! `kick`, `drift`, `timestep` and `diagnostics`), `bus_bytes` (`up`, `down`: this rank's
+//! bytes between host and device in this step), and the domains' state after the step:
+//! `imbalance` (max / mean over the ranks of their summed interactions), `strays` (the share
+//! of the particles outside their rank's domain; null where not measured, see
+//! [`crate::forces::ForceParams::drift`]) and `rebalanced` (the step began with a
+//! decomposition), see [`crate::domain::Load`]; what the step's last evaluation cost the
+//! job: `interactions` (of the particles' last evaluations), `let_cells` and `let_particles`
+//! (of the LETs received, all ranks).
 //!
 //! A comoving run's lines ([`Diagnostics::with_comoving`]) give `time` = `a`, the scale factor,
 //! and `z`, the redshift; `dt_min` and `dt_max` are steps in ln a; momenta are of the canonical
@@ -23,6 +30,7 @@
 //! hinoki does not integrate), so its change measures nothing.
 use crate::diag::conservation::Conserved;
 use crate::diag::PhaseTimes;
+use crate::domain::Load;
 use crate::error::{Error, Result};
 use glam::DVec3;
 use std::fs::{File, OpenOptions};
@@ -64,11 +72,26 @@ pub struct StepReport {
     /// Bytes this rank copied between host and device in this step: (up, down); zero on the
     /// CPU.
     pub bus_bytes: (u64, u64),
-    /// The load imbalance at the end of this step: max / mean over the ranks of their
-    /// particles' summed cost ([`crate::domain::imbalance`]); 1 on one rank.
-    pub imbalance: f64,
+    /// The load at the end of this step: max / mean over the ranks of their particles'
+    /// summed cost ([`crate::domain::imbalance`]) and the share of particles outside their
+    /// domains ([`crate::domain::Load`]).
+    pub load: Load,
+    /// What the step's last force evaluation cost the job.
+    pub work: Work,
     /// The domains were rebalanced at the start of this step.
     pub rebalanced: bool,
+}
+
+/// What a force evaluation cost the job, summed over its ranks: what scaling studies follow
+/// from step to step.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Work {
+    /// Interactions (particle–particle and particle–cell) of the particles' last evaluations.
+    pub interactions: u64,
+    /// Cells of the LETs the ranks received (0 on one rank).
+    pub let_cells: u64,
+    /// Particles of the LETs the ranks received (0 on one rank).
+    pub let_particles: u64,
 }
 
 /// The diagnostics of a run: the baseline E₀, P₀, L₀ and the JSON-lines file.
@@ -197,7 +220,12 @@ impl Diagnostics {
             "wall_seconds": s.wall_seconds,
             "phase_seconds": s.phases.to_json(),
             "bus_bytes": { "up": s.bus_bytes.0, "down": s.bus_bytes.1 },
-            "imbalance": s.imbalance,
+            "imbalance": s.load.imbalance,
+            "strays": s.load.strays,
+            "rebalanced": s.rebalanced,
+            "interactions": s.work.interactions,
+            "let_cells": s.work.let_cells,
+            "let_particles": s.work.let_particles,
         });
         if self.comoving {
             let o = line.as_object_mut().expect("a JSON object");
@@ -231,12 +259,15 @@ fn log_line(start: &Conserved, s: &StepReport, comoving: bool) -> String {
         false => format!("t = {:.6}  dt", s.time),
     };
     let mut line = format!(
-        "step {:>6}  {when} {:.3e}..{:.3e}  active {}  imbalance {:.4}{}",
+        "step {:>6}  {when} {:.3e}..{:.3e}  active {}  imbalance {:.4}{}{}",
         s.step,
         s.dt_min,
         s.dt_max,
         s.active,
-        s.imbalance,
+        s.load.imbalance,
+        s.load
+            .strays
+            .map_or(String::new(), |f| format!("  strays {f:.4}")),
         if s.rebalanced { " (rebalanced)" } else { "" }
     );
     if let Some(now) = s.conserved.as_ref().filter(|_| comoving) {
@@ -294,7 +325,8 @@ mod tests {
             wall_seconds: 0.0,
             conserved,
             bus_bytes: (0, 0),
-            imbalance: 1.0,
+            load: Load::BALANCED,
+            work: Work::default(),
             rebalanced: false,
         }
     }

@@ -26,7 +26,7 @@ use crate::comm::{agree, Comm};
 use crate::diag::conservation::Conserved;
 use crate::diag::ranks::{coverage, phase_spreads, Spread};
 use crate::diag::PhaseTimes;
-use crate::domain::{self, Balance};
+use crate::domain::{self, Balance, Load};
 use crate::error::{Error, Result};
 use crate::forces::ForceEngine;
 use crate::integrate::{wrap, HalfKick, IntegratorState, Stepping, Timeline};
@@ -40,7 +40,7 @@ use crate::io::{
 use crate::particles::Particles;
 use crate::resources::{ensure_memory, PARTICLE_BYTES, RUN_BYTES};
 use clock::Clock;
-use diagnostics::{Diagnostics, StepReport};
+use diagnostics::{Diagnostics, StepReport, Work};
 use glam::DVec3;
 use progress::Progress;
 use rayon::prelude::*;
@@ -83,7 +83,8 @@ pub struct RunSummary {
     /// named phases hold (0 … 1).
     pub coverage: (Spread, Spread),
     /// Domain decompositions of this process after the first (each when the load imbalance
-    /// exceeded `[gravity] rebalance`).
+    /// exceeded `[gravity] rebalance` or the share of particles outside their domains
+    /// `drift`).
     pub rebalances: u64,
     /// The files of the final snapshot (`OUT/final`), one per rank in rank order; empty when
     /// the run stopped before t_end.
@@ -268,7 +269,7 @@ pub fn run_with(
                 c.state.step,
                 clock.describe(c.state.ti)
             );
-            engine.restore(c.refit, &c.state.p)?;
+            engine.restore(c.engine, &c.state.p)?;
             engine.load_state(&c.state.integ)?;
             times.add("ics", t0.elapsed().as_secs_f64());
             let run = Run::resume(
@@ -332,9 +333,9 @@ pub fn run_with(
             let t0 = Instant::now();
             let time = run.clock.time(run.s.ti);
             let job = (comm.rank(), comm.size());
-            let refit = engine.refit_state()?;
+            let saved = engine.saved_state()?;
             run.s.refresh(&mut engine)?;
-            let path = write_checkpoint(&ckpt_dir, job, sequence, hash, time, &run.s, &refit)?;
+            let path = write_checkpoint(&ckpt_dir, job, sequence, hash, time, &run.s, &saved)?;
             comm.barrier();
             sequence += 1;
             last_checkpoint = Instant::now();
@@ -439,10 +440,10 @@ struct Run<'a> {
     n_global: u64,
     /// The deepest bin in use on any rank.
     deepest: u8,
-    /// The load imbalance measured at the end of the last step ([`domain::imbalance`]): the
-    /// next step that rebuilds the tree rebalances the domains when it exceeds
-    /// `[gravity] rebalance`.
-    imbalance: f64,
+    /// The load measured at the end of the last step ([`domain::Load`]): the next step that
+    /// rebuilds the tree rebalances the domains when it exceeds `[gravity] rebalance` or
+    /// `drift`.
+    load: Load,
     /// Domain decompositions of this process after the first.
     rebalances: u64,
     /// Phase times of the run's start (or resumption), the initial force evaluation's
@@ -456,8 +457,11 @@ struct Agreed {
     bins: (u8, u8),
     /// Particles whose forces the step evaluated, all ranks.
     active: u64,
-    /// The load imbalance of the ranks' summed costs ([`domain::imbalance`]).
-    imbalance: f64,
+    /// What the step's last evaluation cost the job: interactions and LETs received.
+    work: Work,
+    /// The load imbalance of the ranks' summed costs and the share of particles outside
+    /// their domains.
+    load: Load,
     /// The largest of the ranks' flags (signal received, checkpoint due by the clock).
     flags: [f64; 2],
 }
@@ -531,7 +535,8 @@ impl<'a> Run<'a> {
             wall_seconds: wall.elapsed().as_secs_f64(),
             conserved: Some(start),
             bus_bytes: engine.bus_bytes(),
-            imbalance: agreed.imbalance,
+            load: agreed.load,
+            work: agreed.work,
             rebalanced: false,
         })?;
         phases.add("diagnostics", t0.elapsed().as_secs_f64());
@@ -553,7 +558,7 @@ impl<'a> Run<'a> {
             wall,
             n_global,
             deepest,
-            imbalance: agreed.imbalance,
+            load: agreed.load,
             rebalances: 0,
             first_times: PhaseTimes::default(),
         };
@@ -568,8 +573,8 @@ impl<'a> Run<'a> {
 
     /// The run continued from a checkpoint's `state`, which `engine` holds: diagnostics
     /// lines after its step are dropped and new ones appended (every step's line at info
-    /// level when `verbose`). The load imbalance is measured again from the state's costs, as
-    /// the step that wrote the checkpoint measured it.
+    /// level when `verbose`). The load is measured again from the state's costs and the saved
+    /// domains, as the step that wrote the checkpoint measured it.
     #[allow(clippy::too_many_arguments)]
     fn resume(
         cfg: &'a RunConfig,
@@ -607,7 +612,7 @@ impl<'a> Run<'a> {
             wall,
             n_global,
             deepest,
-            imbalance: agreed.imbalance,
+            load: agreed.load,
             rebalances: 0,
             first_times: phases,
         })
@@ -627,7 +632,7 @@ impl<'a> Run<'a> {
     /// half kick, diagnostics when every particle is synchronised and a line is due, new bins
     /// and opening half kicks. The particles and their state stay in the engine; only
     /// reductions come back. At its start the domains are rebalanced where the load
-    /// imbalance asks for it ([`ForceEngine::rebalance_due`]). Returns its times and the
+    /// asks for it ([`ForceEngine::rebalance_due`]). Returns its times and the
     /// largest over the ranks of their `flags` taken at its end.
     fn step(
         &mut self,
@@ -641,13 +646,17 @@ impl<'a> Run<'a> {
         // Only before a step that rebuilds the tree: the particles and their integrator state
         // move together, and between rebuilds they stay (a refit needs the same particles, in
         // the same order).
-        let rebalance = comm.size() > 1 && engine.rebalance_due(self.imbalance);
+        let rebalance = comm.size() > 1 && engine.rebalance_due(self.load);
         if rebalance {
+            let p = engine.params();
             tracing::debug!(
-                "step {}: load imbalance {:.4} > rebalance = {}: rebalancing the domains",
+                "step {}: load imbalance {:.4} (rebalance = {}), share of particles outside \
+                 their domains {:?} (drift = {}): rebalancing the domains",
                 self.s.step + 1,
-                self.imbalance,
-                engine.params().rebalance
+                self.load.imbalance,
+                p.rebalance,
+                self.load.strays,
+                p.drift
             );
             phases.time("domain", || {
                 engine.decompose(comm, cfg.gravity.force.balance)
@@ -701,7 +710,7 @@ impl<'a> Run<'a> {
         let agreed = agree_on_step(engine, &tl, next, due.due, flags(), comm, &mut phases)?;
         let (lo, hi) = agreed.bins;
         self.deepest = hi;
-        self.imbalance = agreed.imbalance;
+        self.load = agreed.load;
         self.s.force_evaluations += agreed.active;
         let t0 = Instant::now();
         self.diag.record(&StepReport {
@@ -718,7 +727,8 @@ impl<'a> Run<'a> {
                 let bus = engine.bus_bytes();
                 (bus.0 - bus0.0, bus.1 - bus0.1)
             },
-            imbalance: agreed.imbalance,
+            load: agreed.load,
+            work: agreed.work,
             rebalanced: rebalance,
         })?;
         phases.add("diagnostics", t0.elapsed().as_secs_f64());
@@ -894,9 +904,10 @@ fn warn_if_step_large(cfg: &RunConfig, dt: f64, p: &Particles, comm: &dyn Comm) 
 }
 
 /// What every rank agrees on at tick `tick` of `tl`, the end of a step: the bins in use, the
-/// particles whose forces the step evaluated (`active` on this rank), the load imbalance of
-/// the particles' costs, and the largest of the ranks' `flags`. Two collectives (a sum and a
-/// max), timed as `wait` in `phases`: the time this rank waits there for the slowest one.
+/// particles whose forces the step evaluated (`active` on this rank), the load (imbalance of
+/// the particles' costs, share outside their domains, counted here and timed as `domain`),
+/// and the largest of the ranks' `flags`. Two collectives (a sum and a max), timed as `wait`
+/// in `phases`: the time this rank waits there for the slowest one.
 fn agree_on_step(
     engine: &mut ForceEngine,
     tl: &Timeline,
@@ -907,8 +918,23 @@ fn agree_on_step(
     phases: &mut PhaseTimes,
 ) -> Result<Agreed> {
     let b = phases.time("timestep", || engine.bins(tl, tick))?;
+    // Counted only where a rebalance depends on them (one more synchronisation per step).
+    let measured = comm.size() > 1 && engine.params().drift < 1.0;
+    let strays = match measured {
+        true => phases.time("domain", || engine.strays(comm))?,
+        false => 0,
+    };
+    let n = engine.particle_count() as u64;
+    let lets = engine.let_stats();
     Ok(phases.time("wait", || {
-        let mut sums = [active as u64, b.cost];
+        let mut sums = [
+            active as u64,
+            b.cost,
+            strays,
+            n,
+            lets.cells_received,
+            lets.particles_received,
+        ];
         comm.allreduce_sum_u64(&mut sums);
         // Costs are whole numbers far below 2^53: exact as doubles.
         let mut most = [
@@ -922,7 +948,15 @@ fn agree_on_step(
         Agreed {
             bins: ((-most[1]) as u8, most[0] as u8),
             active: sums[0],
-            imbalance: domain::imbalance(most[2] as u64, sums[1], comm.size()),
+            work: Work {
+                interactions: sums[1],
+                let_cells: sums[4],
+                let_particles: sums[5],
+            },
+            load: Load {
+                imbalance: domain::imbalance(most[2] as u64, sums[1], comm.size()),
+                strays: measured.then(|| sums[2] as f64 / sums[3].max(1) as f64),
+            },
             flags: [most[3], most[4]],
         }
     }))
