@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{arg, hinoki, TempDir};
+use common::{arg, hinoki, hinoki_logging, TempDir};
 use std::path::Path;
 use std::process::Output;
 
@@ -218,6 +218,24 @@ fn render_errors_are_one_line() {
         &hinoki(&["render", s, "-o", arg(&nowhere)]),
         &["p.png", "cannot write"],
     );
+    // One mass of 1e305: the surface density overflows (plotters' colour map panicked on it).
+    let heavy = dir.join("heavy.hdf5");
+    let mut h = hinoki::ics::generate(hinoki::ics::Model::Plummer, 200, 2).unwrap();
+    h.mass[3] = 1e305;
+    common::writing_hdf5(|| hinoki::io::write_snapshot_file(&heavy, &h, 0.0)).unwrap();
+    one_line_error(
+        &hinoki(&[
+            "render",
+            arg(&heavy),
+            "-o",
+            p,
+            "--center",
+            "0,0,0",
+            "--extent",
+            "2",
+        ]),
+        &["surface density overflows", "1e305"],
+    );
     assert!(!png.exists());
 }
 
@@ -362,4 +380,31 @@ fn plot_errors_are_one_line() {
         &["--width"],
     );
     assert!(!png.exists());
+}
+
+/// A run whose final picture cannot be written (a directory stands where `final.png` goes)
+/// still succeeds: its results are written, and the pictures' failure is one warning line.
+#[test]
+fn a_run_whose_picture_cannot_be_drawn_succeeds_with_a_warning() {
+    let dir = TempDir::new("run-picture");
+    let cfg = dir.join("run.toml");
+    std::fs::write(
+        &cfg,
+        "[ics]\nn = 500\n[gravity]\nbackend = \"cpu\"\n[time]\nstepping = \"shared\"\n\
+         dt = 0.01\nt_end = 0.02\n[output]\nsnapshot_every = 0\n",
+    )
+    .unwrap();
+    let out = dir.join("out");
+    std::fs::create_dir_all(out.join("final.png")).unwrap();
+    let o = hinoki_logging(&["run", arg(&cfg), "-o", arg(&out)], "warn");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    let warning: Vec<&str> = err.lines().filter(|l| l.contains("pictures")).collect();
+    assert!(
+        warning.len() == 1
+            && warning[0].contains("were not drawn")
+            && warning[0].contains("final.png"),
+        "{err}"
+    );
+    assert!(out.join("final").is_dir(), "{}", out.display());
 }

@@ -137,6 +137,33 @@ fn stopped_and_restarted_runs_end_bit_for_bit_as_uninterrupted_ones() {
     }
 }
 
+/// A damaged older generation (its header intact, naming an earlier checkpoint) does not
+/// block a restart from the newer, intact one, which ends where an uninterrupted run does.
+#[test]
+fn a_damaged_older_checkpoint_does_not_block_the_newer_one() {
+    let dir = TempDir::new("restart-older");
+    let (whole, out) = (dir.join("whole"), dir.join("out"));
+    let base = config(Stepping::Shared, Mac::Modified, Rebuild::default(), &out);
+    let cfg = RunConfig {
+        output: OutputConfig {
+            checkpoint_steps: 2,
+            ..base.output.clone()
+        },
+        ..base
+    };
+    let uninterrupted = go(&cfg, &whole, None, None);
+    // Checkpoints at steps 2 and 4 (slots 0 and 1), then the stop at 5 overwrites slot 0.
+    go(&cfg, &out, None, Some(5));
+    let older = checkpoint_path(&out.join("checkpoint"), 0, 1);
+    let mut bytes = std::fs::read(&older).unwrap();
+    let k = bytes.len() / 2;
+    bytes[k] ^= 1;
+    std::fs::write(&older, &bytes).unwrap();
+    let s = go(&cfg, &out, Some(&out), None);
+    assert_eq!((s.steps, s.time), (uninterrupted.steps, uninterrupted.time));
+    assert_eq!(s.energy_error, uninterrupted.energy_error);
+}
+
 #[test]
 fn damaged_checkpoints_are_refused_naming_the_intact_one() {
     let dir = TempDir::new("restart-damaged");

@@ -53,10 +53,7 @@ impl FromStr for Balance {
         match s {
             "count" => Ok(Balance::Count),
             "cost" => Ok(Balance::Cost),
-            _ => Err(Error::input(format!(
-                "unknown load balance '{s}' (expected one of: {})",
-                Balance::NAMES.join(", ")
-            ))),
+            _ => Err(Error::unknown_name("load balance", s, &Balance::NAMES)),
         }
     }
 }

@@ -55,11 +55,7 @@ macro_rules! named_enum {
             fn from_str(s: &str) -> Result<Self> {
                 match s {
                     $( $name => Ok($v), )+
-                    _ => Err(Error::input(format!(
-                        concat!("unknown ", $what, " '{}' (expected one of: {})"),
-                        s,
-                        [$( $name ),+].join(", ")
-                    ))),
+                    _ => Err(Error::unknown_name($what, s, &[$( $name ),+])),
                 }
             }
         }

@@ -121,12 +121,9 @@ impl FromStr for Model {
 
     /// Parses one of [`Model::NAMES`] (exact match).
     fn from_str(s: &str) -> Result<Self> {
-        ALL.into_iter().find(|m| m.name() == s).ok_or_else(|| {
-            Error::input(format!(
-                "unknown model '{s}' (expected one of: {})",
-                Self::NAMES.join(", ")
-            ))
-        })
+        ALL.into_iter()
+            .find(|m| m.name() == s)
+            .ok_or_else(|| Error::unknown_name("model", s, &Self::NAMES))
     }
 }
 

@@ -47,10 +47,7 @@ impl FromStr for Stepping {
         match s {
             "shared" => Ok(Stepping::Shared),
             "block" => Ok(Stepping::Block),
-            _ => Err(Error::input(format!(
-                "unknown stepping '{s}' (expected one of: {})",
-                Stepping::NAMES.join(", ")
-            ))),
+            _ => Err(Error::unknown_name("stepping", s, &Stepping::NAMES)),
         }
     }
 }

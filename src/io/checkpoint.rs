@@ -274,6 +274,18 @@ fn domains_of(header: &Header) -> Option<Domains> {
     })
 }
 
+/// The sequence number in the header of the checkpoint file at `path` where its header can
+/// still be read, whatever damage the rest has (`None` where it cannot).
+fn header_sequence(path: &Path) -> Option<u64> {
+    let data = std::fs::read(path).ok()?;
+    if data.len() < 16 || &data[..8] != MAGIC {
+        return None;
+    }
+    let h_len = u64::from_le_bytes(data[8..16].try_into().ok()?) as usize;
+    let json = data.get(16..16usize.checked_add(h_len)?)?;
+    Some(serde_json::from_slice::<Header>(json).ok()?.sequence)
+}
+
 /// Reads and checks one checkpoint file written by rank `rank` of a `size`-rank job with the
 /// configuration `config_hash`. Every failure (truncation, checksum mismatch, another job or
 /// configuration) is an error naming the file and the problem.
@@ -446,7 +458,8 @@ pub fn config_hash(cfg: &RunConfig) -> u64 {
 /// The newest good checkpoint of this rank under `dir` (a run's output directory or its
 /// `checkpoint` directory), agreed on by every rank of `comm`. Refuses, with the reason and
 /// the older good checkpoint's name, when a checkpoint file is corrupt, truncated or from
-/// another job or configuration.
+/// another job or configuration, unless that file's header still shows it to be the older
+/// generation of an intact newer one (then a warning, and the newer one).
 pub fn find_checkpoint(dir: &Path, comm: &dyn Comm, config_hash: u64) -> Result<Checkpoint> {
     let dir = if dir.join("checkpoint").is_dir() {
         dir.join("checkpoint")
@@ -462,10 +475,19 @@ pub fn find_checkpoint(dir: &Path, comm: &dyn Comm, config_hash: u64) -> Result<
         .iter()
         .map(|p| p.exists().then(|| read_checkpoint(p, job, config_hash)))
         .collect();
-    // Per slot, over all ranks: any file bad, any missing, and the sequence range.
-    let mut flags = [0.0; 8];
+    // Per slot, over all ranks: any file bad, any missing, the sequence range, and any file
+    // bad that is not known to be older than the other slot's (its header still names a
+    // smaller sequence number).
+    let mut flags = [0.0; 10];
     for (slot, r) in read.iter().enumerate() {
         flags[slot] = matches!(r, Some(Err(_))) as u8 as f64;
+        let older = match (r, &read[1 - slot]) {
+            (Some(Err(_)), Some(Ok(other))) => {
+                header_sequence(&paths[slot]).is_some_and(|q| q < other.sequence)
+            }
+            _ => false,
+        };
+        flags[8 + slot] = (flags[slot] > 0.0 && !older) as u8 as f64;
         flags[2 + slot] = r.is_none() as u8 as f64;
         let seq = match r {
             Some(Ok(c)) => c.sequence as f64,
@@ -481,7 +503,19 @@ pub fn find_checkpoint(dir: &Path, comm: &dyn Comm, config_hash: u64) -> Result<
     let good = (0..2)
         .filter(|&s| usable(s))
         .max_by_key(|&s| flags[4 + s] as u64);
-    if let Some(bad) = (0..2).find(|&s| flags[s] > 0.0) {
+    // A damaged generation older than an intact, complete one costs nothing: it is the one
+    // the next checkpoint overwrites.
+    let older = |slot: usize| flags[8 + slot] == 0.0 && good == Some(1 - slot);
+    if let Some(bad) = (0..2).find(|&s| flags[s] > 0.0 && older(s)) {
+        if comm.rank() == 0 {
+            tracing::warn!(
+                "{}: the older checkpoint generation is damaged; restarting from the newer, \
+                 intact one",
+                paths[bad].display()
+            );
+        }
+    }
+    if let Some(bad) = (0..2).find(|&s| flags[s] > 0.0 && !older(s)) {
         let why = match &read[bad] {
             Some(Err(e)) => e.to_string(),
             _ => format!(

@@ -355,6 +355,19 @@ impl Visitor<'_> for KnownKey {
     }
 }
 
+/// For toml's message of an unknown key or name (serde's "unknown field `thta`, expected one
+/// of `theta`, `mac`, …", or "unknown variant …"), the nearest valid one where it is near
+/// ([`crate::error::closest`]) as "; did you mean `theta`?".
+fn typo_hint(message: &str) -> Option<String> {
+    let rest = message
+        .strip_prefix("unknown field `")
+        .or_else(|| message.strip_prefix("unknown variant `"))?;
+    let (given, rest) = rest.split_once('`')?;
+    let (_, valid) = rest.split_once("expected one of ")?;
+    let names = valid.split(", ").map(|n| n.trim_matches('`'));
+    crate::error::closest(given, names).map(|n| format!("; did you mean `{n}`?"))
+}
+
 /// The `[time]` table.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -495,7 +508,12 @@ impl RunConfig {
                     "invalid TOML"
                 });
             }
-            Error::input(format!("{origin}:{at} {}", message.join(": ")))
+            // "unknown field `thta`, expected one of `theta`, …": the nearest, if near.
+            let hint = message
+                .first()
+                .and_then(|m| typo_hint(m))
+                .unwrap_or_default();
+            Error::input(format!("{origin}:{at} {}{hint}", message.join(": ")))
         })
     }
 
@@ -882,6 +900,16 @@ mod tests {
     fn unknown_keys_are_named() {
         let msg = parse_err("[gravity]\ntheta = 0.5\nthta = 0.7\n");
         assert!(msg.starts_with("run.toml:3:1:"), "{msg}");
+        assert!(msg.ends_with("; did you mean `theta`?"), "{msg}");
+        for (s, near) in [
+            ("[time]\ntend = 1", "; did you mean `t_end`?"),
+            ("[ics]\nmodle = \"nfw\"", "; did you mean `model`?"),
+            ("[output]\nevery = 1", ""),
+        ] {
+            let msg = parse_err(s);
+            assert!(msg.ends_with(near), "{msg}");
+            assert_eq!(msg.contains("did you mean"), !near.is_empty(), "{msg}");
+        }
         assert!(msg.contains("unknown field `thta`"), "{msg}");
         assert!(
             msg.contains("`theta`") && msg.contains("`rebuild`"),

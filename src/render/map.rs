@@ -142,7 +142,8 @@ pub fn view_of(p: &Particles, opts: &RenderOptions) -> Result<(Particles, View)>
 /// Draws the surface density of the particles of `p` that `opts` shows, at time `time` (time
 /// units), as the PNG `out` (written atomically); returns how many it drew. Fails with a
 /// one-line error for a width outside 200 ..= 8000 pixels, a file name that does not end in
-/// `.png`, or an invalid choice of particles or view (see [`view_of`]).
+/// `.png`, an invalid choice of particles or view (see [`view_of`]), or masses whose surface
+/// density overflows float64.
 pub fn render(p: &Particles, time: f64, opts: &RenderOptions, out: &Path) -> Result<usize> {
     if Format::of(out).ok() != Some(Format::Png) {
         return Err(Error::input(format!(
@@ -158,6 +159,16 @@ pub fn render(p: &Particles, time: f64, opts: &RenderOptions, out: &Path) -> Res
     }
     let (shown, view) = view_of(p, opts)?;
     let layout = Layout::new(opts.width);
+    // The map's surface densities, up to all the mass in one of its pixels (narrower than the
+    // picture's width), must be float64 numbers.
+    let mass: f64 = shown.mass.iter().sum();
+    let pixel = 2.0 * view.half_width / f64::from(layout.width);
+    if !(mass / (pixel * pixel)).is_finite() {
+        return Err(Error::input(format!(
+            "the particles' surface density overflows float64 (mass {mass:e} in pixels of \
+             side {pixel:e}): the picture cannot be drawn"
+        )));
+    }
     let mut rgb = vec![0u8; 3 * (layout.width * layout.height) as usize];
     {
         let root =

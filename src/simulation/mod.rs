@@ -361,7 +361,13 @@ pub fn run_with(
             times.time("wait", || comm.barrier());
             if comm.rank() == 0 {
                 let comoving = run.clock.comoving.is_none();
-                times.time("output", || draw_pictures(out, &mine, comoving))?;
+                // The results are written: a picture that cannot be drawn is no failed run.
+                if let Err(e) = times.time("output", || draw_pictures(out, &mine, comoving)) {
+                    tracing::warn!(
+                        "the end-of-run pictures were not drawn ({e}); the final particles \
+                         are written"
+                    );
+                }
             }
         }
     }

@@ -56,10 +56,7 @@ impl FromStr for Mac {
             "bh" | "barnes-hut" => Ok(Mac::BarnesHut),
             "modified" => Ok(Mac::Modified),
             "accel" | "acceleration" => Ok(Mac::Acceleration),
-            _ => Err(Error::input(format!(
-                "unknown opening criterion '{s}' (expected one of: {})",
-                Mac::NAMES.join(", ")
-            ))),
+            _ => Err(Error::unknown_name("opening criterion", s, &Mac::NAMES)),
         }
     }
 }
