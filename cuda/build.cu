@@ -447,8 +447,9 @@ struct RUST_TWIN ClosestPairArgs {
 
 // *best (all ones on entry) gets the smallest pair_key of the pairs of the n particles within
 // PAIR_WINDOW of each other in the tree's order `index` (positions pos, 3 doubles each; the
-// frame's centre (cx, cy, cz), the least distance from it `near`, squared softening eps2): each
-// block reduces its pairs, then one atomic minimum.
+// frame's centre (cx, cy, cz), the least distance from it `near`, squared softening eps2; with
+// eps2 0 coincident pairs count too, src/tree/close.rs): each block reduces its pairs, then one
+// atomic minimum.
 extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) closest_pair(const ClosestPairArgs a)
 {
     __shared__ u64 least[BUILD_BLOCK];
@@ -461,7 +462,7 @@ extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) closest_pair(const Clo
             const double *b = a.pos + 3ll * a.index[k + j];
             const double dx = b[0] - p[0], dy = b[1] - p[1], dz = b[2] - p[2];
             const double s2 = dx * dx + dy * dy + dz * dz;
-            if (s2 > 0.0) {
+            if (s2 > 0.0 || a.eps2 == 0.0) {
                 const double m = fmax(mp, centre_distance(b, c, a.near));
                 const u64 key = pair_key(fmax(s2, a.eps2) / (m * m), (unsigned)k, (unsigned)j);
                 least_key = key < least_key ? key : least_key;

@@ -1417,3 +1417,34 @@ fn plot_power_draws_a_png_and_refuses_non_cosmological_snapshots() {
     ]);
     assert!(!dir.join("x.png").exists());
 }
+
+/// A run whose energy error exceeds `[output] energy_limit` ends with one warning line naming
+/// both numbers (it exited 0 in silence, even at |dE/E| = 1e31); within the limit, none.
+#[test]
+fn a_run_beyond_its_energy_limit_says_so() {
+    let dir = TempDir::new("energy-limit");
+    for (name, limit, warned) in [("tight", "1e-12", true), ("default", "0.01", false)] {
+        let cfg = dir.join(&format!("{name}.toml"));
+        std::fs::write(
+            &cfg,
+            format!(
+                "[ics]\nn = 500\n[gravity]\nbackend = \"cpu\"\neps = 0.05\n[time]\n\
+                 stepping = \"shared\"\ndt = 0.005\nt_end = 0.02\n[output]\npictures = false\n\
+                 snapshot_every = 0\nenergy_limit = {limit}\n"
+            ),
+        )
+        .unwrap();
+        let out = dir.join(name);
+        let o = hinoki_logging(&["run", arg(&cfg), "-o", arg(&out)], "warn");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(o.status.success(), "{err}");
+        let lines: Vec<&str> = err.lines().filter(|l| l.contains("energy_limit")).collect();
+        assert_eq!(lines.len(), usize::from(warned), "{name}: {err}");
+        if warned {
+            assert!(
+                lines[0].contains("exceeds [output] energy_limit = 0.000000000001"),
+                "{err}"
+            );
+        }
+    }
+}

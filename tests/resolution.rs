@@ -170,3 +170,27 @@ fn particles_crowded_into_the_deepest_cells_are_warned_about_once() {
         );
     }
 }
+
+/// Without softening, two particles at one point have an infinite force: the evaluation is
+/// refused naming them (it dropped the pair, and direct summation with it, reporting error 0),
+/// as a pair too close for float32 is; softened, they are summed.
+#[test]
+fn coincident_particles_without_softening_are_refused() {
+    let mut p = hinoki::ics::generate(hinoki::ics::Model::Plummer, 500, 3).unwrap();
+    let at = p.pos[7];
+    p.push(at, glam::DVec3::ZERO, p.mass[7], 10_007);
+    for walk in [WalkKind::Grouped, WalkKind::Single] {
+        let e = compute_forces(&SingleProcess, &p, &cpu(0.0, walk), None).unwrap_err();
+        let m = e.message;
+        assert!(m.starts_with("particles coincide: "), "{m}");
+        assert!(m.contains("infinite") && !m.contains('\n'), "{m}");
+        let r = compute_forces(&SingleProcess, &p, &cpu(0.01, walk), None).unwrap();
+        assert!(r.acc.iter().all(|a| a.is_finite()), "{walk}");
+    }
+    p.pos[500] += glam::DVec3::new(1.2e-8, 0.0, 0.0);
+    let e = compute_forces(&SingleProcess, &p, &cpu(0.0, WalkKind::Grouped), None).unwrap_err();
+    assert!(
+        e.message.starts_with("float32 cannot resolve particles"),
+        "{e}"
+    );
+}

@@ -113,8 +113,17 @@ impl Resolution {
         )
     }
 
-    /// The error for a job beyond [`MAX_RANGE`]; `None` within it.
+    /// The error for a job beyond [`MAX_RANGE`], or with two particles at one point and no
+    /// softening; `None` within it.
     pub fn error(&self) -> Option<Error> {
+        if self.scale() == 0.0 {
+            return Some(Error::input(format!(
+                "{}: their force is infinite without softening; soften (eps > 0) or remove \
+                 the duplicates",
+                self.describe()
+                    .replacen("particles", "particles coincide:", 1)
+            )));
+        }
         if self.pair.worst(self.side, self.eps) <= MAX_RANGE {
             return None;
         }

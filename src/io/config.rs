@@ -431,6 +431,10 @@ pub struct OutputConfig {
     /// Draw `OUT/final.png` (surface density of the final particles) and
     /// `OUT/diagnostics.png` (energy error and phase times) at the end (`pictures`, default true).
     pub pictures: bool,
+    /// The relative energy error |ΔE/E| above which a run (not a comoving one) ends with a
+    /// warning that its steps or softening do not resolve it (`energy_limit`, finite, > 0;
+    /// default 0.01).
+    pub energy_limit: f64,
 }
 
 impl Default for OutputConfig {
@@ -442,6 +446,7 @@ impl Default for OutputConfig {
             checkpoint_minutes: 0.0,
             snapshot_every: 64,
             pictures: true,
+            energy_limit: 0.01,
         }
     }
 }
@@ -601,6 +606,12 @@ impl RunConfig {
         }
         if self.output.dir.as_os_str().is_empty() {
             return Err(Error::input("[output] dir must not be empty"));
+        }
+        if !(self.output.energy_limit.is_finite() && self.output.energy_limit > 0.0) {
+            return Err(Error::input(format!(
+                "[output] energy_limit must be finite and > 0 (got {})",
+                self.output.energy_limit
+            )));
         }
         if self.output.energy_every < 1 {
             return Err(Error::input(format!(
@@ -995,6 +1006,14 @@ mod tests {
             ("[gravity]\ndrift = -0.1", "[gravity] drift (the share"),
             ("[gravity]\ndrift = 1.5", "[gravity] drift (the share"),
             ("[gravity]\ndrift = nan", "[gravity] drift (the share"),
+            (
+                "[output]\nenergy_limit = 0",
+                "[output] energy_limit must be finite",
+            ),
+            (
+                "[output]\nenergy_limit = inf",
+                "[output] energy_limit must be finite",
+            ),
             (
                 "[time]\ndt = -1",
                 "[time] dt_max must be finite and > 0 (got -1)",

@@ -396,6 +396,16 @@ pub fn run_with(
     };
     if comm.rank() == 0 {
         summary.log();
+        let limit = cfg.output.energy_limit;
+        let e = summary.energy_error;
+        if !comoving && (e.is_nan() || e > limit) {
+            tracing::warn!(
+                "the energy error |dE/E| = {:.3e} exceeds [output] energy_limit = {limit}: the \
+                 steps or the softening do not resolve this run (smaller dt_max or eta, or a \
+                 larger eps); its results are not to be trusted",
+                e
+            );
+        }
     }
     Ok(summary)
 }

@@ -81,8 +81,9 @@ fn distance(a: DVec3, c: DVec3) -> f64 {
 /// The sorted slots of the pair that `frame` resolves worst with softening `eps`
 /// (length units), among the particles at distinct positions `pos` (length units) within
 /// [`WINDOW`] of each other in the tree's order `index` (for each sorted slot, its particle):
-/// the smallest [`pair_key`]. `None` when all particles coincide (or there are fewer than
-/// two).
+/// the smallest [`pair_key`]. Without softening (`eps` 0) coincident particles count too (at
+/// separation 0, the worst pair of all: their force is infinite). `None` when all particles
+/// coincide and are softened (or there are fewer than two).
 pub fn closest_pair(
     index: &[u32],
     pos: &[DVec3],
@@ -111,7 +112,7 @@ pub fn closest_pair(
                 for j in 1..=WINDOW.min(x.len() - 1 - k) {
                     let d = x[k + j] - x[k];
                     let s2 = d.x * d.x + d.y * d.y + d.z * d.z;
-                    if s2 > 0.0 {
+                    if s2 > 0.0 || eps2 == 0.0 {
                         let mm = m[k].max(m[k + j]);
                         best = best.min(pair_key(s2.max(eps2) / (mm * mm), first + k, j));
                     }
@@ -193,8 +194,10 @@ mod tests {
         // The worst pair two slots apart, with a third particle between them: 1e-8 apart at
         // 1 from the centre is worse resolved than 1e-9 apart at 1e-9.
         let index = [3, 0, 4, 1, 2];
-        let slots = closest_pair(&index, &pos, &frame, 0.0).unwrap();
+        let slots = closest_pair(&index, &pos, &frame, 1e-12).unwrap();
         assert_eq!(slots, (0, 2));
+        // Without softening the coincident pair is the worst of all.
+        assert_eq!(closest_pair(&index, &pos, &frame, 0.0), Some((1, 3)));
         let pair = pair_at(slots, &index, &pos, &frame, Some(&[10, 11, 12, 13, 14]));
         assert_eq!(pair.index, [3, 4]);
         assert_eq!(pair.id, Some([13, 14]));
@@ -202,7 +205,11 @@ mod tests {
         assert_eq!(pair.range(0.0), 1e8);
         assert_eq!(pair.range(1e-4), 1e4);
         assert_eq!(pair_slots(pair_key(0.5, 7, WINDOW)), (7, 7 + WINDOW));
-        assert_eq!(closest_pair(&[0, 1], &[DVec3::ONE; 2], &frame, 0.0), None);
+        assert_eq!(closest_pair(&[0, 1], &[DVec3::ONE; 2], &frame, 1e-12), None);
+        assert_eq!(
+            closest_pair(&[0, 1], &[DVec3::ONE; 2], &frame, 0.0),
+            Some((0, 1))
+        );
         assert_eq!(closest_pair(&[0], &[DVec3::ONE], &frame, 0.0), None);
     }
 
