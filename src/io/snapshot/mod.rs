@@ -26,7 +26,9 @@
 //! ([`SnapshotUnits`]: GADGET's for cosmological files, [`SnapshotUnits::NBODY`] for N-body
 //! runs). Every file is written to a temporary name and renamed
 //! ([`crate::io::atomic::replace_atomic`]), in the HDF5 1.8 file format, whose metadata carry
-//! checksums: a damaged header is then an error, not a crash of the library's decoder.
+//! checksums: a damaged header is then an error, not a crash of the library's decoder; the
+//! particle datasets are stored in chunks with HDF5's Fletcher-32 checksum (h5py, yt and
+//! GADGET's readers verify it too), so that damaged data are an error, not other numbers.
 //!
 //! [`read_snapshot_header`] reads the header fields (each from `/Header`, else
 //! `/Parameters`); [`SnapshotHeader::is_cosmological`] tells a comoving run's snapshot (by

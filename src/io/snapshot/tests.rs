@@ -1163,3 +1163,24 @@ fn ids_that_cannot_carry_a_type_are_refused() {
         "{err}"
     );
 }
+
+/// Particle data zeroed behind intact metadata (a chunk of `Coordinates`, found through
+/// HDF5's chunk index, all but the checksum its last four bytes hold) is refused by the
+/// Fletcher-32 checksum, naming the dataset; it was read as zeros.
+#[test]
+fn damaged_particle_data_is_refused() {
+    let dir = TestDir::new("snap-fletcher");
+    let path = good(&dir);
+    let (offset, size) = {
+        let f = hdf5::File::open(&path).unwrap();
+        let c = f.dataset("PartType1/Coordinates").unwrap();
+        let info = c.chunk_info(0).expect("a chunked dataset");
+        (info.addr as usize, info.size as usize)
+    };
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes[offset..offset + size - 4].fill(0);
+    std::fs::write(&path, &bytes).unwrap();
+    let e = read_snapshot(&SingleProcess, &path).unwrap_err();
+    assert!(e.message.contains("Coordinates"), "{e}");
+    assert!(!e.message.contains('\n'), "{e}");
+}

@@ -279,7 +279,8 @@ impl Rows<'_> {
     }
 
     /// Writes `value(v[i])` for the group's particles i as the n-element dataset `name`,
-    /// a chunk of rows at a time.
+    /// a chunk of rows at a time (stored in chunks of [`CHUNK`] rows, each with its
+    /// Fletcher-32 checksum, which HDF5 verifies on every read).
     fn scalars<T: H5Type + Copy, U: H5Type + Copy>(
         &self,
         g: &hdf5::Group,
@@ -287,14 +288,25 @@ impl Rows<'_> {
         v: &[T],
         value: fn(T) -> U,
     ) -> hdf5::Result<hdf5::Dataset> {
-        let ds = g.new_dataset::<U>().shape(self.n).create(name)?;
+        let b = g.new_dataset::<U>().shape(self.n);
+        let ds = match self.n {
+            0 => b,
+            n => b.chunk(n.min(CHUNK)).fletcher32(),
+        }
+        .create(name)?;
         self.in_chunks(|i| value(v[i]), |block, rows| ds.write_slice(block, rows))?;
         Ok(ds)
     }
 
-    /// Writes the vectors of the group's particles as the (n, 3) float64 dataset `name`.
+    /// Writes the vectors of the group's particles as the (n, 3) float64 dataset `name`
+    /// (checksummed in chunks as [`Rows::scalars`]).
     fn vectors(&self, g: &hdf5::Group, name: &str, v: &[DVec3]) -> hdf5::Result<hdf5::Dataset> {
-        let ds = g.new_dataset::<f64>().shape((self.n, 3)).create(name)?;
+        let b = g.new_dataset::<f64>().shape((self.n, 3));
+        let ds = match self.n {
+            0 => b,
+            n => b.chunk((n.min(CHUNK), 3)).fletcher32(),
+        }
+        .create(name)?;
         self.in_chunks(
             |i| v[i].to_array(),
             |block, rows| ds.write_slice::<_, f64, _, _>(block, (rows, ..)),
