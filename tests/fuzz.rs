@@ -3,7 +3,7 @@
 //! interesting values in configs; byte flips, cuts, and attribute, dataset and group changes in
 //! snapshots written by hinoki; byte flips, cuts and interesting 4-byte values in binary files
 //! written by `common/gadget.rs`) and fed to the configuration parser and validation and to the
-//! snapshot reader. The contract
+//! snapshot reader, and what a snapshot gave to the picture `hinoki render` draws. The contract
 //! is hinoki's: `Ok` (with particles that pass validation) or an error of one non-empty line,
 //! never a panic, a crash or a hang.
 //!
@@ -393,6 +393,19 @@ fn run_case(seed: u64, dir: &Path) -> Result<String, String> {
 
 /// Checks an error against the contract: one line that says something after the place it
 /// names (`file:line:column:` alone names no problem).
+/// The picture `hinoki render` draws of particles a snapshot gave (its default view, 200
+/// pixels wide): drawn, or a one-line error (a panic in the drawing library was one).
+fn drawn(p: &hinoki::Particles, time: f64, dir: &Path) -> Result<String, String> {
+    let opts = hinoki::render::RenderOptions {
+        width: 200,
+        ..Default::default()
+    };
+    match hinoki::render::render(p, time, &opts, &dir.join("fuzz.png")) {
+        Ok(k) => Ok(format!("drew {k}")),
+        Err(e) => one_line(&e),
+    }
+}
+
 fn one_line(e: &hinoki::Error) -> Result<String, String> {
     let m = e.message.trim();
     if m.is_empty() || m.ends_with(':') || m.contains('\n') {
@@ -530,7 +543,11 @@ fn snapshot_case(rng: &mut Xoshiro256PlusPlus, dir: &Path) -> Result<String, Str
             if !time.is_finite() {
                 return Err(format!("read a non-finite time {time}"));
             }
-            Ok(format!("read {} particles", q.len()))
+            Ok(format!(
+                "read {} particles, {}",
+                q.len(),
+                drawn(&q, time, dir)?
+            ))
         }
     }
 }
@@ -609,7 +626,11 @@ fn binary_case(rng: &mut Xoshiro256PlusPlus, dir: &Path) -> Result<String, Strin
             if !time.is_finite() {
                 return Err(format!("read a non-finite time {time}"));
             }
-            Ok(format!("read {} particles", q.len()))
+            Ok(format!(
+                "read {} particles, {}",
+                q.len(),
+                drawn(&q, time, dir)?
+            ))
         }
     }
 }
