@@ -15,7 +15,7 @@ pub use splitters::{looked_at, owner, sample_index, sample_keys, shares, splitte
 
 use crate::comm::Comm;
 use crate::error::{Error, Result};
-use crate::sfc::{keys, GridBox, Order};
+use crate::sfc::{key_of, GridBox, Order};
 use glam::DVec3;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -79,9 +79,11 @@ impl Domains {
     /// rank's domain: their key in [`Domains::grid`] (clamped to it, as every key is) has
     /// another owner under [`Domains::splitters`].
     pub fn strays(&self, pos: &[DVec3], me: usize) -> u64 {
-        keys(Order::Hilbert, &self.grid, pos)
-            .par_iter()
-            .filter(|&&k| owner(&self.splitters, k) != me)
+        pos.par_iter()
+            .filter(|&&x| {
+                let key = key_of(Order::Hilbert, self.grid.cell_of(x));
+                owner(&self.splitters, key) != me
+            })
             .count() as u64
     }
 }
@@ -143,14 +145,6 @@ pub struct Load {
     pub strays: Option<f64>,
 }
 
-impl Load {
-    /// The load of one rank, or of a job not yet measured: balanced, no strays.
-    pub const BALANCED: Load = Load {
-        imbalance: 1.0,
-        strays: None,
-    };
-}
-
 /// This rank's share of a particle set that every rank holds whole (generated or read): a
 /// contiguous `1/size` in input order, the starting point of the first decomposition.
 pub fn initial_share(mut all: crate::Particles, comm: &dyn Comm) -> crate::Particles {
@@ -192,6 +186,7 @@ pub fn gather_all(
 mod tests {
     use super::*;
     use crate::ics::{generate, Model};
+    use crate::sfc::keys;
 
     /// A rank's own particles are no strays; those in another rank's slice of the curve are
     /// counted.

@@ -325,7 +325,10 @@ mod tests {
             wall_seconds: 0.0,
             conserved,
             bus_bytes: (0, 0),
-            load: Load::BALANCED,
+            load: Load {
+                imbalance: 1.0,
+                strays: None,
+            },
             work: Work::default(),
             rebalanced: false,
         }
