@@ -745,14 +745,14 @@ fn forces(a: ForcesArgs, comm: &dyn Comm) -> Result<()> {
     let mut moved = 0usize;
     // The first evaluation always balances the domains (the initial shares are not slices of
     // the curve); the others where the last one's load imbalance asks for it, as a run does
-    // (the particles do not move, so none strays from its domain).
+    // (the particles do not move, so none strays from its domain or leaves its cube).
     let mut imbalance = f64::INFINITY;
     for _ in 0..a.repeat {
         let bus0 = engine.bus_bytes();
         let mut around = PhaseTimes::default();
         let load = Load {
             imbalance,
-            strays: None,
+            outgrown: false,
         };
         let rebalance = comm.size() > 1 && engine.rebalance_due(load);
         moved = match rebalance {

@@ -305,16 +305,17 @@ fn a_two_rank_summary_names_the_final_files() {
 #[test]
 fn a_two_rank_run_restarted_ends_bitwise_identical() {
     // Rebuilt every step, and every fourth step with refits between (the stops at steps 5 and
-    // 9 fall between two rebuilds); rebalanced whenever a particle strays from its domain (the
-    // checkpoint keeps the domains), or only for the load imbalance (the default).
-    for (rebuild, drift) in [("1", "0"), ("4", "1")] {
+    // 9 fall between two rebuilds); the particles that left their domains are sent home before
+    // every rebuild, and the domains rebalanced when they leave the domains' cube (the
+    // checkpoint keeps the domains).
+    for rebuild in ["1", "4"] {
         let dir = common::TempDir::new("restart2");
         let cfg = dir.join("run.toml");
         std::fs::write(
             &cfg,
             format!(
                 "[ics]\nmodel = \"plummer\"\nn = 3000\n[gravity]\nbalance = \"cost\"\n\
-                 rebuild = {rebuild}\ndrift = {drift}\n[time]\nstepping = \"block\"\ndt_max = 0.03125\n\
+                 rebuild = {rebuild}\n[time]\nstepping = \"block\"\ndt_max = 0.03125\n\
                  t_end = 0.5\n[output]\nenergy_every = 4\n"
             ),
         )
@@ -466,18 +467,19 @@ fn two_ranks_rebalance_as_asked_and_name_every_second() {
     }
 }
 
-/// A two-rank run counts the particles that left their domains since the last decomposition
-/// and rebalances at the next step where their share exceeds `[gravity] drift`, as its
-/// diagnostics lines record: at every step that follows a step with strays for `drift = 0`,
-/// never for `drift = 0.99`; by default (1) it neither counts them nor rebalances for them.
+/// A two-rank run sends the particles that left their domains back to their ranks before
+/// every rebuild, without rebalancing for them (Plummer particles cross the boundary of two
+/// domains at every step), as its diagnostics lines record (`strays`: at rebuilds only); it
+/// rebalances exactly at the steps that follow one whose particles left the domains' cube
+/// (`outgrown`).
 #[test]
-fn two_ranks_rebalance_when_particles_stray_from_their_domains() {
+fn two_ranks_send_strays_home_and_rebalance_when_the_particles_leave_the_cube() {
     let dir = common::TempDir::new("strays");
-    let run = |name: &str, drift: &str| -> Option<Vec<(Option<f64>, bool)>> {
+    let run = |name: &str, rebuild: u64| -> Option<Vec<(u64, u64, bool, bool)>> {
         let config = format!(
             "[ics]\nmodel = \"plummer\"\nn = 3000\n[gravity]\nbackend = \"cpu\"\n\
-             rebalance = 1e9\ndrift = {drift}\n[time]\nstepping = \"shared\"\n\
-             dt = 0.02\nt_end = 0.6\n[output]\nenergy_every = 1\npictures = false\n\
+             rebalance = 1e9\nrebuild = {rebuild}\n[time]\nstepping = \"shared\"\n\
+             dt = 0.02\nt_end = 1.5\n[output]\nenergy_every = 1\npictures = false\n\
              snapshot_every = 0\n"
         );
         let (_, out) = two_rank_config_run(&dir, name, &config)?;
@@ -486,28 +488,33 @@ fn two_ranks_rebalance_when_particles_stray_from_their_domains() {
             text.lines()
                 .map(|l| {
                     let v: serde_json::Value = serde_json::from_str(l).unwrap();
-                    (v["strays"].as_f64(), v["rebalanced"].as_bool().unwrap())
+                    (
+                        v["step"].as_u64().unwrap(),
+                        v["strays"].as_u64().unwrap(),
+                        v["outgrown"].as_bool().unwrap(),
+                        v["rebalanced"].as_bool().unwrap(),
+                    )
                 })
                 .collect(),
         )
     };
-    let Some(any) = run("any", "0") else {
+    let Some(every) = run("every", 1) else {
         return;
     };
-    let never = run("never", "0.99").unwrap();
-    let default = run("default", "1").unwrap();
-    // Plummer particles cross the boundary of two domains at every step.
-    assert!(any.iter().any(|&(s, _)| s > Some(0.0)), "{any:?}");
-    for w in any.windows(2) {
-        assert_eq!(w[1].1, w[0].0 > Some(0.0), "{any:?}");
+    let fourth = run("fourth", 4).unwrap();
+    for (lines, rebuild) in [(&every, 1), (&fourth, 4)] {
+        assert_eq!(lines.len(), 76, "{lines:?}");
+        assert!(lines.iter().filter(|l| l.1 > 0).count() > 5, "{lines:?}");
+        // The particles' bounding box grows out of the cube's room at some step.
+        assert!(lines.iter().any(|l| l.2), "{lines:?}");
+        for w in lines.windows(2) {
+            assert_eq!(w[1].3, w[0].2 && w[1].0 % rebuild == 0, "{lines:?}");
+        }
     }
-    assert!(never.iter().all(|&(_, r)| !r), "{never:?}");
-    // Left alone, the domains keep fewer of their particles as they move.
-    let last = never.last().unwrap().0.unwrap();
-    assert!(last > 0.0 && last < 0.5, "{never:?}");
+    // Between rebuilds the particles stay where they are.
     assert!(
-        default.iter().all(|&(s, r)| s.is_none() && !r),
-        "{default:?}"
+        fourth.iter().all(|l| l.1 == 0 || l.0 % 4 == 0),
+        "{fourth:?}"
     );
 }
 

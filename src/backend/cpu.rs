@@ -166,7 +166,8 @@ impl Backend for CpuBackend {
     }
 
     fn strays(&mut self, domains: &Domains, me: usize) -> Result<u64> {
-        Ok(domains.strays(&self.p.pos, me))
+        self.keys = crate::sfc::keys(Order::Hilbert, &domains.grid, &self.p.pos);
+        Ok(domains.strays(&self.keys, me))
     }
 
     fn samples(&mut self, count: usize) -> Result<Vec<DVec3>> {

@@ -198,6 +198,7 @@ impl Backend for GpuBackend {
 
     fn load(&mut self, p: &Particles, payload: bool) -> Result<()> {
         self.particles.load(&self.stages, p, payload)?;
+        self.domain.forget_owners();
         self.builder.forget();
         self.cost = None;
         Ok(())
@@ -205,6 +206,7 @@ impl Backend for GpuBackend {
 
     fn update(&mut self, p: &Particles) -> Result<()> {
         self.particles.update(&self.stages, p)?;
+        self.domain.forget_owners();
         self.cost = None;
         Ok(())
     }
@@ -589,6 +591,7 @@ impl Backend for GpuBackend {
     }
 
     fn drift(&mut self, dt: f64, period: f64) -> Result<()> {
+        self.domain.forget_owners();
         self.steps
             .drift(&self.stages, &mut self.particles, dt, period)
     }

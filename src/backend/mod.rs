@@ -130,13 +130,15 @@ pub trait Backend {
     /// particle's interactions in the last evaluation when `by_cost` and there was one.
     fn sample(&mut self, grid: &GridBox, by_cost: bool, count: usize) -> Result<Vec<Sample>>;
 
-    /// Sends every particle (with its payload) to the rank owning its key under `splitters`;
+    /// Sends every particle (with its payload) to the rank owning its key (of the last
+    /// [`Backend::sample`] or [`Backend::strays`]) under `splitters`;
     /// afterwards this rank holds the particles it kept, in order, then those that arrived, by
     /// source rank. Collective. Returns the particles that left. Forgets the tree.
     fn migrate(&mut self, comm: &dyn Comm, splitters: &[u64]) -> Result<usize>;
 
     /// How many of the particles lie outside this rank's (`me`) domain of `domains`, the last
-    /// decomposition's ([`Domains::strays`]): on the GPU counted where they are.
+    /// decomposition's ([`Domains::strays`]): their keys in its grid and owners found where
+    /// the particles are, kept for a [`Backend::migrate`] that follows before they move.
     fn strays(&mut self, domains: &Domains, me: usize) -> Result<u64>;
 
     /// `count` positions of the particles (length units) at even strides in their order (all of

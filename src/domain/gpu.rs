@@ -57,6 +57,10 @@ pub struct DomainArrays<R: KernelRunner> {
     records: R::Array<f64>,
     /// The arrays the staying particles are compacted into, swapped with the particles'.
     kept: ParticleArrays<R>,
+    /// The splitters that `dest` and the scanned `leave` hold the owners under, the particles
+    /// they are of and how many of them leave: set by [`DomainArrays::strays`] for the
+    /// migration that follows it, forgotten when the keys or the particles change.
+    owners_of: Option<(Vec<u64>, usize, usize)>,
 }
 
 impl<R: KernelRunner> DomainArrays<R> {
@@ -75,6 +79,7 @@ impl<R: KernelRunner> DomainArrays<R> {
             order: r.alloc(1)?,
             records: r.alloc(1)?,
             kept: ParticleArrays::new(r)?,
+            owners_of: None,
         })
     }
 
@@ -141,7 +146,8 @@ impl<R: KernelRunner> DomainArrays<R> {
 
     /// How many of the particles `p` of rank `me` lie outside its domain of `domains` (see
     /// [`crate::domain::Domains::strays`]): their keys and owners found here, only the count
-    /// brought down.
+    /// brought down; the owners are kept for a [`DomainArrays::migrate`] of the same particles
+    /// under the same splitters (until [`DomainArrays::forget_owners`]).
     pub fn strays(
         &mut self,
         s: &Stages<R>,
@@ -151,12 +157,20 @@ impl<R: KernelRunner> DomainArrays<R> {
     ) -> Result<u64> {
         self.keys(s, p, &domains.grid)?;
         self.owners(s, p.n, &domains.splitters, me)?;
-        Ok(s.scan_total(self.leave.ptr(), p.n)? as u64)
+        let leaving = s.scan_total(self.leave.ptr(), p.n)?;
+        self.owners_of = Some((domains.splitters.clone(), p.n, leaving));
+        Ok(leaving as u64)
+    }
+
+    /// Forgets the owners [`DomainArrays::strays`] kept: the particles have changed.
+    pub fn forget_owners(&mut self) {
+        self.owners_of = None;
     }
 
     /// The Peano–Hilbert keys of `p` in `grid`, into `keys`.
     fn keys(&mut self, s: &Stages<R>, p: &DeviceParticles<R>, grid: &GridBox) -> Result<()> {
         let n = p.n;
+        self.owners_of = None;
         grow(s.runner(), &mut self.keys, n)?;
         let o = grid.origin;
         // SAFETY: keys holds n keys; pos n positions.
@@ -205,7 +219,8 @@ impl<R: KernelRunner> DomainArrays<R> {
 
     /// Moves the particles `p` (with their velocities and ids, and their integrator state
     /// where they have one) to the owners of their keys
-    /// (those of the last [`DomainArrays::sample`]) under `splitters`: the staying ones
+    /// (those of the last [`DomainArrays::sample`] or [`DomainArrays::strays`]) under
+    /// `splitters`: the staying ones
     /// compacted in order, then the arrivals appended by source rank, as
     /// [`Migration::move_particles`] leaves them. Collective. Returns the particles that left.
     pub fn migrate(
@@ -217,8 +232,13 @@ impl<R: KernelRunner> DomainArrays<R> {
     ) -> Result<usize> {
         let r = s.runner();
         let n = p.n;
-        self.owners(s, n, splitters, comm.rank())?;
-        let leaving = s.scan_total(self.leave.ptr(), n)?;
+        let leaving = match self.owners_of.take() {
+            Some((of, m, leaving)) if of == splitters && m == n => leaving,
+            _ => {
+                self.owners(s, n, splitters, comm.rank())?;
+                s.scan_total(self.leave.ptr(), n)?
+            }
+        };
         let kept = n - leaving;
         grow(r, &mut self.leaving, leaving)?;
         grow(r, &mut self.leaving_dest, leaving)?;
@@ -332,9 +352,10 @@ mod tests {
         }
         let mut arrays = DomainArrays::new(&s).unwrap();
         let device = on_device(&s, &p.pos, &p.mass);
+        let moved = keys(Order::Hilbert, &domains.grid, &p.pos);
         let mut total = 0;
         for me in 0..4 {
-            let host = domains.strays(&p.pos, me);
+            let host = domains.strays(&moved, me);
             assert_eq!(arrays.strays(&s, &device, &domains, me).unwrap(), host);
             total += host;
         }

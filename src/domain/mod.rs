@@ -15,7 +15,7 @@ pub use splitters::{looked_at, owner, sample_index, sample_keys, shares, splitte
 
 use crate::comm::Comm;
 use crate::error::{Error, Result};
-use crate::sfc::{key_of, GridBox, Order};
+use crate::sfc::GridBox;
 use glam::DVec3;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -75,21 +75,27 @@ pub struct Domains {
 }
 
 impl Domains {
-    /// How many of the positions `pos` (length units) of rank `me`'s particles lie in another
-    /// rank's domain: their key in [`Domains::grid`] (clamped to it, as every key is) has
-    /// another owner under [`Domains::splitters`].
-    pub fn strays(&self, pos: &[DVec3], me: usize) -> u64 {
-        pos.par_iter()
-            .filter(|&&x| {
-                let key = key_of(Order::Hilbert, self.grid.cell_of(x));
-                owner(&self.splitters, key) != me
-            })
+    /// How many of rank `me`'s particles lie in another rank's domain: their `keys` (in
+    /// [`Domains::grid`], clamped to it as every key is) have another owner under
+    /// [`Domains::splitters`].
+    pub fn strays(&self, keys: &[u64], me: usize) -> u64 {
+        keys.par_iter()
+            .filter(|&&key| owner(&self.splitters, key) != me)
             .count() as u64
     }
 }
 
-/// The cube around the local bounding boxes `(lo, hi)` of all ranks (allreduce): the key cube
-/// of a decomposition; a unit cube when there are no particles at all.
+/// The share of its side by which a decomposition's key cube is wider than the particles'
+/// cube: the trees are built in the domains' cube while every particle lies in it, so that
+/// each domain is a set of whole cells of the trees (the LETs then stop at domain boundaries
+/// that are cell boundaries), and the particles have this much room to move before the
+/// domains are rebalanced for them ([`Load::outgrown`]). Measured on seed 000's sphere,
+/// docs/performance.md ("Strays sent home").
+pub const DOMAIN_ROOM: f64 = 1.0 / 64.0;
+
+/// The key cube of a decomposition: the cube around the local bounding boxes `(lo, hi)` of
+/// all ranks (allreduce), widened by [`DOMAIN_ROOM`]; a unit cube when there are no
+/// particles at all.
 pub fn global_box_of(comm: &dyn Comm, (lo, hi): (DVec3, DVec3)) -> GridBox {
     let mut lo = lo.to_array();
     let mut hi = hi.to_array();
@@ -98,7 +104,7 @@ pub fn global_box_of(comm: &dyn Comm, (lo, hi): (DVec3, DVec3)) -> GridBox {
     if lo[0] > hi[0] {
         return GridBox::around(DVec3::ZERO, DVec3::ZERO);
     }
-    GridBox::around(DVec3::from_array(lo), DVec3::from_array(hi))
+    GridBox::around(DVec3::from_array(lo), DVec3::from_array(hi)).widened(DOMAIN_ROOM)
 }
 
 /// The `P − 1` splitters of the weighted key samples of every rank (this one's are `local`).
@@ -132,17 +138,19 @@ pub fn measured_imbalance(comm: &dyn Comm, mine: u64) -> f64 {
 }
 
 /// What decides whether the domains are rebalanced, as every rank measures it at the end of
-/// a step: the load imbalance ([`imbalance`]) and, where a run asks for it, the share of the
-/// job's particles that lie outside their rank's domain ([`Domains::strays`] summed over the
-/// ranks, over all particles; 0 ..= 1). Of whole numbers, so the same on every rank and after
-/// a restart.
+/// a step: the load imbalance ([`imbalance`]) and whether the particles have left the
+/// domains' key cube. Of whole numbers and positions, so the same on every rank and after a
+/// restart.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Load {
     /// max / mean over the ranks of their particles' summed interactions; 1 on one rank.
     pub imbalance: f64,
-    /// The share of the job's particles outside their domains (`None`: not measured, on one
-    /// rank or where nothing depends on it).
-    pub strays: Option<f64>,
+    /// Some particle lies outside the key cube of the last decomposition
+    /// ([`Domains::grid`]): the trees are then built in a cube of their own, whose cells no
+    /// longer nest in the domains, until the domains are rebalanced in a new cube. Measured
+    /// where the next evaluation rebuilds the trees; false elsewhere, on one rank, in a
+    /// periodic box and before a decomposition.
+    pub outgrown: bool,
 }
 
 /// This rank's share of a particle set that every rank holds whole (generated or read): a
@@ -186,7 +194,7 @@ pub fn gather_all(
 mod tests {
     use super::*;
     use crate::ics::{generate, Model};
-    use crate::sfc::keys;
+    use crate::sfc::{keys, Order};
 
     /// A rank's own particles are no strays; those in another rank's slice of the curve are
     /// counted.
@@ -203,7 +211,7 @@ mod tests {
         let (mine, theirs): (Vec<usize>, Vec<usize>) =
             (0..p.len()).partition(|&i| owner(&domains.splitters, k[i]) == 0);
         assert!(mine.len() > 1500 && mine.len() < 2500, "{}", mine.len());
-        let at = |which: &[usize]| -> Vec<DVec3> { which.iter().map(|&i| p.pos[i]).collect() };
+        let at = |which: &[usize]| -> Vec<u64> { which.iter().map(|&i| k[i]).collect() };
         assert_eq!(domains.strays(&at(&mine), 0), 0);
         assert_eq!(domains.strays(&at(&mine), 1), mine.len() as u64);
         // Rank 0 holding every tenth of rank 1's particles besides its own.

@@ -155,24 +155,49 @@ impl ForceEngine {
 
     /// True when the domains are due a rebalance ([`ForceEngine::decompose`]) before the next
     /// evaluation: it rebuilds the tree (between rebuilds the particles must stay), and the
-    /// `load` measured on the last one exceeds `rebalance` (its imbalance) or `drift` (its
-    /// share of particles outside their domains, [`ForceEngine::strays`]) of the parameters.
-    /// The same answer on every rank for the same load.
+    /// `load` measured on the last one exceeds `rebalance` (its imbalance) of the parameters,
+    /// or its particles have left the domains' key cube. The same answer on every rank for
+    /// the same load.
     pub fn rebalance_due(&self, load: Load) -> bool {
-        self.rebuild_due()
-            && (load.imbalance > self.params.rebalance
-                || load.strays.is_some_and(|s| s > self.params.drift))
+        self.rebuild_due() && (load.outgrown || load.imbalance > self.params.rebalance)
     }
 
-    /// How many of this rank's particles lie outside its domain of the last decomposition
-    /// ([`Domains::strays`]): they moved since, and make the domains overlap, which costs
-    /// every rank larger LETs and a longer walk of them. 0 before a decomposition and on one
-    /// rank.
-    pub fn strays(&mut self, comm: &dyn Comm) -> Result<u64> {
-        match &self.domains {
-            Some(d) if comm.size() > 1 => self.backend.strays(d, comm.rank()),
-            _ => Ok(0),
+    /// Whether the particles, whose bounding box over every rank is `[lo, hi]` (length
+    /// units), have left the key cube of the last decomposition ([`crate::domain::Load::outgrown`]):
+    /// false before one, on one rank and in a periodic box.
+    pub fn outgrown(&self, lo: DVec3, hi: DVec3) -> bool {
+        self.params.box_size == 0.0 && self.domains.as_ref().is_some_and(|d| !d.grid.holds(lo, hi))
+    }
+
+    /// This rank's particles' bounding box (lowest, highest corner; length units), inverted
+    /// (+inf, −inf) without particles.
+    pub fn bounds(&mut self) -> Result<(DVec3, DVec3)> {
+        self.backend.bounds()
+    }
+
+    /// Sends the particles that have moved out of their rank's domain of the last
+    /// decomposition ([`Domains::strays`]) to the ranks that own them, the domains
+    /// unchanged, so that the next trees and LETs are those of compact domains again (a stray
+    /// deep in another rank's domain stretches its own tree's cells and region, and its group
+    /// walks the other rank's particles around it one by one: a long tail of the forest walk).
+    /// Only before an evaluation that rebuilds the trees (between rebuilds the particles
+    /// stay), and only in open boundaries: a periodic box's trees are not built in the
+    /// domains' cube, and there sending strays home measured slower than leaving them
+    /// (docs/performance.md, "Strays sent home"). Collective: one sum over the ranks, and a
+    /// migration where any rank has strays. Returns the number of strays of the job (0 on one
+    /// rank, in a periodic box and before a decomposition).
+    pub fn send_strays_home(&mut self, comm: &dyn Comm) -> Result<u64> {
+        let open = self.params.box_size == 0.0;
+        let Some(d) = self.domains.as_ref().filter(|_| comm.size() > 1 && open) else {
+            return Ok(0);
+        };
+        let mut strays = [self.backend.strays(d, comm.rank())?];
+        comm.allreduce_sum_u64(&mut strays);
+        if strays[0] > 0 {
+            self.backend.migrate(comm, &d.splitters)?;
+            self.has_tree = false;
         }
+        Ok(strays[0])
     }
 
     /// What a checkpoint must save of this engine to continue bit for bit (tree topology,
@@ -569,6 +594,11 @@ impl ForceEngine {
                 let due = self.schedule.due();
                 let rebuild = due || !self.has_tree;
                 let probe = self.schedule.probe_due() && self.has_tree;
+                let cube = self
+                    .domains
+                    .as_ref()
+                    .filter(|_| comm.size() > 1 && params.box_size == 0.0)
+                    .map(|d| d.grid);
                 let e = pipeline::tree_forces(
                     self.backend.as_mut(),
                     comm,
@@ -577,6 +607,7 @@ impl ForceEngine {
                     amag,
                     active,
                     keep,
+                    cube,
                     &mut times,
                 )?;
                 self.has_tree = true;

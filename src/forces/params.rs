@@ -152,14 +152,6 @@ pub struct ForceParams {
     #[arg(long, allow_negative_numbers = true,
           default_value_t = ForceParams::default().rebalance)]
     pub rebalance: f64,
-    /// Multi-rank runs: the share of the job's particles (0 ..= 1) that may lie outside their
-    /// rank's domain, having moved since the last decomposition, before the domains are
-    /// decomposed again at an evaluation that rebuilds the tree (`[gravity] drift` of a run;
-    /// `forces` does not move its particles); 1 (the default): never, and the share is not
-    /// measured. Overlapping domains cost the walks more interactions (docs/performance.md,
-    /// "Domains that drift"), but on GPUs the decompositions cost more than that gained.
-    #[arg(skip = ForceParams::default().drift)]
-    pub drift: f64,
     /// Side of the periodic box (length units; the particles live in [0, box)³): forces of
     /// the nearest images plus the Ewald correction of all others; 0: open boundaries.
     #[arg(long = "box", value_name = "L", allow_negative_numbers = true,
@@ -198,7 +190,6 @@ impl Default for ForceParams {
             tree_build: TreeBuild::Gpu,
             balance: Balance::Cost,
             rebalance: 1.05,
-            drift: 1.0,
             box_size: 0.0,
             let_boxes: 64,
             exchange: Exchange::Auto,
@@ -264,13 +255,6 @@ impl ForceParams {
                 "rebalance (the load imbalance that rebalances the domains) must be finite and \
                  >= 1 (got {})",
                 self.rebalance
-            )));
-        }
-        if !(0.0..=1.0).contains(&self.drift) {
-            return Err(Error::input(format!(
-                "drift (the share of particles outside their domains that rebalances the \
-                 domains) must be between 0 and 1 (got {})",
-                self.drift
             )));
         }
         if !(self.box_size.is_finite() && self.box_size >= 0.0) {
@@ -449,7 +433,6 @@ mod tests {
             tree_build: TreeBuild::Host,
             balance: Balance::Count,
             rebalance: 1.2,
-            drift: ForceParams::default().drift,
             box_size: 0.0,
             let_boxes: 8,
             exchange: Exchange::Mpi,

@@ -58,8 +58,9 @@ pub(super) struct Trees {
 /// evaluation without them walks first with the modified criterion; with `active` other than
 /// all, only the groups holding an active particle walk. The results come down in the
 /// particles' order, or with `keep` go into the backend's integrator state (the evaluation's
-/// `forces` are then `None`). Fails, before it walks, where float32 cannot resolve the closest
-/// particles ([`resolution`]). Collective.
+/// `forces` are then `None`). A rebuilt tree is built in the domains' key cube `domain_cube`
+/// (several ranks, open boundaries) while it holds every particle. Fails, before it walks,
+/// where float32 cannot resolve the closest particles ([`resolution`]). Collective.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn tree_forces(
     backend: &mut dyn Backend,
@@ -69,6 +70,7 @@ pub(super) fn tree_forces(
     amag: PreviousAcc,
     active: Active,
     keep: bool,
+    domain_cube: Option<GridBox>,
     times: &mut PhaseTimes,
 ) -> Result<Evaluation> {
     let tp = TreeParams {
@@ -93,7 +95,14 @@ pub(super) fn tree_forces(
     let mut probe_time = t0.elapsed().as_secs_f64();
     // The frame's cube and centre are the keys' (timed with them when the tree is rebuilt).
     let t0 = Instant::now();
-    let (rebuild, frame) = agree(backend, comm, trees.rebuild, params.eps, params.box_size)?;
+    let (rebuild, frame) = agree(
+        backend,
+        comm,
+        trees.rebuild,
+        params.eps,
+        params.box_size,
+        domain_cube,
+    )?;
     if rebuild {
         times.add("sort", t0.elapsed().as_secs_f64());
     }
@@ -221,8 +230,9 @@ fn sample_walk(
 
 /// Whether this evaluation rebuilds its trees (on every rank when any must: a rank whose
 /// particles are not those of its tree has to, and the rebuilds share one frame), and then the
-/// frame the trees are built in: the cube around every rank's particles
-/// ([`GridBox::frame_for`] softening `eps`), or the periodic box [0, `box_size`)³ itself when
+/// frame the trees are built in: the domains' key cube `domain_cube` where it holds every
+/// rank's particles (so that each domain is a set of whole cells of the trees), else the cube
+/// around them ([`GridBox::frame_for`] softening `eps`), or the periodic box [0, `box_size`)³ itself when
 /// `box_size` > 0 (the period is then 1 in the frame), so that every rank's cells are cells of
 /// one global octree, centred in the bulk of a sample of every rank's particles
 /// ([`centre_of`]), so that every rank's float32 values are in one frame (`None` when no rank
@@ -234,6 +244,7 @@ fn agree(
     rebuild: bool,
     eps: f64,
     box_size: f64,
+    domain_cube: Option<GridBox>,
 ) -> Result<(bool, Option<Frame>)> {
     if comm.size() == 1 && !rebuild {
         return Ok((false, None));
@@ -251,7 +262,10 @@ fn agree(
     if box_size > 0.0 {
         return Ok((true, Some(periodic_frame(lo, hi, box_size, &v)?)));
     }
-    let cube = GridBox::frame_for(lo, hi, eps)?;
+    let mut cube = GridBox::frame_for(lo, hi, eps)?;
+    if let Some(d) = domain_cube.filter(|d| d.holds(lo, hi) && d.side >= cube.side) {
+        cube = d;
+    }
     let mine: Vec<f64> = backend
         .samples(CENTRE_SAMPLES)?
         .iter()
@@ -366,4 +380,41 @@ fn walk_everything(
         times.add("walk_let", t.get("walk"));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::cpu::CpuBackend;
+    use crate::comm::SingleProcess;
+    use crate::ics::{generate, Model};
+    use crate::walk::WalkKind;
+
+    /// A rebuild's trees are built in the domains' key cube while it holds the particles, and
+    /// in the particles' own cube once they have left it.
+    #[test]
+    fn trees_are_built_in_the_domains_cube_while_it_holds_the_particles() {
+        let p = generate(Model::Plummer, 2000, 3).unwrap();
+        let mut backend = CpuBackend::new(WalkKind::Grouped, 0.01);
+        backend.load(&p, false).unwrap();
+        let own = GridBox::of_points(&p.pos);
+        let roomy = own.widened(0.25);
+        let mut frame = |cube| {
+            agree(&mut backend, &SingleProcess, true, 0.01, 0.0, cube)
+                .unwrap()
+                .1
+                .unwrap()
+                .cube
+        };
+        assert_eq!(frame(Some(roomy)), roomy);
+        assert_eq!(frame(None), own);
+        // A cube the particles have left (shifted by half its side) is not used.
+        let left = GridBox {
+            origin: roomy.origin + DVec3::splat(0.5 * roomy.side),
+            side: roomy.side,
+        };
+        let (lo, hi) = crate::sfc::bounding_box(&p.pos);
+        assert!(roomy.holds(lo, hi) && !left.holds(lo, hi));
+        assert_eq!(frame(Some(left)), own);
+    }
 }

@@ -779,7 +779,6 @@ mod tests {
             tree_build = "gpu"
             balance = "count"
             rebalance = 1.5
-            drift = 0.25
             let_boxes = 3
             rebuild = 4
             [time]
@@ -825,7 +824,6 @@ mod tests {
                 tree_build: TreeBuild::Gpu,
                 balance: Balance::Count,
                 rebalance: 1.5,
-                drift: 0.25,
                 box_size: 0.0,
                 let_boxes: 3,
                 exchange: crate::comm::Exchange::Auto,
@@ -1003,9 +1001,6 @@ mod tests {
                 "[gravity]\nrebalance = inf",
                 "[gravity] rebalance (the load imbalance",
             ),
-            ("[gravity]\ndrift = -0.1", "[gravity] drift (the share"),
-            ("[gravity]\ndrift = 1.5", "[gravity] drift (the share"),
-            ("[gravity]\ndrift = nan", "[gravity] drift (the share"),
             (
                 "[output]\nenergy_limit = 0",
                 "[output] energy_limit must be finite",

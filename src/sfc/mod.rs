@@ -57,6 +57,21 @@ impl GridBox {
         }
     }
 
+    /// This cube widened about its centre by `share` of its side (≥ 0).
+    pub fn widened(&self, share: f64) -> Self {
+        let side = self.side * (1.0 + share);
+        Self {
+            origin: self.centre() - DVec3::splat(0.5 * side),
+            side,
+        }
+    }
+
+    /// Whether the axis-aligned box `[lo, hi]` lies inside this cube (its upper faces
+    /// excluded, as no grid cell holds them).
+    pub fn holds(&self, lo: DVec3, hi: DVec3) -> bool {
+        lo.cmpge(self.origin).all() && hi.cmplt(self.origin + DVec3::splat(self.side)).all()
+    }
+
     /// The cube of the [`Frame`] that the float32 values of particles in the bounding box
     /// `[lo, hi]` are taken to, for a softening length `eps` (length units): the
     /// cube [`GridBox::around`] them, widened where needed to ε / [`MAX_EPS_PER_SIDE`] (its
@@ -196,6 +211,21 @@ pub fn wrap_into_box(x: DVec3, side: f64) -> DVec3 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A widened cube keeps its centre and holds the boxes inside it, not those that reach
+    /// its upper faces or beyond.
+    #[test]
+    fn widened_cubes_hold_what_lies_inside() {
+        let g = GridBox::around(DVec3::ZERO, DVec3::ONE);
+        let w = g.widened(0.5);
+        assert!((w.centre() - g.centre()).length() < 1e-15);
+        assert!((w.side - 1.5 * g.side).abs() < 1e-12);
+        assert!(w.holds(DVec3::splat(-0.2), DVec3::splat(1.2)));
+        assert!(!g.holds(DVec3::splat(-0.2), DVec3::splat(0.5)));
+        let top = w.origin + DVec3::splat(w.side);
+        assert!(!w.holds(DVec3::ZERO, top));
+        assert!(w.holds(w.origin, top - DVec3::splat(1e-9)));
+    }
 
     #[test]
     fn grid_box_contains_points() {

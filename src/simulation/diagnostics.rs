@@ -16,12 +16,14 @@
 //! step: the force pipeline's phases, `total` for the force evaluation, and the integrator's
 //! `kick`, `drift`, `timestep` and `diagnostics`), `bus_bytes` (`up`, `down`: this rank's
 //! bytes between host and device in this step), and the domains' state after the step:
-//! `imbalance` (max / mean over the ranks of their summed interactions), `strays` (the share
-//! of the particles outside their rank's domain; null where not measured, see
-//! [`crate::forces::ForceParams::drift`]) and `rebalanced` (the step began with a
-//! decomposition), see [`crate::domain::Load`]; what the step's last evaluation cost the
-//! job: `interactions` (of the particles' last evaluations), `let_cells` and `let_particles`
-//! (of the LETs received, all ranks).
+//! `imbalance` (max / mean over the ranks of their summed interactions), `outgrown` (the
+//! particles have left the domains' key cube, measured before a rebuild, which then
+//! rebalances) and `rebalanced`
+//! (the step began with a decomposition), see [`crate::domain::Load`]; what the step's last
+//! evaluation cost the job: `interactions` (of the particles' last evaluations), `let_cells`
+//! and `let_particles` (of the LETs received, all ranks), and `strays` (the particles sent
+//! back to their domains' ranks before it, all ranks; see
+//! [`crate::forces::ForceEngine::send_strays_home`]).
 //!
 //! A comoving run's lines ([`Diagnostics::with_comoving`]) give `time` = `a`, the scale factor,
 //! and `z`, the redshift; `dt_min` and `dt_max` are steps in ln a; momenta are of the canonical
@@ -73,8 +75,8 @@ pub struct StepReport {
     /// CPU.
     pub bus_bytes: (u64, u64),
     /// The load at the end of this step: max / mean over the ranks of their particles'
-    /// summed cost ([`crate::domain::imbalance`]) and the share of particles outside their
-    /// domains ([`crate::domain::Load`]).
+    /// summed cost ([`crate::domain::imbalance`]) and whether they have left the domains'
+    /// cube ([`crate::domain::Load`]).
     pub load: Load,
     /// What the step's last force evaluation cost the job.
     pub work: Work,
@@ -92,6 +94,9 @@ pub struct Work {
     pub let_cells: u64,
     /// Particles of the LETs the ranks received (0 on one rank).
     pub let_particles: u64,
+    /// Particles sent back to the ranks of their domains before the evaluation (0 on one
+    /// rank).
+    pub strays: u64,
 }
 
 /// The diagnostics of a run: the baseline E₀, P₀, L₀ and the JSON-lines file.
@@ -221,7 +226,8 @@ impl Diagnostics {
             "phase_seconds": s.phases.to_json(),
             "bus_bytes": { "up": s.bus_bytes.0, "down": s.bus_bytes.1 },
             "imbalance": s.load.imbalance,
-            "strays": s.load.strays,
+            "strays": s.work.strays,
+            "outgrown": s.load.outgrown,
             "rebalanced": s.rebalanced,
             "interactions": s.work.interactions,
             "let_cells": s.work.let_cells,
@@ -265,9 +271,10 @@ fn log_line(start: &Conserved, s: &StepReport, comoving: bool) -> String {
         s.dt_max,
         s.active,
         s.load.imbalance,
-        s.load
-            .strays
-            .map_or(String::new(), |f| format!("  strays {f:.4}")),
+        match s.work.strays {
+            0 => String::new(),
+            n => format!("  strays {n}"),
+        },
         if s.rebalanced { " (rebalanced)" } else { "" }
     );
     if let Some(now) = s.conserved.as_ref().filter(|_| comoving) {
@@ -327,7 +334,7 @@ mod tests {
             bus_bytes: (0, 0),
             load: Load {
                 imbalance: 1.0,
-                strays: None,
+                outgrown: false,
             },
             work: Work::default(),
             rebalanced: false,

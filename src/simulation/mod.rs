@@ -666,13 +666,12 @@ impl<'a> Run<'a> {
         if rebalance {
             let p = engine.params();
             tracing::debug!(
-                "step {}: load imbalance {:.4} (rebalance = {}), share of particles outside \
-                 their domains {:?} (drift = {}): rebalancing the domains",
+                "step {}: load imbalance {:.4} (rebalance = {}), particles outside the domains' \
+                 cube: {}: rebalancing the domains",
                 self.s.step + 1,
                 self.load.imbalance,
                 p.rebalance,
-                self.load.strays,
-                p.drift
+                self.load.outgrown
             );
             phases.time("domain", || {
                 engine.decompose(comm, cfg.gravity.force.balance)
@@ -684,6 +683,11 @@ impl<'a> Run<'a> {
         self.write_outputs(engine, next, &mut phases)?;
         let (drift, period) = (self.clock.drift(ti, next), engine.params().box_size);
         phases.time("drift", || engine.drift(drift, period))?;
+        // Before a rebuild, the particles that drifted out of their domains go home.
+        let strays = match comm.size() > 1 && engine.rebuild_due() {
+            true => phases.time("domain", || engine.send_strays_home(comm))?,
+            false => 0,
+        };
         let due = phases.time("timestep", || engine.bins(&tl, next))?;
         let f = self
             .clock
@@ -744,7 +748,10 @@ impl<'a> Run<'a> {
                 (bus.0 - bus0.0, bus.1 - bus0.1)
             },
             load: agreed.load,
-            work: agreed.work,
+            work: Work {
+                strays,
+                ..agreed.work
+            },
             rebalanced: rebalance,
         })?;
         phases.add("diagnostics", t0.elapsed().as_secs_f64());
@@ -921,9 +928,9 @@ fn warn_if_step_large(cfg: &RunConfig, dt: f64, p: &Particles, comm: &dyn Comm) 
 
 /// What every rank agrees on at tick `tick` of `tl`, the end of a step: the bins in use, the
 /// particles whose forces the step evaluated (`active` on this rank), the load (imbalance of
-/// the particles' costs, share outside their domains, counted here and timed as `domain`),
-/// and the largest of the ranks' `flags`. Two collectives (a sum and a max), timed as `wait`
-/// in `phases`: the time this rank waits there for the slowest one.
+/// the particles' costs; with several ranks in open boundaries, before an evaluation that
+/// rebuilds the trees, whether their bounding box has left the domains' cube), and the largest of the ranks' `flags`. Two collectives (a sum and
+/// a max), timed as `wait` in `phases`: the time this rank waits there for the slowest one.
 fn agree_on_step(
     engine: &mut ForceEngine,
     tl: &Timeline,
@@ -934,20 +941,17 @@ fn agree_on_step(
     phases: &mut PhaseTimes,
 ) -> Result<Agreed> {
     let b = phases.time("timestep", || engine.bins(tl, tick))?;
-    // Counted only where a rebalance depends on them (one more synchronisation per step).
-    let measured = comm.size() > 1 && engine.params().drift < 1.0;
-    let strays = match measured {
-        true => phases.time("domain", || engine.strays(comm))?,
-        false => 0,
+    // Only where the next evaluation rebuilds, the only one that can rebalance.
+    let measured = comm.size() > 1 && engine.params().box_size == 0.0 && engine.rebuild_due();
+    let (lo, hi) = match measured {
+        true => phases.time("domain", || engine.bounds())?,
+        false => (DVec3::ZERO, DVec3::ZERO),
     };
-    let n = engine.particle_count() as u64;
     let lets = engine.let_stats();
     Ok(phases.time("wait", || {
         let mut sums = [
             active as u64,
             b.cost,
-            strays,
-            n,
             lets.cells_received,
             lets.particles_received,
         ];
@@ -959,19 +963,30 @@ fn agree_on_step(
             b.cost as f64,
             flags[0],
             flags[1],
+            -lo.x,
+            -lo.y,
+            -lo.z,
+            hi.x,
+            hi.y,
+            hi.z,
         ];
         comm.allreduce_max_f64(&mut most);
+        let (lo, hi) = (
+            -DVec3::new(most[5], most[6], most[7]),
+            DVec3::new(most[8], most[9], most[10]),
+        );
         Agreed {
             bins: ((-most[1]) as u8, most[0] as u8),
             active: sums[0],
             work: Work {
                 interactions: sums[1],
-                let_cells: sums[4],
-                let_particles: sums[5],
+                let_cells: sums[2],
+                let_particles: sums[3],
+                strays: 0,
             },
             load: Load {
                 imbalance: domain::imbalance(most[2] as u64, sums[1], comm.size()),
-                strays: measured.then(|| sums[2] as f64 / sums[3].max(1) as f64),
+                outgrown: measured && engine.outgrown(lo, hi),
             },
             flags: [most[3], most[4]],
         }
