@@ -980,6 +980,12 @@ fn gpu_far_particles_and_tight_clusters_are_resolved_or_refused() {
             e.message.starts_with("float32 cannot resolve particles"),
             "{e}"
         );
+        // The particle that stretched the cube is named, found where the particles are.
+        assert!(
+            e.message
+                .contains("particle 2000 of rank 0 at (1.000000000e20, 0.000000000e0"),
+            "{e}"
+        );
         // Two clusters of size 1e-12, 1e-8 apart, without softening.
         let tight = check(&common::sets::tight_clusters(500), 0.0);
         assert!(

@@ -53,6 +53,9 @@ fn a_far_particle_gets_its_force_or_the_job_is_refused() {
             assert!(m.starts_with("float32 cannot resolve particles "), "{m}");
             assert!(m.contains(&format!("has side {d:.3e})")), "{m}");
             assert!(m.contains("limit 2^40") && !m.contains('\n'), "{m}");
+            // The particle that stretched the cube is named, not only the closest pair.
+            let far = format!("particle 2000 of rank 0 at ({d:.9e}, 0.000000000e0, 0.000000000e0)");
+            assert!(m.contains(&far) && m.contains("stretches the cube"), "{m}");
         }
     }
 }
@@ -78,6 +81,10 @@ fn forces_and_run_refuse_a_far_particle_before_any_step() {
     let err = String::from_utf8_lossy(&forces.stderr).to_string();
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.contains("float32 cannot resolve particles"), "{err}");
+    assert!(
+        err.contains("particle 2000 of rank 0 at (1.000000000e20"),
+        "{err}"
+    );
     let cfg = dir.join("run.toml");
     let out = dir.join("out");
     std::fs::write(
@@ -89,6 +96,8 @@ fn forces_and_run_refuse_a_far_particle_before_any_step() {
     assert!(!run.status.success());
     let err = String::from_utf8_lossy(&run.stderr).to_string();
     assert!(err.contains("float32 cannot resolve particles"), "{err}");
+    // A run holds the ids: the far particle by its id.
+    assert!(err.contains("particle id 2000 at (1.000000000e20"), "{err}");
     // No step was taken: no diagnostics line, no snapshot.
     let diag = std::fs::read_to_string(out.join("diagnostics.jsonl")).unwrap_or_default();
     assert!(diag.is_empty(), "{diag}");

@@ -134,7 +134,14 @@ pub(super) fn tree_forces(
         if rebuild { "sort" } else { "refit" },
         t0.elapsed().as_secs_f64(),
     );
-    let resolution = resolution::of_job(comm, pair, frame.map(|f| f.side()), params.eps)?;
+    let mut resolution = resolution::of_job(comm, pair, frame.map(|f| f.side()), params.eps)?;
+    // Where a far particle has stretched the cube, the error names it (every rank agrees on
+    // the resolution, so every rank looks).
+    if let (Some(r), Some(f)) = (resolution.as_mut().filter(|r| r.stretched()), frame) {
+        let p = backend.particles()?;
+        let ids = r.pair.id.map(|_| p.id.as_slice());
+        r.far = Some(resolution::farthest(comm, &p.pos, ids, f.centre));
+    }
     if let Some(e) = resolution.as_ref().and_then(Resolution::error) {
         return Err(e);
     }

@@ -58,6 +58,65 @@ pub struct Resolution {
     pub side: f64,
     /// The softening length ε (length units).
     pub eps: f64,
+    /// The particle that stretches the cube, where the cube's side is what fails
+    /// ([`Resolution::stretched`], found by [`farthest`]).
+    pub far: Option<FarParticle>,
+}
+
+/// The particle of a job farthest from its frame's centre (the bulk of its particles), which
+/// sets the side of the job's cube.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FarParticle {
+    /// Its position (length units).
+    pub at: DVec3,
+    /// Its distance from the frame's centre (length units).
+    pub d: f64,
+    /// Its index on its rank.
+    pub index: usize,
+    /// Its id, where the ranks hold ids.
+    pub id: Option<u64>,
+    /// The rank holding it.
+    pub rank: usize,
+}
+
+/// The particle of the job farthest from `centre` (length units), of this rank's positions
+/// `pos` with their `ids` where the ranks hold them. Collective on several ranks (an allreduce,
+/// then the holder's particle shared by sums); ties go to the lowest rank and index.
+pub fn farthest(comm: &dyn Comm, pos: &[DVec3], ids: Option<&[u64]>, centre: DVec3) -> FarParticle {
+    let mine = pos
+        .iter()
+        .enumerate()
+        .map(|(i, x)| (x.distance(centre), i))
+        .fold(None, |best: Option<(f64, usize)>, (d, i)| match best {
+            Some((b, _)) if b >= d => best,
+            _ => Some((d, i)),
+        });
+    let mut most = [mine.map_or(-1.0, |m| m.0)];
+    if comm.size() > 1 {
+        comm.allreduce_max_f64(&mut most);
+    }
+    let holds = mine.filter(|m| m.0 == most[0]);
+    let mut holder = [holds.map_or(f64::INFINITY, |_| comm.rank() as f64)];
+    if comm.size() > 1 {
+        comm.allreduce_min_f64(&mut holder);
+    }
+    let rank = holder[0] as usize;
+    let (mut x, mut w) = ([0.0; 3], [0u64; 2]);
+    if let Some((_, i)) = holds.filter(|_| comm.rank() == rank) {
+        x = pos[i].to_array();
+        w = [i as u64, ids.map_or(0, |ids| ids[i])];
+    }
+    if comm.size() > 1 {
+        comm.allreduce_sum_f64(&mut x);
+        comm.allreduce_sum_u64(&mut w);
+    }
+    FarParticle {
+        at: DVec3::from_array(x),
+        d: most[0],
+        index: w[0] as usize,
+        id: ids.map(|_| w[1]),
+        rank,
+    }
 }
 
 /// `x` for a message: four digits, or "more than 1.8e308" where float64 overflowed.
@@ -69,6 +128,13 @@ fn number(x: f64) -> String {
 }
 
 impl Resolution {
+    /// Whether the cube's side, not the frame's precision at the pair, is what fails: a
+    /// particle far from the others ([`FarParticle`]) has stretched the cube beyond float32's
+    /// exponent range for the pair's separation.
+    pub fn stretched(&self) -> bool {
+        self.pair.worst(self.side, self.eps) > MAX_RANGE && self.pair.m < NEAR * self.side
+    }
+
     /// The scale the pair needs resolved, λ = max(s, ε) (length units).
     pub fn scale(&self) -> f64 {
         self.pair.s.max(self.eps)
@@ -135,9 +201,23 @@ impl Resolution {
             ),
             false => format!(
                 "the cube's side is {} times max(separation, softening), beyond the limit \
-                 2^40 = {} of float32's exponent range (their forces would overflow)",
+                 2^40 = {} of float32's exponent range (their forces would overflow){}",
                 number(self.side / self.scale()),
-                number(MAX_RANGE / NEAR)
+                number(MAX_RANGE / NEAR),
+                self.far.as_ref().map_or(String::new(), |f| {
+                    let name = match f.id {
+                        Some(id) => format!("id {id}"),
+                        None => format!("{} of rank {}", f.index, f.rank),
+                    };
+                    format!(
+                        "; particle {name} at ({:.9e}, {:.9e}, {:.9e}), {} from the bulk of \
+                         the particles, stretches the cube",
+                        f.at.x,
+                        f.at.y,
+                        f.at.z,
+                        number(f.d)
+                    )
+                })
             ),
         };
         Some(Error::input(format!(
@@ -197,6 +277,7 @@ pub fn of_job(
         rank,
         side,
         eps,
+        far: None,
     }))
 }
 
@@ -243,6 +324,42 @@ mod tests {
             index: [3, 7],
             id: Some([30, 70]),
         }
+    }
+
+    /// The farthest particle from the centre is found (the first of equals), by id where
+    /// ids are given, and a stretched cube's error names it.
+    #[test]
+    fn the_farthest_particle_is_named_where_it_stretches_the_cube() {
+        let pos = [
+            DVec3::ZERO,
+            DVec3::new(0.0, -3.0, 0.0),
+            DVec3::new(3.0, 0.0, 0.0),
+        ];
+        let f = farthest(&SingleProcess, &pos, Some(&[5, 6, 7]), DVec3::ZERO);
+        assert_eq!((f.index, f.id, f.rank, f.d), (1, Some(6), 0, 3.0));
+        assert_eq!(f.at, pos[1]);
+        let f = farthest(&SingleProcess, &pos, None, DVec3::new(-1.0, 0.0, 0.0));
+        assert_eq!((f.index, f.id), (2, None));
+        let near = ClosePair {
+            m: 1e-9,
+            ..pair(1e-13)
+        };
+        let mut r = of_job(&SingleProcess, Some(near), Some(1.0), 0.0)
+            .unwrap()
+            .unwrap();
+        assert!(r.stretched());
+        r.far = Some(f);
+        let e = r.error().unwrap().message;
+        assert!(e.contains("particle 2 of rank 0 at (3.000000000e0"), "{e}");
+        assert!(
+            e.contains("4.000e0 from the bulk") && !e.contains('\n'),
+            "{e}"
+        );
+        // A pair the frame's precision fails is no stretched cube.
+        let failed = of_job(&SingleProcess, Some(pair(1e-9)), Some(1.0), 1e-8)
+            .unwrap()
+            .unwrap();
+        assert!(!failed.stretched());
     }
 
     #[test]
