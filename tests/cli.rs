@@ -1083,11 +1083,11 @@ fn runs_without_a_terminal_log_progress_lines_and_verbose_logs_every_step() {
     assert!(text(&out.stderr).contains("progress interval must be finite and > 0"));
 }
 
-/// A shared step that is large against the softening's dynamical time √(ε³ / (G m)) gets one
-/// warning line naming the numbers and what to set; a small shared step and the default time
-/// stepping get none.
+/// A largest step (shared, or the top block step) that is large against the softening's
+/// dynamical time √(ε³ / (G m)) gets one warning line naming the numbers and what to set; a
+/// small step and the default problem get none.
 #[test]
-fn large_shared_steps_are_warned_about_and_the_defaults_are_not() {
+fn large_steps_are_warned_about_and_the_default_problem_is_not() {
     let dir = TempDir::new("step-warning");
     let out_dir = dir.join("out");
     let warnings = |toml: &str| {
@@ -1108,7 +1108,7 @@ fn large_shared_steps_are_warned_about_and_the_defaults_are_not() {
         "WARN",
         "the shared time step dt = 3.1250e-2 is 1.40 of the softening's dynamical time \
          sqrt(eps^3 / (G m)) = 2.2361e-2 (eps = 0.01, G = 1, heaviest particle m = 2.0000e-3)",
-        "set [time] dt_max <= 1.398e-3, or stepping = \"block\"",
+        "set [time] dt_max <= 1.398e-3",
     ] {
         assert!(large.contains(part), "{part:?} missing: {large}");
     }
@@ -1116,10 +1116,24 @@ fn large_shared_steps_are_warned_about_and_the_defaults_are_not() {
         "{problem}[time]\nstepping = \"shared\"\ndt_max = 0.0009765625\nt_end = 0.001953125\n"
     ));
     assert_eq!(small, "");
+    // Block steps do not resolve the encounters of particles this heavy either: the default
+    // top step, 1/128, is 0.35 of the scale.
     let defaults = TimeConfig::default();
-    let default = warnings(&format!(
+    let block = warnings(&format!(
         "{problem}[time]\nt_end = {}\n",
         2.0 * defaults.dt_max
+    ));
+    assert_eq!(block.lines().count(), 1, "{block}");
+    assert!(
+        block.contains("the largest block step dt_max = 7.8125e-3 is 0.35 of")
+            && block.contains("set [time] dt_max <= 1.398e-3"),
+        "{block}"
+    );
+    // The default problem (N = 65536: the scale is 0.256) is within it.
+    let default = warnings(&format!(
+        "[gravity]\nbackend = \"cpu\"\n[output]\nsnapshot_every = 0\npictures = false\n\
+         [time]\nt_end = {}\n",
+        defaults.dt_max
     ));
     assert_eq!(default, "");
 }

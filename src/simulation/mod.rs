@@ -911,17 +911,18 @@ fn log_start(
     }
 }
 
-/// Logs one warning (rank 0) when the run takes shared steps of `dt` that are large against the
-/// softening's dynamical time of its heaviest particle (any rank's `p`; see
-/// [`crate::integrate::shared_step_warning`]). Collective.
+/// Logs one warning (rank 0) when the run's largest step `dt` (shared, or the top block step)
+/// is large against the softening's dynamical time of its heaviest particle (any rank's `p`;
+/// see [`crate::integrate::step_warning`]). Collective.
 fn warn_if_step_large(cfg: &RunConfig, dt: f64, p: &Particles, comm: &dyn Comm) {
     let mut heaviest = [p.mass.iter().copied().fold(0.0, f64::max)];
     comm.allreduce_max_f64(&mut heaviest);
-    if cfg.time.stepping != Stepping::Shared || comm.rank() != 0 {
+    if comm.rank() != 0 {
         return;
     }
     let force = &cfg.gravity.force;
-    if let Some(w) = crate::integrate::shared_step_warning(dt, force.eps, force.g, heaviest[0]) {
+    let block = cfg.time.stepping == Stepping::Block;
+    if let Some(w) = crate::integrate::step_warning(block, dt, force.eps, force.g, heaviest[0]) {
         tracing::warn!("{w}");
     }
 }
