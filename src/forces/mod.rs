@@ -163,8 +163,9 @@ impl ForceEngine {
     }
 
     /// Whether the particles, whose bounding box over every rank is `[lo, hi]` (length
-    /// units), have left the key cube of the last decomposition ([`crate::domain::Load::outgrown`]):
-    /// false before one, on one rank and in a periodic box.
+    /// units), have left the key cube of the last decomposition
+    /// ([`crate::domain::Load::outgrown`]): false before one, on one rank and in a periodic
+    /// box.
     pub fn outgrown(&self, lo: DVec3, hi: DVec3) -> bool {
         self.params.box_size == 0.0 && self.domains.as_ref().is_some_and(|d| !d.grid.holds(lo, hi))
     }

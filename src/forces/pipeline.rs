@@ -239,9 +239,9 @@ fn sample_walk(
 /// particles are not those of its tree has to, and the rebuilds share one frame), and then the
 /// frame the trees are built in: the domains' key cube `domain_cube` where it holds every
 /// rank's particles (so that each domain is a set of whole cells of the trees), else the cube
-/// around them ([`GridBox::frame_for`] softening `eps`), or the periodic box [0, `box_size`)³ itself when
-/// `box_size` > 0 (the period is then 1 in the frame), so that every rank's cells are cells of
-/// one global octree, centred in the bulk of a sample of every rank's particles
+/// around them ([`GridBox::frame_for`] softening `eps`), or the periodic box [0, `box_size`)³
+/// itself when `box_size` > 0 (the period is then 1 in the frame), so that every rank's cells
+/// are cells of one global octree, centred in the bulk of a sample of every rank's particles
 /// ([`centre_of`]), so that every rank's float32 values are in one frame (`None` when no rank
 /// holds a particle, or without a rebuild). Fails when the particles span more than float64
 /// can hold, or lie outside the periodic box. Collective on several ranks.

@@ -1,6 +1,7 @@
 //! Advice on the time step: the softening's dynamical time, and the warning a run logs when
-//! its largest step (shared, or the top of the block hierarchy) is large against it (`docs/design.md`, *Time steps*, says why this scale;
-//! `docs/performance.md`, *Energy error and the default time steps*, has the measurements).
+//! its largest step (shared, or the top of the block hierarchy) is large against it
+//! (`docs/design.md`, *Time steps*, says why this scale; `docs/performance.md`, *Energy error
+//! and the default time steps*, has the measurements).
 
 /// The softening's dynamical time √(ε³ / (G m)) (time units) for softening `eps` (length
 /// units), gravitational constant `g` and particle mass `m` (mass units): the time scale of an

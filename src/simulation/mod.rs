@@ -930,8 +930,9 @@ fn warn_if_step_large(cfg: &RunConfig, dt: f64, p: &Particles, comm: &dyn Comm) 
 /// What every rank agrees on at tick `tick` of `tl`, the end of a step: the bins in use, the
 /// particles whose forces the step evaluated (`active` on this rank), the load (imbalance of
 /// the particles' costs; with several ranks in open boundaries, before an evaluation that
-/// rebuilds the trees, whether their bounding box has left the domains' cube), and the largest of the ranks' `flags`. Two collectives (a sum and
-/// a max), timed as `wait` in `phases`: the time this rank waits there for the slowest one.
+/// rebuilds the trees, whether their bounding box has left the domains' cube), and the largest
+/// of the ranks' `flags`. Two collectives (a sum and a max), timed as `wait` in `phases`: the
+/// time this rank waits there for the slowest one.
 fn agree_on_step(
     engine: &mut ForceEngine,
     tl: &Timeline,
