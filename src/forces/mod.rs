@@ -77,6 +77,17 @@ pub struct ForceEngine {
     exchange: Option<String>,
     /// The domains of this job's last decomposition (none before one, and on one rank).
     domains: Option<Domains>,
+    /// The bounding box of every rank's particles as the last evaluation agreed on it (length
+    /// units), while they have not moved since.
+    job_bounds: Option<pipeline::Bounds>,
+}
+
+/// The `domains` of the last decomposition where the trees are built in their key cube and
+/// strays go home: open boundaries (a periodic box's trees are built in the box's frame, which
+/// moves at every rebuild). `None` before a decomposition and on one rank. (Of the engine's
+/// fields, not of the engine, so that its backend can be borrowed beside them.)
+fn open_domains<'a>(domains: &'a Option<Domains>, params: &ForceParams) -> Option<&'a Domains> {
+    domains.as_ref().filter(|_| params.box_size == 0.0)
 }
 
 impl ForceEngine {
@@ -128,6 +139,7 @@ impl ForceEngine {
             warned: [false; 2],
             exchange: None,
             domains: None,
+            job_bounds: None,
         })
     }
 
@@ -167,13 +179,18 @@ impl ForceEngine {
     /// ([`crate::domain::Load::outgrown`]): false before one, on one rank and in a periodic
     /// box.
     pub fn outgrown(&self, lo: DVec3, hi: DVec3) -> bool {
-        self.params.box_size == 0.0 && self.domains.as_ref().is_some_and(|d| !d.grid.holds(lo, hi))
+        open_domains(&self.domains, &self.params).is_some_and(|d| !d.grid.holds(lo, hi))
     }
 
-    /// This rank's particles' bounding box (lowest, highest corner; length units), inverted
-    /// (+inf, −inf) without particles.
+    /// The particles' bounding box (lowest, highest corner; length units): every rank's, as
+    /// the last evaluation agreed on it, where they have not moved since (no reduction to
+    /// repeat), else this rank's, inverted (+inf, −inf) without particles. Its maximum over
+    /// the ranks (of −lo and hi) is the job's either way.
     pub fn bounds(&mut self) -> Result<(DVec3, DVec3)> {
-        self.backend.bounds()
+        match self.job_bounds {
+            Some(b) => Ok(b),
+            None => self.backend.bounds(),
+        }
     }
 
     /// Sends the particles that have moved out of their rank's domain of the last
@@ -188,8 +205,7 @@ impl ForceEngine {
     /// migration where any rank has strays. Returns the number of strays of the job (0 on one
     /// rank, in a periodic box and before a decomposition).
     pub fn send_strays_home(&mut self, comm: &dyn Comm) -> Result<u64> {
-        let open = self.params.box_size == 0.0;
-        let Some(d) = self.domains.as_ref().filter(|_| comm.size() > 1 && open) else {
+        let Some(d) = open_domains(&self.domains, &self.params) else {
             return Ok(0);
         };
         let mut strays = [self.backend.strays(d, comm.rank())?];
@@ -221,6 +237,7 @@ impl ForceEngine {
     /// order (a restarted run).
     pub fn restore(&mut self, state: EngineState, p: &Particles) -> Result<()> {
         self.backend.load(p, true)?;
+        self.job_bounds = None;
         self.schedule.restore(state.clock);
         self.domains = state.domains;
         self.has_tree = false;
@@ -304,6 +321,7 @@ impl ForceEngine {
         self.backend.load(&self.in_box(p), true)?;
         self.has_tree = false;
         self.ids = None;
+        self.job_bounds = None;
         Ok(())
     }
 
@@ -386,6 +404,7 @@ impl ForceEngine {
     /// (keeping the tree for a refit) when they are those particles in the same order, else as
     /// new particles.
     fn take(&mut self, p: &Particles) -> Result<()> {
+        self.job_bounds = None;
         let ids = self.schedule.keeps().then(|| fingerprint(&p.id));
         if ids.is_some() && ids == self.ids && self.has_tree {
             self.backend.update(p)?;
@@ -479,6 +498,7 @@ impl ForceEngine {
     /// Drift of every particle by `dt` (time units, or a comoving run's drift factor), its
     /// position then wrapped into the periodic box [0, `period`)³ (length units; 0: none).
     pub fn drift(&mut self, dt: f64, period: f64) -> Result<()> {
+        self.job_bounds = None;
         self.backend.drift(dt, period)
     }
 
@@ -542,6 +562,7 @@ impl ForceEngine {
         self.connect(comm)?;
         let bus0 = self.backend.bus_bytes();
         let device = self.device();
+        self.job_bounds = None;
         let params = &self.params;
         let mut result = match params.method {
             Method::Direct => {
@@ -595,11 +616,7 @@ impl ForceEngine {
                 let due = self.schedule.due();
                 let rebuild = due || !self.has_tree;
                 let probe = self.schedule.probe_due() && self.has_tree;
-                let cube = self
-                    .domains
-                    .as_ref()
-                    .filter(|_| comm.size() > 1 && params.box_size == 0.0)
-                    .map(|d| d.grid);
+                let cube = open_domains(&self.domains, &self.params).map(|d| d.grid);
                 let e = pipeline::tree_forces(
                     self.backend.as_mut(),
                     comm,
@@ -614,6 +631,7 @@ impl ForceEngine {
                 self.has_tree = true;
                 self.schedule.record(comm, due, &times, e.walked, e.probe);
                 self.let_stats = e.stats;
+                self.job_bounds = e.bounds;
                 // Each said once per engine (its evaluations would repeat them every step).
                 let warnings = [e.resolution.as_ref().and_then(|r| r.warning()), e.crowding];
                 for (w, warned) in warnings.iter().zip(&mut self.warned) {

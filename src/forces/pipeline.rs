@@ -39,7 +39,13 @@ pub(super) struct Evaluation {
     pub crowding: Option<String>,
     /// What the probe of `rebuild = "auto"` measured on this rank, where it probed.
     pub probe: Option<Probe>,
+    /// The bounding box of every rank's particles (length units), where the ranks agreed on
+    /// it (several ranks, or a rebuild).
+    pub bounds: Option<Bounds>,
 }
+
+/// An axis-aligned bounding box: lowest and highest corner (length units).
+pub(super) type Bounds = (DVec3, DVec3);
 
 /// What an evaluation does with its trees.
 #[derive(Clone, Copy, Debug)]
@@ -95,7 +101,7 @@ pub(super) fn tree_forces(
     let mut probe_time = t0.elapsed().as_secs_f64();
     // The frame's cube and centre are the keys' (timed with them when the tree is rebuilt).
     let t0 = Instant::now();
-    let (rebuild, frame) = agree(
+    let (rebuild, frame, bounds) = agree(
         backend,
         comm,
         trees.rebuild,
@@ -191,6 +197,7 @@ pub(super) fn tree_forces(
         resolution,
         crowding,
         probe,
+        bounds,
     })
 }
 
@@ -243,8 +250,10 @@ fn sample_walk(
 /// itself when `box_size` > 0 (the period is then 1 in the frame), so that every rank's cells
 /// are cells of one global octree, centred in the bulk of a sample of every rank's particles
 /// ([`centre_of`]), so that every rank's float32 values are in one frame (`None` when no rank
-/// holds a particle, or without a rebuild). Fails when the particles span more than float64
-/// can hold, or lie outside the periodic box. Collective on several ranks.
+/// holds a particle, or without a rebuild), and the bounding box of every rank's particles
+/// where it was agreed on (`None` on one rank without a rebuild). Fails when the particles
+/// span more than float64 can hold, or lie outside the periodic box. Collective on several
+/// ranks.
 fn agree(
     backend: &mut dyn Backend,
     comm: &dyn Comm,
@@ -252,9 +261,9 @@ fn agree(
     eps: f64,
     box_size: f64,
     domain_cube: Option<GridBox>,
-) -> Result<(bool, Option<Frame>)> {
+) -> Result<(bool, Option<Frame>, Option<Bounds>)> {
     if comm.size() == 1 && !rebuild {
-        return Ok((false, None));
+        return Ok((false, None, None));
     }
     let (lo, hi) = backend.bounds()?;
     let mut v = [rebuild as u8 as f64, -lo.x, -lo.y, -lo.z, hi.x, hi.y, hi.z];
@@ -263,11 +272,13 @@ fn agree(
     }
     let rebuild = v[0] > 0.0;
     let (lo, hi) = (-DVec3::new(v[1], v[2], v[3]), DVec3::new(v[4], v[5], v[6]));
+    let bounds = Some((lo, hi));
     if !rebuild || lo.x > hi.x {
-        return Ok((rebuild, None));
+        return Ok((rebuild, None, bounds));
     }
     if box_size > 0.0 {
-        return Ok((true, Some(periodic_frame(lo, hi, box_size, &v)?)));
+        let frame = periodic_frame(lo, hi, box_size, &v)?;
+        return Ok((true, Some(frame), bounds));
     }
     let mut cube = GridBox::frame_for(lo, hi, eps)?;
     if let Some(d) = domain_cube.filter(|d| d.holds(lo, hi) && d.side >= cube.side) {
@@ -290,6 +301,7 @@ fn agree(
             centre: centre_of(&points),
             periodic: false,
         }),
+        bounds,
     ))
 }
 

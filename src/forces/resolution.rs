@@ -96,11 +96,7 @@ pub fn farthest(comm: &dyn Comm, pos: &[DVec3], ids: Option<&[u64]>, centre: DVe
         comm.allreduce_max_f64(&mut most);
     }
     let holds = mine.filter(|m| m.0 == most[0]);
-    let mut holder = [holds.map_or(f64::INFINITY, |_| comm.rank() as f64)];
-    if comm.size() > 1 {
-        comm.allreduce_min_f64(&mut holder);
-    }
-    let rank = holder[0] as usize;
+    let rank = lowest_rank_with(comm, holds.is_some());
     let (mut x, mut w) = ([0.0; 3], [0u64; 2]);
     if let Some((_, i)) = holds.filter(|_| comm.rank() == rank) {
         x = pos[i].to_array();
@@ -117,6 +113,33 @@ pub fn farthest(comm: &dyn Comm, pos: &[DVec3], ids: Option<&[u64]>, centre: DVe
         id: ids.map(|_| w[1]),
         rank,
     }
+}
+
+/// A particle for a message: by `id` where the ranks hold ids, else by its `index` on `rank`.
+fn particle_name(id: Option<u64>, index: usize, rank: usize) -> String {
+    match id {
+        Some(id) => format!("id {id}"),
+        None => format!("{index} of rank {rank}"),
+    }
+}
+
+/// A position for a message (length units), ten digits each.
+fn position(x: DVec3) -> String {
+    format!("({:.9e}, {:.9e}, {:.9e})", x.x, x.y, x.z)
+}
+
+/// The lowest rank of `comm` where `has` is true (the rank count where it is nowhere).
+/// Collective on several ranks (one allreduce).
+fn lowest_rank_with(comm: &dyn Comm, has: bool) -> usize {
+    let mut rank = [if has {
+        comm.rank() as f64
+    } else {
+        f64::INFINITY
+    }];
+    if comm.size() > 1 {
+        comm.allreduce_min_f64(&mut rank);
+    }
+    rank[0].min(comm.size() as f64) as usize
 }
 
 /// `x` for a message: four digits, or "more than 1.8e308" where float64 overflowed.
@@ -149,18 +172,14 @@ impl Resolution {
     /// positions, separation, softening and where it is in the frame.
     fn describe(&self) -> String {
         let p = &self.pair;
-        let name = |j: usize| match p.id {
-            Some(id) => format!("id {}", id[j]),
-            None => format!("{} of rank {}", p.index[j], self.rank),
-        };
-        let at = |x: DVec3| format!("({:.9e}, {:.9e}, {:.9e})", x.x, x.y, x.z);
+        let name = |j: usize| particle_name(p.id.map(|id| id[j]), p.index[j], self.rank);
         format!(
             "particles {} at {} and {} at {}, {} apart with softening {}, {} from the centre \
              of the job's float32 frame (the cube around all particles has side {})",
             name(0),
-            at(p.at[0]),
+            position(p.at[0]),
             name(1),
-            at(p.at[1]),
+            position(p.at[1]),
             number(p.s),
             number(self.eps),
             number(p.m),
@@ -205,16 +224,11 @@ impl Resolution {
                 number(self.side / self.scale()),
                 number(MAX_RANGE / NEAR),
                 self.far.as_ref().map_or(String::new(), |f| {
-                    let name = match f.id {
-                        Some(id) => format!("id {id}"),
-                        None => format!("{} of rank {}", f.index, f.rank),
-                    };
                     format!(
-                        "; particle {name} at ({:.9e}, {:.9e}, {:.9e}), {} from the bulk of \
-                         the particles, stretches the cube",
-                        f.at.x,
-                        f.at.y,
-                        f.at.z,
+                        "; particle {} at {}, {} from the bulk of the particles, stretches \
+                         the cube",
+                        particle_name(f.id, f.index, f.rank),
+                        position(f.at),
                         number(f.d)
                     )
                 })
@@ -266,11 +280,7 @@ pub fn of_job(
     }
     // The lowest rank holding a pair that bad describes it to all.
     let mine = local.filter(|_| range == worst);
-    let mut owner = [mine.map_or(f64::INFINITY, |_| comm.rank() as f64)];
-    if comm.size() > 1 {
-        comm.allreduce_min_f64(&mut owner);
-    }
-    let rank = owner[0] as usize;
+    let rank = lowest_rank_with(comm, mine.is_some());
     let pair = share(comm, mine.filter(|_| comm.rank() == rank));
     Ok(Some(Resolution {
         pair,

@@ -83,8 +83,7 @@ pub struct RunSummary {
     /// named phases hold (0 … 1).
     pub coverage: (Spread, Spread),
     /// Domain decompositions of this process after the first (each when the load imbalance
-    /// exceeded `[gravity] rebalance` or the share of particles outside their domains
-    /// `drift`).
+    /// exceeded `[gravity] rebalance` or the particles left the domains' key cube).
     pub rebalances: u64,
     /// The files of the final snapshot (`OUT/final`), one per rank in rank order; empty when
     /// the run stopped before t_end.
@@ -457,8 +456,8 @@ struct Run<'a> {
     /// The deepest bin in use on any rank.
     deepest: u8,
     /// The load measured at the end of the last step ([`domain::Load`]): the next step that
-    /// rebuilds the tree rebalances the domains when it exceeds `[gravity] rebalance` or
-    /// `drift`.
+    /// rebuilds the tree rebalances the domains when its imbalance exceeds
+    /// `[gravity] rebalance` or the particles have left the domains' cube.
     load: Load,
     /// Domain decompositions of this process after the first.
     rebalances: u64,
@@ -475,8 +474,8 @@ struct Agreed {
     active: u64,
     /// What the step's last evaluation cost the job: interactions and LETs received.
     work: Work,
-    /// The load imbalance of the ranks' summed costs and the share of particles outside
-    /// their domains.
+    /// The load imbalance of the ranks' summed costs and whether the particles have left the
+    /// domains' cube.
     load: Load,
     /// The largest of the ranks' flags (signal received, checkpoint due by the clock).
     flags: [f64; 2],
