@@ -741,6 +741,8 @@ fn forces(a: ForcesArgs, comm: &dyn Comm) -> Result<()> {
         }
     };
     times.add("ics", t0.elapsed().as_secs_f64());
+    // NCCL connected while the particles were read: the evaluations are timed with it.
+    times.time("connect", || engine.adopt_exchange(comm, true))?;
     let mut result = None;
     let mut moved = 0usize;
     // The first evaluation always balances the domains (the initial shares are not slices of

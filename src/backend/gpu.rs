@@ -10,7 +10,7 @@ use crate::domain::gpu::{DomainArrays, Weights};
 use crate::domain::{looked_at, shares, Domains, Sample};
 use crate::error::{Error, Result};
 use crate::gpu::args::{BootstrapAmagArgs, TreeArrays};
-use crate::gpu::exchange::DeviceExchange;
+use crate::gpu::exchange::{Connecting, DeviceExchange};
 use crate::gpu::launch::DeviceArray;
 use crate::gpu::runner::Runner;
 use crate::gpu::stages::{blocks, int, Stages};
@@ -74,8 +74,10 @@ pub struct GpuBackend {
     /// integrator state, whose costs are used where there is one).
     cost: Option<u64>,
     /// The device-to-device exchange with the other ranks' GPUs, where
-    /// [`Backend::connect`] opened one.
+    /// [`Backend::connect`] opened one (once every rank's is connected).
     link: Option<DeviceExchange>,
+    /// The device exchange while it connects on a thread of its own.
+    connecting: Option<Connecting>,
 }
 
 impl GpuBackend {
@@ -109,6 +111,7 @@ impl GpuBackend {
             forest: None,
             cost: None,
             link: None,
+            connecting: None,
         })
     }
 
@@ -419,17 +422,43 @@ impl Backend for GpuBackend {
     fn connect(&mut self, comm: &dyn Comm, exchange: Exchange) -> Result<String> {
         self.link = None;
         let staged = |why: &str| format!("MPI, staged through host memory ({why})");
-        let link = match exchange {
+        self.connecting = None;
+        self.connecting = Some(match exchange {
             Exchange::Mpi => return Ok(staged("--exchange mpi")),
-            Exchange::Nccl => DeviceExchange::open(&self.ctx, comm)?,
-            Exchange::Auto => match DeviceExchange::open(&self.ctx, comm) {
-                Ok(link) => link,
+            Exchange::Nccl => DeviceExchange::start(&self.ctx, comm)?,
+            Exchange::Auto => match DeviceExchange::start(&self.ctx, comm) {
+                Ok(connecting) => connecting,
                 Err(e) => return Ok(staged(&e.message)),
             },
-        };
-        let line = format!("{}, device to device", link.description());
+        });
+        Ok(staged(
+            "NCCL is connecting on a thread of its own until then",
+        ))
+    }
+
+    fn exchange_done(&mut self, wait: bool) -> Option<bool> {
+        let c = self.connecting.as_ref()?;
+        if wait {
+            while !c.done() {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+        }
+        Some(c.done())
+    }
+
+    fn adopt_exchange(&mut self) -> Result<String> {
+        let c = self
+            .connecting
+            .take()
+            .ok_or_else(|| Error::comm("no device exchange is connecting"))?;
+        let link = c.finish()?;
+        let what = link.description().to_string();
         self.link = Some(link);
-        Ok(line)
+        Ok(what)
+    }
+
+    fn drop_exchange(&mut self) {
+        self.link = None;
     }
 
     fn export_lets(

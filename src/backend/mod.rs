@@ -190,6 +190,24 @@ pub trait Backend {
     /// MPI). Collective; fails where `exchange` asks for what cannot be had.
     fn connect(&mut self, comm: &dyn Comm, exchange: Exchange) -> Result<String>;
 
+    /// Where [`Backend::connect`] left a device exchange connecting on a thread of its own,
+    /// whether this rank's is done (after waiting for it where `wait`); `None` when none is
+    /// connecting.
+    fn exchange_done(&mut self, _wait: bool) -> Option<bool> {
+        None
+    }
+
+    /// Takes the device exchange that is done connecting into use (once every rank's is done:
+    /// from the next evaluation on, the LETs go device to device) and returns what it is, e.g.
+    /// "NCCL 2.28.3"; or this rank's reason it could not connect (the LETs then keep going
+    /// through the host).
+    fn adopt_exchange(&mut self) -> Result<String> {
+        Err(crate::Error::comm("no device exchange is connecting"))
+    }
+
+    /// Puts the adopted device exchange away again (another rank's could not connect).
+    fn drop_exchange(&mut self) {}
+
     /// The LETs of the local tree for every rank's region (none for rank `me`), in the wire
     /// format, concatenated in rank order: on the host, or left on the device for
     /// [`Backend::send_lets`] where [`Backend::connect`] chose a device exchange; `periodic`:

@@ -121,13 +121,22 @@ unsafe impl Send for DeviceComm {}
 // SAFETY: as for Send: `&DeviceComm` gives no access to a transfer.
 unsafe impl Sync for DeviceComm {}
 
-impl DeviceComm {
-    /// Opens NCCL over every rank of `comm`, transfers enqueued on the CUDA stream `stream`
-    /// (a `CUstream` of this rank's GPU, whose context is current on the calling thread);
-    /// `gpu` identifies this rank's GPU (e.g. a hash of its UUID), for NCCL cannot join two
-    /// ranks of one GPU. Collective: every rank returns the communicator, or every rank the
-    /// same error (the lowest failed rank's).
-    pub fn open(comm: &dyn Comm, stream: *mut c_void, gpu: u64) -> Result<Self> {
+/// What every rank needs to join one NCCL communicator, agreed over the ranks' [`Comm`]: the
+/// library and the job's unique id. [`NcclSeed::join`] then needs no `Comm`, so that it can run
+/// on a thread of its own while the rank computes.
+pub struct NcclSeed {
+    api: Api,
+    id: [c_char; ID_BYTES],
+    rank: usize,
+    size: usize,
+}
+
+impl NcclSeed {
+    /// Loads NCCL on every rank of `comm` and shares rank 0's unique id; `gpu` identifies this
+    /// rank's GPU (e.g. a hash of its UUID), for NCCL cannot join two ranks of one GPU.
+    /// Collective: every rank returns its seed, or every rank the same error (the lowest failed
+    /// rank's).
+    pub fn draw(comm: &dyn Comm, gpu: u64) -> Result<Self> {
         let api = agree(comm, Api::load())?;
         let gpus = comm.allgather_u64(gpu);
         let mut seen = gpus.clone();
@@ -159,34 +168,52 @@ impl DeviceComm {
         for (k, b) in words.iter().flat_map(|w| w.to_le_bytes()).enumerate() {
             id[k] = b as c_char;
         }
+        Ok(Self {
+            api,
+            id,
+            rank: comm.rank(),
+            size: comm.size(),
+        })
+    }
+
+    /// Joins the communicator of every rank that drew this seed, transfers enqueued on the
+    /// CUDA stream `stream` (a `CUstream` of this rank's GPU, whose context is current on the
+    /// calling thread). Blocks until every rank has joined; a failure is this rank's alone
+    /// (the caller agrees on it).
+    pub fn join(self, stream: *mut c_void) -> Result<DeviceComm> {
+        let Self {
+            api,
+            id,
+            rank,
+            size,
+        } = self;
         let mut raw: RawComm = std::ptr::null_mut();
-        let (rank, size) = (comm.rank(), comm.size());
-        // SAFETY: writes the communicator; collective over the ranks that passed `id`.
+        // SAFETY: writes the communicator; collective over the ranks that drew `id`.
         let init = api.check(
             unsafe { (api.comm_init_rank)(&mut raw, size as c_int, id, rank as c_int) },
             "communicator initialisation",
         );
-        let opened = agree(comm, init.and_then(|()| api.version()));
-        let version = match opened {
-            Ok(v) => v,
+        match init.and_then(|()| api.version()) {
+            Ok(version) => Ok(DeviceComm {
+                api,
+                comm: raw,
+                stream,
+                rank,
+                size,
+                description: format!("NCCL {version}"),
+            }),
             Err(e) => {
                 if !raw.is_null() {
                     // SAFETY: the communicator was created above and is not used again.
                     unsafe { (api.comm_destroy)(raw) };
                 }
-                return Err(e);
+                Err(e)
             }
-        };
-        Ok(Self {
-            api,
-            comm: raw,
-            stream,
-            rank,
-            size,
-            description: format!("NCCL {version}"),
-        })
+        }
     }
+}
 
+impl DeviceComm {
     /// Enqueues a personalised all-to-all of bytes on the communicator's stream: `send[r]`
     /// bytes from device address `from + send_at[r]` to rank `r`, and `recv[r]` bytes from
     /// rank `r` to device address `to + recv_at[r]`, where each rank's `send[r]` is rank `r`'s
@@ -246,7 +273,7 @@ impl DeviceComm {
 
 impl Drop for DeviceComm {
     fn drop(&mut self) {
-        // SAFETY: the communicator was created by `open` and is not used again.
+        // SAFETY: the communicator was created by `NcclSeed::join` and is not used again.
         unsafe { (self.api.comm_destroy)(self.comm) };
     }
 }
@@ -257,15 +284,13 @@ mod tests {
     use crate::comm::SingleProcess;
 
     #[test]
-    fn without_the_library_open_says_what_is_missing() {
+    fn without_the_library_drawing_a_seed_says_what_is_missing() {
         // CI machines have no NCCL; where one is installed this test has nothing to check.
         if Api::load().is_ok() {
             eprintln!("NCCL is installed here: nothing to check");
             return;
         }
-        let e = DeviceComm::open(&SingleProcess, std::ptr::null_mut(), 0)
-            .err()
-            .expect("no NCCL");
+        let e = NcclSeed::draw(&SingleProcess, 0).err().expect("no NCCL");
         assert!(e.message.contains("no NCCL library found"), "{}", e.message);
         assert!(e.message.contains("libnccl.so.2"), "{}", e.message);
     }

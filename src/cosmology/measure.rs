@@ -69,6 +69,9 @@ pub fn default_grid(particles: usize) -> usize {
     n
 }
 
+/// Per shell of |k|: the sum of |k|, of the power, and the number of modes.
+type Shells = (Vec<f64>, Vec<f64>, Vec<usize>);
+
 /// The power spectrum of the particles at `positions` (any length unit, the box's; wrapped
 /// periodically into [0, `box_size`)) with `masses` (> 0, any unit) in a periodic box of side
 /// `box_size`, measured on an `n`³ grid as the module docs describe, with or without the
@@ -118,14 +121,16 @@ pub fn measured_power(
     let half = n / 2;
     let shells = half + 1;
     let kf = grid.fundamental();
-    let (sum_k, sum_p, count) = field
-        .par_chunks(n)
+    // Each plane of the grid is summed on its own, and the planes in order: the same sums,
+    // bit for bit, however the threads share the planes.
+    let planes: Vec<Shells> = field
+        .par_chunks(n * n)
         .enumerate()
-        .fold(
-            || (vec![0.0; shells], vec![0.0; shells], vec![0usize; shells]),
-            |(mut sk, mut sp, mut c), (row, values)| {
-                let (i, j) = (row / n, row % n);
-                let (mi, mj) = (grid.wave_number(i), grid.wave_number(j));
+        .map(|(i, plane)| {
+            let mut t: Shells = (vec![0.0; shells], vec![0.0; shells], vec![0usize; shells]);
+            let mi = grid.wave_number(i);
+            for (j, values) in plane.chunks(n).enumerate() {
+                let mj = grid.wave_number(j);
                 for (l, value) in values.iter().enumerate() {
                     let ml = grid.wave_number(l);
                     let m = [mi, mj, ml];
@@ -140,24 +145,23 @@ pub fn measured_power(
                     let w = axis[i].0 * axis[j].0 * axis[l].0;
                     let c_alias = axis[i].1 * axis[j].1 * axis[l].1;
                     let raw = (value * norm).norm_sqr() * volume;
-                    sk[s] += r * kf;
-                    sp[s] += (raw - shot * c_alias) / (w * w);
-                    c[s] += 1;
+                    t.0[s] += r * kf;
+                    t.1[s] += (raw - shot * c_alias) / (w * w);
+                    t.2[s] += 1;
                 }
-                (sk, sp, c)
-            },
-        )
-        .reduce(
-            || (vec![0.0; shells], vec![0.0; shells], vec![0usize; shells]),
-            |(mut a, mut b, mut c), (x, y, z)| {
-                for s in 0..shells {
-                    a[s] += x[s];
-                    b[s] += y[s];
-                    c[s] += z[s];
-                }
-                (a, b, c)
-            },
-        );
+            }
+            t
+        })
+        .collect();
+    let (mut sum_k, mut sum_p, mut count) =
+        (vec![0.0; shells], vec![0.0; shells], vec![0usize; shells]);
+    for (k, p, c) in &planes {
+        for s in 0..shells {
+            sum_k[s] += k[s];
+            sum_p[s] += p[s];
+            count[s] += c[s];
+        }
+    }
     Ok((1..shells)
         .filter(|&s| count[s] > 0)
         .map(|s| PowerBin {
@@ -315,6 +319,30 @@ mod tests {
         assert!(chi2 < 2.0);
         // The raw power at low k is the bare shot noise (C ≈ W² ≈ 1 there).
         assert!((kept[0].power / shot - 1.0).abs() < 0.5);
+    }
+
+    /// The spectrum is the same, bit for bit, on one thread and on several (a run's power is
+    /// compared with its initial conditions' shell by shell).
+    #[test]
+    fn the_spectrum_does_not_depend_on_the_threads() {
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(3);
+        let positions: Vec<DVec3> = (0..5000)
+            .map(|_| DVec3::new(rng.random(), rng.random(), rng.random()) * 10.0)
+            .collect();
+        let masses = vec![1.0; positions.len()];
+        let on = |threads: usize| {
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .unwrap();
+            let bins = pool
+                .install(|| measured_power(&positions, &masses, 10.0, 16, ShotNoise::Keep))
+                .unwrap();
+            bins.iter()
+                .map(|b| (b.k.to_bits(), b.power.to_bits(), b.modes))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(on(1), on(3));
     }
 
     #[test]

@@ -18,7 +18,7 @@ pub use rebuild::{Probe, Rebuild, RebuildClock, TreeTopology, PROBE_EVERY};
 use crate::backend::cpu::CpuBackend;
 use crate::backend::gpu::GpuBackend;
 use crate::backend::{Active, Backend as Stages, PreviousAcc};
-use crate::comm::Comm;
+use crate::comm::{agree, Comm, Exchange};
 use crate::diag::conservation::Conserved;
 use crate::diag::PhaseTimes;
 use crate::domain::{Balance, Domains, Load};
@@ -273,14 +273,44 @@ impl ForceEngine {
     /// Chooses and opens how the LETs travel between the ranks of `comm`
     /// ([`ForceParams::exchange`]), once, logged on rank 0 and reported by
     /// [`ForceEngine::exchange`]: with NCCL, its communicator and the connections between
-    /// every pair of GPUs (a second or two on four GPUs), which a command does at start-up
-    /// (phase `connect`) rather than in its first evaluation. Collective; nothing to do on
-    /// one rank or for direct summation.
+    /// every pair of GPUs (a second or two on four GPUs) are made on a thread of their own
+    /// while the LETs go through the host, and taken into use by the first evaluation after
+    /// every rank's is done ([`ForceEngine::adopt_exchange`]). A command starts it at start-up
+    /// (phase `connect`). Collective; nothing to do on one rank or for direct summation.
     pub fn connect(&mut self, comm: &dyn Comm) -> Result<()> {
         if comm.size() == 1 || self.params.method != Method::Tree || self.exchange.is_some() {
             return Ok(());
         }
         let line = self.backend.connect(comm, self.params.exchange)?;
+        if comm.rank() == 0 {
+            tracing::info!("LET exchange: {line}");
+        }
+        self.exchange = Some(line);
+        Ok(())
+    }
+
+    /// Takes the device exchange that [`ForceEngine::connect`] started into use once every
+    /// rank's is connected, at the same evaluation on every rank (after waiting for this rank's
+    /// where `wait`), logged on rank 0; where a rank's could not connect, the LETs keep going
+    /// through the host with that reason (`--exchange auto`), or the error is every rank's
+    /// (`nccl`). Collective while an exchange is connecting; nothing to do otherwise.
+    pub fn adopt_exchange(&mut self, comm: &dyn Comm, wait: bool) -> Result<()> {
+        let Some(done) = self.backend.exchange_done(wait) else {
+            return Ok(());
+        };
+        let mut ready = [done as u64];
+        comm.allreduce_sum_u64(&mut ready);
+        if ready[0] < comm.size() as u64 {
+            return Ok(());
+        }
+        let line = match agree(comm, self.backend.adopt_exchange()) {
+            Ok(what) => format!("{what}, device to device"),
+            Err(e) if self.params.exchange == Exchange::Auto => {
+                self.backend.drop_exchange();
+                format!("MPI, staged through host memory ({})", e.message)
+            }
+            Err(e) => return Err(e),
+        };
         if comm.rank() == 0 {
             tracing::info!("LET exchange: {line}");
         }
@@ -560,6 +590,7 @@ impl ForceEngine {
         let mut times = PhaseTimes::default();
         // Where the command has not connected the ranks first, the first evaluation does.
         self.connect(comm)?;
+        times.time("exchange", || self.adopt_exchange(comm, false))?;
         let bus0 = self.backend.bus_bytes();
         let device = self.device();
         self.job_bounds = None;

@@ -4,11 +4,13 @@
 
 use super::cuda_runner::driver_err;
 use super::GpuContext;
-use crate::comm::nccl::DeviceComm;
+use crate::comm::nccl::{DeviceComm, NcclSeed};
 use crate::comm::{agree, Comm};
 use crate::error::{Error, Result};
 use cudarc::driver::{CudaStream, DevicePtr};
 use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 /// This rank's end of the device exchange.
 pub struct DeviceExchange {
@@ -20,23 +22,44 @@ pub struct DeviceExchange {
 }
 
 impl DeviceExchange {
-    /// Opens the exchange between the GPUs of every rank of `comm` (`ctx` is this rank's).
-    /// Collective: every rank opens it, or every rank fails with the same reason (no NCCL, the
-    /// CPU kernel emulator, ranks sharing a GPU, NCCL's own failure).
-    pub fn open(ctx: &GpuContext, comm: &dyn Comm) -> Result<Self> {
+    /// Starts connecting the GPUs of every rank of `comm` (`ctx` is this rank's): NCCL's
+    /// library and unique id are agreed on here; its communicator and the connections between
+    /// the GPUs (a second or two on four GPUs) are made on a thread of their own, while the rank
+    /// goes on computing ([`Connecting`]). Collective: every rank starts, or every rank fails
+    /// with the same reason (no NCCL, the CPU kernel emulator, ranks sharing a GPU).
+    pub fn start(ctx: &GpuContext, comm: &dyn Comm) -> Result<Connecting> {
         let cuda = ctx.cuda().ok_or_else(|| {
             Error::device("the CPU kernel emulator has no device-to-device exchange")
         });
         let (main, gpu) = agree(comm, cuda)?;
         let stream = agree(comm, main.fork().map_err(driver_err("stream creation")))?;
-        let link = DeviceComm::open(comm, stream.cu_stream().cast(), gpu)?;
-        let mut x = Self {
-            comm: link,
-            stream,
-            main: main.clone(),
+        let seed = NcclSeed::draw(comm, gpu)?;
+        let ranks = comm.size();
+        let main = main.clone();
+        let connect = move || -> Result<DeviceExchange> {
+            stream
+                .context()
+                .bind_to_thread()
+                .map_err(driver_err("context binding"))?;
+            let link = seed.join(stream.cu_stream().cast())?;
+            let mut x = Self {
+                comm: link,
+                stream,
+                main,
+            };
+            x.connect_peers(ranks)?;
+            Ok(x)
         };
-        agree(comm, x.connect_peers(comm.size()))?;
-        Ok(x)
+        let thread = agree(
+            comm,
+            std::thread::Builder::new()
+                .name("nccl-connect".into())
+                .spawn(connect)
+                .map_err(|e| Error::comm(format!("no thread to connect NCCL on: {e}"))),
+        )?;
+        Ok(Connecting {
+            thread: Some(thread),
+        })
     }
 
     /// Sends one byte to every other rank and receives one from each: NCCL connects two ranks
@@ -89,5 +112,49 @@ impl DeviceExchange {
         self.main
             .join(&self.stream)
             .map_err(driver_err("stream ordering"))
+    }
+}
+
+/// A [`DeviceExchange`] being connected on a thread of its own ([`DeviceExchange::start`]).
+/// Every rank's thread joins the same communicator, so that a rank whose NCCL fails there
+/// leaves the others' threads waiting: their exchange then never becomes connected, and the
+/// ranks keep the host-staged one. Dropped while connecting (a command that ended first), it
+/// waits for the connection to end, as every rank's does, up to [`CONNECT_WAIT`], so that no
+/// rank leaves NCCL half-connected while the others still connect.
+pub struct Connecting {
+    thread: Option<JoinHandle<Result<DeviceExchange>>>,
+}
+
+/// The longest a [`Connecting`] that is dropped waits for its connection to end.
+pub const CONNECT_WAIT: Duration = Duration::from_secs(60);
+
+impl Connecting {
+    /// Whether this rank's connection is done (connected or failed): [`Connecting::finish`]
+    /// then returns at once.
+    pub fn done(&self) -> bool {
+        self.thread.as_ref().is_none_or(JoinHandle::is_finished)
+    }
+
+    /// This rank's exchange once connected (waiting for it), or why it could not connect.
+    pub fn finish(mut self) -> Result<DeviceExchange> {
+        let thread = self.thread.take().expect("joined only here and on drop");
+        thread
+            .join()
+            .map_err(|_| Error::comm("the thread connecting NCCL panicked"))?
+    }
+}
+
+impl Drop for Connecting {
+    fn drop(&mut self) {
+        let start = Instant::now();
+        while !self.done() && start.elapsed() < CONNECT_WAIT {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        if self.done() {
+            // Connected or not, the communicator is closed with the exchange it made.
+            if let Some(thread) = self.thread.take() {
+                let _ = thread.join();
+            }
+        }
     }
 }

@@ -370,6 +370,9 @@ pub fn run_with(
             }
         }
     }
+    // A run that ended before NCCL was connected waits for it here, on every rank, so that no
+    // rank leaves the connection half made (timed, and usually nothing to wait for).
+    times.time("connect", || engine.adopt_exchange(comm, true))?;
     let wall_seconds = wall.elapsed().as_secs_f64();
     let s = &run.s;
     let comoving = run.clock.comoving.is_some();
