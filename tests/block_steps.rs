@@ -88,6 +88,7 @@ fn block_steps_conserve_energy_with_fewer_force_evaluations() {
         dt_min: 1.0 / 128.0,
         eta: 0.1,
         t_end: 2.0,
+        dt_max_from_particles: false,
     };
     let out = dir.join("block");
     let s = simulation::run(&config(n, block, &out), &out, &SingleProcess).unwrap();

@@ -1117,10 +1117,11 @@ fn large_steps_are_warned_about_and_the_default_problem_is_not() {
     ));
     assert_eq!(small, "");
     // Block steps do not resolve the encounters of particles this heavy either: the default
-    // top step, 1/128, is 0.35 of the scale.
+    // top step, 1/128, is 0.35 of the scale, warned about where it is given.
     let defaults = TimeConfig::default();
     let block = warnings(&format!(
-        "{problem}[time]\nt_end = {}\n",
+        "{problem}[time]\ndt_max = {}\nt_end = {}\n",
+        defaults.dt_max,
         2.0 * defaults.dt_max
     ));
     assert_eq!(block.lines().count(), 1, "{block}");
@@ -1129,6 +1130,43 @@ fn large_steps_are_warned_about_and_the_default_problem_is_not() {
             && block.contains("set [time] dt_max <= 1.398e-3"),
         "{block}"
     );
+    // Not given, it is lowered to the largest power of two within 1/16 of the scale, 2^-10,
+    // said at the start: 16 top steps to t = 1/64, and nothing to warn about.
+    let cfg = dir.join("run.toml");
+    std::fs::write(
+        &cfg,
+        format!("{problem}[time]\nt_end = {}\n", 2.0 * defaults.dt_max),
+    )
+    .unwrap();
+    let out = hinoki_logging(&["run", arg(&cfg), "-o", arg(&out_dir)], "info");
+    assert_success_logging(&out, "run");
+    let log = text(&out.stderr);
+    assert!(!log.contains("WARN"), "{log}");
+    assert!(
+        log.contains(
+            "dt_max = 0.0009765625 (no [time] dt_max given: the default 0.0078125 lowered to the \
+             largest power of two within 0.0625 of the softening time sqrt(eps^3 / (G m)) = \
+             2.2361e-2 of the heaviest particle, m = 2.0000e-3)"
+        ),
+        "{log}"
+    );
+    assert!(
+        log.contains("run summary: N = 500, 16 steps to t = 0.015625"),
+        "{log}"
+    );
+    // A restart lowers it the same way, and ends bit for bit as the run that did not stop.
+    let parts = dir.join("parts");
+    let go = |extra: &[&str]| {
+        let args = [&["run", arg(&cfg), "-o", arg(&parts)][..], extra].concat();
+        assert_success(&hinoki(&args), "run in parts");
+    };
+    go(&["--stop-after", "5"]);
+    go(&["--restart", arg(&parts)]);
+    let last = |d: &Path| {
+        let f = d.join("final/snapshot_000.hdf5");
+        common::state_bits(&read_snapshot(&SingleProcess, &f).unwrap().0)
+    };
+    assert!(last(&out_dir) == last(&parts), "the restarted run differs");
     // The default problem (N = 65536: the scale is 0.256) is within it.
     let default = warnings(&format!(
         "[gravity]\nbackend = \"cpu\"\n[output]\nsnapshot_every = 0\npictures = false\n\

@@ -849,6 +849,7 @@ fn gpu_runs_restart_bit_for_bit_between_rebuilds() {
             dt_min: 1.0 / 256.0,
             eta: 0.05,
             t_end: 0.5,
+            dt_max_from_particles: false,
         },
         output: OutputConfig {
             dir: out.to_path_buf(),

@@ -43,6 +43,7 @@ fn config(stepping: Stepping, mac: Mac, rebuild: Rebuild, dir: &Path) -> RunConf
             dt_min: 1.0 / 256.0,
             eta: 0.05,
             t_end: 1.0,
+            dt_max_from_particles: false,
         },
         output: OutputConfig {
             dir: dir.to_path_buf(),

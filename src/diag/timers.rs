@@ -9,8 +9,9 @@ use std::time::Instant;
 /// output (see [`PhaseTimes::covered`]):
 /// - `startup`: configuration, the backend opened (GPU context, NVRTC compilation), signals;
 /// - `ics`: the initial particles generated or read (or a checkpoint's), handed to the engine;
-/// - `connect`: the ranks' LET exchange chosen and opened (NCCL's communicator and its
-///   connections between every pair of GPUs), once;
+/// - `connect`: the ranks' LET exchange chosen and NCCL's connection started (its
+///   communicator and connections are made on a thread of their own), and where a command
+///   waits for that connection (`forces` before its evaluations, a run that ends first);
 /// - `domain`: domain decompositions (splitters and the particles moved to their owners);
 /// - `drift`, `kick`, `timestep`: the integrator (time-step bins and their reductions);
 /// - `check`: the check that every force of an evaluation is finite (collective);

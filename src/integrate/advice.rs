@@ -17,6 +17,19 @@ pub fn softening_time(eps: f64, g: f64, m: f64) -> f64 {
 /// 4.5e-3; 1/256, 0.061 of it, keeps 7.7e-6).
 pub const STEP_FRACTION: f64 = 1.0 / 16.0;
 
+/// The largest step for a run that gives none: `dt` (the configured default, time units), or
+/// where that exceeds [`STEP_FRACTION`] of the [`softening_time`] of softening `eps`,
+/// gravitational constant `g` and heaviest particle mass `m`, the largest power of two within
+/// it (a step of 1/2^k, whose multiples meet the round times of outputs). `dt` where there is
+/// no softening or no mass.
+pub fn top_step_within(dt: f64, eps: f64, g: f64, m: f64) -> f64 {
+    let most = STEP_FRACTION * softening_time(eps, g, m);
+    match most.is_finite() && most > 0.0 && dt > most {
+        true => most.log2().floor().exp2(),
+        false => dt,
+    }
+}
+
 /// The warning for a largest step `dt` (time units; the shared step, or the top block step
 /// when `block`) with softening `eps`, gravitational constant `g` and heaviest particle mass
 /// `m`, or `None` when `dt` is at most [`STEP_FRACTION`] of [`softening_time`] (or there is no
@@ -69,5 +82,24 @@ mod tests {
         // No softening, or massless particles: no scale, no warning.
         assert_eq!(step_warning(false, 1.0, 0.0, 1.0, m), None);
         assert_eq!(step_warning(false, 1.0, 0.01, 1.0, 0.0), None);
+    }
+
+    #[test]
+    fn the_default_step_is_lowered_to_a_power_of_two_within_the_fraction() {
+        let d = 1.0 / 128.0;
+        // N = 65536 (m = 2^-16): t = 0.256, 1/16 of it 0.016, above the default: kept.
+        assert_eq!(top_step_within(d, 0.01, 1.0, 1.0 / 65536.0), d);
+        // N = 4096: t = 0.064, 1/16 of it 0.004: 1/256.
+        assert_eq!(top_step_within(d, 0.01, 1.0, 1.0 / 4096.0), 1.0 / 256.0);
+        // N = 1000: t = 0.0316, 1/16 of it 0.00198: 1/512.
+        assert_eq!(top_step_within(d, 0.01, 1.0, 1e-3), 1.0 / 512.0);
+        // Within the fraction, nothing to warn about.
+        for m in [1.0 / 4096.0, 1e-3, 0.5] {
+            let dt = top_step_within(d, 0.01, 1.0, m);
+            assert_eq!(step_warning(true, dt, 0.01, 1.0, m), None, "m = {m}");
+        }
+        // No softening, or massless particles: the default.
+        assert_eq!(top_step_within(d, 0.0, 1.0, 1e-3), d);
+        assert_eq!(top_step_within(d, 0.01, 1.0, 0.0), d);
     }
 }

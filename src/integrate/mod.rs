@@ -11,7 +11,7 @@ pub mod state;
 pub mod state_gpu;
 pub mod timeline;
 
-pub use advice::step_warning;
+pub use advice::{step_warning, top_step_within};
 pub use comoving::{Expansion, HalfKick};
 pub use leapfrog::{drift, wrap};
 pub use state::{BinSummary, IntegratorState, NonFinite};

@@ -376,10 +376,19 @@ pub struct TimeConfig {
     #[serde(deserialize_with = "by_name")]
     pub stepping: Stepping,
     /// The largest time step (`dt_max`, also accepted as `dt`; time units, finite, > 0,
-    /// ≤ `t_end`; default 1/128): the shared step, or the top of the block hierarchy. It is
-    /// shortened to `t_end / ceil(t_end / dt_max)` so that whole steps reach `t_end`.
+    /// ≤ `t_end`; default 1/128, lowered for few particles, see
+    /// [`TimeConfig::dt_max_from_particles`]): the shared step, or the top of the block
+    /// hierarchy. It is shortened to `t_end / ceil(t_end / dt_max)` so that whole steps reach
+    /// `t_end`.
     #[serde(alias = "dt")]
     pub dt_max: f64,
+    /// Whether `dt_max` is the default, which a Newtonian run lowers to the largest power of
+    /// two within [`STEP_FRACTION`](crate::integrate::advice::STEP_FRACTION) of its heaviest
+    /// particle's softening time ([`crate::integrate::top_step_within`]): set by
+    /// [`RunConfig::from_toml_str`] where the text gives no `dt_max`; a configuration built in
+    /// code keeps the `dt_max` it holds.
+    #[serde(skip)]
+    pub dt_max_from_particles: bool,
     /// The smallest block time step (`dt_min`, time units, ≥ 0, ≤ `dt_max`; default 0:
     /// down to `dt_max / 2^30`); steps the criterion asks below it are raised to it.
     pub dt_min: f64,
@@ -397,6 +406,7 @@ impl Default for TimeConfig {
         Self {
             stepping: Stepping::Block,
             dt_max: 0.0078125,
+            dt_max_from_particles: false,
             dt_min: 0.0,
             eta: 0.1,
             t_end: 2.0,
@@ -465,15 +475,17 @@ impl RunConfig {
     /// take their defaults; the values are not checked: call [`RunConfig::validate`].
     pub fn from_toml_str(s: &str, origin: &str) -> Result<RunConfig> {
         let mut cfg = Self::parse_toml(s, origin)?;
+        // Which keys the text gives decides some defaults.
+        let table: toml::Table = s
+            .parse()
+            .map_err(|e| Error::input(format!("{origin}: {e}")))?;
+        let given = |t: &str, keys: &[&str]| {
+            let t = table.get(t).and_then(toml::Value::as_table);
+            keys.iter().any(|k| t.is_some_and(|t| t.contains_key(*k)))
+        };
+        let dt_given = given("time", &["dt_max", "dt"]);
+        cfg.time.dt_max_from_particles = !dt_given && cfg.cosmology.is_none();
         if let Some(c) = cfg.cosmology.as_mut() {
-            // Which keys the text gives decides some values of a comoving run.
-            let table: toml::Table = s
-                .parse()
-                .map_err(|e| Error::input(format!("{origin}: {e}")))?;
-            let given = |t: &str, keys: &[&str]| {
-                let t = table.get(t).and_then(toml::Value::as_table);
-                keys.iter().any(|k| t.is_some_and(|t| t.contains_key(*k)))
-            };
             if given("time", &["t_end"]) {
                 return Err(Error::input(format!(
                     "{origin}: [time] t_end must not be given in a comoving run ([cosmology] \
@@ -481,7 +493,7 @@ impl RunConfig {
                 )));
             }
             c.g_from_units = !given("gravity", &["G"]);
-            if !given("time", &["dt_max", "dt"]) {
+            if !dt_given {
                 cfg.time.dt_max = COMOVING_DT_MAX;
             }
         }
@@ -563,6 +575,7 @@ impl RunConfig {
             dt_min,
             eta,
             t_end,
+            dt_max_from_particles: _,
         } = self.time;
         if !(dt_max.is_finite() && dt_max > 0.0) {
             return Err(Error::input(format!(
@@ -750,7 +763,18 @@ mod tests {
         assert_eq!(c.output.snapshot_every, 64);
         assert_eq!(c.output.dir, PathBuf::from("hinoki-out"));
         assert_eq!(c.output.energy_every, 10);
-        assert_eq!(parse("").unwrap(), c);
+        // An empty file is the built-in problem, its dt_max free to follow the particles (for
+        // these 65536 it stays 1/128); one built in code keeps the dt_max it holds.
+        assert!(!c.time.dt_max_from_particles);
+        let time = TimeConfig {
+            dt_max_from_particles: true,
+            ..c.time.clone()
+        };
+        assert_eq!(parse("").unwrap(), RunConfig { time, ..c });
+        let given = parse("[time]\ndt_max = 0.0078125\n").unwrap();
+        assert!(!given.time.dt_max_from_particles);
+        let comoving = parse("[cosmology]\n").unwrap();
+        assert!(!comoving.time.dt_max_from_particles);
     }
 
     #[test]

@@ -31,7 +31,7 @@ use crate::error::{Error, Result};
 use crate::forces::ForceEngine;
 use crate::integrate::{wrap, HalfKick, IntegratorState, Stepping, Timeline};
 use crate::io::checkpoint::{config_hash, find_checkpoint, write_checkpoint};
-use crate::io::config::IcsConfig;
+use crate::io::config::{check_top_steps, IcsConfig};
 use crate::io::snapshot::snapshot_path;
 use crate::io::{
     read_comoving_snapshot, read_snapshot, read_snapshot_header, write_snapshot, RunConfig,
@@ -262,6 +262,8 @@ pub fn run_with(
         Some(dir) => {
             let t0 = Instant::now();
             let c = find_checkpoint(dir, comm, hash)?;
+            let mut clock = clock;
+            settle_top_step(cfg, &mut clock, &c.state.p, comm);
             tracing::info!(
                 "restart from {} at step {}, {}",
                 dir.display(),
@@ -491,7 +493,7 @@ impl<'a> Run<'a> {
     /// when `verbose`.
     fn start(
         cfg: &'a RunConfig,
-        clock: Clock,
+        mut clock: Clock,
         out: &Path,
         comm: &'a dyn Comm,
         engine: &mut ForceEngine,
@@ -509,7 +511,7 @@ impl<'a> Run<'a> {
                     comoving::warn_if_off_centre(&p, comm);
                 }
             }
-            None => warn_if_step_large(cfg, clock.tl.dt_top, &p, comm),
+            None => settle_top_step(cfg, &mut clock, &p, comm),
         }
         engine.load(&p)?;
         drop(p);
@@ -605,11 +607,6 @@ impl<'a> Run<'a> {
         verbose: bool,
     ) -> Result<Self> {
         let mut phases = PhaseTimes::default();
-        if clock.comoving.is_none() {
-            phases.time("ics", || {
-                warn_if_step_large(cfg, clock.tl.dt_top, &s.p, comm)
-            });
-        }
         let diag = phases
             .time("diagnostics", || match comm.rank() {
                 0 => Diagnostics::resume(&out.join("diagnostics.jsonl"), s.start, s.step),
@@ -913,19 +910,44 @@ fn log_start(
     }
 }
 
-/// Logs one warning (rank 0) when the run's largest step `dt` (shared, or the top block step)
-/// is large against the softening's dynamical time of its heaviest particle (any rank's `p`;
-/// see [`crate::integrate::step_warning`]). Collective.
-fn warn_if_step_large(cfg: &RunConfig, dt: f64, p: &Particles, comm: &dyn Comm) {
-    let mut heaviest = [p.mass.iter().copied().fold(0.0, f64::max)];
-    comm.allreduce_max_f64(&mut heaviest);
-    if comm.rank() != 0 {
+/// The largest step of a Newtonian run (shared, or the top block step) against the softening's
+/// dynamical time of its heaviest particle (any rank's `p`): where `[time]` gives no `dt_max`
+/// ([`crate::io::config::TimeConfig::dt_max_from_particles`]), `clock`'s timeline is remade with the
+/// default lowered to within that time's fraction ([`crate::integrate::top_step_within`]; a
+/// function of the masses, so that a restart finds the same), logged on rank 0; a step still
+/// large against it is warned about ([`crate::integrate::step_warning`]). Nothing to do in a
+/// comoving run. Collective.
+fn settle_top_step(cfg: &RunConfig, clock: &mut Clock, p: &Particles, comm: &dyn Comm) {
+    if clock.comoving.is_some() {
         return;
     }
-    let force = &cfg.gravity.force;
-    let block = cfg.time.stepping == Stepping::Block;
-    if let Some(w) = crate::integrate::step_warning(block, dt, force.eps, force.g, heaviest[0]) {
-        tracing::warn!("{w}");
+    let mut heaviest = [p.mass.iter().copied().fold(0.0, f64::max)];
+    comm.allreduce_max_f64(&mut heaviest);
+    let (force, t, m) = (&cfg.gravity.force, &cfg.time, heaviest[0]);
+    if t.dt_max_from_particles {
+        let dt = crate::integrate::top_step_within(t.dt_max, force.eps, force.g, m).max(t.dt_min);
+        let t0 = clock.tl.t0;
+        // Where the lowered step would take more top steps than a run may, the warning says it.
+        if dt < t.dt_max && check_top_steps(t.t_end - t0, dt).is_ok() {
+            clock.tl = Timeline::between(t.stepping, dt, t.dt_min, t0, t.t_end);
+            if comm.rank() == 0 {
+                tracing::info!(
+                    "dt_max = {dt} (no [time] dt_max given: the default {} lowered to the \
+                     largest power of two within {} of the softening time sqrt(eps^3 / (G m)) \
+                     = {:.4e} of the heaviest particle, m = {m:.4e})",
+                    t.dt_max,
+                    crate::integrate::advice::STEP_FRACTION,
+                    crate::integrate::advice::softening_time(force.eps, force.g, m)
+                );
+            }
+        }
+    }
+    let block = t.stepping == Stepping::Block;
+    let dt = clock.tl.dt_top;
+    if let Some(w) = crate::integrate::step_warning(block, dt, force.eps, force.g, m) {
+        if comm.rank() == 0 {
+            tracing::warn!("{w}");
+        }
     }
 }
 
