@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite: installs what hinoki needs, checks formatting and lints, builds without
 # MPI too, and runs every test (unit, integration, CLI, 60 s of the fuzz harness, the
-# scaling-study scripts), compiles the CUDA kernels with NVRTC (no GPU needed; skipped with the
-# reason where NVRTC cannot be had). GPU tests skip themselves without a GPU, and run again on
-# the CPU kernel emulator (cuda/emulate/).
+# scaling-study scripts, the Slurm templates under a real one-node Slurm), compiles the CUDA
+# kernels with NVRTC (no GPU needed; skipped with the reason where NVRTC cannot be had). GPU
+# tests skip themselves without a GPU, and run again on the CPU kernel emulator (cuda/emulate/).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup.sh
@@ -30,6 +30,8 @@ scripts/fuzz.sh 60
 echo "== scaling-study scripts (mpirun, CPU, small N)"
 ensure_matplotlib
 scripts/test_scaling.sh target/release/hinoki
+echo "== slurm templates under a real one-node Slurm (slurm-wlm, munge; scripts/test_slurm.sh)"
+scripts/test_slurm.sh target/release/hinoki
 echo "== GPU kernels compile with NVRTC for every layout (no GPU needed)"
 python3 scripts/check_kernels.py
 echo "== GPU tests (they print why they skip where no GPU is usable)"

@@ -206,10 +206,13 @@ wait "$pid" || fail "run.sbatch, first start: $(cat "$T/run-job.log")"
 grep -q "stopped by SIGUSR1" "$T/run-job.log" || fail "hinoki did not stop on USR1: $(cat "$T/run-job.log")"
 [ -e "$T/run/checkpoint/rank00000.0.ckpt" ] && [ ! -e "$T/run/final" ] || fail "no checkpoint, or a final state"
 [ "$(cat "$SCONTROL_LOG")" = "scontrol requeue 78" ] || fail "not requeued: $(cat "$SCONTROL_LOG" 2>&1)"
-grep -q -- "^--ntasks=1 --kill-on-bad-exit=1 --cpus-per-task=1 --gpus-per-task=1 $BIN run $T/run.toml -o $T/run --progress-every 300 --threads 1$" "$SRUN_LOG" ||
+grep -q -- "^--ntasks=1 --kill-on-bad-exit=1 --cpus-per-task=1 --mpi=pmix $BIN run $T/run.toml -o $T/run --progress-every 300 --threads 1$" "$SRUN_LOG" ||
   fail "srun line: $(cat "$SRUN_LOG")"
-job 1
+# The second start as on a GPU node (the job asked for a GPU per task): srun binds it.
+SLURM_GPUS_PER_TASK=1 job 1
 wait $! || fail "run.sbatch, second start: $(cat "$T/run-job.log")"
+tail -n1 "$SRUN_LOG" | grep -q -- "--mpi=pmix --gpus-per-task=1 $BIN run" ||
+  fail "no GPU binding where the job has GPUs: $(tail -n1 "$SRUN_LOG")"
 tail -n1 "$SRUN_LOG" | grep -q -- "--restart $T/run$" || fail "the second start did not restart: $(tail -n1 "$SRUN_LOG")"
 [ -e "$T/run/final/snapshot_000.hdf5" ] || fail "the restarted run did not finish: $(cat "$T/run-job.log")"
 [ "$(wc -l <"$SCONTROL_LOG")" = 1 ] || fail "a finished run was requeued: $(cat "$SCONTROL_LOG")"

@@ -11,7 +11,19 @@ HINOKI_BIN=${HINOKI_BIN:-$HINOKI_DIR/target/release/hinoki}
 [ -x "$HINOKI_BIN" ] || { echo "error: no hinoki binary at $HINOKI_BIN (cargo build --release on a login node first)" >&2; exit 1; }
 export SCALING_BIN=$HINOKI_BIN SCALING_LAUNCHER=srun
 
-echo "job $SLURM_JOB_ID: $SLURM_NNODES node(s) ($SLURM_JOB_NODELIST), $SLURM_NTASKS tasks, ${SLURM_CPUS_PER_TASK:-?} CPUs per task"
+# How srun starts the ranks, from the environment at sbatch time (each may be empty):
+# - SRUN_MPI, srun's MPI plugin (default pmix): Open MPI 4 and 5 start under srun only through
+#   PMIx; with Slurm's default plugin (none) or pmi2, MPI_Init aborts ("OMPI was not built with
+#   SLURM's PMI support"). SRUN_MPI="" leaves it to the site's MpiDefault.
+# - GPU_BIND, each task's GPUs: --gpus-per-task=N where the job asked for GPUs per task
+#   (sbatch --gpus-per-task=1, or SBATCH_GPUS_PER_TASK=1), else nothing (CPU-only nodes).
+# - BACKEND (the scaling templates' hinoki --backend): gpu where the tasks have GPUs, else cpu.
+SRUN_MPI=${SRUN_MPI-pmix}
+GPU_BIND=${GPU_BIND-${SLURM_GPUS_PER_TASK:+--gpus-per-task=$SLURM_GPUS_PER_TASK}}
+if [ -n "$GPU_BIND" ]; then BACKEND=${BACKEND:-gpu}; else BACKEND=${BACKEND:-cpu}; fi
+SRUN_OPTS="${SRUN_MPI:+--mpi=$SRUN_MPI} $GPU_BIND"
+
+echo "job $SLURM_JOB_ID: $SLURM_NNODES node(s) ($SLURM_JOB_NODELIST), $SLURM_NTASKS tasks, ${SLURM_CPUS_PER_TASK:-?} CPUs per task; srun ${SRUN_OPTS# }"
 if command -v nvidia-smi >/dev/null; then nvidia-smi -L; fi
 
 # Rank counts 1, 2, 4, ... up to the allocation's tasks (and the tasks themselves when not a
@@ -23,13 +35,18 @@ np_up_to_allocation() {
 }
 
 # Runs "$@" in the background and, while it runs, passes a USR1 (or TERM) this batch shell
-# receives on to every job step (scancel --signal reaches the steps' tasks, not this shell), then
-# returns the command's exit status. Bash runs a trap only between commands, hence `wait`.
+# receives on to the job's steps, then returns the command's exit status. Bash runs a trap only
+# between commands, hence `wait`. USR1 goes through scancel --signal, which reaches every
+# step's tasks. TERM goes to the command itself (srun passes it on to its tasks): when Slurm
+# ends the job (scontrol requeue, preemption, scancel) it signals the steps too, and a scancel
+# then retries "Job can not be altered now" until the job is gone, holding this shell until
+# KillWait, or, left in the background, signalling the job's next start.
 run_forwarding_signals() {
+  local pid="" rc=0
   trap 'echo "$(date +%T) USR1: time limit near, signalling the steps to checkpoint" >&2; scancel --signal=USR1 "$SLURM_JOB_ID"' USR1
-  trap 'echo "$(date +%T) TERM: passing it to the steps" >&2; scancel --signal=TERM "$SLURM_JOB_ID"' TERM
+  trap 'echo "$(date +%T) TERM: passing it to the step" >&2; kill -TERM "$pid" 2>/dev/null || true' TERM
   "$@" &
-  local pid=$! rc=0
+  pid=$!
   while true; do
     rc=0
     wait "$pid" || rc=$?
