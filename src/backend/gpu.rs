@@ -421,16 +421,17 @@ impl Backend for GpuBackend {
 
     fn connect(&mut self, comm: &dyn Comm, exchange: Exchange) -> Result<String> {
         self.link = None;
-        let staged = |why: &str| format!("MPI, staged through host memory ({why})");
         self.connecting = None;
-        self.connecting = Some(match exchange {
+        let staged = |why: &str| format!("MPI, staged through host memory ({why})");
+        let connecting = match exchange {
             Exchange::Mpi => return Ok(staged("--exchange mpi")),
             Exchange::Nccl => DeviceExchange::start(&self.ctx, comm)?,
             Exchange::Auto => match DeviceExchange::start(&self.ctx, comm) {
                 Ok(connecting) => connecting,
                 Err(e) => return Ok(staged(&e.message)),
             },
-        });
+        };
+        self.connecting = Some(connecting);
         Ok(staged(
             "NCCL is connecting on a thread of its own until then",
         ))
@@ -438,12 +439,10 @@ impl Backend for GpuBackend {
 
     fn exchange_done(&mut self, wait: bool) -> Option<bool> {
         let c = self.connecting.as_ref()?;
-        if wait {
-            while !c.done() {
-                std::thread::sleep(std::time::Duration::from_millis(1));
-            }
-        }
-        Some(c.done())
+        Some(match wait {
+            true => c.wait(std::time::Duration::MAX),
+            false => c.done(),
+        })
     }
 
     fn adopt_exchange(&mut self) -> Result<String> {

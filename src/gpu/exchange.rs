@@ -135,6 +135,15 @@ impl Connecting {
         self.thread.as_ref().is_none_or(JoinHandle::is_finished)
     }
 
+    /// Waits up to `limit` for this rank's connection to be done; whether it is.
+    pub fn wait(&self, limit: Duration) -> bool {
+        let start = Instant::now();
+        while !self.done() && start.elapsed() < limit {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        self.done()
+    }
+
     /// This rank's exchange once connected (waiting for it), or why it could not connect.
     pub fn finish(mut self) -> Result<DeviceExchange> {
         let thread = self.thread.take().expect("joined only here and on drop");
@@ -146,11 +155,7 @@ impl Connecting {
 
 impl Drop for Connecting {
     fn drop(&mut self) {
-        let start = Instant::now();
-        while !self.done() && start.elapsed() < CONNECT_WAIT {
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        if self.done() {
+        if self.wait(CONNECT_WAIT) {
             // Connected or not, the communicator is closed with the exchange it made.
             if let Some(thread) = self.thread.take() {
                 let _ = thread.join();
