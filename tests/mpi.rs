@@ -577,7 +577,13 @@ fn two_ranks_refitting_between_rebuilds_conserve_particles_and_meet_the_bounds()
         let f = hdf5::File::open(&path).unwrap();
         let n = pos.len();
         pos.extend(vec3(&f, "PartType1/Coordinates"));
-        acc.extend(vec3(&f, "PartType1/Acceleration"));
+        // An N-body run's file holds accelerations in (km/s)²/kpc: 207.4² of its units.
+        let k = hinoki::io::SnapshotUnits::NBODY.velocity_in_cm_per_s / 1e5;
+        acc.extend(
+            vec3(&f, "PartType1/Acceleration")
+                .into_iter()
+                .map(|a| a / (k * k)),
+        );
         // Equal masses are in the header's MassTable (GADGET-4's rule), else in Masses.
         let table = f.group("Header").unwrap().attr("MassTable").unwrap();
         match f.dataset("PartType1/Masses") {

@@ -97,7 +97,11 @@ fn h5py_reads_what_hinoki_writes() {
         attr("MassTable", "float64", &[6]),
         serde_json::json!([0.0, 0.0, 0.0, 0.0, 0.0, 0.0])
     );
-    assert_eq!(attr("Time", "float64", &[]), 1.25);
+    // An N-body run's numbers in kpc, 10^10 M_sun and km/s (what yt takes for granted): its
+    // velocity unit is 207.4 km/s, its time unit 4.714 Myr.
+    let k = hinoki::io::SnapshotUnits::NBODY.velocity_in_cm_per_s / 1e5;
+    assert_eq!(attr("Time", "float64", &[]), 1.25 / k);
+    assert_eq!(attr("UnitVelocity_in_cm_per_s", "float64", &[]), 1e5);
     assert_eq!(attr("NumFilesPerSnapshot", "int32", &[]), 1);
     for (name, value) in [
         ("Redshift", 0.0),
@@ -113,11 +117,16 @@ fn h5py_reads_what_hinoki_writes() {
     assert_eq!(v["ids_dtype"], "uint64");
     assert_eq!(v["ids"], serde_json::json!(p.id));
     assert_eq!(v["pos_shape"], serde_json::json!([500, 3]));
-    let flat = |x: &[glam::DVec3]| x.iter().flat_map(|v| v.to_array()).collect::<Vec<f64>>();
-    assert_eq!(v["pos"], Value::from(bits(&flat(&p.pos))));
-    assert_eq!(v["vel"], Value::from(bits(&flat(&p.vel))));
+    let flat = |x: &[glam::DVec3], f: f64| {
+        x.iter()
+            .flat_map(|v| (*v * f).to_array())
+            .collect::<Vec<f64>>()
+    };
+    assert_eq!(v["pos"], Value::from(bits(&flat(&p.pos, 1.0))));
+    assert_eq!(v["vel"], Value::from(bits(&flat(&p.vel, k))));
     assert_eq!(v["mass"], Value::from(bits(&p.mass)));
-    assert_eq!(v["acc"], Value::from(bits(&flat(&acc))));
+    assert_eq!(v["acc"], Value::from(bits(&flat(&acc, k * k))));
+    let pot: Vec<f64> = pot.iter().map(|x| x * (k * k)).collect();
     assert_eq!(v["pot"], Value::from(bits(&pot)));
 }
 
@@ -719,5 +728,156 @@ fn ics_cosmology_cuts_a_sphere() {
             stderr.contains("at most half the box, 25"),
             "{bad}: {stderr}"
         );
+    }
+}
+
+/// Reads an N-body snapshot (argv[1]) and a comoving one (argv[2]) with yt and pynbody as a
+/// user would, unaided (`yt.load(file)`, `pynbody.load(file)`), and draws the README's picture
+/// of the open-boundary snapshot into argv[3]; prints what each made of the units, in the units
+/// a physicist would ask for.
+const READ_WITH_YT_AND_PYNBODY: &str = r#"
+import os, yt, pynbody
+yt.set_log_level(50)
+f, box, png = sys.argv[1], sys.argv[2], sys.argv[3]
+ds = yt.load(f)
+ad = ds.all_data()
+s = pynbody.load(f)
+out = {"yt": {"vel_kms": ad["all", "particle_velocity_x"].to("km/s").tolist(),
+              "pos_kpc": ad["all", "particle_position_x"].to("kpc").tolist(),
+              "mass_msun": ad["all", "particle_mass"].to("Msun").tolist(),
+              "time_myr": float(ds.current_time.to("Myr")),
+              "cosmological": bool(ds.cosmological_simulation)},
+       "pynbody": {"vel_kms": s["vel"][:, 0].in_units("km s^-1").tolist(),
+                   "pos_kpc": s["pos"][:, 0].in_units("kpc").tolist(),
+                   "mass_msun": s["mass"].in_units("Msol").tolist(),
+                   "time_myr": float(s.properties["time"].in_units("Myr"))}}
+# The README's recipe for a picture of an open-boundary snapshot: a bounding box around the
+# particles (yt cannot plot one without it).
+x = h5py.File(f)["PartType1/Coordinates"][...]
+half = 1.01 * np.abs(x).max()
+ds = yt.load(f, bounding_box=[[-half, half]] * 3)
+yt.ParticleProjectionPlot(ds, "z", ("all", "particle_mass"), width=(4, "kpc")).save(png)
+out["png"] = os.path.getsize(png)
+c = yt.load(box)
+out["box"] = {"z": float(c.current_redshift), "box_kpccm_h": float(c.domain_width[0].to("kpccm/h")),
+              "u_on_disk": c.all_data()["all", "particle_velocity_x"].to("km/s").tolist()}
+print(json.dumps(out))
+"#;
+
+/// yt and pynbody read hinoki's snapshots right without being told their units (issue 27):
+/// an N-body run's velocities (207.4 km/s per unit), time (4.714 Myr per unit), lengths (kpc)
+/// and masses (10¹⁰ M☉) against hinoki's own, and a comoving run's redshift and box; the
+/// README's picture of an open-boundary snapshot is drawn. Needs yt and pynbody
+/// (`scripts/test.sh` installs them and sets `HINOKI_REQUIRE_READERS`, under which this test
+/// never passes by skipping).
+#[test]
+fn yt_and_pynbody_read_hinoki_units_unaided() {
+    let probe = Command::new("python3")
+        .args(["-c", "import yt, pynbody"])
+        .output();
+    if !probe.is_ok_and(|o| o.status.success()) {
+        assert!(
+            std::env::var_os("HINOKI_REQUIRE_READERS").is_none(),
+            "yt or pynbody is missing and HINOKI_REQUIRE_READERS is set"
+        );
+        eprintln!(
+            "skipped: yt and pynbody are not installed (`python3 -m pip install --user yt \
+             pynbody`; scripts/test.sh installs them)"
+        );
+        return;
+    }
+    let dir = TempDir::new("yt-pynbody");
+    let p = generate(Model::Plummer, 300, 4).unwrap();
+    let t = 2.5;
+    let file = common::writing_hdf5(|| {
+        write_snapshot(&SingleProcess, dir.path(), 1, &p, t, &Default::default())
+    })
+    .unwrap();
+    // A comoving box in GADGET's units at z = 3: its numbers are stored as they are.
+    let cosmo = hinoki::io::SnapshotCosmology {
+        box_size: 1000.0,
+        redshift: 0.0,
+        omega0: 0.3,
+        omega_baryon: 0.0,
+        omega_lambda: 0.7,
+        hubble_param: 0.7,
+    };
+    let mut q = hinoki::particles::Particles::with_capacity(64);
+    for i in 0..64u64 {
+        let k = i as f64;
+        let x = glam::DVec3::new((k * 137.0) % 1000.0, (k * 59.0) % 1000.0, k * 15.0);
+        q.push(x, glam::DVec3::new(k - 30.0, 2.0, -k), 1.0, i + 1);
+    }
+    let meta = hinoki::io::SnapshotMeta::comoving(0.25, cosmo, hinoki::io::SnapshotUnits::GADGET);
+    let box_file = dir.path().join("box.hdf5");
+    common::writing_hdf5(|| hinoki::io::write_snapshot_file(&box_file, &q, meta)).unwrap();
+    let png = dir.path().join("picture.png");
+    let v = python(READ_WITH_YT_AND_PYNBODY, &[&file, &box_file, &png]);
+
+    let units = hinoki::io::SnapshotUnits::NBODY;
+    let kms = units.velocity_in_cm_per_s / 1e5;
+    let myr = units.time_in_s() / (1e6 * 365.25 * 86_400.0);
+    let close = |a: f64, b: f64, tol: f64| (a - b).abs() <= tol * b.abs().max(1e-300);
+    for reader in ["yt", "pynbody"] {
+        let r = &v[reader];
+        let list = |k: &str| -> Vec<f64> {
+            r[k].as_array()
+                .unwrap()
+                .iter()
+                .map(|x| x.as_f64().unwrap())
+                .collect()
+        };
+        // Each reader's particle order may differ from hinoki's: compare sorted values.
+        let sorted = |mut x: Vec<f64>| {
+            x.sort_by(f64::total_cmp);
+            x
+        };
+        let want = |f: &dyn Fn(usize) -> f64| sorted((0..p.len()).map(f).collect());
+        for (key, got, expect) in [
+            (
+                "velocity (km/s)",
+                list("vel_kms"),
+                want(&|i| p.vel[i].x * kms),
+            ),
+            ("position (kpc)", list("pos_kpc"), want(&|i| p.pos[i].x)),
+            (
+                "mass (Msun)",
+                list("mass_msun"),
+                want(&|i| p.mass[i] * 1e10),
+            ),
+        ] {
+            let got = sorted(got);
+            assert_eq!(got.len(), expect.len(), "{reader} {key}");
+            for (a, b) in got.iter().zip(&expect) {
+                assert!(close(*a, *b, 1e-3), "{reader} {key}: {a} against {b}");
+            }
+        }
+        let time = r["time_myr"].as_f64().unwrap();
+        assert!(
+            close(time, t * myr, 1e-3),
+            "{reader} time {time} Myr against {}",
+            t * myr
+        );
+    }
+    assert_eq!(v["yt"]["cosmological"], false);
+    assert!(v["png"].as_u64().unwrap() > 1000, "{}", v["png"]);
+    let b = &v["box"];
+    assert!(close(b["z"].as_f64().unwrap(), 3.0, 1e-9), "{b}");
+    assert!(
+        close(b["box_kpccm_h"].as_f64().unwrap(), 1000.0, 1e-9),
+        "{b}"
+    );
+    // yt's comoving velocities are u √a in km/s: the stored u times √a = 0.5.
+    let mut u: Vec<f64> = b["u_on_disk"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_f64().unwrap())
+        .collect();
+    let mut want: Vec<f64> = q.vel.iter().map(|x| x.x * 0.5).collect();
+    u.sort_by(f64::total_cmp);
+    want.sort_by(f64::total_cmp);
+    for (a, b) in u.iter().zip(&want) {
+        assert!((a - b).abs() <= 1e-9 * b.abs().max(1.0), "{a} {b}");
     }
 }

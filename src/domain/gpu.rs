@@ -47,11 +47,13 @@ pub struct DomainArrays<R: KernelRunner> {
     sample_keys: R::Array<u64>,
     sample_weights: R::Array<f64>,
     splitters: R::Array<u64>,
+    /// The splitters `splitters` holds (uploaded only when they change).
+    uploaded: Vec<u64>,
     dest: R::Array<u32>,
     /// Per particle and one more: 1 when it leaves, then the exclusive scan.
     leave: R::Array<u32>,
+    /// The leaving particles' indices, then their destinations (one copy down).
     leaving: R::Array<u32>,
-    leaving_dest: R::Array<u32>,
     /// The leaving particles in send order, their packed records, and the arrivals'.
     order: R::Array<u32>,
     records: R::Array<f64>,
@@ -72,10 +74,10 @@ impl<R: KernelRunner> DomainArrays<R> {
             sample_keys: r.alloc(1)?,
             sample_weights: r.alloc(1)?,
             splitters: r.alloc(1)?,
+            uploaded: Vec::new(),
             dest: r.alloc(1)?,
             leave: r.alloc(1)?,
             leaving: r.alloc(1)?,
-            leaving_dest: r.alloc(1)?,
             order: r.alloc(1)?,
             records: r.alloc(1)?,
             kept: ParticleArrays::new(r)?,
@@ -90,11 +92,7 @@ impl<R: KernelRunner> DomainArrays<R> {
             + self.sample_weights.len()
             + self.splitters.len()
             + self.records.len())
-            + 4 * (self.dest.len()
-                + self.leave.len()
-                + self.leaving.len()
-                + self.leaving_dest.len()
-                + self.order.len())
+            + 4 * (self.dest.len() + self.leave.len() + self.leaving.len() + self.order.len())
             + self.kept.bytes()
     }
 
@@ -195,8 +193,11 @@ impl<R: KernelRunner> DomainArrays<R> {
     /// `leave` a 1 for each owned by another rank than `me` (and a 0 after the last).
     fn owners(&mut self, s: &Stages<R>, n: usize, splitters: &[u64], me: usize) -> Result<()> {
         let r = s.runner();
-        grow(r, &mut self.splitters, splitters.len())?;
-        r.upload(splitters, &mut self.splitters)?;
+        if self.uploaded != splitters {
+            grow(r, &mut self.splitters, splitters.len())?;
+            r.upload(splitters, &mut self.splitters)?;
+            self.uploaded = splitters.to_vec();
+        }
         grow(r, &mut self.dest, n)?;
         grow(r, &mut self.leave, n + 1)?;
         // SAFETY: keys holds n keys, dest n entries, leave n + 1.
@@ -240,8 +241,7 @@ impl<R: KernelRunner> DomainArrays<R> {
             }
         };
         let kept = n - leaving;
-        grow(r, &mut self.leaving, leaving)?;
-        grow(r, &mut self.leaving_dest, leaving)?;
+        grow(r, &mut self.leaving, 2 * leaving)?;
         // SAFETY: the leaving lists hold `leaving` entries, the scan's total.
         unsafe {
             s.launch(
@@ -252,14 +252,14 @@ impl<R: KernelRunner> DomainArrays<R> {
                     dest: self.dest.ptr(),
                     before: self.leave.ptr(),
                     leaving: self.leaving.ptr(),
-                    leaving_dest: self.leaving_dest.ptr(),
+                    leaving_dest: self.leaving.ptr() + 4 * leaving as u64,
                 },
             )?;
         }
         // The send order (grouped by destination, each group in order) is made on the host
         // from the few leaving particles, as the host's migration makes it.
-        let index = s.fetch(&self.leaving, leaving)?;
-        let dest = s.fetch(&self.leaving_dest, leaving)?;
+        let mut index = s.fetch(&self.leaving, 2 * leaving)?;
+        let dest = index.split_off(leaving);
         let plan = Migration::from_leaving(index, &dest, comm.size(), n);
         let words = record_words(p.held);
         grow(r, &mut self.order, leaving)?;

@@ -27,17 +27,14 @@ const REDUCE_BLOCKS: usize = 256;
 pub struct LetArrays<R: KernelRunner> {
     /// Per cell and one more: region flags, then their scan.
     slot: R::Array<u32>,
-    /// The region's cells, and their boxes (6 floats each).
+    /// The region's cells; their boxes (6 floats each), then the per-block partial minima of
+    /// the targets' previous |a| ([`REDUCE_BLOCKS`]), which come down together.
     list: R::Array<u32>,
     boxes: R::Array<f32>,
-    /// Per-block partial minima of the targets' previous |a|.
-    partial: R::Array<f32>,
-    /// Per destination: its first box (after its bound), its number of boxes, its amin; the
-    /// boxes (padded, 6 floats each).
-    box_start: R::Array<u32>,
-    box_count: R::Array<u32>,
-    amin: R::Array<f32>,
-    dest_boxes: R::Array<f32>,
+    /// The destinations, gone up in one copy: per destination its first box (after its
+    /// bound), then per destination its number of boxes, then per destination its amin (f32
+    /// bits), then the boxes (padded, 6 f32 each, as bits).
+    dests: R::Array<u32>,
     /// Per destination and cell: its fate; then per destination and cell (and one more each)
     /// whether it is sent and its particles, then their scans.
     fate: R::Array<u8>,
@@ -45,9 +42,8 @@ pub struct LetArrays<R: KernelRunner> {
     particles: R::Array<u32>,
     /// Both scans at each destination's first cell.
     edges: R::Array<u32>,
-    /// Per destination: where its buffer starts (words) and its cells.
-    at: R::Array<u32>,
-    ncell: R::Array<u32>,
+    /// Per destination where its buffer starts (words), then per destination its cells.
+    layout: R::Array<u32>,
     /// The packed LETs, and the received ones.
     out: R::Array<f32>,
     received: R::Array<f32>,
@@ -65,17 +61,12 @@ impl<R: KernelRunner> LetArrays<R> {
             slot: r.alloc(1)?,
             list: r.alloc(1)?,
             boxes: r.alloc(1)?,
-            partial: r.alloc(REDUCE_BLOCKS)?,
-            box_start: r.alloc(1)?,
-            box_count: r.alloc(1)?,
-            amin: r.alloc(1)?,
-            dest_boxes: r.alloc(1)?,
+            dests: r.alloc(1)?,
             fate: r.alloc(1)?,
             sent: r.alloc(1)?,
             particles: r.alloc(1)?,
             edges: r.alloc(1)?,
-            at: r.alloc(1)?,
-            ncell: r.alloc(1)?,
+            layout: r.alloc(1)?,
             out: r.alloc(1)?,
             received: r.alloc(1)?,
             bad: r.alloc(BAD_WORDS)?,
@@ -88,16 +79,11 @@ impl<R: KernelRunner> LetArrays<R> {
         4 * (self.slot.len()
             + self.list.len()
             + self.boxes.len()
-            + self.partial.len()
-            + self.box_start.len()
-            + self.box_count.len()
-            + self.amin.len()
-            + self.dest_boxes.len()
+            + self.dests.len()
             + self.sent.len()
             + self.particles.len()
             + self.edges.len()
-            + self.at.len()
-            + self.ncell.len()
+            + self.layout.len()
             + self.out.len()
             + self.received.len()
             + self.bad.len())
@@ -134,7 +120,7 @@ impl<R: KernelRunner> LetArrays<R> {
         }
         let nb = s.scan_total(self.slot.ptr(), nc)?;
         grow(r, &mut self.list, nb)?;
-        grow(r, &mut self.boxes, 6 * nb)?;
+        grow(r, &mut self.boxes, 6 * nb + REDUCE_BLOCKS)?;
         // SAFETY: list and boxes hold `nb` entries, the number of flagged cells.
         unsafe {
             s.launch(
@@ -163,19 +149,17 @@ impl<R: KernelRunner> LetArrays<R> {
                 &TargetsAminArgs {
                     targets,
                     n: int(nt)?,
-                    partial: self.partial.ptr(),
+                    partial: self.boxes.ptr() + 4 * (6 * nb) as u64,
                 },
             )?;
         }
-        let words: Vec<f32> = s.fetch(&self.boxes, 6 * nb)?;
+        let words: Vec<f32> = s.fetch(&self.boxes, 6 * nb + REDUCE_BLOCKS)?;
+        let (words, partial) = words.split_at(6 * nb);
         let boxes: Vec<TargetBox> = words
             .chunks_exact(6)
             .map(|b| ([b[0], b[1], b[2]], [b[3], b[4], b[5]]))
             .collect();
-        let amin = s
-            .fetch(&self.partial, REDUCE_BLOCKS)?
-            .into_iter()
-            .fold(f32::INFINITY, f32::min);
+        let amin = partial.iter().copied().fold(f32::INFINITY, f32::min);
         Ok(Region::from_boxes(amin, boxes))
     }
 
@@ -195,7 +179,7 @@ impl<R: KernelRunner> LetArrays<R> {
         let r = s.runner();
         let (nc, nd) = (tree.cells, regions.len());
         // The destinations' boxes, padded as the host's export pads them: each bound, then its
-        // boxes.
+        // boxes; one upload of every destination's first box, box count, amin and the boxes.
         let (mut start, mut count, mut amin, mut words) =
             (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         for (d, region) in regions.iter().enumerate() {
@@ -210,16 +194,19 @@ impl<R: KernelRunner> LetArrays<R> {
                 start.push(0);
             }
             count.push(nb as u32);
-            amin.push(region.amin);
+            amin.push(region.amin.to_bits());
         }
-        for (a, v) in [(&mut self.box_start, &start), (&mut self.box_count, &count)] {
-            grow(r, a, nd)?;
-            r.upload(v, a)?;
-        }
-        grow(r, &mut self.amin, nd)?;
-        r.upload(&amin, &mut self.amin)?;
-        grow(r, &mut self.dest_boxes, words.len())?;
-        r.upload(&words, &mut self.dest_boxes)?;
+        let dests: Vec<u32> = [
+            start,
+            count,
+            amin,
+            words.iter().map(|w| w.to_bits()).collect(),
+        ]
+        .concat();
+        grow(r, &mut self.dests, dests.len())?;
+        r.upload(&dests, &mut self.dests)?;
+        let first = self.dests.ptr();
+        let dest_word = |k: usize| first + 4 * (k * nd) as u64;
         let entries = nd * (nc + 1);
         grow(r, &mut self.fate, nd * nc)?;
         grow(r, &mut self.sent, entries + 1)?;
@@ -235,10 +222,10 @@ impl<R: KernelRunner> LetArrays<R> {
                     tree: tree.arrays,
                     ncells: int(nc)?,
                     ndest: int(nd)?,
-                    box_start: self.box_start.ptr(),
-                    box_count: self.box_count.ptr(),
-                    amin: self.amin.ptr(),
-                    dest_boxes: self.dest_boxes.ptr(),
+                    box_start: dest_word(0),
+                    box_count: dest_word(1),
+                    amin: dest_word(2),
+                    dest_boxes: dest_word(3),
                     accel_mac: (crit.mac == Mac::Acceleration) as i32,
                     alpha: crit.alpha,
                     grav: crit.g,
@@ -259,8 +246,8 @@ impl<R: KernelRunner> LetArrays<R> {
                 },
             )?;
         }
-        s.scan_total(self.sent.ptr(), entries)?;
-        s.scan_total(self.particles.ptr(), entries)?;
+        s.scan(self.sent.ptr(), entries + 1)?;
+        s.scan(self.particles.ptr(), entries + 1)?;
         // Each destination's cells and particles: differences of the scans at its boundaries.
         grow(r, &mut self.edges, 2 * (nd + 1))?;
         // SAFETY: edges holds two entries per destination and one more.
@@ -285,7 +272,7 @@ impl<R: KernelRunner> LetArrays<R> {
                 particles: edge(1, d + 1) - edge(1, d),
             })
             .collect();
-        let mut at = Vec::with_capacity(nd);
+        let mut at = Vec::with_capacity(2 * nd);
         let mut total = 0usize;
         for shape in &shapes {
             at.push(
@@ -294,11 +281,9 @@ impl<R: KernelRunner> LetArrays<R> {
             );
             total += shape.words();
         }
-        let ncell: Vec<u32> = shapes.iter().map(|l| l.cells as u32).collect();
-        for (a, v) in [(&mut self.at, &at), (&mut self.ncell, &ncell)] {
-            grow(r, a, nd)?;
-            r.upload(v, a)?;
-        }
+        at.extend(shapes.iter().map(|l| l.cells as u32));
+        grow(r, &mut self.layout, 2 * nd)?;
+        r.upload(&at, &mut self.layout)?;
         grow(r, &mut self.out, total)?;
         // SAFETY: out holds every destination's buffer at its `at`, sized from the scans.
         unsafe {
@@ -312,8 +297,8 @@ impl<R: KernelRunner> LetArrays<R> {
                     fate: self.fate.ptr(),
                     sent: self.sent.ptr(),
                     particles: self.particles.ptr(),
-                    at: self.at.ptr(),
-                    ncell: self.ncell.ptr(),
+                    at: self.layout.ptr(),
+                    ncell: self.layout.ptr() + 4 * nd as u64,
                     out: self.out.ptr(),
                 },
             )?;

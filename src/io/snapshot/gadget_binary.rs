@@ -402,6 +402,7 @@ fn parse_header(raw: &[u8; HEADER_BYTES as usize], order: Order, path: &Path) ->
             hubble_param: f64_at(152),
         },
         units: None,
+        run_units: None,
         comoving: None,
         time_begin: None,
         format: Format::GadgetBinary,

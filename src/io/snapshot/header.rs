@@ -123,6 +123,18 @@ impl SnapshotUnits {
         self.length_in_cm / self.velocity_in_cm_per_s
     }
 
+    /// The units a file of a run in these units stores its numbers in: kpc, 10¹⁰ M☉ and km/s
+    /// (the values of [`SnapshotUnits::GADGET`], which yt assumes of every GADGET file) for a
+    /// run that is not comoving in hinoki's N-body units ([`SnapshotUnits::NBODY`]), so that
+    /// analysis tools which take GADGET's units for granted read its velocities and times
+    /// right; these units themselves for every other run.
+    pub(super) fn stored(self, comoving: bool) -> Self {
+        match !comoving && self == Self::NBODY {
+            true => Self::GADGET,
+            false => self,
+        }
+    }
+
     /// The names and values of the fields, in GADGET's spelling.
     fn named(&self) -> [(&'static str, f64); 3] {
         [
@@ -130,6 +142,54 @@ impl SnapshotUnits {
             ("UnitMass_in_g", self.mass_in_g),
             ("UnitVelocity_in_cm_per_s", self.velocity_in_cm_per_s),
         ]
+    }
+}
+
+/// The factors that take numbers in one unit system to another ([`Conversion::between`]):
+/// a length, mass or velocity x in the first is x times the factor in the second. A factor is
+/// exactly 1 where the two units are equal, so numbers in equal units pass unchanged, bit for
+/// bit.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(super) struct Conversion {
+    /// Lengths.
+    pub length: f64,
+    /// Masses.
+    pub mass: f64,
+    /// Velocities.
+    pub velocity: f64,
+}
+
+impl Conversion {
+    /// No conversion.
+    pub const NONE: Self = Self {
+        length: 1.0,
+        mass: 1.0,
+        velocity: 1.0,
+    };
+
+    /// From numbers in `from` to numbers in `to`.
+    pub fn between(from: SnapshotUnits, to: SnapshotUnits) -> Self {
+        let ratio = |a: f64, b: f64| if a == b { 1.0 } else { a / b };
+        Self {
+            length: ratio(from.length_in_cm, to.length_in_cm),
+            mass: ratio(from.mass_in_g, to.mass_in_g),
+            velocity: ratio(from.velocity_in_cm_per_s, to.velocity_in_cm_per_s),
+        }
+    }
+
+    /// Times (length / velocity).
+    pub fn time(&self) -> f64 {
+        self.length / self.velocity
+    }
+
+    /// Accelerations (velocity² / length).
+    pub fn acceleration(&self) -> f64 {
+        self.velocity * self.velocity / self.length
+    }
+
+    /// Potentials per unit mass (velocity²).
+    pub fn potential(&self) -> f64 {
+        self.velocity * self.velocity
     }
 }
 
@@ -363,8 +423,13 @@ pub(super) struct Header {
     pub files: usize,
     /// `BoxSize`, `Redshift`, the Ω's and h.
     pub cosmology: SnapshotCosmology,
-    /// The unit system; every file hinoki writes has one.
+    /// The unit system of the file's numbers; every file hinoki writes has one.
     pub units: Option<SnapshotUnits>,
+    /// The units of the run that wrote the file, where they are not the file's (`/Config`
+    /// `RunUnitLength_in_cm`, `RunUnitMass_in_g`, `RunUnitVelocity_in_cm_per_s`): its numbers
+    /// were converted to `units` on writing ([`SnapshotUnits::stored`]) and are converted back
+    /// on reading, so that a run from the file continues in the units it was written in.
+    pub run_units: Option<SnapshotUnits>,
     /// `ComovingIntegrationOn`, when recorded; every file hinoki writes has it.
     pub comoving: Option<bool>,
     /// `TimeBegin` of `/Parameters` (the time a run from this file starts at): written for
@@ -384,29 +449,42 @@ impl Header {
         mass_table: [f64; TYPES],
         files: usize,
     ) -> Self {
+        let stored = meta.units.stored(meta.comoving);
+        let c = Conversion::between(meta.units, stored);
         Self {
             this_file,
             total,
-            mass_table,
-            time: meta.time,
+            mass_table: mass_table.map(|m| m * c.mass),
+            time: meta.time * c.time(),
             files,
             cosmology: meta.cosmology,
-            units: Some(meta.units),
+            units: Some(stored),
+            run_units: (stored != meta.units).then_some(meta.units),
             comoving: Some(meta.comoving),
             time_begin: None,
             format: Format::Hdf5,
         }
     }
 
-    /// What [`crate::io::read_snapshot_header`] returns of this header.
+    /// The conversion of the file's numbers to the units of the run that wrote it
+    /// ([`Header::run_units`]; none where the file records no other).
+    pub fn to_run(&self) -> Conversion {
+        match (self.units, self.run_units) {
+            (Some(file), Some(run)) => Conversion::between(file, run),
+            _ => Conversion::NONE,
+        }
+    }
+
+    /// What [`crate::io::read_snapshot_header`] returns of this header: in the units of the
+    /// run that wrote it.
     pub fn public(&self) -> SnapshotHeader {
         SnapshotHeader {
             particles: self.total.iter().fold(0u64, |s, &n| s.saturating_add(n)),
             per_type: self.total,
-            time: self.time,
+            time: self.time * self.to_run().time(),
             files: self.files,
             cosmology: self.cosmology,
-            units: self.units,
+            units: self.run_units.or(self.units),
             comoving: self.comoving,
         }
     }
@@ -609,6 +687,10 @@ impl Header {
             files,
             cosmology,
             units,
+            run_units: match units {
+                Some(_) => read_run_units(file, path)?,
+                None => None,
+            },
             comoving: optional("ComovingIntegrationOn")?.map(|flag| flag != 0.0),
             time_begin: None,
             format: Format::Hdf5,
@@ -632,6 +714,17 @@ impl Header {
             return Err(Error::io(
                 path,
                 format!("{} = {v} is not finite", field(name)),
+            ));
+        }
+        let run_time = self.public().time;
+        if !run_time.is_finite() {
+            return Err(Error::io(
+                path,
+                format!(
+                    "{} = {} is {run_time} in the units of the run that wrote the file (/Config)",
+                    field("Time"),
+                    self.time
+                ),
             ));
         }
         if self.cosmology.box_size < 0.0 {
@@ -679,8 +772,13 @@ impl Header {
     }
 }
 
-/// Writes `/Config` with the code's name and version, where GADGET-4 records how it was built.
-pub(super) fn write_config(file: &hdf5::File) -> hdf5::Result<()> {
+/// Writes `/Config` with the code's name and version, where GADGET-4 records how it was built,
+/// and the units of the run that wrote the file where they are not the file's ([`RUN_UNITS`],
+/// [`Header::run_units`]).
+pub(super) fn write_config(
+    file: &hdf5::File,
+    run_units: Option<SnapshotUnits>,
+) -> hdf5::Result<()> {
     let group = file.create_group("Config")?;
     for (name, value) in [("Code", "hinoki"), ("Version", env!("CARGO_PKG_VERSION"))] {
         let value: VarLenUnicode = value.parse().expect("no NUL in the code's name or version");
@@ -689,7 +787,64 @@ pub(super) fn write_config(file: &hdf5::File) -> hdf5::Result<()> {
             .create(name)?
             .write_scalar(&value)?;
     }
+    for (name, (_, value)) in RUN_UNITS
+        .iter()
+        .zip(run_units.iter().flat_map(SnapshotUnits::named))
+    {
+        group
+            .new_attr::<f64>()
+            .create(*name)?
+            .write_scalar(&value)?;
+    }
     Ok(())
+}
+
+/// The `/Config` attributes of [`Header::run_units`], in the order of [`SnapshotUnits::named`].
+const RUN_UNITS: [&str; 3] = [
+    "RunUnitLength_in_cm",
+    "RunUnitMass_in_g",
+    "RunUnitVelocity_in_cm_per_s",
+];
+
+/// The units of the run that wrote `file` ([`Header::run_units`]): `None` without them; all
+/// three must be there, finite and > 0 (the error names the file and the attribute).
+fn read_run_units(file: &hdf5::File, path: &Path) -> Result<Option<SnapshotUnits>> {
+    let Ok(config) = file.group("Config") else {
+        return Ok(None);
+    };
+    let mut v = [0.0; 3];
+    let mut found = 0;
+    for (name, out) in RUN_UNITS.iter().zip(&mut v) {
+        let Ok(a) = config.attr(name) else { continue };
+        let x = read_numbers(&a)
+            .map(Numbers::into_f64)
+            .map_err(|e| Error::io(path, format!("cannot read /Config attribute {name}: {e}")))?;
+        match x.as_slice() {
+            [x] if x.is_finite() && *x > 0.0 => *out = *x,
+            _ => {
+                return Err(Error::io(
+                    path,
+                    format!("/Config {name} = {x:?} (a unit must be one finite value > 0)"),
+                ))
+            }
+        }
+        found += 1;
+    }
+    match found {
+        0 => Ok(None),
+        3 => Ok(Some(SnapshotUnits {
+            length_in_cm: v[0],
+            mass_in_g: v[1],
+            velocity_in_cm_per_s: v[2],
+        })),
+        _ => Err(Error::io(
+            path,
+            format!(
+                "/Config has only some of {} (all three or none)",
+                RUN_UNITS.join(", ")
+            ),
+        )),
+    }
 }
 
 /// A per-type array padded with zeros to six entries; it must reach type 1 and have at most six.

@@ -15,7 +15,7 @@
 //! | `/PartTypeN/Acceleration` | optional, f64 × (n, 3), length / time² units |
 //! | `/PartTypeN/Potential` | optional, f64 × n, (length / time)² units, per unit mass |
 //! | dataset attributes | GADGET-4's `a_scaling`, `h_scaling` (0 unless comoving), `length_scaling`, `mass_scaling`, `velocity_scaling`, `to_cgs` on every dataset but the ids |
-//! | `/Config` attributes | `Code` ("hinoki"), `Version` (of the hinoki that wrote it) |
+//! | `/Config` attributes | `Code` ("hinoki"), `Version` (of the hinoki that wrote it); an N-body run's own units, `RunUnitLength_in_cm`, `RunUnitMass_in_g`, `RunUnitVelocity_in_cm_per_s` (f64), where they are not the file's |
 //! | `/Parameters` attributes | the three units, `Omega0`, `OmegaBaryon`, `OmegaLambda`, `HubbleParam`, `BoxSize` (f64), `ComovingIntegrationOn` (i32); `TimeBegin` in single files (initial conditions), `Time_GYR` (the time in Gyr) in non-comoving files |
 //!
 //! One group per particle type present in the file (GADGET's types: 0 gas, 1 halo, 2 disk,
@@ -24,7 +24,8 @@
 //! records besides its particles is a [`SnapshotMeta`]: time, comoving or not, cosmology
 //! ([`SnapshotCosmology`]; [`SnapshotCosmology::NONE`] for a non-cosmological run) and units
 //! ([`SnapshotUnits`]: GADGET's for cosmological files, [`SnapshotUnits::NBODY`] for N-body
-//! runs). Every file is written to a temporary name and renamed
+//! runs, whose files store their numbers in GADGET's units, as yt assumes, and are converted
+//! back on reading: `header::SnapshotUnits::stored`). Every file is written to a temporary name and renamed
 //! ([`crate::io::atomic::replace_atomic`]), in the HDF5 1.8 file format, whose metadata carry
 //! checksums: a damaged header is then an error, not a crash of the library's decoder; the
 //! particle datasets are stored in chunks with HDF5's Fletcher-32 checksum (h5py, yt and

@@ -196,7 +196,7 @@ fn read_share_warning(
         p.validate()
             .map_err(|e| Error::input(format!("{}: {e}", path.display())))?;
     }
-    Ok((p, header.time))
+    Ok((p, header.public().time))
 }
 
 /// Opens an HDF5 file for reading; the error says when it is not one.
@@ -352,6 +352,13 @@ fn read_rows(
     p.id[first_id..]
         .iter_mut()
         .for_each(|id| *id = tagged_id(*id, tag));
+    // A file of numbers converted from its run's units goes back to them.
+    let c = header.to_run();
+    for (v, f) in [(&mut p.pos, c.length), (&mut p.vel, c.velocity)] {
+        if f != 1.0 {
+            v[first_id..].iter_mut().for_each(|x| *x *= f);
+        }
+    }
     let table = header.mass_table[ptype];
     if group.link_exists("Masses") {
         data.scalars(
@@ -368,6 +375,9 @@ fn read_rows(
             path,
             format!("missing dataset /{name}/Masses (needed because MassTable[{ptype}] = 0)"),
         ));
+    }
+    if c.mass != 1.0 {
+        p.mass[first_id..].iter_mut().for_each(|m| *m *= c.mass);
     }
     Ok(())
 }

@@ -38,6 +38,16 @@ fn assert_same(a: &Particles, b: &Particles) {
     assert_eq!(m(a), m(b));
 }
 
+/// A non-cosmological snapshot at time `time` in GADGET's units (kpc, 10¹⁰ M☉, km/s): a file
+/// in its run's own units, whose numbers round trip bit for bit (an N-body run's velocities and
+/// times are converted to these units on writing: `nbody_snapshots_store_what_yt_assumes`).
+fn exact(time: f64) -> SnapshotMeta {
+    SnapshotMeta {
+        units: SnapshotUnits::GADGET,
+        ..SnapshotMeta::nbody(time)
+    }
+}
+
 /// The error `read_snapshot` gives for `path`, checked to be one line naming `names`.
 fn read_err(path: &Path, names: &Path) -> crate::error::Error {
     let err = read_snapshot(&SingleProcess, path).unwrap_err();
@@ -61,7 +71,7 @@ fn round_trip_is_bit_exact_with_extras() {
             acc: Some(&acc),
             pot: Some(&pot),
         };
-        let path = write_snapshot(&SingleProcess, dir.path(), 5, &p, 2.75, &extras).unwrap();
+        let path = write_snapshot(&SingleProcess, dir.path(), 5, &p, exact(2.75), &extras).unwrap();
         assert_eq!(path, dir.path().join("snapshot_005.hdf5"));
         let (q, t) = read_snapshot(&SingleProcess, &path).unwrap();
         assert_eq!(t, 2.75);
@@ -87,7 +97,15 @@ fn header_has_gadget4_types_and_lengths() {
     use hdf5::types::{FloatSize, IntSize, TypeDescriptor as T};
     let dir = TestDir::new("snap-header");
     let p = sample(10);
-    let path = write_snapshot(&SingleProcess, dir.path(), 0, &p, 0.5, &Default::default()).unwrap();
+    let path = write_snapshot(
+        &SingleProcess,
+        dir.path(),
+        0,
+        &p,
+        exact(0.5),
+        &Default::default(),
+    )
+    .unwrap();
     let f = hdf5::File::open(&path).unwrap();
     let h = f.group("Header").unwrap();
     let u64x6 = (T::Unsigned(IntSize::U8), vec![TYPES]);
@@ -261,7 +279,7 @@ fn gadget_file_set_is_read_by_any_rank_count() {
 /// halo particles, masses per particle.
 fn halo_header(n: usize, total: usize, files: usize) -> Header {
     let per_type = |n: usize| [0, n as u64, 0, 0, 0, 0];
-    let meta = SnapshotMeta::nbody(3.0);
+    let meta = exact(3.0);
     Header::written(&meta, per_type(n), per_type(total), [0.0; TYPES], files)
 }
 
@@ -323,7 +341,7 @@ fn good(dir: &TestDir) -> PathBuf {
         dir.path(),
         0,
         &sample(8),
-        0.0,
+        exact(0.0),
         &Default::default(),
     )
     .unwrap()
@@ -618,7 +636,7 @@ fn single_file_under_any_name() {
     let dir = TestDir::new("snap-file");
     let path = dir.path().join("plummer.hdf5");
     let p = sample(20);
-    write_snapshot_file(&path, &p, 0.25).unwrap();
+    write_snapshot_file(&path, &p, exact(0.25)).unwrap();
     let (q, t) = read_snapshot(&SingleProcess, &path).unwrap();
     assert_eq!(t, 0.25);
     assert_same(&p, &q);
@@ -721,7 +739,9 @@ fn cosmological_file_round_trips_its_header_and_units() {
 #[test]
 fn hinoki_and_gadget2_files_are_not_cosmological() {
     let dir = TestDir::new("snap-not-cosmo");
-    let h = read_snapshot_header(&good(&dir)).unwrap();
+    let nbody = dir.path().join("nbody.hdf5");
+    write_snapshot_file(&nbody, &sample(8), 0.0).unwrap();
+    let h = read_snapshot_header(&nbody).unwrap();
     assert_eq!(
         (h.cosmology, h.units, h.particles, h.time, h.comoving),
         (
@@ -736,7 +756,7 @@ fn hinoki_and_gadget2_files_are_not_cosmological() {
     assert_eq!(h.meta(), SnapshotMeta::nbody(0.0));
     // N-body units, /Parameters with ComovingIntegrationOn = 0 and the time in Gyr, no a or h
     // in the unit labels.
-    let f = hdf5::File::open(good(&dir)).unwrap();
+    let f = hdf5::File::open(&nbody).unwrap();
     let params = f.group("Parameters").unwrap();
     let comoving = params.attr("ComovingIntegrationOn").unwrap();
     assert_eq!(comoving.read_scalar::<i32>().unwrap(), 0);
@@ -784,6 +804,83 @@ fn nbody_units_have_g_equal_to_one() {
     let gyr = f.group("Parameters").unwrap().attr("Time_GYR").unwrap();
     let gyr = gyr.read_scalar::<f64>().unwrap();
     assert!((gyr / (2.5 * 4.714131e-3) - 1.0).abs() < 1e-6, "{gyr}");
+}
+
+/// An N-body run's snapshot stores its numbers in kpc, 10¹⁰ M☉ and km/s, the units yt takes
+/// for every GADGET file: velocities × 207.4, times / 207.4, accelerations and potentials ×
+/// 207.4², with the run's units in `/Config` so that hinoki reads back the run's numbers
+/// (each within one rounding: the conversion is not exact in float64).
+#[test]
+fn nbody_snapshots_store_what_yt_assumes() {
+    let dir = TestDir::new("snap-yt-units");
+    let p = sample(50);
+    let acc: Vec<DVec3> = p.pos.iter().map(|x| -*x * 3.0).collect();
+    let pot: Vec<f64> = p.mass.iter().map(|m| -m * 5.0).collect();
+    let extras = SnapshotExtras {
+        acc: Some(&acc),
+        pot: Some(&pot),
+    };
+    let path = write_snapshot(&SingleProcess, dir.path(), 1, &p, 2.5, &extras).unwrap();
+    let v_unit = SnapshotUnits::NBODY.velocity_in_cm_per_s / 1e5;
+    let f = hdf5::File::open(&path).unwrap();
+    let scalar = |g: &str, name: &str| {
+        let a = f.group(g).unwrap().attr(name).unwrap();
+        a.read_scalar::<f64>().unwrap()
+    };
+    for g in ["Header", "Parameters"] {
+        assert_eq!(scalar(g, "UnitLength_in_cm"), 3.085678e21);
+        assert_eq!(scalar(g, "UnitMass_in_g"), 1.989e43);
+        assert_eq!(scalar(g, "UnitVelocity_in_cm_per_s"), 1e5);
+    }
+    assert_eq!(
+        scalar("Config", "RunUnitVelocity_in_cm_per_s"),
+        SnapshotUnits::NBODY.velocity_in_cm_per_s
+    );
+    assert_eq!(scalar("Config", "RunUnitLength_in_cm"), 3.085678e21);
+    let close = |a: f64, b: f64| (a - b).abs() <= 4.0 * f64::EPSILON * b.abs();
+    assert!(close(scalar("Header", "Time") * v_unit, 2.5));
+    // Time_GYR is the same time: 2.5 N-body units of 4.714 Myr.
+    assert!((scalar("Parameters", "Time_GYR") / (2.5 * 4.714131e-3) - 1.0).abs() < 1e-6);
+    let g = f.group("PartType1").unwrap();
+    let data = |name: &str| g.dataset(name).unwrap().read_raw::<f64>().unwrap();
+    let flat =
+        |v: &[DVec3], k: f64| -> Vec<f64> { v.iter().flat_map(|x| (*x * k).to_array()).collect() };
+    assert_eq!(data("Coordinates"), flat(&p.pos, 1.0));
+    assert_eq!(data("Masses"), p.mass);
+    assert_eq!(data("Velocities"), flat(&p.vel, v_unit));
+    assert_eq!(data("Acceleration"), flat(&acc, v_unit * v_unit));
+    let k = v_unit * v_unit;
+    assert_eq!(
+        data("Potential"),
+        pot.iter().map(|x| x * k).collect::<Vec<_>>()
+    );
+    // Read back: the run's units and numbers.
+    let (q, t) = read_snapshot(&SingleProcess, &path).unwrap();
+    assert!(close(t, 2.5), "{t}");
+    assert_eq!(bits(&q.pos), bits(&p.pos));
+    assert_eq!(q.mass, p.mass);
+    for (a, b) in q.vel.iter().zip(&p.vel) {
+        for (x, y) in a.to_array().into_iter().zip(b.to_array()) {
+            assert!(close(x, y), "{x} {y}");
+        }
+    }
+    let h = read_snapshot_header(&path).unwrap();
+    assert_eq!(h.units, Some(SnapshotUnits::NBODY));
+    assert!(close(h.time, 2.5));
+    // A file with only some of the run's units is refused, naming them.
+    let broken = dir.path().join("broken.hdf5");
+    std::fs::copy(&path, &broken).unwrap();
+    let f = hdf5::File::open_rw(&broken).unwrap();
+    f.group("Config")
+        .unwrap()
+        .delete_attr("RunUnitMass_in_g")
+        .unwrap();
+    drop(f);
+    let err = read_err(&broken, &broken);
+    assert!(
+        err.message.contains("only some of RunUnitLength_in_cm"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -1012,7 +1109,7 @@ fn every_type_round_trips_with_its_extras() {
         acc: Some(&acc),
         pot: Some(&pot),
     };
-    let path = write_snapshot(&SingleProcess, dir.path(), 2, &p, 1.5, &extras).unwrap();
+    let path = write_snapshot(&SingleProcess, dir.path(), 2, &p, exact(1.5), &extras).unwrap();
     let (q, t) = read_snapshot(&SingleProcess, &path).unwrap();
     assert_eq!(t, 1.5);
     let mut order: Vec<u32> = (0..p.len() as u32).collect();

@@ -2,7 +2,7 @@
 //! particle type present.
 
 use super::files::snapshot_path;
-use super::header::{write_config, Header, SnapshotMeta, SnapshotUnits, TYPES};
+use super::header::{write_config, Conversion, Header, SnapshotMeta, SnapshotUnits, TYPES};
 use crate::comm::{agree, Comm};
 use crate::error::{Error, Result};
 use crate::io::atomic::replace_atomic;
@@ -101,9 +101,10 @@ pub fn write_snapshot_file(
         }
     }
     let types = Types::of(path, p)?;
+    let header = Header::written(&meta, types.counts, types.counts, types.mass_table(), 1);
     let header = Header {
-        time_begin: Some(meta.time),
-        ..Header::written(&meta, types.counts, types.counts, types.mass_table(), 1)
+        time_begin: Some(header.time),
+        ..header
     };
     write_one(path, &header, p, &SnapshotExtras::default())
 }
@@ -230,10 +231,15 @@ fn write_file(
         .create(tmp)?;
     header.write(&file.create_group("Header")?)?;
     header.write_parameters(&file)?;
-    write_config(&file)?;
+    write_config(&file, header.run_units)?;
     let scale = Scaling {
         units: header.units.unwrap_or(SnapshotUnits::NBODY),
         comoving: header.comoving.unwrap_or(false),
+    };
+    // The run's numbers in the file's units (exactly themselves where the units agree).
+    let c = match (header.run_units, header.units) {
+        (Some(run), Some(file)) => Conversion::between(run, file),
+        _ => Conversion::NONE,
     };
     // GADGET leaves out the group of a type without particles in this file.
     for (k, &n) in header.this_file.iter().enumerate().filter(|(_, &n)| n > 0) {
@@ -243,17 +249,22 @@ fn write_file(
             n: n as usize,
             p,
         };
-        scale.label(rows.vectors(&g, "Coordinates", &p.pos)?, &COORDINATES)?;
-        scale.label(rows.vectors(&g, "Velocities", &p.vel)?, &VELOCITIES)?;
+        let pos = rows.vectors(&g, "Coordinates", &p.pos, c.length)?;
+        scale.label(pos, &COORDINATES)?;
+        let vel = rows.vectors(&g, "Velocities", &p.vel, c.velocity)?;
+        scale.label(vel, &VELOCITIES)?;
         rows.scalars(&g, "ParticleIDs", &p.id, file_id)?;
         if header.mass_table[k] == 0.0 {
-            scale.label(rows.scalars(&g, "Masses", &p.mass, |m| m)?, &MASSES)?;
+            let mass = rows.scalars(&g, "Masses", &p.mass, |m| m * c.mass)?;
+            scale.label(mass, &MASSES)?;
         }
         if let Some(acc) = fields.acc {
-            scale.label(rows.vectors(&g, "Acceleration", acc)?, &ACCELERATION)?;
+            let acc = rows.vectors(&g, "Acceleration", acc, c.acceleration())?;
+            scale.label(acc, &ACCELERATION)?;
         }
         if let Some(pot) = fields.pot {
-            scale.label(rows.scalars(&g, "Potential", pot, |x| x)?, &POTENTIAL)?;
+            let f = c.potential();
+            scale.label(rows.scalars(&g, "Potential", pot, |x| x * f)?, &POTENTIAL)?;
         }
     }
     file.close()
@@ -286,7 +297,7 @@ impl Rows<'_> {
         g: &hdf5::Group,
         name: &str,
         v: &[T],
-        value: fn(T) -> U,
+        value: impl Fn(T) -> U,
     ) -> hdf5::Result<hdf5::Dataset> {
         let b = g.new_dataset::<U>().shape(self.n);
         let ds = match self.n {
@@ -298,9 +309,15 @@ impl Rows<'_> {
         Ok(ds)
     }
 
-    /// Writes the vectors of the group's particles as the (n, 3) float64 dataset `name`
-    /// (checksummed in chunks as [`Rows::scalars`]).
-    fn vectors(&self, g: &hdf5::Group, name: &str, v: &[DVec3]) -> hdf5::Result<hdf5::Dataset> {
+    /// Writes the vectors of the group's particles, times `factor` (a unit conversion), as the
+    /// (n, 3) float64 dataset `name` (checksummed in chunks as [`Rows::scalars`]).
+    fn vectors(
+        &self,
+        g: &hdf5::Group,
+        name: &str,
+        v: &[DVec3],
+        factor: f64,
+    ) -> hdf5::Result<hdf5::Dataset> {
         let b = g.new_dataset::<f64>().shape((self.n, 3));
         let ds = match self.n {
             0 => b,
@@ -308,7 +325,7 @@ impl Rows<'_> {
         }
         .create(name)?;
         self.in_chunks(
-            |i| v[i].to_array(),
+            |i| (v[i] * factor).to_array(),
             |block, rows| ds.write_slice::<_, f64, _, _>(block, (rows, ..)),
         )?;
         Ok(ds)
