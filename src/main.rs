@@ -725,6 +725,8 @@ fn forces(a: ForcesArgs, comm: &dyn Comm) -> Result<()> {
     // device, where they stay) and come back after the last evaluation.
     let t0 = Instant::now();
     let source = particle_source(a.ics, a.n, a.seed, a.input);
+    // The GPU's room for this rank's share, before the particles are made or read.
+    simulation::ensure_device_room(&engine, &source, comm, comm.size() > 1)?;
     let p = initial_particles(&source, comm, FORCES_BYTES, false)?;
     let n_total = comm.allgather_u64(p.len() as u64).iter().sum::<u64>() as usize;
     // On one rank nothing moves: the engine needs the positions and masses only, and the
@@ -812,7 +814,13 @@ fn forces(a: ForcesArgs, comm: &dyn Comm) -> Result<()> {
         for (k, v) in ranks.into_iter().chain(command) {
             report[k] = v;
         }
-        report["memory"] = serde_json::json!({ "device_bytes": engine.device_bytes() });
+        // This rank's device bytes, by stage, and per particle it holds.
+        let memory = engine.device_memory();
+        report["memory"] = serde_json::json!({
+            "device_bytes": memory.total(),
+            "bytes_per_particle": memory.total() as f64 / engine.particle_count().max(1) as f64,
+            "by_stage": memory,
+        });
         report["vg_used"] = serde_json::json!(engine.layout().map(|l| l.to_string()));
         outln!("{report}");
     } else {

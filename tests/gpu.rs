@@ -625,6 +625,26 @@ fn gpu_particles_stay_on_the_device_between_evaluations() {
             "{model}: {down} bytes came down"
         );
         assert_eq!(first.acc, second.acc, "{model}: the same forces again");
+        // The device bytes by stage (docs/design.md, "Device memory per particle"): the
+        // particles with velocities and ids 64 a particle, the build's per-particle arrays
+        // 56.5 (frame, keys and indices twice, gathered particles, tile counts), each with at
+        // most the allocation headroom (GROWTH = 1.25) on top.
+        let m = engine.device_memory();
+        let n = p.len();
+        let headroom = |b: usize| b * 5 / 4 + (1 << 16);
+        assert!(
+            (64 * n..=headroom(64 * n)).contains(&m.particles),
+            "{model}: {m:?}"
+        );
+        assert!(
+            (56 * n..=headroom(57 * n)).contains(&m.tree),
+            "{model}: {m:?}"
+        );
+        // Targets, results and counts at least, in walk order.
+        assert!(
+            m.walk >= 40 * n && m.cells > 0 && m.groups > 0,
+            "{model}: {m:?}"
+        );
         // The particles as loaded, and the forces of compute() on them.
         assert_eq!(engine.particles().unwrap(), p, "{model}: particles");
         let again = compute_forces(&SingleProcess, &p, &params, None).unwrap();

@@ -2,7 +2,7 @@
 //! export walk of [`crate::lets`], the grouped (or single-particle) walk of [`crate::walk::cpu`]
 //! and float64 direct summation.
 
-use super::{Active, Backend, PreviousAcc, Source, TargetSpec};
+use super::{Active, Backend, DeviceMemory, PreviousAcc, Source, TargetSpec};
 use crate::comm::{Comm, Exchange};
 use crate::diag::conservation::Conserved;
 use crate::diag::PhaseTimes;
@@ -95,8 +95,8 @@ impl Backend for CpuBackend {
         format!("cpu ({} threads)", rayon::current_num_threads())
     }
 
-    fn device_bytes(&self) -> usize {
-        0
+    fn device_memory(&self) -> DeviceMemory {
+        DeviceMemory::default()
     }
 
     fn layout(&self) -> Option<GpuLayout> {

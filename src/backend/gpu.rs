@@ -3,7 +3,7 @@
 //! ([`GroupFormer`]), the LETs ([`LetArrays`]) and the walk's results ([`GpuWalk`]). What
 //! crosses the bus is what a caller asks for and what MPI sends.
 
-use super::{Active, Backend, PreviousAcc, Source, TargetSpec};
+use super::{Active, Backend, DeviceMemory, PreviousAcc, Source, TargetSpec};
 use crate::comm::{Comm, Exchange};
 use crate::diag::PhaseTimes;
 use crate::domain::gpu::{DomainArrays, Weights};
@@ -78,6 +78,33 @@ pub struct GpuBackend {
     link: Option<DeviceExchange>,
     /// The device exchange while it connects on a thread of its own.
     connecting: Option<Connecting>,
+}
+
+/// Device bytes per particle of a force evaluation with positions and masses held, rounded
+/// down from the least measured (237 for a uniform cube of 2^24 − 1, 293 for 2^26 on an H100:
+/// docs/performance.md, "Device memory by stage"), so that only what surely cannot fit is
+/// refused before anything is allocated (an allocation that fails later says so itself).
+pub const DEVICE_BYTES: usize = 230;
+
+/// Device bytes per particle for velocities and ids, where a run (or several ranks) holds them.
+pub const PAYLOAD_BYTES: usize = 32;
+
+/// Why `n` particles (with their payload when `payload`) cannot fit a device with `room`
+/// bytes usable of `total` ([`DEVICE_BYTES`], [`PAYLOAD_BYTES`]); `None` where they may.
+pub fn room_error(n: usize, payload: bool, room: usize, total: usize) -> Option<String> {
+    let per = DEVICE_BYTES + if payload { PAYLOAD_BYTES } else { 0 };
+    let need = n.saturating_mul(per);
+    let gb = |b: usize| b as f64 / 1e9;
+    (need > room).then(|| {
+        format!(
+            "{n} particles need at least {:.1} GB of GPU memory ({per} bytes each), but {:.1} GB \
+             of its {:.1} GB are free: at most {:.3e} particles fit",
+            gb(need),
+            gb(room),
+            gb(total),
+            (room / per) as f64
+        )
+    })
 }
 
 impl GpuBackend {
@@ -181,14 +208,27 @@ impl Backend for GpuBackend {
         self.ctx.name.clone()
     }
 
-    fn device_bytes(&self) -> usize {
-        self.walk.device_bytes()
-            + self.builder.device_bytes()
-            + self.groups.device_bytes()
-            + self.lets.device_bytes()
-            + self.domain.device_bytes()
-            + self.particles.device_bytes()
-            + self.steps.device_bytes()
+    fn ensure_room(&self, n: usize, payload: bool) -> Result<()> {
+        let Some((free, total)) = self.stages.runner().memory()? else {
+            return Ok(());
+        };
+        match room_error(n, payload, free + self.device_memory().total(), total) {
+            Some(e) => Err(Error::device(format!("{}: {e}", self.ctx.name))),
+            None => Ok(()),
+        }
+    }
+
+    fn device_memory(&self) -> DeviceMemory {
+        DeviceMemory {
+            particles: self.particles.device_bytes(),
+            integrator: self.steps.device_bytes(),
+            tree: self.builder.particle_bytes(),
+            cells: self.builder.cell_bytes(),
+            walk: self.walk.device_bytes(),
+            groups: self.groups.device_bytes(),
+            lets: self.lets.device_bytes(),
+            domain: self.domain.device_bytes(),
+        }
     }
 
     fn layout(&self) -> Option<GpuLayout> {
@@ -706,5 +746,29 @@ impl Backend for GpuBackend {
                 _ => WalkOutput::scaled(f, units),
             })
             .unzip())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The refusal's arithmetic: 2^29 particles on an 80 GB H100 with 79 GB free are refused,
+    /// naming how many fit; 2^28 are not; velocities and ids count where they are held.
+    #[test]
+    fn particles_that_cannot_fit_are_refused_with_how_many_fit() {
+        let (room, total) = (79_000_000_000, 80_000_000_000);
+        let e = room_error(1 << 29, false, room, total).unwrap();
+        assert_eq!(
+            e,
+            "536870912 particles need at least 123.5 GB of GPU memory (230 bytes each), but \
+             79.0 GB of its 80.0 GB are free: at most 3.435e8 particles fit"
+        );
+        assert!(room_error(1 << 28, false, room, total).is_none());
+        let need = (DEVICE_BYTES + PAYLOAD_BYTES) * (1 << 28);
+        assert!(room_error(1 << 28, true, need, total).is_none());
+        assert!(room_error(1 << 28, true, need - 1, total).is_some());
+        // No overflow for any count.
+        assert!(room_error(usize::MAX, true, room, total).is_some());
     }
 }

@@ -27,6 +27,46 @@ use crate::walk::gpu::GpuLayout;
 use crate::walk::mac::Criterion;
 use glam::DVec3;
 
+/// Device bytes held by each stage of a backend (all 0 on the CPU). Arrays only grow, so each
+/// is the most its stage has held since the backend was opened.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct DeviceMemory {
+    /// The particles: float64 positions and masses, with velocities and ids where they are
+    /// held, and the partial sums of their bounds.
+    pub particles: usize,
+    /// The integrator's state per particle (time bins, accelerations, potentials, costs).
+    pub integrator: usize,
+    /// The tree build's arrays per particle: float32 frame, keys and their sort, gathered
+    /// particles.
+    pub tree: usize,
+    /// The tree's cells: their moments and boxes, and the build's breadth-first and octant
+    /// lists.
+    pub cells: usize,
+    /// The walk: targets, results (in walk order and in the particles'), stacks and interaction
+    /// lists, and its copy of the forest of received LETs.
+    pub walk: usize,
+    /// The walk's groups (and the active ones of block steps).
+    pub groups: usize,
+    /// The LETs: the region, the packed LETs and the received ones.
+    pub lets: usize,
+    /// The domain decomposition: keys, owners and the arrays migrations compact into.
+    pub domain: usize,
+}
+
+impl DeviceMemory {
+    /// Every stage's bytes together.
+    pub fn total(&self) -> usize {
+        self.particles
+            + self.integrator
+            + self.tree
+            + self.cells
+            + self.walk
+            + self.groups
+            + self.lets
+            + self.domain
+    }
+}
+
 /// Which tree a walk runs through.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Source {
@@ -97,8 +137,15 @@ pub trait Backend {
     /// What computes the forces, e.g. "cpu (16 threads)" or the GPU's name.
     fn device(&self) -> String;
 
-    /// Device bytes held (0 on the CPU).
-    fn device_bytes(&self) -> usize;
+    /// Device bytes held, by stage (0 on the CPU).
+    fn device_memory(&self) -> DeviceMemory;
+
+    /// Fails, before anything is allocated, where `n` particles (with velocities and ids when
+    /// `payload`) surely cannot fit the device, naming how many could (the CPU has no device
+    /// to fill: there the host's memory is checked, `crate::resources`).
+    fn ensure_room(&self, _n: usize, _payload: bool) -> Result<()> {
+        Ok(())
+    }
 
     /// The GPU walk's (V, G) layout in use (`None` on the CPU).
     fn layout(&self) -> Option<GpuLayout>;

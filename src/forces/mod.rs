@@ -17,6 +17,7 @@ pub use rebuild::{Probe, Rebuild, RebuildClock, TreeTopology, PROBE_EVERY};
 
 use crate::backend::cpu::CpuBackend;
 use crate::backend::gpu::GpuBackend;
+pub use crate::backend::DeviceMemory;
 use crate::backend::{Active, Backend as Stages, PreviousAcc};
 use crate::comm::{agree, Comm, Exchange};
 use crate::diag::conservation::Conserved;
@@ -323,9 +324,16 @@ impl ForceEngine {
         self.let_stats
     }
 
-    /// Device bytes held by the GPU backend (0 on the CPU).
-    pub fn device_bytes(&self) -> usize {
-        self.backend.device_bytes()
+    /// Fails, before anything is allocated, where `n` particles on this rank (with velocities
+    /// and ids when `payload`) surely cannot fit its GPU, naming how many could; nothing to
+    /// check on the CPU.
+    pub fn ensure_room(&self, n: usize, payload: bool) -> Result<()> {
+        self.backend.ensure_room(n, payload)
+    }
+
+    /// Device bytes held by the GPU backend, by stage (0 on the CPU).
+    pub fn device_memory(&self) -> DeviceMemory {
+        self.backend.device_memory()
     }
 
     /// Hands the positions and masses of this rank's particles `p` to the backend (on the GPU:

@@ -75,13 +75,17 @@ impl CudaDevice {
         &self.stream
     }
 
-    /// Fails with needed versus free memory when the device cannot hold `bytes` more.
-    pub fn check_free(&self, bytes: usize) -> Result<()> {
-        let (free, total) = self
-            .stream
+    /// The device's free and total memory (bytes).
+    pub fn memory(&self) -> Result<(usize, usize)> {
+        self.stream
             .context()
             .mem_get_info()
-            .map_err(driver_err("memory query"))?;
+            .map_err(driver_err("memory query"))
+    }
+
+    /// Fails with needed versus free memory when the device cannot hold `bytes` more.
+    pub fn check_free(&self, bytes: usize) -> Result<()> {
+        let (free, total) = self.memory()?;
         if bytes > free {
             let gib = |b: usize| b as f64 / (1u64 << 30) as f64;
             return Err(Error::device(format!(
@@ -245,6 +249,11 @@ pub struct CudaRunner {
 }
 
 impl CudaRunner {
+    /// The device's free and total memory (bytes).
+    pub fn memory(&self) -> Result<(usize, usize)> {
+        self.device.memory()
+    }
+
     /// Compiles `source` (program name `name`) with NVRTC for `arch` and loads it on `device`.
     /// `fast_math`: approximate square roots and divisions with flush-to-zero; otherwise IEEE
     /// arithmetic without contraction into fused multiply-adds. `options` are passed on (e.g.

@@ -54,6 +54,16 @@ impl Runner {
     pub fn new(device: Device, bus: Arc<BusBytes>) -> Self {
         Self { device, bus }
     }
+
+    /// The GPU's free and total memory (bytes); `None` on the emulator, which has no limit of
+    /// its own.
+    pub fn memory(&self) -> Result<Option<(usize, usize)>> {
+        match &self.device {
+            Device::Cuda(r) => r.memory().map(Some),
+            #[cfg(hinoki_emulator)]
+            Device::Emulated(_) => Ok(None),
+        }
+    }
 }
 
 /// A device array of a [`Runner`].

@@ -93,6 +93,35 @@ pub struct RunSummary {
     pub stopped: Option<String>,
 }
 
+/// How many particles `ics` holds for the whole job (a file's from its header, without
+/// reading its particles).
+fn ics_count(ics: &IcsConfig) -> Result<u64> {
+    match ics {
+        IcsConfig::Generate { n, .. } => Ok(*n as u64),
+        IcsConfig::File { path, .. } => Ok(crate::io::read_snapshot_header(path)?.particles),
+    }
+}
+
+/// Fails on every rank, before the particles of `ics` are made or read, where this rank's
+/// share of them (with velocities and ids when `payload`) surely cannot fit its GPU
+/// ([`ForceEngine::ensure_room`]). Collective.
+pub fn ensure_device_room(
+    engine: &ForceEngine,
+    ics: &IcsConfig,
+    comm: &dyn Comm,
+    payload: bool,
+) -> Result<()> {
+    // Only a GPU has room to check (the file's header is not read for nothing).
+    if engine.layout().is_none() {
+        return Ok(());
+    }
+    let share = ics_count(ics).map(|n| n.div_ceil(comm.size() as u64) as usize);
+    agree(
+        comm,
+        share.and_then(|share| engine.ensure_room(share, payload)),
+    )
+}
+
 /// This rank's share of the particles `ics` asks for, for a command that needs
 /// `bytes_per_particle` bytes of host memory per particle of this rank at its peak
 /// ([`crate::resources`]): generated from a model (every rank generates all and keeps its
@@ -502,6 +531,7 @@ impl<'a> Run<'a> {
     ) -> Result<Self> {
         let mut phases = PhaseTimes::default();
         let t0 = Instant::now();
+        ensure_device_room(engine, &cfg.ics, comm, true)?;
         let mut p = initial_particles(&cfg.ics, comm, RUN_BYTES, clock.comoving.is_some())?;
         let n_global = global_count(p.len(), comm);
         match &clock.comoving {

@@ -141,14 +141,21 @@ impl<R: KernelRunner> TreeBuilder<R> {
         self.last = None;
     }
 
-    /// The device bytes the builder holds.
-    pub fn device_bytes(&self) -> usize {
-        let p = self.particles.as_ref().map_or(0, |a| {
+    /// The device bytes the builder holds per particle: the float32 frame, the keys and
+    /// indices with their sort's second buffers and tile counts, the gathered particles.
+    pub fn particle_bytes(&self) -> usize {
+        self.particles.as_ref().map_or(0, |a| {
             4 * (a.pos_mass.len() + a.sorted.len() + a.tile_counts.len())
                 + 8 * (a.keys[0].len() + a.keys[1].len())
                 + 4 * (a.index[0].len() + a.index[1].len())
-        });
-        let c = self.cells.as_ref().map_or(0, |c| {
+        })
+    }
+
+    /// The device bytes the builder holds per cell: the cells, their moments and boxes, and
+    /// the breadth-first and octant lists of the build (the octant lists hold the refit's
+    /// bounds between builds).
+    pub fn cell_bytes(&self) -> usize {
+        self.cells.as_ref().map_or(0, |c| {
             c.cells.bytes()
                 + 4 * (c.bfs_first.len()
                     + c.bfs_count.len()
@@ -163,8 +170,7 @@ impl<R: KernelRunner> TreeBuilder<R> {
                 + 8 * c.moments.len()
                 + c.bfs_level.len()
                 + c.bfs_nchild.len()
-        });
-        p + c
+        })
     }
 
     /// The tree over the `src.n` particles on the device (positions taken to the float32 frame
