@@ -81,10 +81,10 @@ pub struct GpuBackend {
 }
 
 /// Device bytes per particle of a force evaluation with positions and masses held, rounded
-/// down from the least measured (237 for a uniform cube of 2^24 − 1, 293 for 2^26 on an H100:
+/// down from the least measured (201 for a uniform cube of 2^24 − 1, 256 for 2^26 on an H100:
 /// docs/performance.md, "Device memory by stage"), so that only what surely cannot fit is
 /// refused before anything is allocated (an allocation that fails later says so itself).
-pub const DEVICE_BYTES: usize = 230;
+pub const DEVICE_BYTES: usize = 200;
 
 /// Device bytes per particle for velocities and ids, where a run (or several ranks) holds them.
 pub const PAYLOAD_BYTES: usize = 32;
@@ -761,8 +761,8 @@ mod tests {
         let e = room_error(1 << 29, false, room, total).unwrap();
         assert_eq!(
             e,
-            "536870912 particles need at least 123.5 GB of GPU memory (230 bytes each), but \
-             79.0 GB of its 80.0 GB are free: at most 3.435e8 particles fit"
+            "536870912 particles need at least 107.4 GB of GPU memory (200 bytes each), but \
+             79.0 GB of its 80.0 GB are free: at most 3.950e8 particles fit"
         );
         assert!(room_error(1 << 28, false, room, total).is_none());
         let need = (DEVICE_BYTES + PAYLOAD_BYTES) * (1 << 28);

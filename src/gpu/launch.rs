@@ -85,23 +85,30 @@ pub trait DeviceArray {
 pub trait Element: bytemuck::Pod + DeviceRepr + ValidAsZeroBits + Send + Sync {}
 impl<T: bytemuck::Pod + DeviceRepr + ValidAsZeroBits + Send + Sync> Element for T {}
 
-/// Headroom factor when a device array grows, so that slowly growing N does not reallocate
-/// every step.
+/// Headroom factor when a device array grows again, so that slowly growing N does not
+/// reallocate every step.
 pub const GROWTH: f64 = 1.25;
 
-/// What `alloc` makes for `len` elements: with [`GROWTH`] headroom (so that slowly growing N
-/// does not reallocate every step), or exactly `len` where the headroom does not fit on the
+/// What `alloc` makes for `len` elements: exactly `len` the first time (`regrow` false: an
+/// array whose size has not changed yet, as every array of a `forces` evaluation, needs no
+/// room to grow), and with [`GROWTH`] headroom once it has had to grow (so that slowly growing
+/// N does not reallocate every step), or exactly `len` where the headroom does not fit on the
 /// device.
-pub fn with_headroom<A>(len: usize, alloc: impl Fn(usize) -> Result<A>) -> Result<A> {
-    alloc(((len as f64 * GROWTH) as usize).max(len)).or_else(|_| alloc(len))
+pub fn with_headroom<A>(len: usize, regrow: bool, alloc: impl Fn(usize) -> Result<A>) -> Result<A> {
+    match regrow {
+        true => alloc(((len as f64 * GROWTH) as usize).max(len)).or_else(|_| alloc(len)),
+        false => alloc(len),
+    }
 }
 
-/// Replaces `a` by a larger zero-filled allocation on `r` ([`with_headroom`]) when it holds
-/// fewer than `len` elements; the old one is freed first. Arrays never shrink.
+/// Replaces `a` by a larger zero-filled allocation on `r` ([`with_headroom`]: with headroom
+/// when `a` held more than its placeholder element) when it holds fewer than `len` elements;
+/// the old one is freed first. Arrays never shrink.
 pub fn grow<R: KernelRunner, T: Element>(r: &R, a: &mut R::Array<T>, len: usize) -> Result<()> {
     if a.len() < len {
+        let regrow = a.len() > 1;
         *a = r.alloc(1)?;
-        *a = with_headroom(len, |n| r.alloc(n))?;
+        *a = with_headroom(len, regrow, |n| r.alloc(n))?;
     }
     Ok(())
 }
