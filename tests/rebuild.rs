@@ -137,3 +137,23 @@ fn auto_probes_without_changing_the_forces() {
         common::probe_leaves_the_forces_alone(&ForceParams { mac, ..cpu() }, 20_000);
     }
 }
+
+/// Refits lose in a periodic box (a particle that crosses a face makes its refitted leaf span
+/// the box), so `auto` rebuilds at every evaluation there; a given interval is kept (with a
+/// warning), and open boundaries keep `auto`.
+#[test]
+fn auto_rebuilds_every_evaluation_in_a_periodic_box() {
+    let periodic = ForceParams {
+        box_size: 10.0,
+        ..cpu()
+    };
+    let engine = |params: &ForceParams, r: Rebuild| {
+        ForceEngine::new(params.clone()).unwrap().with_rebuild(r)
+    };
+    assert_eq!(
+        engine(&periodic, Rebuild::Auto).rebuild(),
+        Rebuild::default()
+    );
+    assert_eq!(engine(&periodic, every(4)).rebuild(), every(4));
+    assert_eq!(engine(&cpu(), Rebuild::Auto).rebuild(), Rebuild::Auto);
+}

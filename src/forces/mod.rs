@@ -148,9 +148,32 @@ impl ForceEngine {
     /// default rebuilds on every evaluation). A refit needs the particles of the last rebuild,
     /// in the same order: a caller that moves particles between ranks or reorders them does so
     /// only before evaluations for which [`ForceEngine::rebuild_due`] is true (an engine that
-    /// finds other particles rebuilds its tree anyway).
+    /// finds other particles rebuilds its tree anyway). In a periodic box refits lose: a
+    /// particle that crosses a face is wrapped, and the refitted leaf that holds it spans the
+    /// box (walks up to 3.5 times slower, which `auto`'s probe cannot foresee;
+    /// docs/performance.md, "Refits in the cosmological sphere"), so there `auto` rebuilds at
+    /// every evaluation, and an interval of more than 1 is kept with a warning.
     pub fn with_rebuild(mut self, rebuild: Rebuild) -> Self {
-        self.schedule.set_policy(rebuild);
+        let policy = match rebuild {
+            _ if self.params.box_size == 0.0 => rebuild,
+            Rebuild::Auto => {
+                tracing::info!(
+                    "rebuild = \"auto\" rebuilds the tree at every evaluation in a periodic box \
+                     (a refitted leaf whose particle crossed a face spans the box)"
+                );
+                Rebuild::default()
+            }
+            Rebuild::Every(n) if n.get() > 1 => {
+                tracing::warn!(
+                    "rebuild = {n} in a periodic box: a refitted leaf whose particle crossed a \
+                     face spans the box, and such steps walk up to 3.5 times slower; \
+                     rebuild = 1 measured faster (docs/performance.md)"
+                );
+                rebuild
+            }
+            Rebuild::Every(_) => rebuild,
+        };
+        self.schedule.set_policy(policy);
         self
     }
 

@@ -3,19 +3,20 @@
 //!
 //! - `rebuild = N` rebuilds on every N-th force evaluation and refits on the others (N = 1,
 //!   the default: every evaluation rebuilds).
-//! - `rebuild = "auto"` follows GOTHIC (Miki & Umemura 2017): a refitted tree walks more slowly
-//!   as its cells grow, so after a rebuild the walk time of every refitted evaluation is
-//!   compared with the walk at the rebuild, and the tree is rebuilt once the accumulated excess
-//!   Σ (t_walk − t_walk,rebuild) exceeds what a rebuild costs more than a refit. Walk times are
-//!   compared per walked particle (block steps walk a different number each time), and the
-//!   reference is the fastest rate of the interval (so timing noise, or the extra walk of the
-//!   acceleration criterion's first evaluation, does not count as a slowdown). The rule needs
+//! - `rebuild = "auto"` (in open boundaries; a periodic box rebuilds at every evaluation, see
+//!   [`super::ForceEngine::with_rebuild`]) follows GOTHIC (Miki & Umemura 2017): a refitted tree
+//!   walks more slowly as its cells grow, so after a rebuild the walk time of every refitted
+//!   evaluation is compared with the walk at the rebuild, and the tree is rebuilt once the
+//!   accumulated excess Σ (t_walk − t_walk,rebuild) exceeds what a rebuild costs more than a refit.
+//!   Walk times are compared per walked particle (block steps walk a different number each time),
+//!   and the reference is the fastest rate of the interval (so timing noise, or the extra walk of
+//!   the acceleration criterion's first evaluation, does not count as a slowdown). The rule needs
 //!   one refit to see a slowdown; where a single refit already loses more than a rebuild costs
-//!   (particles that cross their cells in one step, or a rebuild that is cheap against the
-//!   walk, as on CPUs), probing every other evaluation would cost more than rebuilding every
-//!   time, so such a probe is followed by plain rebuilds before the next refit is tried: 1, 2,
-//!   4, … of them, and at least as many as keep the probes' losses under [`PROBE_SHARE`] of the
-//!   force time, up to [`MAX_BACKOFF`]; an interval of two or more refits resets the back-off.
+//!   (particles that cross their cells in one step, or a rebuild that is cheap against the walk, as
+//!   on CPUs), probing every other evaluation would cost more than rebuilding every time, so such a
+//!   probe is followed by plain rebuilds before the next refit is tried: 1, 2, 4, … of them, and at
+//!   least as many as keep the probes' losses under [`PROBE_SHARE`] of the force time, up to
+//!   [`MAX_BACKOFF`]; an interval of two or more refits resets the back-off.
 //!
 //! A probe does not refit for real: where GOTHIC's rule would try the first refit of an
 //! interval whose refits have not yet paid, the evaluation rebuilds, and before it walks one
