@@ -20,6 +20,32 @@ pub const FORCES_BYTES: u64 = 208;
 /// [`FORCES_BYTES`]); rounded down.
 pub const RUN_BYTES: u64 = 256;
 
+/// Device bytes per particle of a GPU force evaluation with positions and masses held,
+/// rounded down from the least measured (201 for a uniform cube of 2^24 − 1, 256 for 2^26 on
+/// an H100: docs/performance.md, "Device memory by stage"), so that only what surely cannot fit
+/// is refused before anything is allocated (an allocation that fails later says so itself).
+pub const DEVICE_BYTES: usize = 200;
+
+/// Device bytes per particle for velocities and ids, where a run (or several ranks) holds them.
+pub const PAYLOAD_BYTES: usize = 32;
+
+/// Why `n` particles (with their payload when `payload`) cannot fit a GPU with `room` bytes
+/// usable of `total` ([`DEVICE_BYTES`], [`PAYLOAD_BYTES`]); `None` where they may.
+pub fn device_room_error(n: usize, payload: bool, room: usize, total: usize) -> Option<String> {
+    let per = DEVICE_BYTES + if payload { PAYLOAD_BYTES } else { 0 };
+    let need = n.saturating_mul(per);
+    (need > room).then(|| {
+        format!(
+            "{n} particles need at least {} of GPU memory ({per} bytes each), but {} of its {} \
+             are free: at most {:.3e} particles fit",
+            gigabytes(need as u64),
+            gigabytes(room as u64),
+            gigabytes(total as u64),
+            (room / per) as f64
+        )
+    })
+}
+
 /// The most CPU threads a process may ask for per core it may run on.
 pub const THREADS_PER_CORE: usize = 4;
 
@@ -193,5 +219,24 @@ mod tests {
             );
             assert!(e.message.ends_with(&format!("got {bad}")), "{e}");
         }
+    }
+
+    /// The refusal's arithmetic: 2^29 particles on an 80 GB H100 with 79 GB free are refused,
+    /// naming how many fit; 2^28 are not; velocities and ids count where they are held.
+    #[test]
+    fn particles_that_cannot_fit_are_refused_with_how_many_fit() {
+        let (room, total) = (79_000_000_000, 80_000_000_000);
+        let e = device_room_error(1 << 29, false, room, total).unwrap();
+        assert_eq!(
+            e,
+            "536870912 particles need at least 107.4 GB of GPU memory (200 bytes each), but \
+             79.0 GB of its 80.0 GB are free: at most 3.950e8 particles fit"
+        );
+        assert!(device_room_error(1 << 28, false, room, total).is_none());
+        let need = (DEVICE_BYTES + PAYLOAD_BYTES) * (1 << 28);
+        assert!(device_room_error(1 << 28, true, need, total).is_none());
+        assert!(device_room_error(1 << 28, true, need - 1, total).is_some());
+        // No overflow for any count.
+        assert!(device_room_error(usize::MAX, true, room, total).is_some());
     }
 }

@@ -80,33 +80,6 @@ pub struct GpuBackend {
     connecting: Option<Connecting>,
 }
 
-/// Device bytes per particle of a force evaluation with positions and masses held, rounded
-/// down from the least measured (201 for a uniform cube of 2^24 − 1, 256 for 2^26 on an H100:
-/// docs/performance.md, "Device memory by stage"), so that only what surely cannot fit is
-/// refused before anything is allocated (an allocation that fails later says so itself).
-pub const DEVICE_BYTES: usize = 200;
-
-/// Device bytes per particle for velocities and ids, where a run (or several ranks) holds them.
-pub const PAYLOAD_BYTES: usize = 32;
-
-/// Why `n` particles (with their payload when `payload`) cannot fit a device with `room`
-/// bytes usable of `total` ([`DEVICE_BYTES`], [`PAYLOAD_BYTES`]); `None` where they may.
-pub fn room_error(n: usize, payload: bool, room: usize, total: usize) -> Option<String> {
-    let per = DEVICE_BYTES + if payload { PAYLOAD_BYTES } else { 0 };
-    let need = n.saturating_mul(per);
-    let gb = |b: usize| b as f64 / 1e9;
-    (need > room).then(|| {
-        format!(
-            "{n} particles need at least {:.1} GB of GPU memory ({per} bytes each), but {:.1} GB \
-             of its {:.1} GB are free: at most {:.3e} particles fit",
-            gb(need),
-            gb(room),
-            gb(total),
-            (room / per) as f64
-        )
-    })
-}
-
 impl GpuBackend {
     /// This rank's GPU (or the emulator, see [`crate::gpu::EMULATOR_VARIABLE`]) with the walk
     /// `kernel` in `layout`, timing the `--vg auto` candidates on the first evaluation when
@@ -212,7 +185,8 @@ impl Backend for GpuBackend {
         let Some((free, total)) = self.stages.runner().memory()? else {
             return Ok(());
         };
-        match room_error(n, payload, free + self.device_memory().total(), total) {
+        let room = free + self.device_memory().total();
+        match crate::resources::device_room_error(n, payload, room, total) {
             Some(e) => Err(Error::device(format!("{}: {e}", self.ctx.name))),
             None => Ok(()),
         }
@@ -746,29 +720,5 @@ impl Backend for GpuBackend {
                 _ => WalkOutput::scaled(f, units),
             })
             .unzip())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The refusal's arithmetic: 2^29 particles on an 80 GB H100 with 79 GB free are refused,
-    /// naming how many fit; 2^28 are not; velocities and ids count where they are held.
-    #[test]
-    fn particles_that_cannot_fit_are_refused_with_how_many_fit() {
-        let (room, total) = (79_000_000_000, 80_000_000_000);
-        let e = room_error(1 << 29, false, room, total).unwrap();
-        assert_eq!(
-            e,
-            "536870912 particles need at least 107.4 GB of GPU memory (200 bytes each), but \
-             79.0 GB of its 80.0 GB are free: at most 3.950e8 particles fit"
-        );
-        assert!(room_error(1 << 28, false, room, total).is_none());
-        let need = (DEVICE_BYTES + PAYLOAD_BYTES) * (1 << 28);
-        assert!(room_error(1 << 28, true, need, total).is_none());
-        assert!(room_error(1 << 28, true, need - 1, total).is_some());
-        // No overflow for any count.
-        assert!(room_error(usize::MAX, true, room, total).is_some());
     }
 }

@@ -185,10 +185,10 @@ impl<R: KernelRunner> LetArrays<R> {
         for (d, region) in regions.iter().enumerate() {
             let nb = if d == me { 0 } else { region.boxes.len() };
             if nb > 0 {
-                words.extend(flat(&padded(&region.bound)));
+                words.extend(flat(&padded(&region.bound)).map(f32::to_bits));
                 start.push((words.len() / 6) as u32);
                 for b in &region.boxes {
-                    words.extend(flat(&padded(b)));
+                    words.extend(flat(&padded(b)).map(f32::to_bits));
                 }
             } else {
                 start.push(0);
@@ -196,13 +196,7 @@ impl<R: KernelRunner> LetArrays<R> {
             count.push(nb as u32);
             amin.push(region.amin.to_bits());
         }
-        let dests: Vec<u32> = [
-            start,
-            count,
-            amin,
-            words.iter().map(|w| w.to_bits()).collect(),
-        ]
-        .concat();
+        let dests: Vec<u32> = [start, count, amin, words].concat();
         grow(r, &mut self.dests, dests.len())?;
         r.upload(&dests, &mut self.dests)?;
         let first = self.dests.ptr();

@@ -98,7 +98,7 @@ pub struct RunSummary {
 fn ics_count(ics: &IcsConfig) -> Result<u64> {
     match ics {
         IcsConfig::Generate { n, .. } => Ok(*n as u64),
-        IcsConfig::File { path, .. } => Ok(crate::io::read_snapshot_header(path)?.particles),
+        IcsConfig::File { path, .. } => Ok(read_snapshot_header(path)?.particles),
     }
 }
 

@@ -468,9 +468,18 @@ impl Header {
 
     /// The conversion of the file's numbers to the units of the run that wrote it
     /// ([`Header::run_units`]; none where the file records no other).
-    pub fn to_run(&self) -> Conversion {
+    pub fn file_to_run(&self) -> Conversion {
         match (self.units, self.run_units) {
             (Some(file), Some(run)) => Conversion::between(file, run),
+            _ => Conversion::NONE,
+        }
+    }
+
+    /// The conversion of the run's numbers to the file's units (the inverse of
+    /// [`Header::file_to_run`]).
+    pub fn run_to_file(&self) -> Conversion {
+        match (self.units, self.run_units) {
+            (Some(file), Some(run)) => Conversion::between(run, file),
             _ => Conversion::NONE,
         }
     }
@@ -481,7 +490,7 @@ impl Header {
         SnapshotHeader {
             particles: self.total.iter().fold(0u64, |s, &n| s.saturating_add(n)),
             per_type: self.total,
-            time: self.time * self.to_run().time(),
+            time: self.time * self.file_to_run().time(),
             files: self.files,
             cosmology: self.cosmology,
             units: self.run_units.or(self.units),

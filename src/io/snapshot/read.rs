@@ -353,7 +353,7 @@ fn read_rows(
         .iter_mut()
         .for_each(|id| *id = tagged_id(*id, tag));
     // A file of numbers converted from its run's units goes back to them.
-    let c = header.to_run();
+    let c = header.file_to_run();
     for (v, f) in [(&mut p.pos, c.length), (&mut p.vel, c.velocity)] {
         if f != 1.0 {
             v[first_id..].iter_mut().for_each(|x| *x *= f);

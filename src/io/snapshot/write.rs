@@ -2,7 +2,7 @@
 //! particle type present.
 
 use super::files::snapshot_path;
-use super::header::{write_config, Conversion, Header, SnapshotMeta, SnapshotUnits, TYPES};
+use super::header::{write_config, Header, SnapshotMeta, SnapshotUnits, TYPES};
 use crate::comm::{agree, Comm};
 use crate::error::{Error, Result};
 use crate::io::atomic::replace_atomic;
@@ -237,10 +237,7 @@ fn write_file(
         comoving: header.comoving.unwrap_or(false),
     };
     // The run's numbers in the file's units (exactly themselves where the units agree).
-    let c = match (header.run_units, header.units) {
-        (Some(run), Some(file)) => Conversion::between(run, file),
-        _ => Conversion::NONE,
-    };
+    let c = header.run_to_file();
     // GADGET leaves out the group of a type without particles in this file.
     for (k, &n) in header.this_file.iter().enumerate().filter(|(_, &n)| n > 0) {
         let g = file.create_group(&format!("PartType{k}"))?;
