@@ -554,15 +554,21 @@ struct RUST_TWIN TreeRootArgs {
     unsigned *count;
     // Per breadth-first cell: tree level.
     unsigned char *level;
+    // Per breadth-first cell: number of children.
+    unsigned char *nchild;
+    // The root level's cells that split (the root, where it does).
+    unsigned *split;
 };
 
-// The root: all n particles.
+// The root: all n particles, no children yet, first in the list of cells that split.
 extern "C" __global__ void tree_root(const TreeRootArgs a)
 {
     if (blockIdx.x == 0 && threadIdx.x == 0) {
         a.first[0] = 0;
         a.count[0] = (unsigned)a.n;
         a.level[0] = 0;
+        a.nchild[0] = 0;
+        a.split[0] = 0;
     }
 }
 
@@ -574,74 +580,81 @@ struct RUST_TWIN SplitOctantsArgs {
     const unsigned *first;
     // Per breadth-first cell: number of particles.
     const unsigned *count;
-    // The level's first cell.
-    int lo;
-    // One past the level's last cell.
-    int hi;
+    // The level's cells that split (more than ncrit particles, above TREE_MAX_LEVEL), ascending.
+    const unsigned *split;
+    // How many there are.
+    int nsplit;
     // The level.
     int level;
     // Most particles of a leaf.
     int ncrit;
-    // Per octant of the level: first particle.
+    // Per octant of a splitting cell: first particle.
     unsigned *oct_start;
-    // Per octant of the level: number of particles.
+    // Per octant of a splitting cell: number of particles.
     unsigned *oct_count;
-    // Per octant of the level: 1 when it becomes a cell of the next level.
+    // Per octant of a splitting cell: 1 when it is not empty (a cell of the next level).
     unsigned *flag;
+    // Per octant of a splitting cell: 1 when that cell of the next level splits in turn.
+    unsigned *splits;
 };
 
-// For octant o of cell c of the level in [lo, hi) (thread j = 8 (c - lo) + o): the start and
-// size of its key range, and 1 in `flag` when the cell splits and the octant is not empty.
+// For octant o of the splitting cell split[i] (thread j = 8 i + o): the start and size of its
+// key range, 1 in `flag` when it is not empty, and 1 in `splits` when it holds more than ncrit
+// particles below TREE_MAX_LEVEL (so that the next level splits it).
 extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) split_octants(const SplitOctantsArgs a)
 {
-    const long long m = 8ll * (a.hi - a.lo);
+    const long long m = 8ll * a.nsplit;
     for (long long j = blockIdx.x * (long long)blockDim.x + threadIdx.x; j < m;
          j += (long long)gridDim.x * blockDim.x) {
-        const int c = a.lo + (int)(j >> 3);
+        const unsigned c = a.split[j >> 3];
         const unsigned o = (unsigned)(j & 7);
         const unsigned f = a.first[c], n = a.count[c];
-        unsigned s = f, e = f;
-        if (n > (unsigned)a.ncrit && a.level < TREE_MAX_LEVEL) {
-            const int shift = 3 * (TREE_MAX_LEVEL - 1 - a.level);
-            // First key of the range with octant digit >= d, by bisection.
-            unsigned bounds[2];
-            for (int b = 0; b < 2; b++) {
-                const unsigned d = o + b;
-                unsigned l = f, r = f + n;
-                while (l < r) {
-                    const unsigned mid = l + (r - l) / 2;
-                    if (((a.keys[mid] >> shift) & 7) < d) l = mid + 1;
-                    else r = mid;
-                }
-                bounds[b] = l;
+        const int shift = 3 * (TREE_MAX_LEVEL - 1 - a.level);
+        // First key of the range with octant digit >= d, by bisection.
+        unsigned bounds[2];
+        for (int b = 0; b < 2; b++) {
+            const unsigned d = o + b;
+            unsigned l = f, r = f + n;
+            while (l < r) {
+                const unsigned mid = l + (r - l) / 2;
+                if (((a.keys[mid] >> shift) & 7) < d) l = mid + 1;
+                else r = mid;
             }
-            s = bounds[0];
-            e = bounds[1];
+            bounds[b] = l;
         }
-        a.oct_start[j] = s;
-        a.oct_count[j] = e - s;
-        a.flag[j] = e > s ? 1u : 0u;
+        const unsigned size = bounds[1] - bounds[0];
+        a.oct_start[j] = bounds[0];
+        a.oct_count[j] = size;
+        a.flag[j] = size > 0 ? 1u : 0u;
+        a.splits[j] = size > (unsigned)a.ncrit && a.level + 1 < TREE_MAX_LEVEL ? 1u : 0u;
     }
 }
 
 // The arguments of split_emit.
 struct RUST_TWIN SplitEmitArgs {
-    // Per octant of the level: first particle.
+    // Per octant of a splitting cell: first particle.
     const unsigned *oct_start;
-    // Per octant of the level: number of particles.
+    // Per octant of a splitting cell: number of particles.
     const unsigned *oct_count;
-    // Per octant of the level: its slot in the next level (the scanned flags).
+    // Per octant of a splitting cell: its slot in the next level (the scanned flags).
     const unsigned *slot;
-    // The level's first cell.
-    int lo;
-    // One past the level's last cell.
-    int hi;
+    // Per octant of a splitting cell: its place among the next level's splitting cells (the
+    // scanned `splits` of split_octants).
+    const unsigned *split_slot;
+    // The level's cells that split, ascending.
+    const unsigned *split;
+    // How many there are.
+    int nsplit;
     // The level.
     int level;
+    // Most particles of a leaf.
+    int ncrit;
     // The next level's first cell.
     int next_lo;
     // Cells the breadth-first arrays hold.
     int capacity;
+    // Entries the lists of splitting cells hold.
+    int split_capacity;
     // Per breadth-first cell: first particle.
     unsigned *first;
     // Per breadth-first cell: number of particles.
@@ -652,35 +665,47 @@ struct RUST_TWIN SplitEmitArgs {
     unsigned *child;
     // Per breadth-first cell: number of children.
     unsigned char *nchild;
-    // The next level's number of cells (one word).
+    // The next level's cells that split, ascending.
+    unsigned *next_split;
+    // The next level's number of cells, then of its cells that split (two words).
     unsigned *next_total;
 };
 
-// Appends the non-empty octants (slot = scanned flag) as the next level at next_lo, and records
-// each cell's first child and number of children. Cells beyond `capacity` are not written;
-// *next_total gets the size of the next level either way, so the caller can grow and redo.
+// Appends the non-empty octants (slot = scanned flag) as the next level at next_lo, each without
+// children until it splits, records each splitting cell's first child and number of children,
+// and lists the next level's cells that split. Cells beyond `capacity` (list entries beyond
+// `split_capacity`) are not written; next_total gets both sizes either way, so the caller can
+// grow and redo.
 extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) split_emit(const SplitEmitArgs a)
 {
-    const long long m = 8ll * (a.hi - a.lo);
+    const long long m = 8ll * a.nsplit;
     for (long long j = blockIdx.x * (long long)blockDim.x + threadIdx.x; j < m;
          j += (long long)gridDim.x * blockDim.x) {
         const unsigned n = a.oct_count[j];
         if ((j & 7) == 0) {
-            const int c = a.lo + (int)(j >> 3);
+            const unsigned c = a.split[j >> 3];
             unsigned kids = 0;
             for (int k = 0; k < 8; k++) kids += a.oct_count[j + k] > 0;
             a.nchild[c] = (unsigned char)kids;
             a.child[c] = (unsigned)a.next_lo + a.slot[j];
         }
+        const bool splits = n > (unsigned)a.ncrit && a.level + 1 < TREE_MAX_LEVEL;
         if (n > 0) {
             const long long d = (long long)a.next_lo + a.slot[j];
             if (d < a.capacity) {
                 a.first[d] = a.oct_start[j];
                 a.count[d] = n;
                 a.levels[d] = (unsigned char)(a.level + 1);
+                a.nchild[d] = 0;
+                a.child[d] = 0;
+                if (splits && a.split_slot[j] < (unsigned)a.split_capacity)
+                    a.next_split[a.split_slot[j]] = (unsigned)d;
             }
         }
-        if (j == m - 1) *a.next_total = a.slot[j] + (n > 0);
+        if (j == m - 1) {
+            a.next_total[0] = a.slot[j] + (n > 0);
+            a.next_total[1] = a.split_slot[j] + splits;
+        }
     }
 }
 

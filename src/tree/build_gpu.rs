@@ -31,6 +31,12 @@ const MOMENT_WORDS: usize = 11;
 /// Float64 words of a closest pair's record (`pair_record` in cuda/build.cu).
 const PAIR_WORDS: usize = 10;
 
+/// What a build's arrays were too small for: the cells so far, or one level's splitting cells.
+enum Short {
+    Cells(usize),
+    Splits(usize),
+}
+
 /// Where the particles a tree is built from lie on the device: `n` positions (3 doubles each,
 /// length units) and masses (doubles, mass units).
 #[derive(Clone, Copy, Debug)]
@@ -72,9 +78,12 @@ struct ParticleArrays<R: KernelRunner> {
     tile_counts: R::Array<u32>,
 }
 
-/// The device arrays over cells (grown with the tree), breadth-first and in preorder.
+/// The device arrays over cells (grown with the tree), breadth-first and in preorder, and over
+/// the cells of one level that split (grown with the widest such level).
 struct BuildCells<R: KernelRunner> {
     capacity: usize,
+    /// Splitting cells of one level the lists and octant arrays hold.
+    split_capacity: usize,
     bfs_first: R::Array<u32>,
     bfs_count: R::Array<u32>,
     bfs_level: R::Array<u8>,
@@ -83,10 +92,16 @@ struct BuildCells<R: KernelRunner> {
     bfs_subtree: R::Array<u32>,
     preorder: R::Array<u32>,
     moments: R::Array<f64>,
-    /// Per level's octants (the build), or per cell's particle bounds (a refit, 6 floats).
+    /// Per octant of a level's splitting cells (8 each): start, size, slot in the next level,
+    /// place among the next level's splitting cells.
     oct_start: R::Array<u32>,
     oct_count: R::Array<u32>,
     oct_slot: R::Array<u32>,
+    split_slot: R::Array<u32>,
+    /// The splitting cells of the level being split and of the next one.
+    split: [R::Array<u32>; 2],
+    /// Per cell, the bounds of its particles (6 floats): a refit's, allocated at the first.
+    bounds: Option<R::Array<f32>>,
     /// The cells in preorder, as the walk reads them.
     cells: DeviceCells<R>,
     /// The boxes of the last rebuild, which a refit starts from.
@@ -99,7 +114,8 @@ struct BuildCells<R: KernelRunner> {
 pub struct TreeBuilder<R: KernelRunner> {
     particles: Option<ParticleArrays<R>>,
     cells: Option<BuildCells<R>>,
-    /// Digit counts of the eight radix passes, and the size of the next tree level.
+    /// Digit counts of the eight radix passes, and the size of the next tree level and of its
+    /// splitting cells.
     digit_counts: R::Array<u32>,
     next_total: R::Array<u32>,
     /// The closest pair along the curve: its key, then its record.
@@ -120,7 +136,7 @@ impl<R: KernelRunner> TreeBuilder<R> {
         let r = s.runner();
         Ok(Self {
             digit_counts: r.alloc(8 * 256)?,
-            next_total: r.alloc(1)?,
+            next_total: r.alloc(2)?,
             pair_key: r.alloc(1)?,
             pair_record: r.alloc(PAIR_WORDS)?,
             crowded: r.alloc(1)?,
@@ -151,9 +167,9 @@ impl<R: KernelRunner> TreeBuilder<R> {
         })
     }
 
-    /// The device bytes the builder holds per cell: the cells, their moments and boxes, and
-    /// the breadth-first and octant lists of the build (the octant lists hold the refit's
-    /// bounds between builds).
+    /// The device bytes the builder holds over cells: the cells, their moments and boxes, the
+    /// breadth-first lists of the build and its octant lists of one level's splitting cells,
+    /// and a refit's bounds.
     pub fn cell_bytes(&self) -> usize {
         self.cells.as_ref().map_or(0, |c| {
             c.cells.bytes()
@@ -165,6 +181,10 @@ impl<R: KernelRunner> TreeBuilder<R> {
                     + c.oct_start.len()
                     + c.oct_count.len()
                     + c.oct_slot.len()
+                    + c.split_slot.len()
+                    + c.split[0].len()
+                    + c.split[1].len()
+                    + c.bounds.as_ref().map_or(0, |b| b.len())
                     + c.parent.len()
                     + c.built.len())
                 + 8 * c.moments.len()
@@ -213,6 +233,7 @@ impl<R: KernelRunner> TreeBuilder<R> {
             .ok_or_else(|| crate::Error::device("a refit without the tree of these particles"))?;
         let (tree, levels) = (*tree, levels.clone());
         times.time("refit", || -> Result<()> {
+            let bounds = self.refit_bounds(s)?;
             let a = self.particles.as_ref().expect("built");
             let c = self.cells.as_ref().expect("built");
             // SAFETY (every launch below): the arrays were sized for this tree by its build
@@ -230,9 +251,8 @@ impl<R: KernelRunner> TreeBuilder<R> {
                         sorted: a.sorted.ptr(),
                     },
                 )?;
-                let upward = self.upward();
+                let upward = self.upward(bounds);
                 self.per_level(s, "cell_moments", &levels, true, &upward)?;
-                // The octant lists are free between builds: 6 floats of bounds per cell.
                 self.per_level(s, "cell_bounds", &levels, true, &upward)?;
                 s.launch(
                     "refit_cells",
@@ -241,7 +261,7 @@ impl<R: KernelRunner> TreeBuilder<R> {
                         ncells: int(tree.cells)?,
                         preorder: c.preorder.ptr(),
                         mom: c.moments.ptr(),
-                        bounds: c.oct_start.ptr(),
+                        bounds,
                         built: c.built.ptr(),
                         mac: (p.mac != Mac::BarnesHut) as i32,
                         theta: p.theta,
@@ -370,9 +390,21 @@ impl<R: KernelRunner> TreeBuilder<R> {
         s.fetch_as(&self.samples, m)
     }
 
+    /// Device address of room for a refit's bounds of the particles of every cell (6 floats
+    /// each), allocated at the first refit of the cell arrays (a run that never refits never
+    /// holds them).
+    fn refit_bounds(&mut self, s: &Stages<R>) -> Result<u64> {
+        let c = self.cells.as_mut().expect("built");
+        if c.bounds.is_none() {
+            c.bounds = Some(s.runner().alloc(6 * c.capacity)?);
+        }
+        Ok(c.bounds.as_ref().expect("allocated above").ptr())
+    }
+
     /// The block of `cell_moments` and `cell_bounds` for the breadth-first cells `lo..hi`: the
-    /// moments into the moment words, the bounds into the octant lists (free between builds).
-    fn upward(&self) -> impl Fn(i32, i32) -> UpwardArgs {
+    /// moments into the moment words, the bounds to device address `bounds` (a refit's; 0 for
+    /// `cell_moments` alone).
+    fn upward(&self, bounds: u64) -> impl Fn(i32, i32) -> UpwardArgs {
         let a = self.particles.as_ref().expect("sorted");
         let c = self.cells.as_ref().expect("reserved");
         let block = UpwardArgs {
@@ -384,7 +416,7 @@ impl<R: KernelRunner> TreeBuilder<R> {
             child: c.bfs_child.ptr(),
             nchild: c.bfs_nchild.ptr(),
             mom: c.moments.ptr(),
-            bounds: c.oct_start.ptr(),
+            bounds,
         };
         move |lo, hi| UpwardArgs { lo, hi, ..block }
     }
@@ -432,17 +464,33 @@ impl<R: KernelRunner> TreeBuilder<R> {
         Ok(())
     }
 
-    /// Grows the cell arrays to hold `cells` cells (and a level of up to `cells` cells), with
+    /// Grows the cell arrays to hold `cells` cells and a level's `splits` splitting cells, with
     /// headroom when `regrow` ([`with_headroom`]).
-    fn reserve_cells(&mut self, s: &Stages<R>, cells: usize, regrow: bool) -> Result<()> {
-        if self.cells.as_ref().is_some_and(|a| a.capacity >= cells) {
+    fn reserve_cells(
+        &mut self,
+        s: &Stages<R>,
+        cells: usize,
+        splits: usize,
+        regrow: bool,
+    ) -> Result<()> {
+        if self
+            .cells
+            .as_ref()
+            .is_some_and(|a| a.capacity >= cells && a.split_capacity >= splits)
+        {
             return Ok(());
         }
+        let splits = splits.max(self.cells.as_ref().map_or(0, |a| a.split_capacity));
+        let cells = cells.max(self.cells.as_ref().map_or(0, |a| a.capacity));
         self.cells = None;
         let r = s.runner();
+        // The splitting cells' arrays scale with the cells' (their share of the request).
+        let share = splits as f64 / (cells + 1) as f64;
         let arrays = |cap: usize| -> Result<BuildCells<R>> {
+            let scap = ((cap as f64 * share).ceil() as usize).max(1);
             Ok(BuildCells {
                 capacity: cap,
+                split_capacity: scap,
                 bfs_first: r.alloc(cap)?,
                 bfs_count: r.alloc(cap)?,
                 bfs_level: r.alloc(cap)?,
@@ -451,9 +499,12 @@ impl<R: KernelRunner> TreeBuilder<R> {
                 bfs_subtree: r.alloc(cap)?,
                 preorder: r.alloc(cap)?,
                 moments: r.alloc(MOMENT_WORDS * cap)?,
-                oct_start: r.alloc(8 * cap)?,
-                oct_count: r.alloc(8 * cap)?,
-                oct_slot: r.alloc(8 * cap)?,
+                oct_start: r.alloc(8 * scap)?,
+                oct_count: r.alloc(8 * scap)?,
+                oct_slot: r.alloc(8 * scap)?,
+                split_slot: r.alloc(8 * scap)?,
+                split: [r.alloc(scap)?, r.alloc(scap)?],
+                bounds: None,
                 cells: DeviceCells::alloc(r, cap)?,
                 built: r.alloc(4 * cap)?,
                 parent: r.alloc(cap)?,
@@ -567,36 +618,39 @@ impl<R: KernelRunner> TreeBuilder<R> {
     /// by level in breadth-first order, then their subtree sizes and preorder positions.
     /// Returns the start of every level's cells and, last, the number of cells.
     fn cell_levels(&mut self, s: &Stages<R>, n: usize, ncrit: usize) -> Result<Vec<usize>> {
-        // Enough for every tree of usual leaves; a deeper one grows the arrays and starts over.
+        // Enough for every tree of usual leaves (a level's splitting cells: about an eighth of
+        // the next level's); a deeper one grows the arrays and starts over.
         let mut guess = n.div_ceil(ncrit.max(1)) + 64;
+        let mut splits = guess / 2;
         loop {
             // Headroom once the cells have had to grow, this build's retries included (without
             // it the doubled guesses of a uniform cube of 10^6 took 60 % more cell bytes).
             let regrow = self.cells.is_some();
-            self.reserve_cells(s, guess, regrow)?;
+            self.reserve_cells(s, guess, splits, regrow)?;
             match self.levels(s, n, ncrit)? {
                 Ok(levels) => {
                     self.order_cells(s, &levels)?;
                     return Ok(levels);
                 }
-                Err(need) => guess = need.max(2 * guess),
+                Err(Short::Cells(need)) => guess = need.max(2 * guess),
+                Err(Short::Splits(need)) => splits = need,
             }
         }
     }
 
-    /// The breadth-first cells, level by level; `Err(cells needed so far)` when they do not
-    /// fit.
+    /// The breadth-first cells, level by level (only the cells that split visited); `Err` with
+    /// what did not fit.
     fn levels(
         &mut self,
         s: &Stages<R>,
         n: usize,
         ncrit: usize,
-    ) -> Result<std::result::Result<Vec<usize>, usize>> {
+    ) -> Result<std::result::Result<Vec<usize>, Short>> {
         let c = self.cells.as_ref().expect("reserved");
         let a = self.particles.as_ref().expect("sorted");
-        let cap = c.capacity;
-        // SAFETY (every launch below): the cell arrays hold `cap` cells, the octant arrays 8
-        // per cell; split_emit writes no cell beyond `cap`.
+        let (cap, scap) = (c.capacity, c.split_capacity);
+        // SAFETY (every launch below): the cell arrays hold `cap` cells, the lists of splitting
+        // cells `scap` and the octant arrays 8 per entry; split_emit writes none beyond.
         unsafe {
             s.launch(
                 "tree_root",
@@ -606,13 +660,24 @@ impl<R: KernelRunner> TreeBuilder<R> {
                     first: c.bfs_first.ptr(),
                     count: c.bfs_count.ptr(),
                     level: c.bfs_level.ptr(),
+                    nchild: c.bfs_nchild.ptr(),
+                    split: c.split[0].ptr(),
                 },
             )?;
         }
         let mut levels = vec![0, 1];
+        // The root splits when it holds more than a leaf.
+        let mut nsplit = usize::from(n > ncrit);
         for level in 0..=MAX_LEVEL as usize {
-            let (lo, hi) = (levels[level], levels[level + 1]);
-            let m = 8 * (hi - lo);
+            if nsplit == 0 {
+                return Ok(Ok(levels));
+            }
+            if nsplit > scap {
+                return Ok(Err(Short::Splits(nsplit)));
+            }
+            let (list, next_list) = (&c.split[level % 2], &c.split[1 - level % 2]);
+            let hi = levels[level + 1];
+            let m = 8 * nsplit;
             // SAFETY: as above.
             unsafe {
                 s.launch(
@@ -622,17 +687,19 @@ impl<R: KernelRunner> TreeBuilder<R> {
                         keys: a.keys[0].ptr(),
                         first: c.bfs_first.ptr(),
                         count: c.bfs_count.ptr(),
-                        lo: int(lo)?,
-                        hi: int(hi)?,
+                        split: list.ptr(),
+                        nsplit: int(nsplit)?,
                         level: int(level)?,
                         ncrit: int(ncrit)?,
                         oct_start: c.oct_start.ptr(),
                         oct_count: c.oct_count.ptr(),
                         flag: c.oct_slot.ptr(),
+                        splits: c.split_slot.ptr(),
                     },
                 )?;
             }
             s.scan(c.oct_slot.ptr(), m)?;
+            s.scan(c.split_slot.ptr(), m)?;
             // SAFETY: as above.
             unsafe {
                 s.launch(
@@ -642,29 +709,32 @@ impl<R: KernelRunner> TreeBuilder<R> {
                         oct_start: c.oct_start.ptr(),
                         oct_count: c.oct_count.ptr(),
                         slot: c.oct_slot.ptr(),
-                        lo: int(lo)?,
-                        hi: int(hi)?,
+                        split_slot: c.split_slot.ptr(),
+                        split: list.ptr(),
+                        nsplit: int(nsplit)?,
                         level: int(level)?,
+                        ncrit: int(ncrit)?,
                         next_lo: int(hi)?,
                         capacity: int(cap)?,
+                        split_capacity: int(scap)?,
                         first: c.bfs_first.ptr(),
                         count: c.bfs_count.ptr(),
                         levels: c.bfs_level.ptr(),
                         child: c.bfs_child.ptr(),
                         nchild: c.bfs_nchild.ptr(),
+                        next_split: next_list.ptr(),
                         next_total: self.next_total.ptr(),
                     },
                 )?;
             }
-            let next = s.fetch(&self.next_total, 1)?[0] as usize;
-            if next == 0 {
-                return Ok(Ok(levels));
+            let [next, splits] = s.fetch(&self.next_total, 2)?[..] else {
+                unreachable!("two words fetched")
+            };
+            if hi + next as usize > cap {
+                return Ok(Err(Short::Cells(hi + next as usize)));
             }
-            // The next level's octant lists need 8 entries per cell, within the capacity too.
-            if hi + next > cap || next > cap {
-                return Ok(Err(hi + next));
-            }
-            levels.push(hi + next);
+            levels.push(hi + next as usize);
+            nsplit = splits as usize;
         }
         unreachable!("cells at MAX_LEVEL never split")
     }
@@ -732,7 +802,7 @@ impl<R: KernelRunner> TreeBuilder<R> {
         let o = frame.key_grid().origin;
         // SAFETY: the cell arrays hold every cell, the particle arrays every particle.
         unsafe {
-            self.per_level(s, "cell_moments", levels, true, self.upward())?;
+            self.per_level(s, "cell_moments", levels, true, self.upward(0))?;
             s.launch(
                 "store_cells",
                 blocks(ncells),
@@ -845,7 +915,7 @@ impl<R: KernelRunner> TreeBuilder<R> {
         let (n, ncells) = (t.index.len(), t.first.len());
         self.reserve_particles(s, n)?;
         let regrow = self.cells.is_some();
-        self.reserve_cells(s, ncells, regrow)?;
+        self.reserve_cells(s, ncells, 1, regrow)?;
         let bfs = bfs_layout(t);
         let r = s.runner();
         let a = self.particles.as_mut().expect("reserved");
