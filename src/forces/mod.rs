@@ -223,12 +223,18 @@ impl ForceEngine {
     /// deep in another rank's domain stretches its own tree's cells and region, and its group
     /// walks the other rank's particles around it one by one: a long tail of the forest walk).
     /// Only before an evaluation that rebuilds the trees (between rebuilds the particles
-    /// stay), and only in open boundaries: a periodic box's trees are not built in the
-    /// domains' cube, and there sending strays home measured slower than leaving them
-    /// (docs/performance.md, "Strays sent home"). Collective: one sum over the ranks, and a
-    /// migration where any rank has strays. Returns the number of strays of the job (0 on one
-    /// rank, in a periodic box and before a decomposition).
+    /// stay) without probing (`rebuild = "auto"`'s probe refits a sample of the last tree,
+    /// which needs its particles where they are: the strays go home at the next rebuild), and
+    /// only in open boundaries: a periodic box's trees are not built in the domains' cube, and
+    /// there sending strays home measured slower than leaving them (docs/performance.md,
+    /// "Strays sent home"). Collective: one sum over the ranks, and a migration where any rank
+    /// has strays. Returns the number of strays of the job (0 on one rank, in a periodic box,
+    /// before a decomposition and before a probe).
     pub fn send_strays_home(&mut self, comm: &dyn Comm) -> Result<u64> {
+        // The schedule is the same on every rank, so all skip the collective together.
+        if self.schedule.probe_due() {
+            return Ok(0);
+        }
         let Some(d) = open_domains(&self.domains, &self.params) else {
             return Ok(0);
         };
