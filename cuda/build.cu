@@ -558,6 +558,8 @@ struct RUST_TWIN TreeRootArgs {
     unsigned char *nchild;
     // The root level's cells that split (the root, where it does).
     unsigned *split;
+    // Per breadth-first cell that splits: its place among them (their moments' slot).
+    unsigned *inner;
 };
 
 // The root: all n particles, no children yet, first in the list of cells that split.
@@ -569,6 +571,7 @@ extern "C" __global__ void tree_root(const TreeRootArgs a)
         a.level[0] = 0;
         a.nchild[0] = 0;
         a.split[0] = 0;
+        a.inner[0] = 0;
     }
 }
 
@@ -667,6 +670,10 @@ struct RUST_TWIN SplitEmitArgs {
     unsigned char *nchild;
     // The next level's cells that split, ascending.
     unsigned *next_split;
+    // Cells that split in this level and those above it: the first place of the next level's.
+    int inner_base;
+    // Per breadth-first cell that splits: its place among them (their moments' slot).
+    unsigned *inner;
     // The next level's number of cells, then of its cells that split (two words).
     unsigned *next_total;
 };
@@ -698,6 +705,7 @@ extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) split_emit(const Split
                 a.levels[d] = (unsigned char)(a.level + 1);
                 a.nchild[d] = 0;
                 a.child[d] = 0;
+                if (splits) a.inner[d] = (unsigned)a.inner_base + a.split_slot[j];
                 if (splits && a.split_slot[j] < (unsigned)a.split_capacity)
                     a.next_split[a.split_slot[j]] = (unsigned)d;
             }
@@ -788,6 +796,65 @@ __device__ __forceinline__ void point_quad(double m, const double y[3], double q
     q[5] = m * 3.0 * y[1] * y[2];
 }
 
+// The float64 moments (MOMENT_WORDS: mass, centre of mass, quadrupole, trace) of k points,
+// point(j, y) giving the j-th's position y and weight; `sub(j)`, for points that are cells, their
+// own moments (null for particles), whose quadrupoles and traces are carried over (parallel-axis
+// theorem). The CPU's order (src/tree/moments.rs).
+template <typename Point, typename Sub>
+__device__ __forceinline__ void moments_of(unsigned k, Point point, Sub sub, double *out)
+{
+    double m = 0.0, n = 0.0, sum[3] = {0.0, 0.0, 0.0}, mean[3] = {0.0, 0.0, 0.0};
+    for (unsigned j = 0; j < k; j++) {
+        double y[3];
+        const double w = point(j, y);
+        m += w;
+        n += 1.0;
+        for (int d = 0; d < 3; d++) {
+            sum[d] += w * y[d];
+            mean[d] += y[d];
+        }
+    }
+    double com[3];
+    for (int d = 0; d < 3; d++) com[d] = m > 0.0 ? sum[d] / m : mean[d] / n;
+    const double mass = m > 0.0 ? m : 0.0;
+    double quad[6] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0}, trace = 0.0;
+    for (unsigned j = 0; j < k; j++) {
+        double y[3], q[6];
+        const double w = point(j, y);
+        for (int d = 0; d < 3; d++) y[d] -= com[d];
+        point_quad(w, y, q);
+        const double r2 = y[0] * y[0] + y[1] * y[1] + y[2] * y[2];
+        const double *s = sub(j);
+        if (s == nullptr) {
+            for (int d = 0; d < 6; d++) quad[d] += q[d];
+            trace += w * r2;
+        } else {
+            for (int d = 0; d < 6; d++) quad[d] += s[4 + d] + q[d];
+            trace += s[10] + w * r2;
+        }
+    }
+    out[0] = mass;
+    for (int d = 0; d < 3; d++) out[1 + d] = com[d];
+    for (int d = 0; d < 6; d++) out[4 + d] = quad[d];
+    out[10] = trace;
+}
+
+// The moments of a leaf: its k particles from `first` of the sorted particles.
+__device__ __forceinline__ void leaf_moments(const float4 *particles, unsigned first, unsigned k,
+                                             double *out)
+{
+    moments_of(
+        k,
+        [&](unsigned j, double y[3]) -> double {
+            const float4 p = particles[first + j];
+            y[0] = p.x;
+            y[1] = p.y;
+            y[2] = p.z;
+            return p.w;
+        },
+        [](unsigned) -> const double * { return nullptr; }, out);
+}
+
 // The arguments of cell_moments and cell_bounds: one level of the breadth-first cells, each
 // summed from its particles (a leaf) or from its children.
 struct RUST_TWIN UpwardArgs {
@@ -805,71 +872,59 @@ struct RUST_TWIN UpwardArgs {
     const unsigned *child;
     // Per breadth-first cell: number of children.
     const unsigned char *nchild;
-    // cell_moments: per breadth-first cell, MOMENT_WORDS float64 moments.
+    // Per breadth-first cell that splits: its slot in `mom`.
+    const unsigned *inner;
+    // cell_moments: per cell that splits, MOMENT_WORDS float64 moments (a leaf's are
+    // recomputed from its particles where they are needed).
     double *mom;
     // cell_bounds: per breadth-first cell, the bounds of its particles (6 floats, frame units).
     float *bounds;
 };
 
-// Moments of the cells in [lo, hi) into mom (MOMENT_WORDS doubles per cell): leaves from their
-// particles, the others from their children (parallel-axis theorem), in the CPU's order.
+// Moments of the cells in [lo, hi) that split into their slots of mom (MOMENT_WORDS doubles
+// each), from their children's (a leaf child's from its particles, parallel-axis theorem), in
+// the CPU's order. Leaves keep none: their moments are their particles'.
 extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) cell_moments(const UpwardArgs a)
 {
     for (int c = a.lo + blockIdx.x * blockDim.x + threadIdx.x; c < a.hi;
          c += gridDim.x * blockDim.x) {
-        const bool leaf = a.nchild[c] == 0;
-        const unsigned f = leaf ? a.first[c] : a.child[c];
-        const unsigned k = leaf ? a.count[c] : a.nchild[c];
-        // Points (position, weight): particles of a leaf, children's centres of mass otherwise.
-        auto point = [&](unsigned j, double y[3]) -> double {
-            if (leaf) {
-                const float4 p = a.particles[f + j];
-                y[0] = p.x;
-                y[1] = p.y;
-                y[2] = p.z;
-                return p.w;
-            }
-            const double *s = a.mom + (long long)(f + j) * MOMENT_WORDS;
-            y[0] = s[1];
-            y[1] = s[2];
-            y[2] = s[3];
-            return s[0];
-        };
-        double m = 0.0, n = 0.0, sum[3] = {0.0, 0.0, 0.0}, mean[3] = {0.0, 0.0, 0.0};
+        const unsigned k = a.nchild[c];
+        if (k == 0) continue;
+        const unsigned f = a.child[c];
+        // Each child's moments once: a leaf's recomputed, the others' from their slots.
+        double kids[8][MOMENT_WORDS];
         for (unsigned j = 0; j < k; j++) {
-            double y[3];
-            const double w = point(j, y);
-            m += w;
-            n += 1.0;
-            for (int d = 0; d < 3; d++) {
-                sum[d] += w * y[d];
-                mean[d] += y[d];
-            }
-        }
-        double com[3];
-        for (int d = 0; d < 3; d++) com[d] = m > 0.0 ? sum[d] / m : mean[d] / n;
-        const double mass = m > 0.0 ? m : 0.0;
-        double quad[6] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0}, trace = 0.0;
-        for (unsigned j = 0; j < k; j++) {
-            double y[3], q[6];
-            const double w = point(j, y);
-            for (int d = 0; d < 3; d++) y[d] -= com[d];
-            point_quad(w, y, q);
-            const double r2 = y[0] * y[0] + y[1] * y[1] + y[2] * y[2];
-            if (leaf) {
-                for (int d = 0; d < 6; d++) quad[d] += q[d];
-                trace += w * r2;
+            const unsigned kid = f + j;
+            if (a.nchild[kid] == 0) {
+                leaf_moments(a.particles, a.first[kid], a.count[kid], kids[j]);
             } else {
-                const double *s = a.mom + (long long)(f + j) * MOMENT_WORDS;
-                for (int d = 0; d < 6; d++) quad[d] += s[4 + d] + q[d];
-                trace += s[10] + w * r2;
+                const double *s = a.mom + (long long)a.inner[kid] * MOMENT_WORDS;
+                for (int w = 0; w < MOMENT_WORDS; w++) kids[j][w] = s[w];
             }
         }
-        double *out = a.mom + (long long)c * MOMENT_WORDS;
-        out[0] = mass;
-        for (int d = 0; d < 3; d++) out[1 + d] = com[d];
-        for (int d = 0; d < 6; d++) out[4 + d] = quad[d];
-        out[10] = trace;
+        moments_of(
+            k,
+            [&](unsigned j, double y[3]) -> double {
+                y[0] = kids[j][1];
+                y[1] = kids[j][2];
+                y[2] = kids[j][3];
+                return kids[j][0];
+            },
+            [&](unsigned j) -> const double * { return kids[j]; },
+            a.mom + (long long)a.inner[c] * MOMENT_WORDS);
+    }
+}
+
+// Cell c's float64 moments (MOMENT_WORDS) into s: its slot of mom where it splits, else from
+// its particles.
+__device__ __forceinline__ void cell_moments_of(unsigned nchild, unsigned inner, const double *mom,
+                                                const float4 *particles, unsigned first,
+                                                unsigned count, double *s)
+{
+    if (nchild == 0) {
+        leaf_moments(particles, first, count, s);
+    } else {
+        for (int w = 0; w < MOMENT_WORDS; w++) s[w] = mom[(long long)inner * MOMENT_WORDS + w];
     }
 }
 
@@ -912,7 +967,9 @@ struct RUST_TWIN StoreCellsArgs {
     const unsigned char *bfs_nchild;
     // Per breadth-first cell: cells in its subtree.
     const unsigned *bfs_subtree;
-    // Per breadth-first cell: MOMENT_WORDS float64 moments.
+    // Per breadth-first cell that splits: its slot in `mom`.
+    const unsigned *bfs_inner;
+    // Per cell that splits: MOMENT_WORDS float64 moments.
     const double *mom;
     // Lower corner of the key grid's cube, x (frame units).
     double ox;
@@ -942,6 +999,7 @@ struct RUST_TWIN StoreCellsArgs {
     const unsigned char *__restrict__ bfs_level,  \
     const unsigned char *__restrict__ bfs_nchild, \
     const unsigned *__restrict__ bfs_subtree,     \
+    const unsigned *__restrict__ bfs_inner,       \
     const double *__restrict__ mom,               \
     double ox,                                    \
     double oy,                                    \
@@ -977,8 +1035,10 @@ extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) store_cells(STORE_CELL
         tree_level[p] = (unsigned char)lev;
         tree_nchild[p] = bfs_nchild[c];
         tree_subtree[p] = bfs_subtree[c];
-        const float4 cm =
-            store_moments(p, mom + (long long)c * MOMENT_WORDS, tree_com_mass, tree_quad, tree_trace);
+        double s[MOMENT_WORDS];
+        cell_moments_of(bfs_nchild[c], bfs_inner[c], mom, tree_particles, bfs_first[c],
+                        bfs_count[c], s);
+        const float4 cm = store_moments(p, s, tree_com_mass, tree_quad, tree_trace);
         unsigned g[3];
         const double cell = side / (double)(1ull << lev);
         const float4 q = tree_particles[bfs_first[c]];
@@ -1099,7 +1159,9 @@ struct RUST_TWIN RefitCellsArgs {
     int ncells;
     // Per breadth-first cell: its preorder position.
     const unsigned *preorder;
-    // Per breadth-first cell: MOMENT_WORDS float64 moments.
+    // Per breadth-first cell that splits: its slot in `mom`.
+    const unsigned *inner;
+    // Per cell that splits: MOMENT_WORDS float64 moments.
     const double *mom;
     // Per breadth-first cell: the bounds of its particles (6 floats, frame units).
     const float *bounds;
@@ -1120,8 +1182,9 @@ extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) refit_cells(const Refi
     const TreeArrays t = a.tree;
     for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < a.ncells; c += gridDim.x * blockDim.x) {
         const unsigned p = a.preorder[c];
-        const float4 cm =
-            store_moments(p, a.mom + (long long)c * MOMENT_WORDS, t.com_mass, t.quad, t.trace);
+        double s[MOMENT_WORDS];
+        cell_moments_of(t.nchild[p], a.inner[c], a.mom, t.particles, t.first[p], t.count[p], s);
+        const float4 cm = store_moments(p, s, t.com_mass, t.quad, t.trace);
         const float4 box = refit_box(a.built[p], a.bounds + 6ll * c);
         t.boxes[p] = box;
         t.s_eff[p] = cell_s_eff(box, cm, a.mac, a.theta);

@@ -91,7 +91,8 @@ struct BuildCells<R: KernelRunner> {
     bfs_nchild: R::Array<u8>,
     bfs_subtree: R::Array<u32>,
     preorder: R::Array<u32>,
-    moments: R::Array<f64>,
+    /// Per cell that splits: its slot in the builder's moments.
+    bfs_inner: R::Array<u32>,
     /// Per octant of a level's splitting cells (8 each): start, size, slot in the next level,
     /// place among the next level's splitting cells.
     oct_start: R::Array<u32>,
@@ -125,6 +126,9 @@ pub struct TreeBuilder<R: KernelRunner> {
     crowded: R::Array<u32>,
     /// A sample of the positions (3 doubles each).
     samples: R::Array<f64>,
+    /// The float64 moments (MOMENT_WORDS) of the last tree's cells that split, in the order of
+    /// their slots (`bfs_inner`): a refit's upward pass starts from them.
+    moments: R::Array<f64>,
     /// The last tree, and where each of its levels starts in the breadth-first arrays (then
     /// their number of cells): what a refit needs.
     last: Option<(DeviceTree, Vec<usize>)>,
@@ -141,6 +145,7 @@ impl<R: KernelRunner> TreeBuilder<R> {
             pair_record: r.alloc(PAIR_WORDS)?,
             crowded: r.alloc(1)?,
             samples: r.alloc(3)?,
+            moments: r.alloc(1)?,
             particles: None,
             cells: None,
             last: None,
@@ -167,9 +172,9 @@ impl<R: KernelRunner> TreeBuilder<R> {
         })
     }
 
-    /// The device bytes the builder holds over cells: the cells, their moments and boxes, the
-    /// breadth-first lists of the build and its octant lists of one level's splitting cells,
-    /// and a refit's bounds.
+    /// The device bytes the builder holds over cells: the cells, their boxes, the float64
+    /// moments of the cells that split, the breadth-first lists of the build and its octant
+    /// lists of one level's splitting cells, and a refit's bounds.
     pub fn cell_bytes(&self) -> usize {
         self.cells.as_ref().map_or(0, |c| {
             c.cells.bytes()
@@ -187,7 +192,8 @@ impl<R: KernelRunner> TreeBuilder<R> {
                     + c.bounds.as_ref().map_or(0, |b| b.len())
                     + c.parent.len()
                     + c.built.len())
-                + 8 * c.moments.len()
+                + 4 * c.bfs_inner.len()
+                + 8 * self.moments.len()
                 + c.bfs_level.len()
                 + c.bfs_nchild.len()
         })
@@ -209,8 +215,11 @@ impl<R: KernelRunner> TreeBuilder<R> {
         let n = src.n;
         let frame = *frame;
         times.time("sort", || self.sort(s, src, &frame, p.order))?;
-        let levels = times.time("build", || self.cell_levels(s, n, p.ncrit))?;
-        times.time("moments", || self.moments(s, &levels, &frame, p))?;
+        let (levels, inner) = times.time("build", || self.cell_levels(s, n, p.ncrit))?;
+        times.time("moments", || {
+            grow(s.runner(), &mut self.moments, MOMENT_WORDS * inner.max(1))?;
+            self.moments(s, &levels, &frame, p)
+        })?;
         let tree = self.device_tree(n, levels[levels.len() - 1], frame);
         self.last = Some((tree, levels));
         Ok(tree)
@@ -260,7 +269,8 @@ impl<R: KernelRunner> TreeBuilder<R> {
                     &RefitCellsArgs {
                         ncells: int(tree.cells)?,
                         preorder: c.preorder.ptr(),
-                        mom: c.moments.ptr(),
+                        inner: c.bfs_inner.ptr(),
+                        mom: self.moments.ptr(),
                         bounds,
                         built: c.built.ptr(),
                         mac: (p.mac != Mac::BarnesHut) as i32,
@@ -415,7 +425,8 @@ impl<R: KernelRunner> TreeBuilder<R> {
             count: c.bfs_count.ptr(),
             child: c.bfs_child.ptr(),
             nchild: c.bfs_nchild.ptr(),
-            mom: c.moments.ptr(),
+            inner: c.bfs_inner.ptr(),
+            mom: self.moments.ptr(),
             bounds,
         };
         move |lo, hi| UpwardArgs { lo, hi, ..block }
@@ -498,7 +509,7 @@ impl<R: KernelRunner> TreeBuilder<R> {
                 bfs_nchild: r.alloc(cap)?,
                 bfs_subtree: r.alloc(cap)?,
                 preorder: r.alloc(cap)?,
-                moments: r.alloc(MOMENT_WORDS * cap)?,
+                bfs_inner: r.alloc(cap)?,
                 oct_start: r.alloc(8 * scap)?,
                 oct_count: r.alloc(8 * scap)?,
                 oct_slot: r.alloc(8 * scap)?,
@@ -617,7 +628,12 @@ impl<R: KernelRunner> TreeBuilder<R> {
     /// The topology over the `n` sorted keys, leaves of at most `ncrit` particles: cells level
     /// by level in breadth-first order, then their subtree sizes and preorder positions.
     /// Returns the start of every level's cells and, last, the number of cells.
-    fn cell_levels(&mut self, s: &Stages<R>, n: usize, ncrit: usize) -> Result<Vec<usize>> {
+    fn cell_levels(
+        &mut self,
+        s: &Stages<R>,
+        n: usize,
+        ncrit: usize,
+    ) -> Result<(Vec<usize>, usize)> {
         // Enough for every tree of usual leaves (a level's splitting cells: about an eighth of
         // the next level's); a deeper one grows the arrays and starts over.
         let mut guess = n.div_ceil(ncrit.max(1)) + 64;
@@ -628,9 +644,9 @@ impl<R: KernelRunner> TreeBuilder<R> {
             let regrow = self.cells.is_some();
             self.reserve_cells(s, guess, splits, regrow)?;
             match self.levels(s, n, ncrit)? {
-                Ok(levels) => {
+                Ok((levels, inner)) => {
                     self.order_cells(s, &levels)?;
-                    return Ok(levels);
+                    return Ok((levels, inner));
                 }
                 Err(Short::Cells(need)) => guess = need.max(2 * guess),
                 Err(Short::Splits(need)) => splits = need,
@@ -638,14 +654,14 @@ impl<R: KernelRunner> TreeBuilder<R> {
         }
     }
 
-    /// The breadth-first cells, level by level (only the cells that split visited); `Err` with
-    /// what did not fit.
+    /// The breadth-first cells, level by level (only the cells that split visited), and how
+    /// many of them split; `Err` with what did not fit.
     fn levels(
         &mut self,
         s: &Stages<R>,
         n: usize,
         ncrit: usize,
-    ) -> Result<std::result::Result<Vec<usize>, Short>> {
+    ) -> Result<std::result::Result<(Vec<usize>, usize), Short>> {
         let c = self.cells.as_ref().expect("reserved");
         let a = self.particles.as_ref().expect("sorted");
         let (cap, scap) = (c.capacity, c.split_capacity);
@@ -662,15 +678,18 @@ impl<R: KernelRunner> TreeBuilder<R> {
                     level: c.bfs_level.ptr(),
                     nchild: c.bfs_nchild.ptr(),
                     split: c.split[0].ptr(),
+                    inner: c.bfs_inner.ptr(),
                 },
             )?;
         }
         let mut levels = vec![0, 1];
         // The root splits when it holds more than a leaf.
         let mut nsplit = usize::from(n > ncrit);
+        // The cells that split so far (each one's moments get a slot in that order).
+        let mut inner = nsplit;
         for level in 0..=MAX_LEVEL as usize {
             if nsplit == 0 {
-                return Ok(Ok(levels));
+                return Ok(Ok((levels, inner)));
             }
             if nsplit > scap {
                 return Ok(Err(Short::Splits(nsplit)));
@@ -723,6 +742,8 @@ impl<R: KernelRunner> TreeBuilder<R> {
                         child: c.bfs_child.ptr(),
                         nchild: c.bfs_nchild.ptr(),
                         next_split: next_list.ptr(),
+                        inner_base: int(inner)?,
+                        inner: c.bfs_inner.ptr(),
                         next_total: self.next_total.ptr(),
                     },
                 )?;
@@ -735,6 +756,7 @@ impl<R: KernelRunner> TreeBuilder<R> {
             }
             levels.push(hi + next as usize);
             nsplit = splits as usize;
+            inner += nsplit;
         }
         unreachable!("cells at MAX_LEVEL never split")
     }
@@ -814,7 +836,8 @@ impl<R: KernelRunner> TreeBuilder<R> {
                     bfs_level: c.bfs_level.ptr(),
                     bfs_nchild: c.bfs_nchild.ptr(),
                     bfs_subtree: c.bfs_subtree.ptr(),
-                    mom: c.moments.ptr(),
+                    bfs_inner: c.bfs_inner.ptr(),
+                    mom: self.moments.ptr(),
                     ox: o.x,
                     oy: o.y,
                     oz: o.z,
@@ -918,6 +941,8 @@ impl<R: KernelRunner> TreeBuilder<R> {
         self.reserve_cells(s, ncells, 1, regrow)?;
         let bfs = bfs_layout(t);
         let r = s.runner();
+        let inner = bfs.nchild.iter().filter(|&&k| k > 0).count();
+        grow(r, &mut self.moments, MOMENT_WORDS * inner.max(1))?;
         let a = self.particles.as_mut().expect("reserved");
         r.upload(&t.index, &mut a.index[0])?;
         let c = self.cells.as_mut().expect("reserved");
@@ -927,6 +952,7 @@ impl<R: KernelRunner> TreeBuilder<R> {
         r.upload(&bfs.child, &mut c.bfs_child)?;
         r.upload(&bfs.nchild, &mut c.bfs_nchild)?;
         r.upload(&bfs.preorder, &mut c.preorder)?;
+        r.upload(&bfs.inner, &mut c.bfs_inner)?;
         upload_cells(r, &mut c.cells)?;
         r.upload(bytemuck::cast_slice(&t.boxes), &mut c.built)?;
         self.parents(s, ncells)?;

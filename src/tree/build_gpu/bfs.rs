@@ -15,6 +15,8 @@ pub(super) struct BfsLayout {
     pub nchild: Vec<u8>,
     /// Per breadth-first cell: its preorder index.
     pub preorder: Vec<u32>,
+    /// Per breadth-first cell that splits: its slot among the moments of those cells.
+    pub inner: Vec<u32>,
     /// Where each level starts, then the number of cells.
     pub levels: Vec<usize>,
 }
@@ -43,6 +45,7 @@ pub(super) fn bfs_layout(t: &TreeTopology) -> BfsLayout {
         child: vec![0; nc],
         nchild: vec![0; nc],
         preorder: vec![0; nc],
+        inner: vec![0; nc],
         levels,
     };
     for c in 0..nc {
@@ -54,6 +57,15 @@ pub(super) fn bfs_layout(t: &TreeTopology) -> BfsLayout {
         out.preorder[b] = c as u32;
         if t.nchild[c] > 0 {
             out.child[b] = bfs_of[c + 1];
+        }
+    }
+    // The cells that split take the moments' slots in breadth-first order, as the build gives
+    // them.
+    let mut slots = 0u32;
+    for (inner, &nchild) in out.inner.iter_mut().zip(&out.nchild) {
+        if nchild > 0 {
+            *inner = slots;
+            slots += 1;
         }
     }
     out
