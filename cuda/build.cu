@@ -575,6 +575,13 @@ extern "C" __global__ void tree_root(const TreeRootArgs a)
     }
 }
 
+// Whether a cell of `level` holding n particles splits: more than a leaf holds, above the
+// deepest level.
+__device__ __forceinline__ bool cell_splits(unsigned n, int ncrit, int level)
+{
+    return n > (unsigned)ncrit && level < TREE_MAX_LEVEL;
+}
+
 // The arguments of split_octants.
 struct RUST_TWIN SplitOctantsArgs {
     // The sorted keys.
@@ -629,7 +636,7 @@ extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) split_octants(const Sp
         a.oct_start[j] = bounds[0];
         a.oct_count[j] = size;
         a.flag[j] = size > 0 ? 1u : 0u;
-        a.splits[j] = size > (unsigned)a.ncrit && a.level + 1 < TREE_MAX_LEVEL ? 1u : 0u;
+        a.splits[j] = cell_splits(size, a.ncrit, a.level + 1) ? 1u : 0u;
     }
 }
 
@@ -696,7 +703,7 @@ extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) split_emit(const Split
             a.nchild[c] = (unsigned char)kids;
             a.child[c] = (unsigned)a.next_lo + a.slot[j];
         }
-        const bool splits = n > (unsigned)a.ncrit && a.level + 1 < TREE_MAX_LEVEL;
+        const bool splits = cell_splits(n, a.ncrit, a.level + 1);
         if (n > 0) {
             const long long d = (long long)a.next_lo + a.slot[j];
             if (d < a.capacity) {

@@ -78,12 +78,9 @@ struct ParticleArrays<R: KernelRunner> {
     tile_counts: R::Array<u32>,
 }
 
-/// The device arrays over cells (grown with the tree), breadth-first and in preorder, and over
-/// the cells of one level that split (grown with the widest such level).
+/// The device arrays over cells (grown with the tree), breadth-first and in preorder.
 struct BuildCells<R: KernelRunner> {
     capacity: usize,
-    /// Splitting cells of one level the lists and octant arrays hold.
-    split_capacity: usize,
     bfs_first: R::Array<u32>,
     bfs_count: R::Array<u32>,
     bfs_level: R::Array<u8>,
@@ -93,14 +90,6 @@ struct BuildCells<R: KernelRunner> {
     preorder: R::Array<u32>,
     /// Per cell that splits: its slot in the builder's moments.
     bfs_inner: R::Array<u32>,
-    /// Per octant of a level's splitting cells (8 each): start, size, slot in the next level,
-    /// place among the next level's splitting cells.
-    oct_start: R::Array<u32>,
-    oct_count: R::Array<u32>,
-    oct_slot: R::Array<u32>,
-    split_slot: R::Array<u32>,
-    /// The splitting cells of the level being split and of the next one.
-    split: [R::Array<u32>; 2],
     /// Per cell, the bounds of its particles (6 floats): a refit's, allocated at the first.
     bounds: Option<R::Array<f32>>,
     /// The cells in preorder, as the walk reads them.
@@ -110,11 +99,27 @@ struct BuildCells<R: KernelRunner> {
     parent: R::Array<u32>,
 }
 
+/// The device arrays over the cells of one level that split (grown with the widest such
+/// level): the build visits only those.
+struct SplitLists<R: KernelRunner> {
+    /// Splitting cells of one level the arrays hold.
+    capacity: usize,
+    /// Per octant of a level's splitting cells (8 each): start, size, slot in the next level,
+    /// place among the next level's splitting cells.
+    oct_start: R::Array<u32>,
+    oct_count: R::Array<u32>,
+    oct_slot: R::Array<u32>,
+    split_slot: R::Array<u32>,
+    /// The splitting cells of the level being split and of the next one.
+    split: [R::Array<u32>; 2],
+}
+
 /// Builds and refits trees with the kernels of `cuda/build.cu` on one device, keeping its
 /// arrays across builds.
 pub struct TreeBuilder<R: KernelRunner> {
     particles: Option<ParticleArrays<R>>,
     cells: Option<BuildCells<R>>,
+    splits: Option<SplitLists<R>>,
     /// Digit counts of the eight radix passes, and the size of the next tree level and of its
     /// splitting cells.
     digit_counts: R::Array<u32>,
@@ -148,6 +153,7 @@ impl<R: KernelRunner> TreeBuilder<R> {
             moments: r.alloc(1)?,
             particles: None,
             cells: None,
+            splits: None,
             last: None,
         })
     }
@@ -176,27 +182,30 @@ impl<R: KernelRunner> TreeBuilder<R> {
     /// moments of the cells that split, the breadth-first lists of the build and its octant
     /// lists of one level's splitting cells, and a refit's bounds.
     pub fn cell_bytes(&self) -> usize {
-        self.cells.as_ref().map_or(0, |c| {
-            c.cells.bytes()
-                + 4 * (c.bfs_first.len()
-                    + c.bfs_count.len()
-                    + c.bfs_child.len()
-                    + c.bfs_subtree.len()
-                    + c.preorder.len()
-                    + c.oct_start.len()
-                    + c.oct_count.len()
-                    + c.oct_slot.len()
-                    + c.split_slot.len()
-                    + c.split[0].len()
-                    + c.split[1].len()
-                    + c.bounds.as_ref().map_or(0, |b| b.len())
-                    + c.parent.len()
-                    + c.built.len())
-                + 4 * c.bfs_inner.len()
-                + 8 * self.moments.len()
-                + c.bfs_level.len()
-                + c.bfs_nchild.len()
-        })
+        let splits = self.splits.as_ref().map_or(0, |l| {
+            4 * (l.oct_start.len()
+                + l.oct_count.len()
+                + l.oct_slot.len()
+                + l.split_slot.len()
+                + l.split[0].len()
+                + l.split[1].len())
+        });
+        splits
+            + self.cells.as_ref().map_or(0, |c| {
+                c.cells.bytes()
+                    + 4 * (c.bfs_first.len()
+                        + c.bfs_count.len()
+                        + c.bfs_child.len()
+                        + c.bfs_subtree.len()
+                        + c.preorder.len()
+                        + c.bounds.as_ref().map_or(0, |b| b.len())
+                        + c.parent.len()
+                        + c.built.len())
+                    + 4 * c.bfs_inner.len()
+                    + 8 * self.moments.len()
+                    + c.bfs_level.len()
+                    + c.bfs_nchild.len()
+            })
     }
 
     /// The tree over the `src.n` particles on the device (positions taken to the float32 frame
@@ -475,33 +484,40 @@ impl<R: KernelRunner> TreeBuilder<R> {
         Ok(())
     }
 
-    /// Grows the cell arrays to hold `cells` cells and a level's `splits` splitting cells, with
-    /// headroom when `regrow` ([`with_headroom`]).
-    fn reserve_cells(
-        &mut self,
-        s: &Stages<R>,
-        cells: usize,
-        splits: usize,
-        regrow: bool,
-    ) -> Result<()> {
-        if self
-            .cells
-            .as_ref()
-            .is_some_and(|a| a.capacity >= cells && a.split_capacity >= splits)
-        {
+    /// Grows the lists of a level's splitting cells to hold `splits` of them, with headroom
+    /// once they have had to grow ([`with_headroom`]).
+    fn reserve_splits(&mut self, s: &Stages<R>, splits: usize) -> Result<()> {
+        if self.splits.as_ref().is_some_and(|l| l.capacity >= splits) {
             return Ok(());
         }
-        let splits = splits.max(self.cells.as_ref().map_or(0, |a| a.split_capacity));
-        let cells = cells.max(self.cells.as_ref().map_or(0, |a| a.capacity));
+        let regrow = self.splits.is_some();
+        self.splits = None;
+        let r = s.runner();
+        let arrays = |cap: usize| -> Result<SplitLists<R>> {
+            Ok(SplitLists {
+                capacity: cap,
+                oct_start: r.alloc(8 * cap)?,
+                oct_count: r.alloc(8 * cap)?,
+                oct_slot: r.alloc(8 * cap)?,
+                split_slot: r.alloc(8 * cap)?,
+                split: [r.alloc(cap)?, r.alloc(cap)?],
+            })
+        };
+        self.splits = Some(with_headroom(splits.max(1), regrow, arrays)?);
+        Ok(())
+    }
+
+    /// Grows the cell arrays to hold `cells` cells, with headroom when `regrow`
+    /// ([`with_headroom`]).
+    fn reserve_cells(&mut self, s: &Stages<R>, cells: usize, regrow: bool) -> Result<()> {
+        if self.cells.as_ref().is_some_and(|a| a.capacity >= cells) {
+            return Ok(());
+        }
         self.cells = None;
         let r = s.runner();
-        // The splitting cells' arrays scale with the cells' (their share of the request).
-        let share = splits as f64 / (cells + 1) as f64;
         let arrays = |cap: usize| -> Result<BuildCells<R>> {
-            let scap = ((cap as f64 * share).ceil() as usize).max(1);
             Ok(BuildCells {
                 capacity: cap,
-                split_capacity: scap,
                 bfs_first: r.alloc(cap)?,
                 bfs_count: r.alloc(cap)?,
                 bfs_level: r.alloc(cap)?,
@@ -510,11 +526,6 @@ impl<R: KernelRunner> TreeBuilder<R> {
                 bfs_subtree: r.alloc(cap)?,
                 preorder: r.alloc(cap)?,
                 bfs_inner: r.alloc(cap)?,
-                oct_start: r.alloc(8 * scap)?,
-                oct_count: r.alloc(8 * scap)?,
-                oct_slot: r.alloc(8 * scap)?,
-                split_slot: r.alloc(8 * scap)?,
-                split: [r.alloc(scap)?, r.alloc(scap)?],
                 bounds: None,
                 cells: DeviceCells::alloc(r, cap)?,
                 built: r.alloc(4 * cap)?,
@@ -642,7 +653,8 @@ impl<R: KernelRunner> TreeBuilder<R> {
             // Headroom once the cells have had to grow, this build's retries included (without
             // it the doubled guesses of a uniform cube of 10^6 took 60 % more cell bytes).
             let regrow = self.cells.is_some();
-            self.reserve_cells(s, guess, splits, regrow)?;
+            self.reserve_cells(s, guess, regrow)?;
+            self.reserve_splits(s, splits)?;
             match self.levels(s, n, ncrit)? {
                 Ok((levels, inner)) => {
                     self.order_cells(s, &levels)?;
@@ -663,8 +675,9 @@ impl<R: KernelRunner> TreeBuilder<R> {
         ncrit: usize,
     ) -> Result<std::result::Result<(Vec<usize>, usize), Short>> {
         let c = self.cells.as_ref().expect("reserved");
+        let l = self.splits.as_ref().expect("reserved");
         let a = self.particles.as_ref().expect("sorted");
-        let (cap, scap) = (c.capacity, c.split_capacity);
+        let (cap, scap) = (c.capacity, l.capacity);
         // SAFETY (every launch below): the cell arrays hold `cap` cells, the lists of splitting
         // cells `scap` and the octant arrays 8 per entry; split_emit writes none beyond.
         unsafe {
@@ -677,7 +690,7 @@ impl<R: KernelRunner> TreeBuilder<R> {
                     count: c.bfs_count.ptr(),
                     level: c.bfs_level.ptr(),
                     nchild: c.bfs_nchild.ptr(),
-                    split: c.split[0].ptr(),
+                    split: l.split[0].ptr(),
                     inner: c.bfs_inner.ptr(),
                 },
             )?;
@@ -694,7 +707,7 @@ impl<R: KernelRunner> TreeBuilder<R> {
             if nsplit > scap {
                 return Ok(Err(Short::Splits(nsplit)));
             }
-            let (list, next_list) = (&c.split[level % 2], &c.split[1 - level % 2]);
+            let (list, next_list) = (&l.split[level % 2], &l.split[1 - level % 2]);
             let hi = levels[level + 1];
             let m = 8 * nsplit;
             // SAFETY: as above.
@@ -710,25 +723,25 @@ impl<R: KernelRunner> TreeBuilder<R> {
                         nsplit: int(nsplit)?,
                         level: int(level)?,
                         ncrit: int(ncrit)?,
-                        oct_start: c.oct_start.ptr(),
-                        oct_count: c.oct_count.ptr(),
-                        flag: c.oct_slot.ptr(),
-                        splits: c.split_slot.ptr(),
+                        oct_start: l.oct_start.ptr(),
+                        oct_count: l.oct_count.ptr(),
+                        flag: l.oct_slot.ptr(),
+                        splits: l.split_slot.ptr(),
                     },
                 )?;
             }
-            s.scan(c.oct_slot.ptr(), m)?;
-            s.scan(c.split_slot.ptr(), m)?;
+            s.scan(l.oct_slot.ptr(), m)?;
+            s.scan(l.split_slot.ptr(), m)?;
             // SAFETY: as above.
             unsafe {
                 s.launch(
                     "split_emit",
                     blocks(m),
                     &SplitEmitArgs {
-                        oct_start: c.oct_start.ptr(),
-                        oct_count: c.oct_count.ptr(),
-                        slot: c.oct_slot.ptr(),
-                        split_slot: c.split_slot.ptr(),
+                        oct_start: l.oct_start.ptr(),
+                        oct_count: l.oct_count.ptr(),
+                        slot: l.oct_slot.ptr(),
+                        split_slot: l.split_slot.ptr(),
                         split: list.ptr(),
                         nsplit: int(nsplit)?,
                         level: int(level)?,
@@ -938,7 +951,7 @@ impl<R: KernelRunner> TreeBuilder<R> {
         let (n, ncells) = (t.index.len(), t.first.len());
         self.reserve_particles(s, n)?;
         let regrow = self.cells.is_some();
-        self.reserve_cells(s, ncells, 1, regrow)?;
+        self.reserve_cells(s, ncells, regrow)?;
         let bfs = bfs_layout(t);
         let r = s.runner();
         let inner = bfs.nchild.iter().filter(|&&k| k > 0).count();
