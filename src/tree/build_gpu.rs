@@ -464,11 +464,7 @@ impl<R: KernelRunner> TreeBuilder<R> {
 
     /// Grows the particle arrays to hold `n` particles.
     fn reserve_particles(&mut self, s: &Stages<R>, n: usize) -> Result<()> {
-        if self.particles.as_ref().is_some_and(|a| a.capacity >= n) {
-            return Ok(());
-        }
         let regrow = self.particles.is_some();
-        self.particles = None; // free before allocating the larger ones
         let r = s.runner();
         let arrays = |cap: usize| -> Result<ParticleArrays<R>> {
             Ok(ParticleArrays {
@@ -480,18 +476,19 @@ impl<R: KernelRunner> TreeBuilder<R> {
                 tile_counts: r.alloc(256 * cap.div_ceil(TILE))?,
             })
         };
-        self.particles = Some(with_headroom(n + 1, regrow, arrays)?);
-        Ok(())
+        reserve(
+            &mut self.particles,
+            (n, n + 1),
+            regrow,
+            |a| a.capacity,
+            arrays,
+        )
     }
 
     /// Grows the lists of a level's splitting cells to hold `splits` of them, with headroom
     /// once they have had to grow ([`with_headroom`]).
     fn reserve_splits(&mut self, s: &Stages<R>, splits: usize) -> Result<()> {
-        if self.splits.as_ref().is_some_and(|l| l.capacity >= splits) {
-            return Ok(());
-        }
         let regrow = self.splits.is_some();
-        self.splits = None;
         let r = s.runner();
         let arrays = |cap: usize| -> Result<SplitLists<R>> {
             Ok(SplitLists {
@@ -503,17 +500,13 @@ impl<R: KernelRunner> TreeBuilder<R> {
                 split: [r.alloc(cap)?, r.alloc(cap)?],
             })
         };
-        self.splits = Some(with_headroom(splits.max(1), regrow, arrays)?);
-        Ok(())
+        let len = (splits, splits.max(1));
+        reserve(&mut self.splits, len, regrow, |l| l.capacity, arrays)
     }
 
     /// Grows the cell arrays to hold `cells` cells, with headroom when `regrow`
     /// ([`with_headroom`]).
     fn reserve_cells(&mut self, s: &Stages<R>, cells: usize, regrow: bool) -> Result<()> {
-        if self.cells.as_ref().is_some_and(|a| a.capacity >= cells) {
-            return Ok(());
-        }
-        self.cells = None;
         let r = s.runner();
         let arrays = |cap: usize| -> Result<BuildCells<R>> {
             Ok(BuildCells {
@@ -532,8 +525,13 @@ impl<R: KernelRunner> TreeBuilder<R> {
                 parent: r.alloc(cap)?,
             })
         };
-        self.cells = Some(with_headroom(cells + 1, regrow, arrays)?);
-        Ok(())
+        reserve(
+            &mut self.cells,
+            (cells, cells + 1),
+            regrow,
+            |a| a.capacity,
+            arrays,
+        )
     }
 
     /// Takes the particles at `src` to the float32 `frame`, computes their keys (in its
@@ -995,6 +993,23 @@ impl<R: KernelRunner> TreeBuilder<R> {
         r.upload(bytemuck::cast_slice(&tree.particles), &mut a.sorted)?;
         Ok(self.tree().expect("restored"))
     }
+}
+
+/// Keeps the arrays in `slot` where they hold `need` elements (`have` of them), else frees
+/// them and makes arrays for `len` ([`with_headroom`]: with headroom when `regrow`).
+fn reserve<A>(
+    slot: &mut Option<A>,
+    (need, len): (usize, usize),
+    regrow: bool,
+    have: impl Fn(&A) -> usize,
+    alloc: impl Fn(usize) -> Result<A>,
+) -> Result<()> {
+    if slot.as_ref().is_some_and(|a| have(a) >= need) {
+        return Ok(());
+    }
+    *slot = None; // free before allocating the larger ones
+    *slot = Some(with_headroom(len, regrow, alloc)?);
+    Ok(())
 }
 
 /// The map of float64 positions to the float32 `frame` ([`Frame::to_frame`]) that kernels
