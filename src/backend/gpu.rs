@@ -27,7 +27,7 @@ use crate::tree::build_gpu::{DeviceTree, TreeBuilder};
 use crate::tree::{ClosePair, Tree, TreeParams};
 use crate::tree::{TreeBuild, TreeTopology};
 use crate::walk::cpu::{Forces, Units, WalkOutput, WalkParams};
-use crate::walk::gpu::{DeviceOwn, GpuLayout, GpuWalk, WalkKernel};
+use crate::walk::gpu::{DeviceOwn, GpuLayout, GpuWalk, TreeWalk, WalkKernel};
 use crate::walk::groups_gpu::{DeviceGroups, GroupFormer};
 use crate::walk::mac::Criterion;
 use glam::DVec3;
@@ -49,6 +49,20 @@ struct Targets {
     own: DeviceOwn,
     /// Block steps: device address of the active particles' flags (only their groups walk).
     partial: Option<u64>,
+}
+
+impl Targets {
+    /// Their walk of the local tree `tree`.
+    fn local(&self, tree: &DeviceTree) -> TreeWalk {
+        TreeWalk {
+            tree: tree.arrays,
+            cells: tree.cells,
+            targets: self.at,
+            n_targets: self.n,
+            own: self.own,
+            groups: self.groups,
+        }
+    }
 }
 
 /// This rank's stages on its GPU, and what they keep there between evaluations.
@@ -140,6 +154,21 @@ impl GpuBackend {
         }
     }
 
+    /// The targets `t` of a walk of the local tree with `p`, after `--vg auto` has timed the
+    /// layouts where it still has to (on the first full evaluation; times `tune`).
+    fn tuned(&mut self, mut t: Targets, p: &WalkParams, times: &mut PhaseTimes) -> Result<Targets> {
+        if std::mem::take(&mut self.tune) {
+            if t.partial.is_some() {
+                // Tuned on a later full evaluation.
+                self.tune = true;
+            } else {
+                times.time("tune", || self.tune(&mut t, p))?;
+                self.targets = Some(t);
+            }
+        }
+        Ok(t)
+    }
+
     /// `--vg auto`: times one walk of the local tree for every layout of
     /// [`GpuLayout::candidates`], keeps the fastest compiled, with its groups.
     fn tune(&mut self, t: &mut Targets, p: &WalkParams) -> Result<()> {
@@ -150,17 +179,11 @@ impl GpuBackend {
             self.walk.set_layout(&self.ctx, layout)?;
             let groups = self.form_groups(&tree, curve, layout.group())?;
             let mut times = PhaseTimes::default();
-            self.walk.walk(
-                tree.arrays,
-                tree.cells,
-                t.at,
-                t.n,
-                t.own,
+            let w = TreeWalk {
                 groups,
-                p,
-                false,
-                &mut times,
-            )?;
+                ..t.local(&tree)
+            };
+            self.walk.walk(&w, p, false, &mut times)?;
             let secs = times.get("walk");
             tracing::info!("vg auto: V,G = {layout} walks in {:.2} ms", secs * 1e3);
             if best.is_none_or(|b| secs < b.0) {
@@ -531,49 +554,36 @@ impl Backend for GpuBackend {
     }
 
     fn walk(&mut self, source: Source, p: &WalkParams, times: &mut PhaseTimes) -> Result<()> {
-        let Some(mut t) = self.targets else {
+        let Some(t) = self.targets else {
             return Ok(());
         };
-        match source {
-            Source::Local => {
-                if std::mem::take(&mut self.tune) {
-                    if t.partial.is_some() {
-                        // Tuned on a later full evaluation.
-                        self.tune = true;
-                    } else {
-                        times.time("tune", || self.tune(&mut t, p))?;
-                        self.targets = Some(t);
-                    }
-                }
-                let tree = self.tree()?;
-                self.walk.walk(
-                    tree.arrays,
-                    tree.cells,
-                    t.at,
-                    t.n,
-                    t.own,
-                    t.groups,
-                    p,
-                    false,
-                    times,
-                )
-            }
+        let w = match source {
+            Source::Local => self.tuned(t, p, times)?.local(&self.tree()?),
             // A forest of the other ranks' LETs never holds a target.
             Source::Forest => match self.forest {
-                Some((forest, cells)) => self.walk.walk(
-                    forest,
+                Some((tree, cells)) => TreeWalk {
+                    tree,
                     cells,
-                    t.at,
-                    t.n,
-                    DeviceOwn::Absent,
-                    t.groups,
-                    p,
-                    true,
-                    times,
-                ),
-                None => Ok(()),
+                    own: DeviceOwn::Absent,
+                    ..t.local(&self.tree()?)
+                },
+                None => return Ok(()),
             },
+        };
+        self.walk
+            .walk(&w, p, matches!(source, Source::Forest), times)
+    }
+
+    fn begin_local_walk(&mut self, p: &WalkParams, times: &mut PhaseTimes) -> Result<bool> {
+        if let Some(t) = self.targets {
+            let w = self.tuned(t, p, times)?.local(&self.tree()?);
+            self.walk.begin(&w, p, times)?;
         }
+        Ok(true)
+    }
+
+    fn end_local_walk(&mut self, times: &mut PhaseTimes) -> Result<Option<Instant>> {
+        self.walk.end(times)
     }
 
     fn forces(&mut self, units: Units, times: &mut PhaseTimes) -> Result<Forces> {

@@ -26,6 +26,7 @@ use crate::walk::cpu::{Forces, Units, WalkParams};
 use crate::walk::gpu::GpuLayout;
 use crate::walk::mac::Criterion;
 use glam::DVec3;
+use std::time::Instant;
 
 /// Device bytes held by each stage of a backend (all 0 on the CPU). Arrays only grow, so each
 /// is the most its stage has held since the backend was opened.
@@ -282,6 +283,20 @@ pub trait Backend {
     /// Walks `source` for the targets with `p`: the local tree's results are written, the
     /// forest's added to them. Times `walk`.
     fn walk(&mut self, source: Source, p: &WalkParams, times: &mut PhaseTimes) -> Result<()>;
+
+    /// Launches the walk of the local tree for the targets with `p` and returns without
+    /// waiting for it, where this backend can walk while the caller goes on (the GPU: the LET
+    /// export's kernels run beside it); [`Backend::end_local_walk`] waits for it. `false`: it
+    /// cannot, and nothing was walked. Times `walk` (the launch).
+    fn begin_local_walk(&mut self, _p: &WalkParams, _times: &mut PhaseTimes) -> Result<bool> {
+        Ok(false)
+    }
+
+    /// Waits for the walk [`Backend::begin_local_walk`] launched; returns when it ended on the
+    /// host's clock (`None` where nothing was walked). Times `walk` (the wait).
+    fn end_local_walk(&mut self, _times: &mut PhaseTimes) -> Result<Option<Instant>> {
+        Ok(None)
+    }
 
     /// The results of the walks, in the particles' order: accelerations and potentials in
     /// `units` (the tree's frame and the gravitational constant), p2p counts without the

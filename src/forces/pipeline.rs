@@ -334,8 +334,10 @@ fn periodic_frame(lo: DVec3, hi: DVec3, side: f64, agreed: &[f64]) -> Result<Fra
 
 /// The walks of every particle of the job for the targets: the local tree and, with several
 /// ranks, the LETs of the others, exported against every rank's region (`let_boxes` boxes
-/// each), exchanged in a communication thread while this one walks the local tree (seed 001's
-/// proposed overlap), then walked as one forest. Adds the traffic to `stats`. Collective.
+/// each) and exchanged while the local tree is walked (seed 001's proposed overlap): where the
+/// backend walks in the background (the GPU), the export's kernels and the exchange run beside
+/// the local walk; else the exchange goes through MPI in a communication thread while this one
+/// walks. The received forest is walked after both. Adds the traffic to `stats`. Collective.
 fn walk_everything(
     backend: &mut dyn Backend,
     comm: &dyn Comm,
@@ -347,25 +349,64 @@ fn walk_everything(
     if comm.size() == 1 {
         return backend.walk(Source::Local, wp, times);
     }
-    let mine = times.time("let", || backend.region(let_boxes))?;
-    let regions = times.time("exchange", || gather_regions(comm, &mine))?;
-    let outgoing = backend.export_lets(&regions, comm.rank(), &wp.criterion, wp.periodic, times)?;
-    let (cells, particles) = match outgoing {
+    let behind = backend.begin_local_walk(wp, times)?;
+    let walked = exchange_while_walking(backend, comm, wp, let_boxes, behind, times, stats);
+    if walked.is_err() {
+        // No walk is left running on a failure.
+        let _ = backend.end_local_walk(&mut PhaseTimes::default());
+    }
+    let (cells, particles) = walked?;
+    stats.cells_received += cells as u64;
+    stats.particles_received += particles as u64;
+    if cells > 0 {
+        let mut t = PhaseTimes::default();
+        backend.walk(Source::Forest, wp, &mut t)?;
+        times.add("walk_let", t.get("walk"));
+    }
+    Ok(())
+}
+
+/// [`walk_everything`]'s exchange and local walk: the regions gathered, the LETs exported and
+/// exchanged, the local walk done (waited for where it was begun, `behind`, else walked here)
+/// and the received forest loaded. Returns its cells and particles. Collective.
+fn exchange_while_walking(
+    backend: &mut dyn Backend,
+    comm: &dyn Comm,
+    wp: &WalkParams,
+    let_boxes: usize,
+    behind: bool,
+    times: &mut PhaseTimes,
+    stats: &mut LetStats,
+) -> Result<(usize, usize)> {
+    let local_walk = |backend: &mut dyn Backend, times: &mut PhaseTimes| match behind {
+        true => backend.end_local_walk(times),
+        false => backend.walk(Source::Local, wp, times).map(|()| None),
+    };
+    let mut beside = Beside::new();
+    let mine = beside.time(|t| t.time("let", || backend.region(let_boxes)))?;
+    let regions = beside.time(|t| t.time("exchange", || gather_regions(comm, &mine)))?;
+    let outgoing = beside
+        .time(|t| backend.export_lets(&regions, comm.rank(), &wp.criterion, wp.periodic, t))?;
+    match outgoing {
         // Device to device: the shapes over the host, the LETs on their own stream while the
         // local tree is walked.
         Outgoing::Device(shapes) => {
-            let theirs = times.time("exchange", || {
-                let words = comm.alltoallv_u64(&LetShape::encode(&shapes), &vec![2; comm.size()]);
-                LetShape::decode(&words?.data)
+            let theirs = beside.time(|t| {
+                t.time("exchange", || {
+                    let words =
+                        comm.alltoallv_u64(&LetShape::encode(&shapes), &vec![2; comm.size()]);
+                    LetShape::decode(&words?.data)
+                })
             })?;
-            times.time("exchange", || backend.send_lets(&theirs))?;
-            backend.walk(Source::Local, wp, times)?;
+            beside.time(|t| t.time("exchange", || backend.send_lets(&theirs)))?;
+            let walked = local_walk(backend, times)?;
+            beside.settle(walked, times);
             stats.bytes_sent += 4 * shapes.iter().map(|l| l.words() as u64).sum::<u64>();
             stats.bytes_received += 4 * theirs.iter().map(|l| l.words() as u64).sum::<u64>();
-            backend.load_forest(Incoming::Device(&theirs), times)?
+            backend.load_forest(Incoming::Device(&theirs), times)
         }
         // Through the host: only the communication thread calls MPI while the local tree is
-        // walked.
+        // walked (or waited for).
         Outgoing::Host { words, counts } => {
             let (local, remote) = std::thread::scope(|s| {
                 let exchange = s.spawn(|| {
@@ -373,11 +414,11 @@ fn walk_everything(
                     let got = comm.alltoallv_f32(&words, &counts);
                     (got, t0.elapsed().as_secs_f64())
                 });
-                let local = backend.walk(Source::Local, wp, times);
+                let local = local_walk(backend, times);
                 // What the overlap did not hide: the wait for the LETs after the local walk.
                 (local, times.time("let_wait", || exchange.join()))
             });
-            local?;
+            beside.settle(local?, times);
             let (got, secs) =
                 remote.map_err(|_| Error::comm("the LET exchange thread panicked"))?;
             times.add("exchange", secs);
@@ -388,17 +429,50 @@ fn walk_everything(
                 data: &got.data,
                 counts: &got.counts,
             };
-            backend.load_forest(incoming, times)?
+            backend.load_forest(incoming, times)
         }
-    };
-    stats.cells_received += cells as u64;
-    stats.particles_received += particles as u64;
-    if cells > 0 {
-        let mut t = PhaseTimes::default();
-        backend.walk(Source::Forest, wp, &mut t)?;
-        times.add("walk_let", t.get("walk"));
     }
-    Ok(())
+}
+
+/// The host's phases while the local walk may run in the background
+/// ([`Backend::begin_local_walk`]), each call's kept with its interval, so that the stretch
+/// of them that the walk hid counts as the walk's: `walk` is then the time the walk ran, and
+/// the LET phases what they added to it.
+struct Beside {
+    /// Each call's start and end, and its phases.
+    spans: Vec<(Instant, Instant, PhaseTimes)>,
+}
+
+impl Beside {
+    /// No call yet.
+    fn new() -> Self {
+        Self { spans: Vec::new() }
+    }
+
+    /// Runs `f` with phases of its own, kept with the call's interval.
+    fn time<T>(&mut self, f: impl FnOnce(&mut PhaseTimes) -> T) -> T {
+        let (t0, mut t) = (Instant::now(), PhaseTimes::default());
+        let r = f(&mut t);
+        self.spans.push((t0, Instant::now(), t));
+        r
+    }
+
+    /// Adds the calls' phases to `times`; with `end` (when the local walk that ran beside
+    /// them ended, host clock), the share of each call that lay before it as `walk`.
+    fn settle(self, end: Option<Instant>, times: &mut PhaseTimes) {
+        for (start, stop, phases) in self.spans {
+            let hidden = match end {
+                Some(end) if end > start && stop > start => {
+                    (end.min(stop) - start).as_secs_f64() / (stop - start).as_secs_f64()
+                }
+                _ => 0.0,
+            };
+            for (name, secs) in phases.iter() {
+                times.add(name, secs * (1.0 - hidden));
+                times.add("walk", secs * hidden);
+            }
+        }
+    }
 }
 
 #[cfg(test)]

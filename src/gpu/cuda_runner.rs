@@ -293,6 +293,43 @@ impl CudaRunner {
         })
     }
 
+    /// The same program on a stream of its own, which starts after the work issued so far on
+    /// this one's (its copies get staging buffers of their own on first use).
+    pub fn fork(&self) -> Result<Self> {
+        let stream = self
+            .device
+            .stream
+            .fork()
+            .map_err(driver_err("stream creation"))?;
+        let functions = self
+            .functions
+            .lock()
+            .map_err(|_| Error::device("kernel table poisoned"))?
+            .clone();
+        Ok(Self {
+            device: CudaDevice::new(stream),
+            module: self.module.clone(),
+            functions: Mutex::new(functions),
+        })
+    }
+
+    /// Orders this runner's later work after the work issued so far on `other`'s stream,
+    /// without waiting on the host.
+    pub fn follow(&self, other: &CudaRunner) -> Result<()> {
+        self.device
+            .stream
+            .join(&other.device.stream)
+            .map_err(driver_err("stream ordering"))
+    }
+
+    /// A timed event recorded after the work issued so far on this runner's stream.
+    pub fn mark(&self) -> Result<CudaEvent> {
+        self.device
+            .stream
+            .record_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
+            .map_err(driver_err("event record"))
+    }
+
     /// Kernel `name` of this program, looked up once.
     fn function(&self, name: &str) -> Result<CudaFunction> {
         let mut functions = self

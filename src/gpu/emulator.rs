@@ -46,7 +46,7 @@ unsafe extern "C" {
 }
 
 /// The CPU kernel emulator, a [`KernelRunner`] whose arrays are host memory.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct Emulator {
     /// The (V, G) layout whose kernels launches prefer, as "V,G"; `None` for plain names only.
     layout: Option<CString>,

@@ -64,6 +64,69 @@ impl Runner {
             Device::Emulated(_) => Ok(None),
         }
     }
+
+    /// The same program on a stream of its own (on a GPU), which starts after the work issued
+    /// so far on this one's: its launches may run beside this runner's. The emulator, whose
+    /// launches finish before they return, has one order only.
+    pub fn fork(&self) -> Result<Self> {
+        let device = match &self.device {
+            Device::Cuda(r) => Device::Cuda(r.fork()?),
+            #[cfg(hinoki_emulator)]
+            Device::Emulated(r) => Device::Emulated(r.clone()),
+        };
+        Ok(Self::new(device, self.bus.clone()))
+    }
+
+    /// A timed mark after the work issued so far on this runner.
+    pub fn mark(&self) -> Result<Mark> {
+        match &self.device {
+            Device::Cuda(r) => r.mark().map(Mark::Cuda),
+            #[cfg(hinoki_emulator)]
+            Device::Emulated(_) => Ok(Mark::Emulated(std::time::Instant::now())),
+        }
+    }
+
+    /// Orders this runner's later work after the work issued so far on `other`'s, without
+    /// waiting on the host.
+    pub fn follow(&self, other: &Runner) -> Result<()> {
+        match (&self.device, &other.device) {
+            (Device::Cuda(a), Device::Cuda(b)) => a.follow(b),
+            #[cfg(hinoki_emulator)]
+            (Device::Emulated(_), Device::Emulated(_)) => Ok(()),
+            #[cfg(hinoki_emulator)]
+            _ => Err(foreign()),
+        }
+    }
+}
+
+/// A point in a runner's sequence of work, timed when the device passes it ([`Runner::mark`]).
+pub enum Mark {
+    /// A timed CUDA event.
+    Cuda(cudarc::driver::CudaEvent),
+    /// The emulator's launches finish before they return: the host's clock.
+    #[cfg(hinoki_emulator)]
+    Emulated(std::time::Instant),
+}
+
+impl Mark {
+    /// When the device passed `later`, on the host's clock, for this mark passed at `passed`
+    /// (host clock; waits until the device has passed both).
+    pub fn passed_later(
+        &self,
+        passed: std::time::Instant,
+        later: &Mark,
+    ) -> Result<std::time::Instant> {
+        match (self, later) {
+            (Mark::Cuda(a), Mark::Cuda(b)) => a
+                .elapsed_ms(b)
+                .map(|ms| passed + std::time::Duration::from_secs_f64(ms.max(0.0) as f64 * 1e-3))
+                .map_err(super::cuda_runner::driver_err("event timing")),
+            #[cfg(hinoki_emulator)]
+            (Mark::Emulated(_), Mark::Emulated(b)) => Ok(*b),
+            #[cfg(hinoki_emulator)]
+            _ => Err(foreign()),
+        }
+    }
 }
 
 /// A device array of a [`Runner`].

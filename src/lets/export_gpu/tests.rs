@@ -14,7 +14,7 @@ use crate::tree::build_gpu::tests::{on_device, stages};
 use crate::tree::build_gpu::TreeBuilder;
 use crate::tree::{Tree, TreeParams};
 use crate::walk::cpu::grouped_walk;
-use crate::walk::gpu::{DeviceOwn, GpuLayout, GpuWalk, WalkKernel};
+use crate::walk::gpu::{DeviceOwn, GpuLayout, GpuWalk, TreeWalk, WalkKernel};
 use crate::walk::groups::tree_groups;
 use crate::walk::groups_gpu::GroupFormer;
 use crate::walk::mac::Mac;
@@ -163,18 +163,16 @@ fn emulated_forest_walks_as_the_hosts_and_refuses_what_the_host_refuses() {
     let groups = tree_groups(&a, layout.group());
     let cpu = grouped_walk(&host, &targets, None, &groups, &wp);
     let (at, g) = walk.upload_targets(&targets, &groups).unwrap();
-    walk.walk(
-        forest,
+    let w = TreeWalk {
+        tree: forest,
         cells,
-        at,
-        targets.len(),
-        DeviceOwn::Absent,
-        g,
-        &wp,
-        false,
-        &mut PhaseTimes::default(),
-    )
-    .unwrap();
+        targets: at,
+        n_targets: targets.len(),
+        own: DeviceOwn::Absent,
+        groups: g,
+    };
+    walk.walk(&w, &wp, false, &mut PhaseTimes::default())
+        .unwrap();
     let gpu = walk.download(targets.len(), false).unwrap();
     assert_eq!(gpu.m2p, cpu.m2p, "interactions");
     assert_eq!(gpu.p2p, cpu.p2p, "interactions");

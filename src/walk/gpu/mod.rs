@@ -20,7 +20,7 @@ use crate::gpu::args::{
     UnsortArgs, WalkArgs,
 };
 use crate::gpu::launch::{DeviceArray, KernelRunner};
-use crate::gpu::runner::Runner;
+use crate::gpu::runner::{Mark, Runner};
 use crate::gpu::GpuContext;
 use crate::tree::{Tree, MAX_LEVEL};
 use buffers::Buffers;
@@ -70,6 +70,36 @@ pub struct GpuWalk {
     list_blocks: u32,
     periodic_list_blocks: u32,
     buffers: Buffers,
+    /// The walk program on a stream of its own, for walks beside the stage program's kernels
+    /// (made at the first).
+    side: Option<Runner>,
+    /// A walk [`GpuWalk::begin`] left running.
+    pending: Option<Launched>,
+}
+
+/// A launched walk: whether it is a list kernel's (whose stacks are checked after it), and
+/// where it was launched beside the stage program's kernels, the marks of its start and end on
+/// its stream with the (host) time of its launch.
+struct Launched {
+    list: bool,
+    timed: Option<(Mark, Mark, Instant)>,
+}
+
+/// One walk on the device: a tree, the targets and their groups.
+#[derive(Clone, Copy, Debug)]
+pub struct TreeWalk {
+    /// The tree's arrays on the device.
+    pub tree: TreeArrays,
+    /// Its cells.
+    pub cells: usize,
+    /// Device address of the targets (x, y, z, |a_old| each, float32, in the tree's frame).
+    pub targets: u64,
+    /// The number of targets.
+    pub n_targets: usize,
+    /// Which of the tree's particles the targets are.
+    pub own: DeviceOwn,
+    /// The groups that walk (at most V·G targets each).
+    pub groups: DeviceGroups,
 }
 
 impl GpuWalk {
@@ -81,6 +111,8 @@ impl GpuWalk {
             list_blocks: program.resident_blocks("walk_list", BLOCK)?,
             periodic_list_blocks: program.resident_blocks("walk_list_periodic", BLOCK)?,
             buffers: Buffers::new(&program)?,
+            side: None,
+            pending: None,
             program,
             kernel,
             layout,
@@ -92,6 +124,7 @@ impl GpuWalk {
         layout.validate_for(self.kernel)?;
         if layout != self.layout {
             self.program = ctx.walk_program(layout.v, layout.g)?;
+            self.side = None;
             self.layout = layout;
         }
         Ok(())
@@ -256,33 +289,76 @@ impl GpuWalk {
         })
     }
 
-    /// Forces on `targets` (device address, `nt` targets of x, y, z, |a_old|), which are the
-    /// tree's particles `own`, from the tree at `t` (`nc` cells), one group of G threads per
-    /// group of `groups` (at most V·G targets each), into the results in walk order, written
+    /// Forces on `w`'s targets, which are its tree's particles `w.own`, from its tree, one
+    /// group of G threads per group of `w.groups`, into the results in walk order, written
     /// there, or added to what is there when `accumulate`. A periodic walk (`p.periodic`, the
     /// tree's frame the box) cuts the groups to its size first and adds the Ewald correction.
     /// Times `walk`.
-    #[allow(clippy::too_many_arguments)]
     pub fn walk(
         &mut self,
-        t: TreeArrays,
-        nc: usize,
-        targets: u64,
-        nt: usize,
-        own: DeviceOwn,
-        groups: DeviceGroups,
+        w: &TreeWalk,
         p: &WalkParams,
         accumulate: bool,
         times: &mut PhaseTimes,
     ) -> Result<()> {
-        self.reserve_results(nt)?;
         let t0 = Instant::now();
+        let launched = self.launch_walk(w, p, accumulate, false)?;
+        self.program.synchronize()?;
+        times.add("walk", t0.elapsed().as_secs_f64());
+        self.check_stacks(launched.list)
+    }
+
+    /// [`GpuWalk::walk`] of a local tree (written, not added) launched on a stream of its own
+    /// and left running, so that the host goes on and the stage program's kernels (the LET
+    /// export) run beside it where it leaves room (its persistent grid holds every SM until
+    /// its warps run out of groups, so mostly in its tail); [`GpuWalk::end`] waits for it.
+    /// Times `walk` (the launch).
+    pub fn begin(&mut self, w: &TreeWalk, p: &WalkParams, times: &mut PhaseTimes) -> Result<()> {
+        if self.pending.is_some() {
+            return Err(Error::device("a walk begun while the last one runs"));
+        }
+        let t0 = Instant::now();
+        self.pending = Some(self.launch_walk(w, p, false, true)?);
+        times.add("walk", t0.elapsed().as_secs_f64());
+        Ok(())
+    }
+
+    /// Waits for the walk [`GpuWalk::begin`] left running (none: returns at once); the stage
+    /// program's later work follows it. Returns when it ended on the host's clock (its launch
+    /// and its time on the device; `None` where nothing was launched). Times `walk` (the wait).
+    pub fn end(&mut self, times: &mut PhaseTimes) -> Result<Option<Instant>> {
+        let Some(launched) = self.pending.take() else {
+            return Ok(None);
+        };
+        let t0 = Instant::now();
+        if let Some(side) = &self.side {
+            side.synchronize()?;
+        }
+        times.add("walk", t0.elapsed().as_secs_f64());
+        self.check_stacks(launched.list)?;
+        launched
+            .timed
+            .map(|(start, end, launched)| start.passed_later(launched, &end))
+            .transpose()
+    }
+
+    /// Launches `w` with `p` (after the periodic groups and the list kernel's children, on the
+    /// program's stream): on the program's stream, or `beside` on a stream of its own that
+    /// follows it (timed).
+    fn launch_walk(
+        &mut self,
+        w: &TreeWalk,
+        p: &WalkParams,
+        accumulate: bool,
+        beside: bool,
+    ) -> Result<Launched> {
+        self.reserve_results(w.n_targets)?;
         let (groups, ewald) = match p.periodic {
             true => (
-                self.periodic_groups(targets, groups, nt)?,
+                self.periodic_groups(w.targets, w.groups, w.n_targets)?,
                 self.buffers.ewald_table(&self.program)?,
             ),
-            false => (groups, 0),
+            false => (w.groups, 0),
         };
         let list = self.kernel == WalkKernel::List;
         let ngroups = groups.count;
@@ -296,15 +372,15 @@ impl GpuWalk {
             self.buffers.prepare_list(
                 &self.program,
                 blocks as usize * (BLOCK / 32) as usize * LIST_STACK,
-                nc,
+                w.cells,
             )?;
             self.launch(
                 "link_children",
-                (nc as u32).div_ceil(BLOCK).max(1),
+                (w.cells as u32).div_ceil(BLOCK).max(1),
                 BLOCK,
                 &LinkArgs {
-                    tree: t,
-                    n_cells: nc as i32,
+                    tree: w.tree,
+                    n_cells: w.cells as i32,
                     children: self.buffers.children.ptr(),
                 },
             )?;
@@ -313,13 +389,13 @@ impl GpuWalk {
             (ngroups as u32 * self.layout.g).div_ceil(BLOCK)
         };
         let b = &self.buffers;
-        let (own_kind, own) = own.args();
+        let (own_kind, own) = w.own.args();
         let args = WalkArgs {
-            tree: t,
-            n_cells: nc as i32,
+            tree: w.tree,
+            n_cells: w.cells as i32,
             children: b.children.ptr(),
-            targets,
-            n_targets: nt as i32,
+            targets: w.targets,
+            n_targets: w.n_targets as i32,
             own_kind,
             own,
             groups: groups.at,
@@ -337,18 +413,44 @@ impl GpuWalk {
             stacks: b.stacks.ptr(),
             stack_cap: LIST_STACK as i32,
         };
-        if ngroups > 0 {
-            let name = match (list, p.periodic) {
-                (true, false) => "walk_list",
-                (true, true) => "walk_list_periodic",
-                (false, false) => "walk_vg",
-                (false, true) => "walk_vg_periodic",
-            };
-            self.launch(name, blocks.max(1), BLOCK, &args)?;
+        if ngroups == 0 {
+            return Ok(Launched {
+                list: false,
+                timed: None,
+            });
         }
-        self.program.synchronize()?;
-        times.add("walk", t0.elapsed().as_secs_f64());
-        if list && ngroups > 0 && self.buffers.list_overflowed(&self.program)? {
+        let name = match (list, p.periodic) {
+            (true, false) => "walk_list",
+            (true, true) => "walk_list_periodic",
+            (false, false) => "walk_vg",
+            (false, true) => "walk_vg_periodic",
+        };
+        let runner = match beside {
+            true => {
+                if self.side.is_none() {
+                    self.side = Some(self.program.fork()?);
+                }
+                let side = self.side.as_ref().expect("forked above");
+                side.follow(&self.program)?;
+                side
+            }
+            false => &self.program,
+        };
+        let start = beside.then(|| runner.mark()).transpose()?;
+        let launched = Instant::now();
+        // SAFETY: the walk kernels' argument block, with buffers reserved above for the
+        // targets, groups and cells it covers.
+        unsafe { runner.launch(name, blocks.max(1), BLOCK, &args) }?;
+        let timed = match start {
+            Some(start) => Some((start, runner.mark()?, launched)),
+            None => None,
+        };
+        Ok(Launched { list, timed })
+    }
+
+    /// After a list kernel's walk is done: an error where its stack overflowed.
+    fn check_stacks(&self, list: bool) -> Result<()> {
+        if list && self.buffers.list_overflowed(&self.program)? {
             return Err(Error::device(format!(
                 "the list kernel's stack overflowed: a tree deeper than {} levels",
                 MAX_LEVEL as usize + 1
@@ -425,17 +527,15 @@ impl GpuWalk {
             true => DeviceOwn::Sorted,
             false => DeviceOwn::Absent,
         };
-        self.walk(
-            t,
-            tree.cells.len(),
-            at,
-            targets.len(),
+        let w = TreeWalk {
+            tree: t,
+            cells: tree.cells.len(),
+            targets: at,
+            n_targets: targets.len(),
             own,
             groups,
-            p,
-            false,
-            times,
-        )?;
+        };
+        self.walk(&w, p, false, times)?;
         let t0 = Instant::now();
         let out = self.download(targets.len(), false)?;
         times.add("download", t0.elapsed().as_secs_f64());
