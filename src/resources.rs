@@ -21,11 +21,12 @@ pub const FORCES_BYTES: u64 = 208;
 pub const RUN_BYTES: u64 = 256;
 
 /// Device bytes per particle of a GPU force evaluation with positions and masses held,
-/// rounded down from the least measured (176.1 for a uniform cube of 2^24 − 1, 201.2 for 2^26
-/// on an H100: docs/performance.md, "Float64 moments only for the cells that split"), so that
+/// rounded down from the least measured (151.1 for a uniform cube of 2^24 − 1, 176.2 for 2^26
+/// on an H100: docs/performance.md, "The walk's results in the particles' order in the tree's
+/// spare rooms"), so that
 /// only what surely cannot fit is refused before anything is allocated (an allocation that
 /// fails later says so itself).
-pub const DEVICE_BYTES: usize = 175;
+pub const DEVICE_BYTES: usize = 151;
 
 /// Device bytes per particle for velocities and ids, where a run (or several ranks) holds them.
 pub const PAYLOAD_BYTES: usize = 32;
@@ -230,8 +231,8 @@ mod tests {
         let e = device_room_error(1 << 29, false, room, total).unwrap();
         assert_eq!(
             e,
-            "536870912 particles need at least 94.0 GB of GPU memory (175 bytes each), but \
-             79.0 GB of its 80.0 GB are free: at most 4.514e8 particles fit"
+            "536870912 particles need at least 81.1 GB of GPU memory (151 bytes each), but \
+             79.0 GB of its 80.0 GB are free: at most 5.232e8 particles fit"
         );
         assert!(device_room_error(1 << 28, false, room, total).is_none());
         let need = (DEVICE_BYTES + PAYLOAD_BYTES) * (1 << 28);

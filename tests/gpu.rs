@@ -7,13 +7,14 @@ use hinoki::diag::error_stats::relative_acc_errors;
 use hinoki::diag::report::check_against_direct;
 use hinoki::diag::{ErrorStats, PhaseTimes};
 use hinoki::forces::{compute_forces, Backend, ForceEngine, ForceParams, Method};
+use hinoki::gpu::launch::{DeviceArray, KernelRunner};
 use hinoki::gpu::GpuContext;
 use hinoki::ics::{generate, Model};
 use hinoki::integrate::{Expansion, HalfKick, IntegratorState, Stepping, Timeline};
 use hinoki::sfc::Order;
 use hinoki::tree::{Tree, TreeParams};
 use hinoki::walk::cpu::{grouped_walk, Units, WalkOutput, WalkParams};
-use hinoki::walk::gpu::{GpuLayout, GpuWalk, WalkKernel};
+use hinoki::walk::gpu::{GpuLayout, GpuWalk, InputOrder, WalkKernel};
 use hinoki::walk::groups::{tree_groups, Group};
 use hinoki::walk::mac::{Criterion, Mac};
 use hinoki::Particles;
@@ -428,7 +429,7 @@ fn gpu_forces_are_converted_on_the_way_down_as_on_the_host() {
     let n = targets.len();
     // G and the side of the frame's cube, different factors for accelerations and potentials.
     let units = Units::of_frame(0.37, 3.0);
-    let (acc, pot, p2p, m2p) = g.download_forces(n, units, false, &mut t).unwrap();
+    let (acc, pot, p2p, m2p) = g.download_forces(n, units, None, &mut t).unwrap();
     // What the host made of the results copied down: the same bits.
     let (host_acc, host_pot): (Vec<DVec3>, Vec<f64>) = out
         .acc_pot
@@ -450,6 +451,31 @@ fn gpu_forces_are_converted_on_the_way_down_as_on_the_host() {
         acc.iter().all(|a| a.length() > 0.0),
         "every target has a force"
     );
+    // Moved to another order (reversed) in rooms lent to the walk, as the tree's spare rooms
+    // are, and converted on the way down from there: the same values, reversed.
+    let r = context().unwrap().stage_program().unwrap();
+    let (out, counts) = (r.alloc::<f32>(4 * n).unwrap(), r.alloc::<u64>(n).unwrap());
+    let reversed: Vec<u32> = (0..n as u32).rev().collect();
+    let mut order = r.alloc::<u32>(n).unwrap();
+    r.upload(&reversed, &mut order).unwrap();
+    let input = InputOrder {
+        out: &out,
+        counts: &counts,
+    };
+    g.unsort(order.ptr(), n, &input, &mut t).unwrap();
+    let (mut racc, mut rpot, mut rp2p, mut rm2p) =
+        g.download_forces(n, units, Some(&input), &mut t).unwrap();
+    racc.reverse();
+    rpot.reverse();
+    rp2p.reverse();
+    rm2p.reverse();
+    assert_eq!(bits(&racc), bits(&acc), "accelerations in another order");
+    assert_eq!(
+        pot_bits(&rpot),
+        pot_bits(&pot),
+        "potentials in another order"
+    );
+    assert_eq!((rp2p, rm2p), (p2p, m2p), "counts in another order");
 }
 
 #[test]
@@ -640,9 +666,10 @@ fn gpu_particles_stay_on_the_device_between_evaluations() {
             (56 * n..=headroom(57 * n)).contains(&m.tree),
             "{model}: {m:?}"
         );
-        // Targets, results and counts at least, in walk order.
+        // Results and counts in walk order at least (the targets, and the results in the
+        // particles' order, lie in the tree's spare rooms).
         assert!(
-            m.walk >= 40 * n && m.cells > 0 && m.groups > 0,
+            m.walk >= 24 * n && m.cells > 0 && m.groups > 0,
             "{model}: {m:?}"
         );
         // The particles as loaded, and the forces of compute() on them.

@@ -27,7 +27,7 @@ use crate::tree::build_gpu::{DeviceTree, TreeBuilder};
 use crate::tree::{ClosePair, Tree, TreeParams};
 use crate::tree::{TreeBuild, TreeTopology};
 use crate::walk::cpu::{Forces, Units, WalkOutput, WalkParams};
-use crate::walk::gpu::{DeviceOwn, GpuLayout, GpuWalk, TreeWalk, WalkKernel};
+use crate::walk::gpu::{DeviceOwn, GpuLayout, GpuWalk, InputOrder, TreeWalk, WalkKernel};
 use crate::walk::groups_gpu::{DeviceGroups, GroupFormer};
 use crate::walk::mac::Criterion;
 use glam::DVec3;
@@ -63,6 +63,15 @@ impl Targets {
             groups: self.groups,
         }
     }
+}
+
+/// Where the walk's results go in the particles' order: the rooms the last tree of `builder`
+/// no longer needs ([`TreeBuilder::spare_rooms`]).
+fn input_order(builder: &TreeBuilder<Runner>) -> Result<InputOrder<'_>> {
+    let (out, counts) = builder
+        .spare_rooms()
+        .ok_or_else(|| Error::device("no tree on the GPU for these particles"))?;
+    Ok(InputOrder { out, counts })
 }
 
 /// This rank's stages on its GPU, and what they keep there between evaluations.
@@ -305,6 +314,8 @@ impl Backend for GpuBackend {
     fn build_tree(&mut self, frame: &Frame, p: &TreeParams, times: &mut PhaseTimes) -> Result<()> {
         self.forest = None;
         self.targets = None;
+        // The last counts in the particles' order lie in the room the build takes back.
+        self.cost = None;
         if self.particles.n == 0 {
             self.builder.forget();
             return Ok(());
@@ -591,18 +602,22 @@ impl Backend for GpuBackend {
         let Some(t) = self.targets else {
             return Ok(Forces::default());
         };
-        if let Some(order) = t.order {
-            self.walk.unsort(order, n, times)?;
-        }
+        let input = match t.order {
+            Some(order) => {
+                let input = input_order(&self.builder)?;
+                self.walk.unsort(order, n, &input, times)?;
+                Some(input)
+            }
+            None => None,
+        };
         if let Some(active) = t.partial {
-            self.walk.mask_inactive(active, n, t.order.is_some())?;
+            self.walk.mask_inactive(active, n, input.as_ref())?;
         }
-        let f = self
-            .walk
-            .download_forces(n, units, t.order.is_some(), times)?;
-        // The counts in the particles' order are the next decomposition's cost.
-        self.cost = Some(match t.order {
-            Some(_) => self.walk.results_in_input_order().1,
+        let f = self.walk.download_forces(n, units, input.as_ref(), times)?;
+        // The counts in the particles' order are the next decomposition's cost (until the
+        // next build takes their room back).
+        self.cost = Some(match input {
+            Some(i) => i.counts.ptr(),
             None => self.walk.results().1,
         });
         Ok(f)
@@ -624,8 +639,9 @@ impl Backend for GpuBackend {
         };
         let results = match t.order {
             Some(order) => {
-                self.walk.unsort(order, n, times)?;
-                self.walk.results_in_input_order()
+                let input = input_order(&self.builder)?;
+                self.walk.unsort(order, n, &input, times)?;
+                (input.out.ptr(), input.counts.ptr())
             }
             None => self.walk.results(),
         };

@@ -64,7 +64,8 @@ pub struct DeviceTree {
     /// particle arrays (u32).
     pub order: u64,
     /// Device address of room for 4 floats per particle that the tree no longer needs once
-    /// built (the build's unsorted float32 particles): the walk's targets go there.
+    /// built (the build's unsorted float32 particles): the walk's targets go there, and after
+    /// the walk its results in the particles' order ([`TreeBuilder::spare_rooms`]).
     pub spare: u64,
 }
 
@@ -161,6 +162,15 @@ impl<R: KernelRunner> TreeBuilder<R> {
     /// The last tree built or refitted, while it is valid (it is until the next build).
     pub fn tree(&self) -> Option<DeviceTree> {
         self.last.as_ref().map(|l| l.0)
+    }
+
+    /// The rooms the last tree no longer needs until the next build, 4 floats and one u64 per
+    /// particle (the build's unsorted float32 particles, [`DeviceTree::spare`], and the radix
+    /// sort's second key buffer), for a walk's results in the particles' order: the walk's
+    /// targets are in the first until its results move there. `None` before a build.
+    #[allow(clippy::type_complexity)]
+    pub fn spare_rooms(&self) -> Option<(&R::Array<f32>, &R::Array<u64>)> {
+        self.particles.as_ref().map(|a| (&a.pos_mass, &a.keys[1]))
     }
 
     /// Forgets the last tree (its particles are gone): the next refit is an error.

@@ -173,7 +173,7 @@ fn emulated_forest_walks_as_the_hosts_and_refuses_what_the_host_refuses() {
     };
     walk.walk(&w, &wp, false, &mut PhaseTimes::default())
         .unwrap();
-    let gpu = walk.download(targets.len(), false).unwrap();
+    let gpu = walk.download(targets.len()).unwrap();
     assert_eq!(gpu.m2p, cpu.m2p, "interactions");
     assert_eq!(gpu.p2p, cpu.p2p, "interactions");
     for (x, y) in gpu.acc_pot.iter().zip(&cpu.acc_pot) {

@@ -5,9 +5,10 @@
 //! as flat f32/u32/u8 slices: no staging copy of our own and no threaded node arrays (the
 //! runner's copies go through its page-locked staging buffers).
 
+use super::InputOrder;
 use crate::error::Result;
 use crate::gpu::args::TreeArrays;
-use crate::gpu::launch::{grow, piece_len, DeviceArray, KernelRunner, Pieces};
+use crate::gpu::launch::{grow, piece_len, DeviceArray, Element, KernelRunner, Pieces};
 use crate::gpu::runner::{Runner, RunnerArray};
 use crate::tree::{DeviceCells, Tree};
 use crate::walk::cpu::{Forces, Units, WalkOutput};
@@ -30,9 +31,6 @@ pub(super) struct Buffers {
     pub stacks: RunnerArray<u32>,
     /// The list kernel's children of every cell, 8 slots per cell.
     pub children: RunnerArray<u32>,
-    /// `out` and `counts` moved to the particles' order.
-    pub out_input: RunnerArray<f32>,
-    pub counts_input: RunnerArray<u32>,
     /// The periodic walk's groups, (first target, targets) pairs (room for one per target),
     /// and how many there are.
     pub pieces: RunnerArray<u32>,
@@ -54,8 +52,6 @@ impl Buffers {
             control: r.alloc(2)?,
             stacks: r.alloc(1)?,
             children: r.alloc(1)?,
-            out_input: r.alloc(1)?,
-            counts_input: r.alloc(1)?,
             pieces: r.alloc(1)?,
             piece_count: r.alloc(1)?,
             ewald: None,
@@ -73,8 +69,6 @@ impl Buffers {
                 + self.control.len()
                 + self.stacks.len()
                 + self.children.len()
-                + self.out_input.len()
-                + self.counts_input.len()
                 + self.pieces.len()
                 + self.piece_count.len()
                 + self.ewald.as_ref().map_or(0, |e| e.len()))
@@ -167,12 +161,6 @@ impl Buffers {
         r.upload(bytemuck::cast_slice(groups), &mut self.groups)
     }
 
-    /// Grows the arrays the results of `n` targets are put in input order into.
-    pub fn reserve_input_order(&mut self, r: &Runner, n: usize) -> Result<()> {
-        grow(r, &mut self.out_input, 4 * n)?;
-        grow(r, &mut self.counts_input, 2 * n)
-    }
-
     /// Copies `n` sources (x, y, z, m) for direct summation to the device.
     pub fn upload_sources(&mut self, r: &Runner, pos_mass: &[[f32; 4]]) -> Result<()> {
         let n = pos_mass.len();
@@ -181,25 +169,19 @@ impl Buffers {
         r.upload(bytemuck::cast_slice(pos_mass), &mut self.particles)
     }
 
-    /// Copies the results for `nt` targets back, in input order when `input_order` (after
-    /// `unsort_results`), else in walk order.
-    pub fn download(&self, r: &Runner, nt: usize, input_order: bool) -> Result<WalkOutput> {
-        let (out, counts_on_device) = if input_order {
-            (&self.out_input, &self.counts_input)
-        } else {
-            (&self.out, &self.counts)
-        };
+    /// Copies the results for `nt` targets back, in walk order.
+    pub fn download(&self, r: &Runner, nt: usize) -> Result<WalkOutput> {
         let mut acc_pot = vec![[0f32; 4]; nt];
-        r.download(out, bytemuck::cast_slice_mut(&mut acc_pot))?;
+        r.download(&self.out, bytemuck::cast_slice_mut(&mut acc_pot))?;
         let mut counts = vec![0u32; 2 * nt];
-        r.download(counts_on_device, &mut counts)?;
+        r.download(&self.counts, &mut counts)?;
         let (p2p, m2p) = counts.par_chunks_exact(2).map(|c| (c[0], c[1])).unzip();
         Ok(WalkOutput { acc_pot, p2p, m2p })
     }
 
-    /// The results of `n` targets, in input order (`unsort_results`) when `input_order`, else
-    /// in walk order, converted as they come down, with no host copy of them: accelerations
-    /// (length/time²) and potentials (energy/mass) in float64, in `units`
+    /// The results of `n` targets, in the particles' order from `input` (`unsort_results`),
+    /// else in walk order, converted as they come down, with no host copy of them:
+    /// accelerations (length/time²) and potentials (energy/mass) in float64, in `units`
     /// ([`WalkOutput::scaled`]), particle–particle counts without the target itself
     /// ([`WalkOutput::others`]) and particle–cell counts.
     pub fn download_forces(
@@ -207,13 +189,9 @@ impl Buffers {
         r: &Runner,
         n: usize,
         units: Units,
-        input_order: bool,
+        input: Option<&InputOrder>,
     ) -> Result<Forces> {
-        let (out, counts_on_device) = if input_order {
-            (&self.out_input, &self.counts_input)
-        } else {
-            (&self.out, &self.counts)
-        };
+        let out = input.map_or(&self.out, |i| i.out);
         // Zeroed allocations: fresh pages, written once, by the threads that convert.
         let (mut acc, mut pot, mut p2p, mut m2p): Forces = (
             bytemuck::allocation::cast_vec(vec![[0.0f64; 3]; n]),
@@ -236,21 +214,33 @@ impl Buffers {
                 }
             })?;
         }
-        {
-            // Two counts (p2p, m2p) per target.
-            let per_piece = piece_len::<u32>() / 2;
-            let (p2p, m2p) = (
-                Pieces::new(&mut p2p, per_piece),
-                Pieces::new(&mut m2p, per_piece),
-            );
-            r.download_with(counts_on_device, 2 * n, &|first, piece| {
-                let (mut p2p, mut m2p) = (p2p.share(first / 2), m2p.share(first / 2));
-                let counts = bytemuck::cast_slice::<u32, [u32; 2]>(piece);
-                for ((p, m), c) in p2p.iter_mut().zip(m2p.iter_mut()).zip(counts) {
-                    (*p, *m) = (WalkOutput::others(c[0]), c[1]);
-                }
-            })?;
+        match input {
+            Some(i) => take_counts(r, i.counts, n, &mut p2p, &mut m2p)?,
+            None => take_counts(r, &self.counts, n, &mut p2p, &mut m2p)?,
         }
         Ok((acc, pot, p2p, m2p))
     }
+}
+
+/// The (p2p, m2p) counts of `n` targets in `counts` (a pair of u32 per target, as 2 `u32` or
+/// one `u64` elements) brought down into `p2p` (without the target itself,
+/// [`WalkOutput::others`]) and `m2p`, converted piece by piece as they arrive.
+fn take_counts<C: Element>(
+    r: &Runner,
+    counts: &RunnerArray<C>,
+    n: usize,
+    p2p: &mut [u32],
+    m2p: &mut [u32],
+) -> Result<()> {
+    let per_element = std::mem::size_of::<C>() / 4;
+    let per_piece = piece_len::<C>() * per_element / 2;
+    let (p2p, m2p) = (Pieces::new(p2p, per_piece), Pieces::new(m2p, per_piece));
+    r.download_with(counts, 2 * n / per_element, &|first, piece| {
+        let at = first * per_element / 2;
+        let (mut p2p, mut m2p) = (p2p.share(at), m2p.share(at));
+        let pairs = bytemuck::cast_slice::<C, [u32; 2]>(piece);
+        for ((p, m), c) in p2p.iter_mut().zip(m2p.iter_mut()).zip(pairs) {
+            (*p, *m) = (WalkOutput::others(c[0]), c[1]);
+        }
+    })
 }

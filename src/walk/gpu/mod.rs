@@ -20,7 +20,7 @@ use crate::gpu::args::{
     UnsortArgs, WalkArgs,
 };
 use crate::gpu::launch::{DeviceArray, KernelRunner};
-use crate::gpu::runner::{Mark, Runner};
+use crate::gpu::runner::{Mark, Runner, RunnerArray};
 use crate::gpu::GpuContext;
 use crate::tree::{Tree, MAX_LEVEL};
 use buffers::Buffers;
@@ -83,6 +83,28 @@ pub struct GpuWalk {
 struct Launched {
     list: bool,
     timed: Option<(Mark, Mark, Instant)>,
+}
+
+/// Where a walk's results go in the particles' order ([`GpuWalk::unsort`]): device arrays
+/// of 4 floats (acceleration and potential) and of one 8-byte pair of counts (p2p, m2p) per
+/// particle, lent by an owner that no longer needs them (the tree builder's
+/// [`TreeBuilder::spare_rooms`](crate::tree::build_gpu::TreeBuilder::spare_rooms)), so that
+/// the walk holds no second copy of its results.
+pub struct InputOrder<'a> {
+    /// Room for (ax, ay, az, potential) per particle, float32.
+    pub out: &'a RunnerArray<f32>,
+    /// Room for (p2p, m2p) per particle, two u32 in one u64.
+    pub counts: &'a RunnerArray<u64>,
+}
+
+impl InputOrder<'_> {
+    /// The arrays as the kernels take them.
+    fn results(&self) -> Results {
+        Results {
+            out: self.out.ptr(),
+            counts: self.counts.ptr(),
+        }
+    }
 }
 
 /// One walk on the device: a tree, the targets and their groups.
@@ -160,14 +182,6 @@ impl GpuWalk {
         }
     }
 
-    /// The results in the particles' order (after [`GpuWalk::unsort`]).
-    fn input_results(&self) -> Results {
-        Results {
-            out: self.buffers.out_input.ptr(),
-            counts: self.buffers.counts_input.ptr(),
-        }
-    }
-
     /// Copies a host tree to the device (the walk's tree buffers); returns where it is.
     pub fn upload_tree(&mut self, tree: &Tree) -> Result<TreeArrays> {
         self.buffers.upload_tree(&self.program, tree)
@@ -223,14 +237,15 @@ impl GpuWalk {
     }
 
     /// Zeroes the results of the `n` particles not flagged in `active` (device address, one
-    /// byte per particle), in the particles' order after [`GpuWalk::unsort`] when
-    /// `input_order`, else in walk order (which is then the particles' own).
-    pub fn mask_inactive(&mut self, active: u64, n: usize, input_order: bool) -> Result<()> {
-        let results = if input_order {
-            self.input_results()
-        } else {
-            self.walk_results()
-        };
+    /// byte per particle): in the particles' order `input` after [`GpuWalk::unsort`], else in
+    /// walk order (which is then the particles' own).
+    pub fn mask_inactive(
+        &mut self,
+        active: u64,
+        n: usize,
+        input: Option<&InputOrder>,
+    ) -> Result<()> {
+        let results = input.map_or_else(|| self.walk_results(), InputOrder::results);
         self.launch(
             "mask_inactive",
             (n as u32).div_ceil(256).clamp(1, 1 << 16),
@@ -247,14 +262,6 @@ impl GpuWalk {
     /// interaction counts p2p and m2p, 2 u32) per target.
     pub fn results(&self) -> (u64, u64) {
         let r = self.walk_results();
-        (r.out, r.counts)
-    }
-
-    /// Device addresses of the results in the particles' order after [`GpuWalk::unsort`]:
-    /// (acceleration and potential, 4 floats; interaction counts p2p and m2p, 2 u32) per
-    /// particle.
-    pub fn results_in_input_order(&self) -> (u64, u64) {
-        let r = self.input_results();
         (r.out, r.counts)
     }
 
@@ -460,10 +467,22 @@ impl GpuWalk {
     }
 
     /// Moves the results of the `n` targets to the particles' order (`order`: device address
-    /// of each target's particle index, a permutation of `0..n`). Times `download`.
-    pub fn unsort(&mut self, order: u64, n: usize, times: &mut PhaseTimes) -> Result<()> {
+    /// of each target's particle index, a permutation of `0..n`), into `input`. Times
+    /// `download`.
+    pub fn unsort(
+        &mut self,
+        order: u64,
+        n: usize,
+        input: &InputOrder,
+        times: &mut PhaseTimes,
+    ) -> Result<()> {
         let t0 = Instant::now();
-        self.buffers.reserve_input_order(&self.program, n)?;
+        if input.out.len() < 4 * n || input.counts.len() < n {
+            return Err(Error::device(format!(
+                "room for the results of {} particles in their order, not {n}",
+                (input.out.len() / 4).min(input.counts.len())
+            )));
+        }
         self.launch(
             "unsort_results",
             (n as u32).div_ceil(256).clamp(1, 1 << 16),
@@ -472,35 +491,34 @@ impl GpuWalk {
                 walk: self.walk_results(),
                 order,
                 n: n as i32,
-                input: self.input_results(),
+                input: input.results(),
             },
         )?;
         times.add("download", t0.elapsed().as_secs_f64());
         Ok(())
     }
 
-    /// The raw results of `n` targets (G = 1, counts with the target itself), in the particles'
-    /// order after [`GpuWalk::unsort`] when `input_order`, else in walk order.
-    pub fn download(&self, n: usize, input_order: bool) -> Result<WalkOutput> {
-        self.buffers.download(&self.program, n, input_order)
+    /// The raw results of `n` targets (G = 1, counts with the target itself), in walk order.
+    pub fn download(&self, n: usize) -> Result<WalkOutput> {
+        self.buffers.download(&self.program, n)
     }
 
     /// The results of `n` targets, converted while they come down with no host copy of them:
     /// accelerations (length/time²) and potentials (energy/mass) in float64 in `units` (the
     /// walked tree's frame and the gravitational constant), particle–particle counts without
-    /// the target itself and particle–cell counts; in the particles' order after [`GpuWalk::unsort`] when
-    /// `input_order`, else in walk order. Times `download`.
+    /// the target itself and particle–cell counts; in the particles' order from `input` after
+    /// [`GpuWalk::unsort`], else in walk order. Times `download`.
     pub fn download_forces(
         &mut self,
         n: usize,
         units: Units,
-        input_order: bool,
+        input: Option<&InputOrder>,
         times: &mut PhaseTimes,
     ) -> Result<Forces> {
         let t0 = Instant::now();
         let forces = self
             .buffers
-            .download_forces(&self.program, n, units, input_order)?;
+            .download_forces(&self.program, n, units, input)?;
         times.add("download", t0.elapsed().as_secs_f64());
         Ok(forces)
     }
@@ -537,7 +555,7 @@ impl GpuWalk {
         };
         self.walk(&w, p, false, times)?;
         let t0 = Instant::now();
-        let out = self.download(targets.len(), false)?;
+        let out = self.download(targets.len())?;
         times.add("download", t0.elapsed().as_secs_f64());
         Ok(out)
     }
