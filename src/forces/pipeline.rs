@@ -469,7 +469,9 @@ impl Beside {
             };
             for (name, secs) in phases.iter() {
                 times.add(name, secs * (1.0 - hidden));
-                times.add("walk", secs * hidden);
+                if hidden > 0.0 {
+                    times.add("walk", secs * hidden);
+                }
             }
         }
     }
@@ -482,6 +484,48 @@ mod tests {
     use crate::comm::SingleProcess;
     use crate::ics::{generate, Model};
     use crate::walk::WalkKind;
+
+    /// The host's phases beside a background walk: the stretch of each before the walk's end
+    /// counts as `walk`, the rest keeps its name, and nothing is lost or counted twice.
+    #[test]
+    fn phases_beside_the_walk_count_as_the_walk_until_it_ends() {
+        use std::time::Duration;
+        let t0 = Instant::now();
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
+        let phases = |name: &'static str, secs: f64| {
+            let mut t = PhaseTimes::default();
+            t.add(name, secs);
+            t
+        };
+        let beside = || Beside {
+            spans: vec![
+                (at(0), at(10), phases("let", 0.010)),
+                (at(10), at(30), phases("exchange", 0.020)),
+                (at(30), at(40), phases("let", 0.010)),
+            ],
+        };
+        let close = |a: f64, b: f64| (a - b).abs() < 1e-12;
+        // The walk ended halfway through the exchange.
+        let mut times = PhaseTimes::default();
+        beside().settle(Some(at(20)), &mut times);
+        assert!(close(times.get("walk"), 0.020), "{times:?}");
+        assert!(close(times.get("let"), 0.010), "{times:?}");
+        assert!(close(times.get("exchange"), 0.010), "{times:?}");
+        // It ended after them all: they were all hidden.
+        let mut times = PhaseTimes::default();
+        beside().settle(Some(at(50)), &mut times);
+        assert!(close(times.get("walk"), 0.040), "{times:?}");
+        assert!(
+            close(times.get("let") + times.get("exchange"), 0.0),
+            "{times:?}"
+        );
+        // No walk beside them (the CPU): they keep their names.
+        let mut times = PhaseTimes::default();
+        beside().settle(None, &mut times);
+        assert!(close(times.get("walk"), 0.0), "{times:?}");
+        assert!(close(times.get("let"), 0.020), "{times:?}");
+        assert!(close(times.get("exchange"), 0.020), "{times:?}");
+    }
 
     /// A rebuild's trees are built in the domains' key cube while it holds the particles, and
     /// in the particles' own cube once they have left it.
