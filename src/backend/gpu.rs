@@ -52,16 +52,21 @@ struct Targets {
 }
 
 impl Targets {
-    /// Their walk of the local tree `tree`.
-    fn local(&self, tree: &DeviceTree) -> TreeWalk {
+    /// Their walk of the tree at `tree` (`cells` cells), which holds them as `own` says.
+    fn walk(&self, tree: TreeArrays, cells: usize, own: DeviceOwn) -> TreeWalk {
         TreeWalk {
-            tree: tree.arrays,
-            cells: tree.cells,
+            tree,
+            cells,
             targets: self.at,
             n_targets: self.n,
-            own: self.own,
+            own,
             groups: self.groups,
         }
+    }
+
+    /// Their walk of the local tree `tree`.
+    fn local(&self, tree: &DeviceTree) -> TreeWalk {
+        self.walk(tree.arrays, tree.cells, self.own)
     }
 }
 
@@ -572,12 +577,7 @@ impl Backend for GpuBackend {
             Source::Local => self.tuned(t, p, times)?.local(&self.tree()?),
             // A forest of the other ranks' LETs never holds a target.
             Source::Forest => match self.forest {
-                Some((tree, cells)) => TreeWalk {
-                    tree,
-                    cells,
-                    own: DeviceOwn::Absent,
-                    ..t.local(&self.tree()?)
-                },
+                Some((tree, cells)) => t.walk(tree, cells, DeviceOwn::Absent),
                 None => return Ok(()),
             },
         };
