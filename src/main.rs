@@ -726,7 +726,7 @@ fn forces(a: ForcesArgs, comm: &dyn Comm) -> Result<()> {
     let t0 = Instant::now();
     let source = particle_source(a.ics, a.n, a.seed, a.input);
     // The GPU's room for this rank's share, before the particles are made or read.
-    simulation::ensure_device_room(&engine, &source, comm, comm.size() > 1)?;
+    simulation::ensure_device_room(&mut engine, &source, comm, comm.size() > 1)?;
     let p = initial_particles(&source, comm, FORCES_BYTES, false)?;
     let n_total = comm.allgather_u64(p.len() as u64).iter().sum::<u64>() as usize;
     // On one rank nothing moves: the engine needs the positions and masses only, and the
@@ -814,13 +814,23 @@ fn forces(a: ForcesArgs, comm: &dyn Comm) -> Result<()> {
         for (k, v) in ranks.into_iter().chain(command) {
             report[k] = v;
         }
-        // This rank's device bytes, by stage, and per particle it holds.
+        // This rank's device bytes at the end, by stage, and at the most, per particle it
+        // holds; and whether the stages' transient arrays were released.
         let memory = engine.device_memory();
+        let per = |bytes: f64| bytes / engine.particle_count().max(1) as f64;
         report["memory"] = serde_json::json!({
             "device_bytes": memory.total(),
-            "bytes_per_particle": memory.total() as f64 / engine.particle_count().max(1) as f64,
+            "bytes_per_particle": per(memory.total() as f64),
             "by_stage": memory,
         });
+        if let Some((peak, release)) = engine.device_peak() {
+            report["memory"]["peak_bytes"] = serde_json::json!(peak);
+            report["memory"]["peak_bytes_per_particle"] = serde_json::json!(per(peak as f64));
+            report["memory"]["plan"] = serde_json::json!(match release {
+                true => "release",
+                false => "keep",
+            });
+        }
         report["vg_used"] = serde_json::json!(engine.layout().map(|l| l.to_string()));
         outln!("{report}");
     } else {

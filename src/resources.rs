@@ -20,32 +20,76 @@ pub const FORCES_BYTES: u64 = 208;
 /// [`FORCES_BYTES`]); rounded down.
 pub const RUN_BYTES: u64 = 256;
 
-/// Device bytes per particle of a GPU force evaluation with positions and masses held,
-/// rounded down from the least measured (151.1 for a uniform cube of 2^24 − 1, 176.2 for 2^26
-/// on an H100: docs/performance.md, "The walk's results in the particles' order in the tree's
-/// spare rooms"), so that
+/// How the GPU backend holds the device arrays of its stages (the sort's scratch and the
+/// build's lists, the walk's results in walk order and its per-cell lists).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum GpuMemory {
+    /// Keep where every array fits ([`KEPT_BYTES_MOST`] a particle), else release.
+    Auto,
+    /// Every array kept from one step to the next: nothing is allocated in a step.
+    Keep,
+    /// Each stage's transient arrays released at its end and made anew by the next step (the
+    /// driver's stream-ordered allocator hands them back): the peak is the largest stage, not
+    /// the sum of them, for the most particles a GPU can hold.
+    Release,
+}
+
+/// Device bytes per particle of a GPU force evaluation with positions and masses held and
+/// every array kept, rounded up from the most measured (176.2 for a uniform cube of 2^26 on an
+/// H100: docs/performance.md, "The walk's results in the particles' order in the tree's spare
+/// rooms"): where this fits, `auto` keeps every array.
+pub const KEPT_BYTES_MOST: usize = 180;
+
+/// [`KEPT_BYTES_MOST`] rounded down from the least measured (151.1 for a uniform cube of
+/// 2^24 − 1): fewer bytes than this surely cannot hold the particles with every array kept.
+pub const KEPT_BYTES_LEAST: usize = 151;
+
+/// Device bytes per particle of a GPU force evaluation with positions and masses held and
+/// each stage's transient arrays released ([`GpuMemory::Release`]), rounded down from the
+/// least measured (docs/performance.md, "Each stage's arrays released at its end"), so that
 /// only what surely cannot fit is refused before anything is allocated (an allocation that
 /// fails later says so itself).
-pub const DEVICE_BYTES: usize = 151;
+pub const RELEASED_BYTES_LEAST: usize = 118;
 
 /// Device bytes per particle for velocities and ids, where a run (or several ranks) holds them.
 pub const PAYLOAD_BYTES: usize = 32;
 
-/// Why `n` particles (with their payload when `payload`) cannot fit a GPU with `room` bytes
-/// usable of `total` ([`DEVICE_BYTES`], [`PAYLOAD_BYTES`]); `None` where they may.
-pub fn device_room_error(n: usize, payload: bool, room: usize, total: usize) -> Option<String> {
-    let per = DEVICE_BYTES + if payload { PAYLOAD_BYTES } else { 0 };
-    let need = n.saturating_mul(per);
-    (need > room).then(|| {
-        format!(
-            "{n} particles need at least {} of GPU memory ({per} bytes each), but {} of its {} \
-             are free: at most {:.3e} particles fit",
-            gigabytes(need as u64),
-            gigabytes(room as u64),
-            gigabytes(total as u64),
-            (room / per) as f64
-        )
-    })
+/// How `n` particles (with their payload when `payload`) are held on a GPU with `room` bytes
+/// usable of `total` when `asked` says how: [`GpuMemory::Keep`] or [`GpuMemory::Release`]
+/// (`auto`: keep where [`KEPT_BYTES_MOST`] a particle fit); `Err` with why they cannot fit
+/// ([`KEPT_BYTES_LEAST`], [`RELEASED_BYTES_LEAST`]).
+pub fn device_plan(
+    asked: GpuMemory,
+    n: usize,
+    payload: bool,
+    room: usize,
+    total: usize,
+) -> std::result::Result<GpuMemory, String> {
+    let payload = if payload { PAYLOAD_BYTES } else { 0 };
+    let fits = |per: usize| n.saturating_mul(per + payload) <= room;
+    let (plan, least) = match asked {
+        GpuMemory::Keep => (GpuMemory::Keep, KEPT_BYTES_LEAST),
+        GpuMemory::Release => (GpuMemory::Release, RELEASED_BYTES_LEAST),
+        GpuMemory::Auto if fits(KEPT_BYTES_MOST) => (GpuMemory::Keep, KEPT_BYTES_LEAST),
+        GpuMemory::Auto => (GpuMemory::Release, RELEASED_BYTES_LEAST),
+    };
+    if fits(least) {
+        return Ok(plan);
+    }
+    let per = least + payload;
+    Err(format!(
+        "{n} particles need at least {} of GPU memory ({per} bytes each{}), but {} of its {} \
+         are free: at most {:.3e} particles fit",
+        gigabytes(n.saturating_mul(per) as u64),
+        match plan {
+            GpuMemory::Keep => " with every array kept: try --gpu-memory release",
+            _ => "",
+        },
+        gigabytes(room as u64),
+        gigabytes(total as u64),
+        (room / per) as f64
+    ))
 }
 
 /// The most CPU threads a process may ask for per core it may run on.
@@ -223,22 +267,48 @@ mod tests {
         }
     }
 
-    /// The refusal's arithmetic: 2^29 particles on an 80 GB H100 with 79 GB free are refused,
-    /// naming how many fit; 2^28 are not; velocities and ids count where they are held.
+    /// The refusal's arithmetic: 2^30 particles on an 80 GB H100 with 79 GB free are refused,
+    /// naming how many fit; 2^29 are released, 2^28 kept; velocities and ids count where they
+    /// are held.
     #[test]
     fn particles_that_cannot_fit_are_refused_with_how_many_fit() {
         let (room, total) = (79_000_000_000, 80_000_000_000);
-        let e = device_room_error(1 << 29, false, room, total).unwrap();
+        let plan = |asked, n, payload, room| device_plan(asked, n, payload, room, total);
         assert_eq!(
-            e,
-            "536870912 particles need at least 81.1 GB of GPU memory (151 bytes each), but \
-             79.0 GB of its 80.0 GB are free: at most 5.232e8 particles fit"
+            plan(GpuMemory::Auto, 1 << 30, false, room).unwrap_err(),
+            "1073741824 particles need at least 126.7 GB of GPU memory (118 bytes each), but \
+             79.0 GB of its 80.0 GB are free: at most 6.695e8 particles fit"
         );
-        assert!(device_room_error(1 << 28, false, room, total).is_none());
-        let need = (DEVICE_BYTES + PAYLOAD_BYTES) * (1 << 28);
-        assert!(device_room_error(1 << 28, true, need, total).is_none());
-        assert!(device_room_error(1 << 28, true, need - 1, total).is_some());
+        assert_eq!(
+            plan(GpuMemory::Keep, 1 << 29, false, room).unwrap_err(),
+            "536870912 particles need at least 81.1 GB of GPU memory (151 bytes each with every \
+             array kept: try --gpu-memory release), but 79.0 GB of its 80.0 GB are free: at \
+             most 5.232e8 particles fit"
+        );
+        assert_eq!(
+            plan(GpuMemory::Auto, 1 << 29, false, room),
+            Ok(GpuMemory::Release)
+        );
+        assert_eq!(
+            plan(GpuMemory::Auto, 1 << 28, false, room),
+            Ok(GpuMemory::Keep)
+        );
+        assert_eq!(
+            plan(GpuMemory::Release, 1 << 28, false, room),
+            Ok(GpuMemory::Release)
+        );
+        let need = (RELEASED_BYTES_LEAST + PAYLOAD_BYTES) * (1 << 28);
+        assert_eq!(
+            plan(GpuMemory::Auto, 1 << 28, true, need),
+            Ok(GpuMemory::Release)
+        );
+        assert!(plan(GpuMemory::Auto, 1 << 28, true, need - 1).is_err());
+        let need = (KEPT_BYTES_MOST + PAYLOAD_BYTES) * (1 << 28);
+        assert_eq!(
+            plan(GpuMemory::Auto, 1 << 28, true, need),
+            Ok(GpuMemory::Keep)
+        );
         // No overflow for any count.
-        assert!(device_room_error(usize::MAX, true, room, total).is_some());
+        assert!(plan(GpuMemory::Auto, usize::MAX, true, room).is_err());
     }
 }

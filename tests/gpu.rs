@@ -545,13 +545,15 @@ fn gpu_tree_build_and_refit_equal_the_hosts() {
         };
         d.load(&s, &p, false).unwrap();
         let host = Tree::build(&p.pos, &p.mass, &tp, &mut PhaseTimes::default());
-        for _ in 0..2 {
+        // The second build releases the sort's scratch before it makes the cells.
+        for lean in [false, true] {
             builder
                 .build(
                     &s,
                     d.positions(),
                     &host.frame,
                     &tp,
+                    lean,
                     &mut PhaseTimes::default(),
                 )
                 .unwrap();
@@ -676,6 +678,67 @@ fn gpu_particles_stay_on_the_device_between_evaluations() {
         assert_eq!(engine.particles().unwrap(), p, "{model}: particles");
         let again = compute_forces(&SingleProcess, &p, &params, None).unwrap();
         assert_eq!(again.acc, first.acc, "{model}: compute()");
+    }
+}
+
+#[test]
+fn gpu_released_stages_give_the_same_forces_at_a_lower_peak() {
+    use hinoki::forces::{ForceEngine, GpuMemory};
+    if context().is_none() {
+        return;
+    }
+    // Each stage's transient arrays released at its end (--gpu-memory release) and made anew
+    // by the next evaluation: the same forces, bit for bit, on the first evaluation and on one
+    // that makes them again, with fewer bytes held at the peak where the results move to the
+    // particles' order (curve-ordered walks).
+    for (model, order) in [
+        (Model::Plummer, Order::Hilbert),
+        (Model::UniformCube, Order::Morton),
+        (Model::Nfw, Order::None),
+    ] {
+        let p = generate(model, size(60_000), 6).unwrap();
+        let engine = |gpu_memory| {
+            let mut e = ForceEngine::new(ForceParams {
+                backend: Backend::Gpu,
+                order,
+                gpu_memory,
+                ..ForceParams::default()
+            })
+            .unwrap();
+            e.ensure_room(p.len(), true).unwrap();
+            e.load(&p).unwrap();
+            e
+        };
+        let (mut kept, mut released) = (engine(GpuMemory::Keep), engine(GpuMemory::Release));
+        for pass in 0..2 {
+            let a = kept.evaluate(&SingleProcess, None, None).unwrap();
+            let b = released.evaluate(&SingleProcess, None, None).unwrap();
+            assert!(
+                a.acc == b.acc && a.pot == b.pot && (a.p2p, a.m2p) == (b.p2p, b.m2p),
+                "{model} {order:?}: evaluation {pass} differs"
+            );
+        }
+        let (peak_kept, keeps) = kept.device_peak().unwrap();
+        let (peak_released, releases) = released.device_peak().unwrap();
+        assert!(!keeps && releases, "{model}: the plans");
+        let per = |b: u64| b as f64 / p.len() as f64;
+        eprintln!(
+            "{model} {order:?}: peak {:.1} bytes a particle kept, {:.1} released",
+            per(peak_kept),
+            per(peak_released)
+        );
+        if order != Order::None {
+            // At least the walk's results in walk order (24 bytes a particle) less.
+            assert!(
+                per(peak_released) <= per(peak_kept) - 20.0,
+                "{model}: peak {peak_released} released, {peak_kept} kept"
+            );
+        }
+        // Elsewhere no more (but for the releases' one-element placeholders).
+        assert!(
+            peak_released <= peak_kept + 4096,
+            "{model}: {peak_released} {peak_kept}"
+        );
     }
 }
 
@@ -862,7 +925,7 @@ fn gpu_bins_sum_the_costs_of_the_state() {
 
 #[test]
 fn gpu_runs_restart_bit_for_bit_between_rebuilds() {
-    use hinoki::forces::Rebuild;
+    use hinoki::forces::{GpuMemory, Rebuild};
     use hinoki::integrate::Stepping;
     use hinoki::io::config::{GravityConfig, IcsConfig, OutputConfig, RunConfig, TimeConfig};
     use hinoki::io::read_snapshot;
@@ -873,9 +936,10 @@ fn gpu_runs_restart_bit_for_bit_between_rebuilds() {
     // Block steps, the acceleration criterion reading the kept accelerations, a tree rebuilt
     // every 3 evaluations and refitted on the device between: stopped after 5 steps (between
     // two rebuilds, so the checkpoint holds the device tree's topology) and restarted, the run
-    // ends bit for bit where the uninterrupted one does.
+    // ends bit for bit where the uninterrupted one does; and so does a run that releases each
+    // stage's transient arrays at its end (its refits use what it keeps).
     let dir = std::env::temp_dir().join(format!("hinoki-gpu-restart-{}", std::process::id()));
-    let cfg = |out: &std::path::Path| RunConfig {
+    let cfg = |out: &std::path::Path, gpu_memory| RunConfig {
         ics: IcsConfig::Generate {
             model: Model::Plummer,
             n: 2000,
@@ -886,6 +950,7 @@ fn gpu_runs_restart_bit_for_bit_between_rebuilds() {
                 backend: Backend::Gpu,
                 eps: 0.05,
                 mac: Mac::Acceleration,
+                gpu_memory,
                 ..ForceParams::default()
             },
             rebuild: Rebuild::Every(std::num::NonZeroU64::new(3).unwrap()),
@@ -906,14 +971,17 @@ fn gpu_runs_restart_bit_for_bit_between_rebuilds() {
         },
         cosmology: None,
     };
-    let (whole, parts) = (dir.join("whole"), dir.join("parts"));
-    let go = |out: &std::path::Path, restart: bool, stop_after: Option<u64>| {
+    let (whole, parts, released) = (dir.join("whole"), dir.join("parts"), dir.join("released"));
+    let go_with = |out: &std::path::Path, restart: bool, stop_after: Option<u64>, memory| {
         let opts = RunOptions {
             restart: restart.then(|| out.to_path_buf()),
             stop_after,
             ..RunOptions::default()
         };
-        run_with(&cfg(out), out, &SingleProcess, &opts).unwrap()
+        run_with(&cfg(out, memory), out, &SingleProcess, &opts).unwrap()
+    };
+    let go = |out: &std::path::Path, restart: bool, stop_after: Option<u64>| {
+        go_with(out, restart, stop_after, GpuMemory::Keep)
     };
     let a = go(&whole, false, None);
     let stopped = go(&parts, false, Some(5));
@@ -928,6 +996,12 @@ fn gpu_runs_restart_bit_for_bit_between_rebuilds() {
         read_snapshot(&SingleProcess, &b.final_files[0]).unwrap().0,
     );
     assert!(pa == pb, "the restarted run ends elsewhere");
+    let c = go_with(&released, false, None, GpuMemory::Release);
+    let pc = read_snapshot(&SingleProcess, &c.final_files[0]).unwrap().0;
+    assert!(
+        pa == pc,
+        "the run that releases its stages' arrays ends elsewhere"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -21,6 +21,7 @@ use crate::lets::export_gpu::LetArrays;
 use crate::lets::{Incoming, LetShape, Outgoing, Region};
 use crate::particles::Particles;
 use crate::particles_gpu::DeviceParticles;
+use crate::resources::GpuMemory;
 use crate::sfc::frame::{centre_of, strided, CENTRE_SAMPLES};
 use crate::sfc::{Frame, GridBox, Order};
 use crate::tree::build_gpu::{DeviceTree, TreeBuilder};
@@ -92,6 +93,11 @@ pub struct GpuBackend {
     steps: StepArrays<Runner>,
     /// Where trees are built.
     tree_build: TreeBuild,
+    /// How device memory is held, as asked (`--gpu-memory`).
+    memory: GpuMemory,
+    /// Each stage's transient arrays are released at its end (the plan [`Backend::ensure_room`]
+    /// chose, else what `memory` asked for).
+    release: bool,
     /// `--vg auto` still has to time the layouts.
     tune: bool,
     targets: Option<Targets>,
@@ -111,13 +117,14 @@ pub struct GpuBackend {
 impl GpuBackend {
     /// This rank's GPU (or the emulator, see [`crate::gpu::EMULATOR_VARIABLE`]) with the walk
     /// `kernel` in `layout`, timing the `--vg auto` candidates on the first evaluation when
-    /// `tune`, trees built where `tree_build` says. Fails with the reason when no GPU can be
-    /// used.
+    /// `tune`, trees built where `tree_build` says, its memory held as `memory` says. Fails with
+    /// the reason when no GPU can be used.
     pub fn open(
         kernel: WalkKernel,
         layout: GpuLayout,
         tune: bool,
         tree_build: TreeBuild,
+        memory: GpuMemory,
     ) -> Result<Self> {
         layout.validate_for(kernel)?;
         let ctx = GpuContext::open(local_rank())?;
@@ -134,6 +141,8 @@ impl GpuBackend {
             walk,
             ctx,
             tree_build,
+            memory,
+            release: memory == GpuMemory::Release,
             tune,
             targets: None,
             forest: None,
@@ -218,15 +227,26 @@ impl Backend for GpuBackend {
         self.ctx.name.clone()
     }
 
-    fn ensure_room(&self, n: usize, payload: bool) -> Result<()> {
+    fn ensure_room(&mut self, n: usize, payload: bool) -> Result<()> {
         let Some((free, total)) = self.stages.runner().memory()? else {
             return Ok(());
         };
         let room = free + self.device_memory().total();
-        match crate::resources::device_room_error(n, payload, room, total) {
-            Some(e) => Err(Error::device(format!("{}: {e}", self.ctx.name))),
-            None => Ok(()),
+        let plan = crate::resources::device_plan(self.memory, n, payload, room, total)
+            .map_err(|e| Error::device(format!("{}: {e}", self.ctx.name)))?;
+        self.release = plan == GpuMemory::Release;
+        if self.release && self.memory == GpuMemory::Auto {
+            tracing::info!(
+                "GPU memory: each stage's transient arrays are released at its end \
+                 ({n} particles with every array kept might not fit the {:.1} GB free)",
+                room as f64 / 1e9
+            );
         }
+        Ok(())
+    }
+
+    fn device_peak(&self) -> Option<(u64, bool)> {
+        Some((self.ctx.held_bytes().1, self.release))
     }
 
     fn device_memory(&self) -> DeviceMemory {
@@ -328,7 +348,8 @@ impl Backend for GpuBackend {
         match self.tree_build {
             TreeBuild::Gpu => {
                 let src = self.particles.positions();
-                self.builder.build(&self.stages, src, frame, p, times)?;
+                self.builder
+                    .build(&self.stages, src, frame, p, self.release, times)?;
             }
             TreeBuild::Host => {
                 let q = self.particles.download(&self.stages)?;
@@ -336,6 +357,16 @@ impl Backend for GpuBackend {
                 times.time("upload", || self.builder.upload(&self.stages, &tree))?;
             }
         }
+        let (_, peak) = self.ctx.held_bytes();
+        if self.release {
+            // Without an integrator state the particles never move: no refit follows.
+            let refits = self.particles.held.state;
+            self.builder.release(&self.stages, refits)?;
+        }
+        tracing::debug!(
+            "device bytes held after the tree build: {} (at the most so far {peak})",
+            self.ctx.held_bytes().0
+        );
         Ok(())
     }
 
@@ -620,6 +651,9 @@ impl Backend for GpuBackend {
             Some(i) => i.counts.ptr(),
             None => self.walk.results().1,
         });
+        if self.release && t.order.is_some() {
+            self.walk.release_results()?;
+        }
         Ok(f)
     }
 
@@ -648,6 +682,9 @@ impl Backend for GpuBackend {
         let t0 = Instant::now();
         self.steps
             .keep_forces(&self.stages, &mut self.particles, results, units, t.partial)?;
+        if self.release && t.order.is_some() {
+            self.walk.release_results()?;
+        }
         times.add("download", t0.elapsed().as_secs_f64());
         Ok(())
     }

@@ -142,10 +142,18 @@ pub trait Backend {
     fn device_memory(&self) -> DeviceMemory;
 
     /// Fails, before anything is allocated, where `n` particles (with velocities and ids when
-    /// `payload`) surely cannot fit the device, naming how many could (the CPU has no device
-    /// to fill: there the host's memory is checked, `crate::resources`).
-    fn ensure_room(&self, _n: usize, _payload: bool) -> Result<()> {
+    /// `payload`) surely cannot fit the device, naming how many could; otherwise decides how
+    /// the device holds them (`crate::resources::device_plan`). The CPU has no device to fill:
+    /// there the host's memory is checked (`crate::resources`).
+    fn ensure_room(&mut self, _n: usize, _payload: bool) -> Result<()> {
         Ok(())
+    }
+
+    /// The most bytes the device's arrays held at once since the backend opened, and whether
+    /// each stage's transient arrays are released at its end (`--gpu-memory`); `None` on the
+    /// CPU.
+    fn device_peak(&self) -> Option<(u64, bool)> {
+        None
     }
 
     /// The GPU walk's (V, G) layout in use (`None` on the CPU).

@@ -99,6 +99,7 @@ pub fn forces_json(
         "vg": params.vg.to_string(),
         "kernel": params.kernel.to_string(),
         "tree_build": params.tree_build.name(),
+        "gpu_memory": params.gpu_memory.name(),
         "order": params.order.name(),
         "walk": params.walk.name(),
         "eps": params.eps,

@@ -12,7 +12,7 @@ pub mod rebuild;
 pub mod resolution;
 
 pub use leaf_size::LeafSize;
-pub use params::{Backend, ForceParams, Method, TreeBuild, WalkKind};
+pub use params::{Backend, ForceParams, GpuMemory, Method, TreeBuild, WalkKind};
 pub use rebuild::{Probe, Rebuild, RebuildClock, TreeTopology, PROBE_EVERY};
 
 use crate::backend::cpu::CpuBackend;
@@ -102,6 +102,7 @@ impl ForceEngine {
                 params.vg.initial(),
                 params.vg == VgChoice::Auto,
                 params.tree_build,
+                params.gpu_memory,
             )
         };
         // Direct summation stays the float64 CPU reference unless the GPU is asked for by name.
@@ -356,8 +357,14 @@ impl ForceEngine {
     /// Fails, before anything is allocated, where `n` particles on this rank (with velocities
     /// and ids when `payload`) surely cannot fit its GPU, naming how many could; nothing to
     /// check on the CPU.
-    pub fn ensure_room(&self, n: usize, payload: bool) -> Result<()> {
+    pub fn ensure_room(&mut self, n: usize, payload: bool) -> Result<()> {
         self.backend.ensure_room(n, payload)
+    }
+
+    /// The most bytes the device's arrays held at once since the engine opened, and whether
+    /// each stage's transient arrays are released at its end; `None` on the CPU.
+    pub fn device_peak(&self) -> Option<(u64, bool)> {
+        self.backend.device_peak()
     }
 
     /// Device bytes held by the GPU backend, by stage (0 on the CPU).

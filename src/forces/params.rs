@@ -5,6 +5,7 @@ use super::LeafSize;
 use crate::comm::Exchange;
 use crate::domain::Balance;
 use crate::error::{Error, Result};
+pub use crate::resources::GpuMemory;
 use crate::sfc::Order;
 pub use crate::tree::TreeBuild;
 use crate::walk::cpu::WalkParams;
@@ -64,6 +65,7 @@ macro_rules! named_enum {
 
 named_enum!(Backend, "backend", Backend::Cpu => "cpu", Backend::Gpu => "gpu", Backend::Auto => "auto");
 named_enum!(Exchange, "exchange", Exchange::Auto => "auto", Exchange::Nccl => "nccl", Exchange::Mpi => "mpi");
+named_enum!(GpuMemory, "GPU memory plan", GpuMemory::Auto => "auto", GpuMemory::Keep => "keep", GpuMemory::Release => "release");
 named_enum!(Method, "method", Method::Tree => "tree", Method::Direct => "direct");
 named_enum!(TreeBuild, "tree build", TreeBuild::Host => "host", TreeBuild::Gpu => "gpu");
 named_enum!(WalkKind, "walk", WalkKind::Grouped => "grouped", WalkKind::Single => "single");
@@ -141,6 +143,12 @@ pub struct ForceParams {
     #[arg(long, default_value_t = ForceParams::default().tree_build)]
     #[serde(deserialize_with = "by_name")]
     pub tree_build: TreeBuild,
+    /// GPU device memory: keep (every array kept from step to step: nothing allocated in a
+    /// step), release (each stage's transient arrays released at its end: the peak is the
+    /// largest stage, for the most particles a GPU holds), auto (keep where that fits).
+    #[arg(long, default_value_t = ForceParams::default().gpu_memory)]
+    #[serde(deserialize_with = "by_name")]
+    pub gpu_memory: GpuMemory,
     /// Multi-rank load balance: count (equal particles) or cost (equal interactions of the
     /// last evaluation).
     #[arg(long, default_value_t = ForceParams::default().balance)]
@@ -188,6 +196,7 @@ impl Default for ForceParams {
             vg: VgChoice::default(),
             kernel: WalkKernel::default(),
             tree_build: TreeBuild::Gpu,
+            gpu_memory: GpuMemory::Auto,
             balance: Balance::Cost,
             rebalance: 1.05,
             box_size: 0.0,
@@ -405,6 +414,8 @@ mod tests {
             "vg",
             "--tree-build",
             "host",
+            "--gpu-memory",
+            "release",
             "--balance",
             "count",
             "--rebalance",
@@ -431,6 +442,7 @@ mod tests {
             vg: VgChoice::Fixed(GpuLayout { v: 4, g: 16 }),
             kernel: WalkKernel::Vg,
             tree_build: TreeBuild::Host,
+            gpu_memory: GpuMemory::Release,
             balance: Balance::Count,
             rebalance: 1.2,
             box_size: 0.0,

@@ -5,7 +5,7 @@
 use super::cuda_runner::{driver_err, CudaDevice, CudaRunner};
 #[cfg(hinoki_emulator)]
 use super::emulator::Emulator;
-use super::runner::{BusBytes, Device, Runner};
+use super::runner::{Device, DeviceUsage, Runner};
 use crate::error::{Error, Result};
 use cudarc::driver::{CudaContext, CudaStream};
 use std::sync::Arc;
@@ -90,10 +90,10 @@ fn without_include(source: &str) -> String {
 }
 
 /// This rank's GPU, or the emulator: compiles programs for it and counts the bytes its copies
-/// move over the bus.
+/// move over the bus and the bytes its arrays hold.
 pub struct GpuContext {
     host: Host,
-    bus: Arc<BusBytes>,
+    usage: Arc<DeviceUsage>,
     /// Human-readable device description, e.g. "NVIDIA H100 80GB HBM3 (GPU 0, sm_90)".
     pub name: String,
 }
@@ -139,7 +139,7 @@ impl GpuContext {
                 arch,
                 uuid,
             },
-            bus: Arc::default(),
+            usage: Arc::default(),
             name: format!("{device_name} (GPU {ordinal}, {arch})"),
         })
     }
@@ -150,7 +150,7 @@ impl GpuContext {
     pub fn emulated() -> Result<Self> {
         Ok(Self {
             host: Host::Emulated,
-            bus: Arc::default(),
+            usage: Arc::default(),
             name: "CPU kernel emulator".into(),
         })
     }
@@ -175,7 +175,13 @@ impl GpuContext {
 
     /// Bytes copied over the bus so far by every program of this context: (up, down).
     pub fn bus_bytes(&self) -> (u64, u64) {
-        self.bus.get()
+        self.usage.bus()
+    }
+
+    /// Bytes the arrays of every program of this context hold: (now, at the most since it
+    /// opened).
+    pub fn held_bytes(&self) -> (u64, u64) {
+        self.usage.held()
     }
 
     /// The walk program (`cuda/gravity.cuh`, `periodic.cuh`, `walk.cu`, `walk_list.cu`,
@@ -195,7 +201,7 @@ impl GpuContext {
             #[cfg(hinoki_emulator)]
             Host::Emulated => Device::Emulated(Emulator::for_layout(v, g)),
         };
-        Ok(Runner::new(device, self.bus.clone()))
+        Ok(Runner::new(device, self.usage.clone()))
     }
 
     /// The stage program (`cuda/build.cu`, `groups.cu`, `particles.cu`, `domain.cu`,
@@ -214,6 +220,6 @@ impl GpuContext {
             #[cfg(hinoki_emulator)]
             Host::Emulated => Device::Emulated(Emulator::new()),
         };
-        Ok(Runner::new(device, self.bus.clone()))
+        Ok(Runner::new(device, self.usage.clone()))
     }
 }

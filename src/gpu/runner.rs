@@ -1,5 +1,6 @@
 //! The device a program runs on: a real GPU, or (for tests without one) the CPU kernel
-//! emulator, behind one [`KernelRunner`], counting the bytes every copy moves over the bus.
+//! emulator, behind one [`KernelRunner`], counting the bytes every copy moves over the bus and
+//! the bytes its arrays hold (now, and at the most).
 
 use super::args::KernelArgs;
 use super::cuda_runner::{CudaArray, CudaRunner};
@@ -10,17 +11,34 @@ use crate::error::Result;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 
-/// Bytes copied between host and device, up and down, by every program of one context.
+/// What the programs of one context do with the device's memory: the bytes copied between
+/// host and device, up and down, and the bytes their arrays hold, now and at the most.
 #[derive(Debug, Default)]
-pub struct BusBytes {
+pub struct DeviceUsage {
     up: AtomicU64,
     down: AtomicU64,
+    held: AtomicU64,
+    peak: AtomicU64,
 }
 
-impl BusBytes {
+impl DeviceUsage {
     /// Bytes copied so far: (host to device, device to host).
-    pub fn get(&self) -> (u64, u64) {
+    pub fn bus(&self) -> (u64, u64) {
         (self.up.load(Relaxed), self.down.load(Relaxed))
+    }
+
+    /// Bytes the arrays hold: (now, the most they held at once since the context opened).
+    pub fn held(&self) -> (u64, u64) {
+        (self.held.load(Relaxed), self.peak.load(Relaxed))
+    }
+
+    fn hold(&self, bytes: u64) {
+        let now = self.held.fetch_add(bytes, Relaxed) + bytes;
+        self.peak.fetch_max(now, Relaxed);
+    }
+
+    fn release(&self, bytes: u64) {
+        self.held.fetch_sub(bytes, Relaxed);
     }
 
     fn add_up<T>(&self, elements: usize) {
@@ -43,16 +61,16 @@ pub enum Device {
     Emulated(Emulator),
 }
 
-/// A compiled program on a GPU or on the emulator, with the bus counter of its context.
+/// A compiled program on a GPU or on the emulator, with the usage counters of its context.
 pub struct Runner {
     device: Device,
-    bus: Arc<BusBytes>,
+    usage: Arc<DeviceUsage>,
 }
 
 impl Runner {
-    /// The program on `device`, counting its copies into `bus`.
-    pub fn new(device: Device, bus: Arc<BusBytes>) -> Self {
-        Self { device, bus }
+    /// The program on `device`, counting its copies and arrays into `usage`.
+    pub fn new(device: Device, usage: Arc<DeviceUsage>) -> Self {
+        Self { device, usage }
     }
 
     /// The GPU's free and total memory (bytes); `None` on the emulator, which has no limit of
@@ -74,7 +92,7 @@ impl Runner {
             #[cfg(hinoki_emulator)]
             Device::Emulated(r) => Device::Emulated(r.clone()),
         };
-        Ok(Self::new(device, self.bus.clone()))
+        Ok(Self::new(device, self.usage.clone()))
     }
 
     /// A timed mark after the work issued so far on this runner.
@@ -129,8 +147,14 @@ impl Mark {
     }
 }
 
-/// A device array of a [`Runner`].
-pub enum RunnerArray<T> {
+/// A device array of a [`Runner`], counted in its context's held bytes while it lives.
+pub struct RunnerArray<T> {
+    memory: Memory<T>,
+    usage: Arc<DeviceUsage>,
+}
+
+/// Where a [`RunnerArray`] lies.
+enum Memory<T> {
     /// On a GPU.
     Cuda(CudaArray<T>),
     /// In the emulator's (host) memory.
@@ -138,19 +162,42 @@ pub enum RunnerArray<T> {
     Emulated(EmuArray<T>),
 }
 
+impl<T> RunnerArray<T> {
+    /// `memory`, counted into `usage` until it is dropped.
+    fn held(memory: Memory<T>, usage: &Arc<DeviceUsage>) -> Self {
+        let a = Self {
+            memory,
+            usage: usage.clone(),
+        };
+        a.usage.hold(a.bytes());
+        a
+    }
+
+    /// Its bytes.
+    fn bytes(&self) -> u64 {
+        (self.len() * std::mem::size_of::<T>()) as u64
+    }
+}
+
+impl<T> Drop for RunnerArray<T> {
+    fn drop(&mut self) {
+        self.usage.release(self.bytes());
+    }
+}
+
 impl<T> DeviceArray for RunnerArray<T> {
     fn ptr(&self) -> u64 {
-        match self {
-            Self::Cuda(a) => a.ptr(),
+        match &self.memory {
+            Memory::Cuda(a) => a.ptr(),
             #[cfg(hinoki_emulator)]
-            Self::Emulated(a) => a.ptr(),
+            Memory::Emulated(a) => a.ptr(),
         }
     }
     fn len(&self) -> usize {
-        match self {
-            Self::Cuda(a) => a.len(),
+        match &self.memory {
+            Memory::Cuda(a) => a.len(),
             #[cfg(hinoki_emulator)]
-            Self::Emulated(a) => a.len(),
+            Memory::Emulated(a) => a.len(),
         }
     }
 }
@@ -164,30 +211,31 @@ impl KernelRunner for Runner {
     type Array<T: Element> = RunnerArray<T>;
 
     fn alloc<T: Element>(&self, n: usize) -> Result<RunnerArray<T>> {
-        match &self.device {
-            Device::Cuda(r) => r.alloc(n).map(RunnerArray::Cuda),
+        let memory = match &self.device {
+            Device::Cuda(r) => r.alloc(n).map(Memory::Cuda),
             #[cfg(hinoki_emulator)]
-            Device::Emulated(r) => r.alloc(n).map(RunnerArray::Emulated),
-        }
+            Device::Emulated(r) => r.alloc(n).map(Memory::Emulated),
+        }?;
+        Ok(RunnerArray::held(memory, &self.usage))
     }
 
     fn upload<T: Element>(&self, src: &[T], dst: &mut RunnerArray<T>) -> Result<()> {
-        self.bus.add_up::<T>(src.len());
-        match (&self.device, dst) {
-            (Device::Cuda(r), RunnerArray::Cuda(a)) => r.upload(src, a),
+        self.usage.add_up::<T>(src.len());
+        match (&self.device, &mut dst.memory) {
+            (Device::Cuda(r), Memory::Cuda(a)) => r.upload(src, a),
             #[cfg(hinoki_emulator)]
-            (Device::Emulated(r), RunnerArray::Emulated(a)) => r.upload(src, a),
+            (Device::Emulated(r), Memory::Emulated(a)) => r.upload(src, a),
             #[cfg(hinoki_emulator)]
             _ => Err(foreign()),
         }
     }
 
     fn download<T: Element>(&self, src: &RunnerArray<T>, dst: &mut [T]) -> Result<()> {
-        self.bus.add_down::<T>(dst.len());
-        match (&self.device, src) {
-            (Device::Cuda(r), RunnerArray::Cuda(a)) => r.download(a, dst),
+        self.usage.add_down::<T>(dst.len());
+        match (&self.device, &src.memory) {
+            (Device::Cuda(r), Memory::Cuda(a)) => r.download(a, dst),
             #[cfg(hinoki_emulator)]
-            (Device::Emulated(r), RunnerArray::Emulated(a)) => r.download(a, dst),
+            (Device::Emulated(r), Memory::Emulated(a)) => r.download(a, dst),
             #[cfg(hinoki_emulator)]
             _ => Err(foreign()),
         }
@@ -199,11 +247,11 @@ impl KernelRunner for Runner {
         fill: &(dyn Fn(usize, &mut [T]) + Sync),
         dst: &mut RunnerArray<T>,
     ) -> Result<()> {
-        self.bus.add_up::<T>(len);
-        match (&self.device, dst) {
-            (Device::Cuda(r), RunnerArray::Cuda(a)) => r.upload_with(len, fill, a),
+        self.usage.add_up::<T>(len);
+        match (&self.device, &mut dst.memory) {
+            (Device::Cuda(r), Memory::Cuda(a)) => r.upload_with(len, fill, a),
             #[cfg(hinoki_emulator)]
-            (Device::Emulated(r), RunnerArray::Emulated(a)) => r.upload_with(len, fill, a),
+            (Device::Emulated(r), Memory::Emulated(a)) => r.upload_with(len, fill, a),
             #[cfg(hinoki_emulator)]
             _ => Err(foreign()),
         }
@@ -215,11 +263,11 @@ impl KernelRunner for Runner {
         len: usize,
         take: &(dyn Fn(usize, &[T]) + Sync),
     ) -> Result<()> {
-        self.bus.add_down::<T>(len);
-        match (&self.device, src) {
-            (Device::Cuda(r), RunnerArray::Cuda(a)) => r.download_with(a, len, take),
+        self.usage.add_down::<T>(len);
+        match (&self.device, &src.memory) {
+            (Device::Cuda(r), Memory::Cuda(a)) => r.download_with(a, len, take),
             #[cfg(hinoki_emulator)]
-            (Device::Emulated(r), RunnerArray::Emulated(a)) => r.download_with(a, len, take),
+            (Device::Emulated(r), Memory::Emulated(a)) => r.download_with(a, len, take),
             #[cfg(hinoki_emulator)]
             _ => Err(foreign()),
         }

@@ -801,6 +801,7 @@ mod tests {
             vg = "2,16"
             kernel = "vg"
             tree_build = "gpu"
+            gpu_memory = "keep"
             balance = "count"
             rebalance = 1.5
             let_boxes = 3
@@ -846,6 +847,7 @@ mod tests {
                 vg: VgChoice::Fixed(GpuLayout { v: 2, g: 16 }),
                 kernel: WalkKernel::Vg,
                 tree_build: TreeBuild::Gpu,
+                gpu_memory: crate::resources::GpuMemory::Keep,
                 balance: Balance::Count,
                 rebalance: 1.5,
                 box_size: 0.0,

@@ -103,10 +103,10 @@ fn ics_count(ics: &IcsConfig) -> Result<u64> {
 }
 
 /// Fails on every rank, before the particles of `ics` are made or read, where this rank's
-/// share of them (with velocities and ids when `payload`) surely cannot fit its GPU
-/// ([`ForceEngine::ensure_room`]). Collective.
+/// share of them (with velocities and ids when `payload`) surely cannot fit its GPU, and
+/// decides how its GPU holds them ([`ForceEngine::ensure_room`]). Collective.
 pub fn ensure_device_room(
-    engine: &ForceEngine,
+    engine: &mut ForceEngine,
     ics: &IcsConfig,
     comm: &dyn Comm,
     payload: bool,

@@ -72,6 +72,9 @@ pub struct DeviceTree {
 /// The device arrays over particles (grown with N).
 struct ParticleArrays<R: KernelRunner> {
     capacity: usize,
+    /// The sort's scratch was released ([`TreeBuilder::release`]): the next build makes the
+    /// arrays anew.
+    released: bool,
     pos_mass: R::Array<f32>,
     sorted: R::Array<f32>,
     keys: [R::Array<u64>; 2],
@@ -82,6 +85,9 @@ struct ParticleArrays<R: KernelRunner> {
 /// The device arrays over cells (grown with the tree), breadth-first and in preorder.
 struct BuildCells<R: KernelRunner> {
     capacity: usize,
+    /// The build's lists were released ([`TreeBuilder::release`]): the next build makes the
+    /// arrays anew.
+    released: bool,
     bfs_first: R::Array<u32>,
     bfs_count: R::Array<u32>,
     bfs_level: R::Array<u8>,
@@ -93,6 +99,15 @@ struct BuildCells<R: KernelRunner> {
     bfs_inner: R::Array<u32>,
     /// Per cell, the bounds of its particles (6 floats): a refit's, allocated at the first.
     bounds: Option<R::Array<f32>>,
+}
+
+/// The tree's cells in preorder as the walk reads them, with their parents and the boxes of
+/// the last rebuild (grown with the tree, made once a build has counted its cells).
+struct StoredCells<R: KernelRunner> {
+    capacity: usize,
+    /// The rebuild's boxes were released ([`TreeBuilder::release`]): the next build makes the
+    /// arrays anew.
+    released: bool,
     /// The cells in preorder, as the walk reads them.
     cells: DeviceCells<R>,
     /// The boxes of the last rebuild, which a refit starts from.
@@ -120,6 +135,7 @@ struct SplitLists<R: KernelRunner> {
 pub struct TreeBuilder<R: KernelRunner> {
     particles: Option<ParticleArrays<R>>,
     cells: Option<BuildCells<R>>,
+    stored: Option<StoredCells<R>>,
     splits: Option<SplitLists<R>>,
     /// Digit counts of the eight radix passes, and the size of the next tree level and of its
     /// splitting cells.
@@ -138,6 +154,9 @@ pub struct TreeBuilder<R: KernelRunner> {
     /// The last tree, and where each of its levels starts in the breadth-first arrays (then
     /// their number of cells): what a refit needs.
     last: Option<(DeviceTree, Vec<usize>)>,
+    /// The last tree's breadth-first arrays, boxes and float64 moments were released
+    /// ([`TreeBuilder::release`]): it can be walked but not refitted or saved.
+    walk_only: bool,
 }
 
 impl<R: KernelRunner> TreeBuilder<R> {
@@ -154,9 +173,59 @@ impl<R: KernelRunner> TreeBuilder<R> {
             moments: r.alloc(1)?,
             particles: None,
             cells: None,
+            stored: None,
             splits: None,
             last: None,
+            walk_only: false,
         })
+    }
+
+    /// Releases the device arrays the last tree's walks do not need (its walk's cells, sorted
+    /// particles and order, and the spare rooms, stay): the sort's scratch
+    /// ([`TreeBuilder::release_sort`]), the breadth-first levels and subtree sizes, and, unless
+    /// `refits` (the tree may still be refitted or saved), the other breadth-first lists, the
+    /// preorder map, the rebuild's boxes and the float64 moments. The next build makes them
+    /// anew. So that a stage's transient arrays take no room in the next stage (the walk's),
+    /// when memory is short.
+    pub fn release(&mut self, s: &Stages<R>, refits: bool) -> Result<()> {
+        let r = s.runner();
+        self.release_sort(s)?;
+        if let Some(c) = self.cells.as_mut() {
+            c.released = true;
+            c.bfs_level = r.alloc(1)?;
+            c.bfs_subtree = r.alloc(1)?;
+            if !refits {
+                c.bfs_first = r.alloc(1)?;
+                c.bfs_count = r.alloc(1)?;
+                c.bfs_child = r.alloc(1)?;
+                c.bfs_nchild = r.alloc(1)?;
+                c.bfs_inner = r.alloc(1)?;
+                c.preorder = r.alloc(1)?;
+                c.bounds = None;
+                self.moments = r.alloc(1)?;
+                self.walk_only = true;
+            }
+        }
+        if let (false, Some(t)) = (refits, self.stored.as_mut()) {
+            t.released = true;
+            t.built = r.alloc(1)?;
+        }
+        Ok(())
+    }
+
+    /// Releases what the build no longer needs once its cells are counted: the radix sort's
+    /// first key buffer (the sorted keys) and second index buffer, its tile counts, and the
+    /// octant lists of the splitting cells. The next build makes them anew.
+    fn release_sort(&mut self, s: &Stages<R>) -> Result<()> {
+        let r = s.runner();
+        self.splits = None;
+        if let Some(a) = self.particles.as_mut() {
+            a.released = true;
+            a.keys[0] = r.alloc(1)?;
+            a.index[1] = r.alloc(1)?;
+            a.tile_counts = r.alloc(1)?;
+        }
+        Ok(())
     }
 
     /// The last tree built or refitted, while it is valid (it is until the next build).
@@ -200,17 +269,18 @@ impl<R: KernelRunner> TreeBuilder<R> {
                 + l.split[0].len()
                 + l.split[1].len())
         });
+        let stored = self.stored.as_ref().map_or(0, |t| {
+            t.cells.bytes() + 4 * (t.parent.len() + t.built.len())
+        });
         splits
+            + stored
             + self.cells.as_ref().map_or(0, |c| {
-                c.cells.bytes()
-                    + 4 * (c.bfs_first.len()
-                        + c.bfs_count.len()
-                        + c.bfs_child.len()
-                        + c.bfs_subtree.len()
-                        + c.preorder.len()
-                        + c.bounds.as_ref().map_or(0, |b| b.len())
-                        + c.parent.len()
-                        + c.built.len())
+                4 * (c.bfs_first.len()
+                    + c.bfs_count.len()
+                    + c.bfs_child.len()
+                    + c.bfs_subtree.len()
+                    + c.preorder.len()
+                    + c.bounds.as_ref().map_or(0, |b| b.len()))
                     + 4 * c.bfs_inner.len()
                     + 8 * self.moments.len()
                     + c.bfs_level.len()
@@ -222,20 +292,29 @@ impl<R: KernelRunner> TreeBuilder<R> {
     /// `frame`, whose cube holds them, first), built there and kept there: the tree
     /// [`Tree::build_in`] builds. Times `sort` (the rounding, keys, sort and gather), `build`
     /// (topology, preorder) and `moments`. `src.n` must be at least 1 and the positions finite.
+    /// `lean`: the sort's scratch is released once the cells are counted
+    /// ([`TreeBuilder::release_sort`]), before the cells the walk reads are made, so that the
+    /// build's peak is the larger of its two halves, not their sum.
     pub fn build(
         &mut self,
         s: &Stages<R>,
         src: Positions,
         frame: &Frame,
         p: &TreeParams,
+        lean: bool,
         times: &mut PhaseTimes,
     ) -> Result<DeviceTree> {
         self.last = None;
+        self.walk_only = false;
         let n = src.n;
         let frame = *frame;
         times.time("sort", || self.sort(s, src, &frame, p.order))?;
         let (levels, inner) = times.time("build", || self.cell_levels(s, n, p.ncrit))?;
+        if lean {
+            self.release_sort(s)?;
+        }
         times.time("moments", || {
+            self.reserve_stored(s, levels[levels.len() - 1])?;
             grow(s.runner(), &mut self.moments, MOMENT_WORDS * inner.max(1))?;
             self.moments(s, &levels, &frame, p)
         })?;
@@ -257,13 +336,14 @@ impl<R: KernelRunner> TreeBuilder<R> {
         let (tree, levels) = self
             .last
             .as_ref()
-            .filter(|l| l.0.particles == src.n)
+            .filter(|l| l.0.particles == src.n && !self.walk_only)
             .ok_or_else(|| crate::Error::device("a refit without the tree of these particles"))?;
         let (tree, levels) = (*tree, levels.clone());
         times.time("refit", || -> Result<()> {
             let bounds = self.refit_bounds(s)?;
             let a = self.particles.as_ref().expect("built");
             let c = self.cells.as_ref().expect("built");
+            let t = self.stored.as_ref().expect("built");
             // SAFETY (every launch below): the arrays were sized for this tree by its build
             // (or restore), the particle arrays for `src.n` particles.
             unsafe {
@@ -291,7 +371,7 @@ impl<R: KernelRunner> TreeBuilder<R> {
                         inner: c.bfs_inner.ptr(),
                         mom: self.moments.ptr(),
                         bounds,
-                        built: c.built.ptr(),
+                        built: t.built.ptr(),
                         mac: (p.mac != Mac::BarnesHut) as i32,
                         theta: p.theta,
                         tree: tree.arrays,
@@ -468,17 +548,19 @@ impl<R: KernelRunner> TreeBuilder<R> {
     /// their parents.
     fn tree_arrays(&self) -> TreeArrays {
         let a = self.particles.as_ref().expect("reserved");
-        let c = self.cells.as_ref().expect("reserved");
-        c.cells.arrays(a.sorted.ptr(), c.parent.ptr())
+        let t = self.stored.as_ref().expect("reserved");
+        t.cells.arrays(a.sorted.ptr(), t.parent.ptr())
     }
 
     /// Grows the particle arrays to hold `n` particles.
     fn reserve_particles(&mut self, s: &Stages<R>, n: usize) -> Result<()> {
-        let regrow = self.particles.is_some();
+        // No headroom for arrays made anew after a release: their size is not growing.
+        let regrow = self.particles.as_ref().is_some_and(|a| !a.released);
         let r = s.runner();
         let arrays = |cap: usize| -> Result<ParticleArrays<R>> {
             Ok(ParticleArrays {
                 capacity: cap,
+                released: false,
                 pos_mass: r.alloc(4 * cap)?,
                 sorted: r.alloc(4 * cap)?,
                 keys: [r.alloc(cap)?, r.alloc(cap)?],
@@ -490,7 +572,7 @@ impl<R: KernelRunner> TreeBuilder<R> {
             &mut self.particles,
             (n, n + 1),
             regrow,
-            |a| a.capacity,
+            |a| if a.released { 0 } else { a.capacity },
             arrays,
         )
     }
@@ -521,6 +603,7 @@ impl<R: KernelRunner> TreeBuilder<R> {
         let arrays = |cap: usize| -> Result<BuildCells<R>> {
             Ok(BuildCells {
                 capacity: cap,
+                released: false,
                 bfs_first: r.alloc(cap)?,
                 bfs_count: r.alloc(cap)?,
                 bfs_level: r.alloc(cap)?,
@@ -530,16 +613,37 @@ impl<R: KernelRunner> TreeBuilder<R> {
                 preorder: r.alloc(cap)?,
                 bfs_inner: r.alloc(cap)?,
                 bounds: None,
-                cells: DeviceCells::alloc(r, cap)?,
-                built: r.alloc(4 * cap)?,
-                parent: r.alloc(cap)?,
             })
         };
         reserve(
             &mut self.cells,
             (cells, cells + 1),
             regrow,
-            |a| a.capacity,
+            |a| if a.released { 0 } else { a.capacity },
+            arrays,
+        )
+    }
+
+    /// Grows the cells the walk reads, their parents and boxes to hold `cells` cells, with
+    /// headroom once they have had to grow ([`with_headroom`]; not when made anew after a
+    /// release).
+    fn reserve_stored(&mut self, s: &Stages<R>, cells: usize) -> Result<()> {
+        let regrow = self.stored.as_ref().is_some_and(|t| !t.released);
+        let r = s.runner();
+        let arrays = |cap: usize| -> Result<StoredCells<R>> {
+            Ok(StoredCells {
+                capacity: cap,
+                released: false,
+                cells: DeviceCells::alloc(r, cap)?,
+                built: r.alloc(4 * cap)?,
+                parent: r.alloc(cap)?,
+            })
+        };
+        reserve(
+            &mut self.stored,
+            (cells, cells),
+            regrow,
+            |t| if t.released { 0 } else { t.capacity },
             arrays,
         )
     }
@@ -660,7 +764,7 @@ impl<R: KernelRunner> TreeBuilder<R> {
         loop {
             // Headroom once the cells have had to grow, this build's retries included (without
             // it the doubled guesses of a uniform cube of 10^6 took 60 % more cell bytes).
-            let regrow = self.cells.is_some();
+            let regrow = self.cells.as_ref().is_some_and(|c| !c.released);
             self.reserve_cells(s, guess, regrow)?;
             self.reserve_splits(s, splits)?;
             match self.levels(s, n, ncrit)? {
@@ -866,7 +970,7 @@ impl<R: KernelRunner> TreeBuilder<R> {
                     mac: (p.mac != Mac::BarnesHut) as i32,
                     theta: p.theta,
                     tree: self.tree_arrays(),
-                    built: c.built.ptr(),
+                    built: self.stored.as_ref().expect("reserved").built.ptr(),
                 },
             )
         }?;
@@ -896,8 +1000,8 @@ impl<R: KernelRunner> TreeBuilder<R> {
         };
         let (n, ncells) = (tree.particles, tree.cells);
         let a = self.particles.as_ref().expect("built");
-        let c = self.cells.as_ref().expect("built");
-        let cells = c.cells.download(s.runner(), ncells)?;
+        let t = self.stored.as_ref().expect("built");
+        let cells = t.cells.download(s.runner(), ncells)?;
         Ok(Some(Tree {
             frame: tree.frame,
             particles: s.fetch_as(&a.sorted, n)?,
@@ -919,9 +1023,14 @@ impl<R: KernelRunner> TreeBuilder<R> {
         let Some(tree) = self.tree() else {
             return Ok(None);
         };
+        if self.walk_only {
+            return Err(crate::Error::device(
+                "the tree's topology was released after its build",
+            ));
+        }
         let (n, ncells) = (tree.particles, tree.cells);
         let a = self.particles.as_ref().expect("built");
-        let c = self.cells.as_ref().expect("built");
+        let c = self.stored.as_ref().expect("built");
         Ok(Some(TreeTopology {
             frame: tree.frame,
             index: s.fetch(&a.index[0], n)?,
@@ -956,10 +1065,12 @@ impl<R: KernelRunner> TreeBuilder<R> {
         upload_cells: impl FnOnce(&R, &mut DeviceCells<R>) -> Result<()>,
     ) -> Result<()> {
         self.last = None;
+        self.walk_only = false;
         let (n, ncells) = (t.index.len(), t.first.len());
         self.reserve_particles(s, n)?;
-        let regrow = self.cells.is_some();
+        let regrow = self.cells.as_ref().is_some_and(|c| !c.released);
         self.reserve_cells(s, ncells, regrow)?;
+        self.reserve_stored(s, ncells)?;
         let bfs = bfs_layout(t);
         let r = s.runner();
         let inner = bfs.nchild.iter().filter(|&&k| k > 0).count();
@@ -974,8 +1085,9 @@ impl<R: KernelRunner> TreeBuilder<R> {
         r.upload(&bfs.nchild, &mut c.bfs_nchild)?;
         r.upload(&bfs.preorder, &mut c.preorder)?;
         r.upload(&bfs.inner, &mut c.bfs_inner)?;
-        upload_cells(r, &mut c.cells)?;
-        r.upload(bytemuck::cast_slice(&t.boxes), &mut c.built)?;
+        let stored = self.stored.as_mut().expect("reserved");
+        upload_cells(r, &mut stored.cells)?;
+        r.upload(bytemuck::cast_slice(&t.boxes), &mut stored.built)?;
         self.parents(s, ncells)?;
         let tree = self.device_tree(n, ncells, t.frame);
         self.last = Some((tree, bfs.levels));

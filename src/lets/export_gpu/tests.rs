@@ -73,6 +73,7 @@ fn emulated_lets_equal_the_hosts_word_for_word() {
                 d.positions(),
                 &frame,
                 &tp(mac),
+                false,
                 &mut PhaseTimes::default(),
             )
             .unwrap();

@@ -97,6 +97,17 @@ impl Buffers {
         grow(r, &mut self.counts, 2 * nt)
     }
 
+    /// Releases the results in walk order, the list kernel's child lists and the periodic
+    /// walk's groups, which the next walk makes anew (so that they take no room in the stages
+    /// between walks, when memory is short).
+    pub fn release_results(&mut self, r: &Runner) -> Result<()> {
+        self.out = r.alloc(1)?;
+        self.counts = r.alloc(1)?;
+        self.children = r.alloc(1)?;
+        self.pieces = r.alloc(1)?;
+        Ok(())
+    }
+
     /// Grows the list kernel's stacks to `stack_len` cell indices and its child lists to `nc`
     /// cells, and clears its control words.
     pub fn prepare_list(&mut self, r: &Runner, stack_len: usize, nc: usize) -> Result<()> {

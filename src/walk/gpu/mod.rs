@@ -222,6 +222,13 @@ impl GpuWalk {
         self.buffers.reserve_results(&self.program, n)
     }
 
+    /// Releases the results in walk order and the walk's per-cell lists (the next walk makes
+    /// them anew): once the results are read or moved to the particles' order, when memory is
+    /// short.
+    pub fn release_results(&mut self) -> Result<()> {
+        self.buffers.release_results(&self.program)
+    }
+
     /// Sets the results of the first `n` targets to zero (those of groups a walk leaves out).
     pub fn clear_results(&mut self, n: usize) -> Result<()> {
         self.reserve_results(n)?;

@@ -23,7 +23,14 @@ fn in_frame_of(
     p: &TreeParams,
 ) -> DeviceTree {
     builder
-        .build(s, d.positions(), &host.frame, p, &mut PhaseTimes::default())
+        .build(
+            s,
+            d.positions(),
+            &host.frame,
+            p,
+            false,
+            &mut PhaseTimes::default(),
+        )
         .unwrap()
 }
 
