@@ -1,6 +1,8 @@
 // Results of a walk back in the particles' input order: target k of the walk order is input
 // particle order[k]. Its (ax, ay, az, phi) and its (p2p, m2p) counts move there, so that the
 // host receives them in input order and only converts them (src/walk/gpu/mod.rs, `unsort`).
+// Either may stay where it is (a null source): the counts move in a launch of their own when
+// they go into the room the results left.
 
 // A walk's results, per target or per particle.
 struct RUST_TWIN Results {
@@ -25,8 +27,8 @@ extern "C" __global__ void __launch_bounds__(256) unsort_results(const UnsortArg
 {
     for (int k = blockIdx.x * blockDim.x + threadIdx.x; k < a.n; k += gridDim.x * blockDim.x) {
         const unsigned i = a.order[k];
-        a.input.out[i] = a.walk.out[k];
-        a.input.counts[i] = a.walk.counts[k];
+        if (a.walk.out) a.input.out[i] = a.walk.out[k];
+        if (a.walk.counts) a.input.counts[i] = a.walk.counts[k];
     }
 }
 

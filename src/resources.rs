@@ -35,22 +35,23 @@ pub enum GpuMemory {
     Release,
 }
 
-/// Device bytes per particle of a GPU force evaluation with positions and masses held and
-/// every array kept, rounded up from the most measured (176.2 for a uniform cube of 2^26 on an
-/// H100: docs/performance.md, "The walk's results in the particles' order in the tree's spare
-/// rooms"): where this fits, `auto` keeps every array.
-pub const KEPT_BYTES_MOST: usize = 180;
+/// Device bytes per particle at the peak of a GPU force evaluation with positions and masses
+/// held and every array kept, rounded up from the most measured (160.3 for a uniform cube of
+/// 2^29 on an H200: docs/performance.md, "Each stage's arrays released at its end"): where
+/// this fits, `auto` keeps every array.
+pub const KEPT_BYTES_MOST: usize = 165;
 
-/// [`KEPT_BYTES_MOST`] rounded down from the least measured (151.1 for a uniform cube of
+/// [`KEPT_BYTES_MOST`] rounded down from the least measured (139.9 for a uniform cube of
 /// 2^24 − 1): fewer bytes than this surely cannot hold the particles with every array kept.
-pub const KEPT_BYTES_LEAST: usize = 151;
+pub const KEPT_BYTES_LEAST: usize = 139;
 
-/// Device bytes per particle of a GPU force evaluation with positions and masses held and
-/// each stage's transient arrays released ([`GpuMemory::Release`]), rounded down from the
-/// least measured (docs/performance.md, "Each stage's arrays released at its end"), so that
-/// only what surely cannot fit is refused before anything is allocated (an allocation that
-/// fails later says so itself).
-pub const RELEASED_BYTES_LEAST: usize = 118;
+/// Device bytes per particle at the peak of a GPU force evaluation with positions and masses
+/// held and each stage's transient arrays released ([`GpuMemory::Release`]), rounded down from
+/// the least measured (110.3 for a uniform cube of 2^30 on an H200; 115.3 at 2^24 − 1, 126.8 at
+/// 2^29: docs/performance.md, "Each stage's arrays released at its end"), so that only what
+/// surely cannot fit is refused before anything is allocated (an allocation that fails later
+/// says so itself).
+pub const RELEASED_BYTES_LEAST: usize = 110;
 
 /// Device bytes per particle for velocities and ids, where a run (or several ranks) holds them.
 pub const PAYLOAD_BYTES: usize = 32;
@@ -276,18 +277,22 @@ mod tests {
         let plan = |asked, n, payload, room| device_plan(asked, n, payload, room, total);
         assert_eq!(
             plan(GpuMemory::Auto, 1 << 30, false, room).unwrap_err(),
-            "1073741824 particles need at least 126.7 GB of GPU memory (118 bytes each), but \
-             79.0 GB of its 80.0 GB are free: at most 6.695e8 particles fit"
+            "1073741824 particles need at least 118.1 GB of GPU memory (110 bytes each), but \
+             79.0 GB of its 80.0 GB are free: at most 7.182e8 particles fit"
         );
         assert_eq!(
-            plan(GpuMemory::Keep, 1 << 29, false, room).unwrap_err(),
-            "536870912 particles need at least 81.1 GB of GPU memory (151 bytes each with every \
-             array kept: try --gpu-memory release), but 79.0 GB of its 80.0 GB are free: at \
-             most 5.232e8 particles fit"
+            plan(GpuMemory::Keep, 1 << 28, false, 35_000_000_000).unwrap_err(),
+            "268435456 particles need at least 37.3 GB of GPU memory (139 bytes each with every \
+             array kept: try --gpu-memory release), but 35.0 GB of its 80.0 GB are free: at \
+             most 2.518e8 particles fit"
         );
         assert_eq!(
             plan(GpuMemory::Auto, 1 << 29, false, room),
             Ok(GpuMemory::Release)
+        );
+        assert_eq!(
+            plan(GpuMemory::Keep, 1 << 29, false, room),
+            Ok(GpuMemory::Keep)
         );
         assert_eq!(
             plan(GpuMemory::Auto, 1 << 28, false, room),

@@ -12,7 +12,7 @@ use crate::error::{Error, Result};
 use crate::gpu::args::{BootstrapAmagArgs, TreeArrays};
 use crate::gpu::exchange::{Connecting, DeviceExchange};
 use crate::gpu::launch::DeviceArray;
-use crate::gpu::runner::Runner;
+use crate::gpu::runner::{Runner, RunnerArray};
 use crate::gpu::stages::{blocks, int, Stages};
 use crate::gpu::{local_rank, GpuContext};
 use crate::integrate::state_gpu::StepArrays;
@@ -28,7 +28,7 @@ use crate::tree::build_gpu::{DeviceTree, TreeBuilder};
 use crate::tree::{ClosePair, Tree, TreeParams};
 use crate::tree::{TreeBuild, TreeTopology};
 use crate::walk::cpu::{Forces, Units, WalkOutput, WalkParams};
-use crate::walk::gpu::{DeviceOwn, GpuLayout, GpuWalk, InputOrder, TreeWalk, WalkKernel};
+use crate::walk::gpu::{DeviceOwn, GpuLayout, GpuWalk, TreeWalk, WalkKernel};
 use crate::walk::groups_gpu::{DeviceGroups, GroupFormer};
 use crate::walk::mac::Criterion;
 use glam::DVec3;
@@ -71,13 +71,13 @@ impl Targets {
     }
 }
 
-/// Where the walk's results go in the particles' order: the rooms the last tree of `builder`
+/// Where the walk's results go in the particles' order: the room the last tree of `builder`
 /// no longer needs ([`TreeBuilder::spare_rooms`]).
-fn input_order(builder: &TreeBuilder<Runner>) -> Result<InputOrder<'_>> {
-    let (out, counts) = builder
+fn results_room(builder: &TreeBuilder<Runner>) -> Result<&RunnerArray<f32>> {
+    builder
         .spare_rooms()
-        .ok_or_else(|| Error::device("no tree on the GPU for these particles"))?;
-    Ok(InputOrder { out, counts })
+        .map(|(out, _)| out)
+        .ok_or_else(|| Error::device("no tree on the GPU for these particles"))
 }
 
 /// This rank's stages on its GPU, and what they keep there between evaluations.
@@ -165,6 +165,18 @@ impl GpuBackend {
         self.builder
             .tree()
             .ok_or_else(|| Error::device("no tree on the GPU for these particles"))
+    }
+
+    /// Where each stage's transient arrays are released at its end: the walk's results in
+    /// walk order and its per-cell lists, which the tree's next build or refit makes stale
+    /// (the next walk makes them anew), and its lent room for counts, which the build takes
+    /// back.
+    fn release_walk(&mut self) -> Result<()> {
+        self.walk.lend_counts(None);
+        match self.release {
+            true => self.walk.release_results(),
+            false => Ok(()),
+        }
     }
 
     /// The walk's groups of `size` targets for `tree` (its curve's chunks, or fixed chunks of
@@ -339,8 +351,10 @@ impl Backend for GpuBackend {
     fn build_tree(&mut self, frame: &Frame, p: &TreeParams, times: &mut PhaseTimes) -> Result<()> {
         self.forest = None;
         self.targets = None;
-        // The last counts in the particles' order lie in the room the build takes back.
+        // The last counts in the particles' order lie in the rooms the build and the walk take
+        // back.
         self.cost = None;
+        self.release_walk()?;
         if self.particles.n == 0 {
             self.builder.forget();
             return Ok(());
@@ -373,6 +387,8 @@ impl Backend for GpuBackend {
     fn refit_tree(&mut self, p: &TreeParams, times: &mut PhaseTimes) -> Result<Option<Frame>> {
         self.forest = None;
         self.targets = None;
+        self.cost = None;
+        self.release_walk()?;
         if self.particles.n == 0 {
             return Ok(None);
         }
@@ -429,6 +445,13 @@ impl Backend for GpuBackend {
                 Some(at)
             }
         };
+        // The counts of a walk whose results move to the particles' order lie in walk order in
+        // the tree's second key buffer, idle until the next build.
+        let counts_room = match curve {
+            true => self.builder.spare_rooms().map(|(_, c)| (c.ptr(), c.len())),
+            false => None,
+        };
+        self.walk.lend_counts(counts_room);
         let (at, order, own) = if curve {
             let at = self.groups.tree_targets(&self.stages, &tree, amag)?;
             (at, Some(tree.order), DeviceOwn::Sorted)
@@ -634,11 +657,10 @@ impl Backend for GpuBackend {
             return Ok(Forces::default());
         };
         let input = match t.order {
-            Some(order) => {
-                let input = input_order(&self.builder)?;
-                self.walk.unsort(order, n, &input, times)?;
-                Some(input)
-            }
+            Some(order) => Some(
+                self.walk
+                    .unsort(order, n, results_room(&self.builder)?, times)?,
+            ),
             None => None,
         };
         if let Some(active) = t.partial {
@@ -646,14 +668,11 @@ impl Backend for GpuBackend {
         }
         let f = self.walk.download_forces(n, units, input.as_ref(), times)?;
         // The counts in the particles' order are the next decomposition's cost (until the
-        // next build takes their room back).
+        // next walk or build takes their room back).
         self.cost = Some(match input {
             Some(i) => i.counts.ptr(),
             None => self.walk.results().1,
         });
-        if self.release && t.order.is_some() {
-            self.walk.release_results()?;
-        }
         Ok(f)
     }
 
@@ -673,8 +692,9 @@ impl Backend for GpuBackend {
         };
         let results = match t.order {
             Some(order) => {
-                let input = input_order(&self.builder)?;
-                self.walk.unsort(order, n, &input, times)?;
+                let input = self
+                    .walk
+                    .unsort(order, n, results_room(&self.builder)?, times)?;
                 (input.out.ptr(), input.counts.ptr())
             }
             None => self.walk.results(),
@@ -682,9 +702,6 @@ impl Backend for GpuBackend {
         let t0 = Instant::now();
         self.steps
             .keep_forces(&self.stages, &mut self.particles, results, units, t.partial)?;
-        if self.release && t.order.is_some() {
-            self.walk.release_results()?;
-        }
         times.add("download", t0.elapsed().as_secs_f64());
         Ok(())
     }

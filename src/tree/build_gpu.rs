@@ -235,8 +235,8 @@ impl<R: KernelRunner> TreeBuilder<R> {
 
     /// The rooms the last tree no longer needs until the next build, 4 floats and one u64 per
     /// particle (the build's unsorted float32 particles, [`DeviceTree::spare`], and the radix
-    /// sort's second key buffer), for a walk's results in the particles' order: the walk's
-    /// targets are in the first until its results move there. `None` before a build.
+    /// sort's second key buffer), for a walk: its targets, then its results in the particles'
+    /// order, in the first; its counts in walk order in the second. `None` before a build.
     #[allow(clippy::type_complexity)]
     pub fn spare_rooms(&self) -> Option<(&R::Array<f32>, &R::Array<u64>)> {
         self.particles.as_ref().map(|a| (&a.pos_mass, &a.keys[1]))

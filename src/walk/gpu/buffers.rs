@@ -93,8 +93,13 @@ impl Buffers {
 
     /// Grows the walk's results (in walk order) to `nt` targets.
     pub fn reserve_results(&mut self, r: &Runner, nt: usize) -> Result<()> {
-        grow(r, &mut self.out, 4 * nt)?;
+        self.reserve_out(r, nt)?;
         grow(r, &mut self.counts, 2 * nt)
+    }
+
+    /// Grows the walk's accelerations and potentials (in walk order) to `nt` targets.
+    pub fn reserve_out(&mut self, r: &Runner, nt: usize) -> Result<()> {
+        grow(r, &mut self.out, 4 * nt)
     }
 
     /// Releases the results in walk order, the list kernel's child lists and the periodic
@@ -233,8 +238,8 @@ impl Buffers {
     }
 }
 
-/// The (p2p, m2p) counts of `n` targets in `counts` (a pair of u32 per target, as 2 `u32` or
-/// one `u64` elements) brought down into `p2p` (without the target itself,
+/// The (p2p, m2p) counts of `n` targets in `counts` (a pair of u32 per target, in an array of
+/// u32, or in the room of an array of 4-byte floats: [`InputOrder::counts`]) brought down into `p2p` (without the target itself,
 /// [`WalkOutput::others`]) and `m2p`, converted piece by piece as they arrive.
 fn take_counts<C: Element>(
     r: &Runner,

@@ -75,6 +75,9 @@ pub struct GpuWalk {
     side: Option<Runner>,
     /// A walk [`GpuWalk::begin`] left running.
     pending: Option<Launched>,
+    /// Room lent for the counts in walk order ([`GpuWalk::lend_counts`]): its device address
+    /// and the targets it holds.
+    lent_counts: Option<(u64, usize)>,
 }
 
 /// A launched walk: whether it is a list kernel's (whose stacks are checked after it), and
@@ -85,16 +88,17 @@ struct Launched {
     timed: Option<(Mark, Mark, Instant)>,
 }
 
-/// Where a walk's results go in the particles' order ([`GpuWalk::unsort`]): device arrays
-/// of 4 floats (acceleration and potential) and of one 8-byte pair of counts (p2p, m2p) per
-/// particle, lent by an owner that no longer needs them (the tree builder's
-/// [`TreeBuilder::spare_rooms`](crate::tree::build_gpu::TreeBuilder::spare_rooms)), so that
-/// the walk holds no second copy of its results.
+/// Where a walk's results are in the particles' order after [`GpuWalk::unsort`]: 4 floats
+/// (acceleration and potential) per particle in a room lent by an owner that no longer needs
+/// it (the tree builder's frame,
+/// [`TreeBuilder::spare_rooms`](crate::tree::build_gpu::TreeBuilder::spare_rooms)), and the
+/// (p2p, m2p) counts, two u32 per particle, in the first half of the walk's own result array
+/// (free once the results left it), so that the walk holds no second copy of its results.
 pub struct InputOrder<'a> {
-    /// Room for (ax, ay, az, potential) per particle, float32.
+    /// (ax, ay, az, potential) per particle, float32.
     pub out: &'a RunnerArray<f32>,
-    /// Room for (p2p, m2p) per particle, two u32 in one u64.
-    pub counts: &'a RunnerArray<u64>,
+    /// (p2p, m2p) per particle: u32 words 2i and 2i + 1 of this float array's room.
+    pub counts: &'a RunnerArray<f32>,
 }
 
 impl InputOrder<'_> {
@@ -135,6 +139,7 @@ impl GpuWalk {
             buffers: Buffers::new(&program)?,
             side: None,
             pending: None,
+            lent_counts: None,
             program,
             kernel,
             layout,
@@ -174,11 +179,13 @@ impl GpuWalk {
         unsafe { self.program.launch(name, grid, block, args) }
     }
 
-    /// The results in walk order.
+    /// The results in walk order (the counts in the room lent for them, if any).
     fn walk_results(&self) -> Results {
         Results {
             out: self.buffers.out.ptr(),
-            counts: self.buffers.counts.ptr(),
+            counts: self
+                .lent_counts
+                .map_or_else(|| self.buffers.counts.ptr(), |(at, _)| at),
         }
     }
 
@@ -217,9 +224,24 @@ impl GpuWalk {
         ))
     }
 
-    /// Grows the result arrays to `n` targets.
+    /// Lends the walks that follow a room for their counts in walk order (two u32 per
+    /// target; `room`: its device address and the targets it holds), or takes it back
+    /// (`None`: the walk's own array): the tree's second key buffer, idle from the end of a
+    /// build to the next, so that a walk whose results move to the particles' order
+    /// ([`GpuWalk::unsort`]) holds no array of counts of its own.
+    pub fn lend_counts(&mut self, room: Option<(u64, usize)>) {
+        self.lent_counts = room;
+    }
+
+    /// Grows the result arrays to `n` targets (the counts' too, unless a room is lent for them).
     pub fn reserve_results(&mut self, n: usize) -> Result<()> {
-        self.buffers.reserve_results(&self.program, n)
+        match self.lent_counts {
+            Some((_, room)) if room < n => Err(Error::device(format!(
+                "room for the counts of {room} targets lent to a walk of {n}"
+            ))),
+            Some(_) => self.buffers.reserve_out(&self.program, n),
+            None => self.buffers.reserve_results(&self.program, n),
+        }
     }
 
     /// Releases the results in walk order and the walk's per-cell lists (the next walk makes
@@ -246,12 +268,7 @@ impl GpuWalk {
     /// Zeroes the results of the `n` particles not flagged in `active` (device address, one
     /// byte per particle): in the particles' order `input` after [`GpuWalk::unsort`], else in
     /// walk order (which is then the particles' own).
-    pub fn mask_inactive(
-        &mut self,
-        active: u64,
-        n: usize,
-        input: Option<&InputOrder>,
-    ) -> Result<()> {
+    pub fn mask_inactive(&self, active: u64, n: usize, input: Option<&InputOrder>) -> Result<()> {
         let results = input.map_or_else(|| self.walk_results(), InputOrder::results);
         self.launch(
             "mask_inactive",
@@ -403,6 +420,7 @@ impl GpuWalk {
             (ngroups as u32 * self.layout.g).div_ceil(BLOCK)
         };
         let b = &self.buffers;
+        let results = self.walk_results();
         let (own_kind, own) = w.own.args();
         let args = WalkArgs {
             tree: w.tree,
@@ -420,8 +438,8 @@ impl GpuWalk {
             alpha: p.criterion.alpha,
             grav: p.criterion.g,
             ewald,
-            out: b.out.ptr(),
-            counts: b.counts.ptr(),
+            out: results.out,
+            counts: results.counts,
             accumulate: accumulate as i32,
             control: b.control.ptr(),
             stacks: b.stacks.ptr(),
@@ -474,35 +492,59 @@ impl GpuWalk {
     }
 
     /// Moves the results of the `n` targets to the particles' order (`order`: device address
-    /// of each target's particle index, a permutation of `0..n`), into `input`. Times
-    /// `download`.
-    pub fn unsort(
-        &mut self,
+    /// of each target's particle index, a permutation of `0..n`): the accelerations and
+    /// potentials into `room` (4 floats per particle), then the counts into the first half of
+    /// the walk's own result array, which the results left ([`InputOrder`]). Times `download`.
+    pub fn unsort<'a>(
+        &'a self,
         order: u64,
         n: usize,
-        input: &InputOrder,
+        room: &'a RunnerArray<f32>,
         times: &mut PhaseTimes,
-    ) -> Result<()> {
+    ) -> Result<InputOrder<'a>> {
         let t0 = Instant::now();
-        if input.out.len() < 4 * n || input.counts.len() < n {
+        if room.len() < 4 * n || self.buffers.out.len() < 4 * n {
             return Err(Error::device(format!(
                 "room for the results of {} particles in their order, not {n}",
-                (input.out.len() / 4).min(input.counts.len())
+                room.len().min(self.buffers.out.len()) / 4
             )));
         }
-        self.launch(
-            "unsort_results",
-            (n as u32).div_ceil(256).clamp(1, 1 << 16),
-            256,
-            &UnsortArgs {
-                walk: self.walk_results(),
-                order,
-                n: n as i32,
-                input: input.results(),
-            },
-        )?;
+        let input = InputOrder {
+            out: room,
+            counts: &self.buffers.out,
+        };
+        let walk = self.walk_results();
+        let blocks = (n as u32).div_ceil(256).clamp(1, 1 << 16);
+        for (walk, input) in [
+            (
+                Results { counts: 0, ..walk },
+                Results {
+                    counts: 0,
+                    ..input.results()
+                },
+            ),
+            (
+                Results { out: 0, ..walk },
+                Results {
+                    out: 0,
+                    ..input.results()
+                },
+            ),
+        ] {
+            self.launch(
+                "unsort_results",
+                blocks,
+                256,
+                &UnsortArgs {
+                    walk,
+                    order,
+                    n: n as i32,
+                    input,
+                },
+            )?;
+        }
         times.add("download", t0.elapsed().as_secs_f64());
-        Ok(())
+        Ok(input)
     }
 
     /// The raw results of `n` targets (G = 1, counts with the target itself), in walk order.
@@ -516,12 +558,17 @@ impl GpuWalk {
     /// the target itself and particle–cell counts; in the particles' order from `input` after
     /// [`GpuWalk::unsort`], else in walk order. Times `download`.
     pub fn download_forces(
-        &mut self,
+        &self,
         n: usize,
         units: Units,
         input: Option<&InputOrder>,
         times: &mut PhaseTimes,
     ) -> Result<Forces> {
+        if input.is_none() && self.lent_counts.is_some() {
+            return Err(Error::device(
+                "the counts of a walk in a lent room come down in the particles' order only",
+            ));
+        }
         let t0 = Instant::now();
         let forces = self
             .buffers
@@ -545,6 +592,7 @@ impl GpuWalk {
         times: &mut PhaseTimes,
     ) -> Result<WalkOutput> {
         let t0 = Instant::now();
+        self.lent_counts = None;
         let t = self.upload_tree(tree)?;
         let (at, groups) = self.upload_targets(targets, groups)?;
         times.add("upload", t0.elapsed().as_secs_f64());
@@ -580,6 +628,7 @@ impl GpuWalk {
         const PER_BLOCK: u32 = 2 * BLOCK;
         let n = pos_mass.len();
         let t0 = Instant::now();
+        self.lent_counts = None;
         self.buffers.upload_sources(&self.program, pos_mass)?;
         times.add("upload", t0.elapsed().as_secs_f64());
         let t0 = Instant::now();
