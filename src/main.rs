@@ -16,7 +16,7 @@ use hinoki::io::{write_snapshot_file, RunConfig, SnapshotCosmology, SnapshotMeta
 use hinoki::render::{
     plot_diagnostics, plot_power, render_snapshot, Axis, PowerOptions, RenderOptions,
 };
-use hinoki::resources::{check_threads, FORCES_BYTES, PARTICLE_BYTES};
+use hinoki::resources::{check_threads, FORCES_BYTES, FORCES_GPU_BYTES, PARTICLE_BYTES};
 use hinoki::simulation::{self, check_forces, initial_particles};
 use hinoki::{Error, Particles, Result};
 use std::path::PathBuf;
@@ -727,7 +727,11 @@ fn forces(a: ForcesArgs, comm: &dyn Comm) -> Result<()> {
     let source = particle_source(a.ics, a.n, a.seed, a.input);
     // The GPU's room for this rank's share, before the particles are made or read.
     simulation::ensure_device_room(&mut engine, &source, comm, comm.size() > 1)?;
-    let p = initial_particles(&source, comm, FORCES_BYTES, false)?;
+    let host_bytes = match engine.layout() {
+        Some(_) => FORCES_GPU_BYTES,
+        None => FORCES_BYTES,
+    };
+    let p = initial_particles(&source, comm, host_bytes, false)?;
     let n_total = comm.allgather_u64(p.len() as u64).iter().sum::<u64>() as usize;
     // On one rank nothing moves: the engine needs the positions and masses only, and the
     // particles stay here for the report. With several ranks they move, and come back after

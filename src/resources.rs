@@ -15,6 +15,13 @@ pub const PARTICLE_BYTES: u64 = 64;
 /// that surely cannot fit is refused.
 pub const FORCES_BYTES: u64 = 208;
 
+/// Host bytes per particle of this rank at the peak of `hinoki forces` when the GPU walks: the
+/// particles ([`PARTICLE_BYTES`]) and the float64 results with their counts (40); the float32
+/// copies, keys, cells and groups live on the device. Measured: 101.9 (peak resident set at
+/// 2^30, uniform cube, `--check 100`, on the single-H200 machine's host; 102.0 at 2^29:
+/// docs/performance.md, "Each stage's arrays released at its end"); rounded down.
+pub const FORCES_GPU_BYTES: u64 = 100;
+
 /// Host bytes per particle of this rank at the peak of `hinoki run`: a force evaluation and the
 /// integrator's state (accelerations, potentials, bins, costs). Measured: 265 (as for
 /// [`FORCES_BYTES`]); rounded down.

@@ -19,6 +19,7 @@ use crate::sfc::GridBox;
 use glam::DVec3;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
 use std::fmt;
 use std::str::FromStr;
 
@@ -168,13 +169,14 @@ pub fn initial_share(mut all: crate::Particles, comm: &dyn Comm) -> crate::Parti
 }
 
 /// Positions and masses of every particle of the job (in rank order) and the range of this
-/// rank's own particles among them. Collective; a copy of `p`'s on one rank.
-pub fn gather_all(
+/// rank's own particles among them. Collective; on one rank `p`'s own, not a copy.
+#[allow(clippy::type_complexity)]
+pub fn gather_all<'p>(
     comm: &dyn Comm,
-    p: &crate::Particles,
-) -> Result<(Vec<DVec3>, Vec<f64>, std::ops::Range<usize>)> {
+    p: &'p crate::Particles,
+) -> Result<(Cow<'p, [DVec3]>, Cow<'p, [f64]>, std::ops::Range<usize>)> {
     if comm.size() == 1 {
-        return Ok((p.pos.clone(), p.mass.clone(), 0..p.len()));
+        return Ok((Cow::Borrowed(&p.pos), Cow::Borrowed(&p.mass), 0..p.len()));
     }
     let flat: Vec<f64> = p.pos.iter().flat_map(|x| x.to_array()).collect();
     let pos: Vec<DVec3> = comm
@@ -187,7 +189,7 @@ pub fn gather_all(
         .iter()
         .sum();
     let start = before as usize;
-    Ok((pos, mass, start..start + p.len()))
+    Ok((pos.into(), mass.into(), start..start + p.len()))
 }
 
 #[cfg(test)]
