@@ -429,6 +429,19 @@ pub fn run_with(
     };
     if comm.rank() == 0 {
         summary.log();
+        if let Some((peak, release)) = engine.device_peak() {
+            tracing::info!(
+                "GPU memory (rank 0): the arrays held at most {:.2} GB, {:.1} bytes a particle \
+                 of its {}, {}",
+                peak as f64 / 1e9,
+                peak as f64 / engine.particle_count().max(1) as f64,
+                engine.particle_count(),
+                match release {
+                    true => "each stage's transient arrays released at its end",
+                    false => "every array kept from step to step",
+                }
+            );
+        }
         let limit = cfg.output.energy_limit;
         let e = summary.energy_error;
         if !comoving && (e.is_nan() || e > limit) {
