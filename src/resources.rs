@@ -293,33 +293,23 @@ mod tests {
              array kept: try --gpu-memory release), but 35.0 GB of its 80.0 GB are free: at \
              most 2.518e8 particles fit"
         );
-        assert_eq!(
-            plan(GpuMemory::Auto, 1 << 29, false, room),
-            Ok(GpuMemory::Release)
-        );
-        assert_eq!(
-            plan(GpuMemory::Keep, 1 << 29, false, room),
-            Ok(GpuMemory::Keep)
-        );
-        assert_eq!(
-            plan(GpuMemory::Auto, 1 << 28, false, room),
-            Ok(GpuMemory::Keep)
-        );
-        assert_eq!(
-            plan(GpuMemory::Release, 1 << 28, false, room),
-            Ok(GpuMemory::Release)
-        );
-        let need = (RELEASED_BYTES_LEAST + PAYLOAD_BYTES) * (1 << 28);
-        assert_eq!(
-            plan(GpuMemory::Auto, 1 << 28, true, need),
-            Ok(GpuMemory::Release)
-        );
-        assert!(plan(GpuMemory::Auto, 1 << 28, true, need - 1).is_err());
-        let need = (KEPT_BYTES_MOST + PAYLOAD_BYTES) * (1 << 28);
-        assert_eq!(
-            plan(GpuMemory::Auto, 1 << 28, true, need),
-            Ok(GpuMemory::Keep)
-        );
+        let released = (RELEASED_BYTES_LEAST + PAYLOAD_BYTES) * (1 << 28);
+        let kept = (KEPT_BYTES_MOST + PAYLOAD_BYTES) * (1 << 28);
+        for (asked, n, payload, room, plan_made) in [
+            (GpuMemory::Auto, 1 << 29, false, room, GpuMemory::Release),
+            (GpuMemory::Keep, 1 << 29, false, room, GpuMemory::Keep),
+            (GpuMemory::Auto, 1 << 28, false, room, GpuMemory::Keep),
+            (GpuMemory::Release, 1 << 28, false, room, GpuMemory::Release),
+            (GpuMemory::Auto, 1 << 28, true, released, GpuMemory::Release),
+            (GpuMemory::Auto, 1 << 28, true, kept, GpuMemory::Keep),
+        ] {
+            assert_eq!(
+                plan(asked, n, payload, room),
+                Ok(plan_made),
+                "{asked:?} {n} {room}"
+            );
+        }
+        assert!(plan(GpuMemory::Auto, 1 << 28, true, released - 1).is_err());
         // No overflow for any count.
         assert!(plan(GpuMemory::Auto, usize::MAX, true, room).is_err());
     }

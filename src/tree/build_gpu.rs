@@ -219,7 +219,8 @@ impl<R: KernelRunner> TreeBuilder<R> {
     fn release_sort(&mut self, s: &Stages<R>) -> Result<()> {
         let r = s.runner();
         self.splits = None;
-        if let Some(a) = self.particles.as_mut() {
+        // A lean build released them already: nothing to make again.
+        if let Some(a) = self.particles.as_mut().filter(|a| !a.released) {
             a.released = true;
             a.keys[0] = r.alloc(1)?;
             a.index[1] = r.alloc(1)?;
