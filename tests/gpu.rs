@@ -352,6 +352,105 @@ fn gpu_walks_a_forest_like_the_cpu() {
     }
 }
 
+/// A forest queued on the device behind the local walk still running (the host waits once,
+/// for both) gives the sums of the forest walked after the local walk has been waited for, bit
+/// for bit: with open boundaries and in a periodic box, whose pieces the forest takes from the
+/// local walk.
+#[test]
+fn gpu_forest_queued_behind_the_local_walk_adds_the_same_bits() {
+    use hinoki::gpu::stages::Stages;
+    use hinoki::sfc::Frame;
+    use hinoki::tree::build_gpu::TreeBuilder;
+    use hinoki::walk::gpu::{DeviceOwn, TreeWalk};
+    let Some(ctx) = context() else {
+        return;
+    };
+    let s = Stages::new(ctx.stage_program().unwrap());
+    let mut builder = TreeBuilder::new(&s).unwrap();
+    let p = generate(Model::UniformCube, size(30_000), 3).unwrap();
+    let (lo, hi) = hinoki::sfc::bounding_box(&p.pos);
+    let tp = TreeParams {
+        order: Order::Hilbert,
+        ncrit: 16,
+        mac: Mac::Modified,
+        theta: 0.5,
+    };
+    let open = Frame::of_points(&p.pos);
+    let periodic = Frame::periodic_box(1.001 * (hi - lo).max_element(), 0.5 * (lo + hi));
+    for (frame, is_periodic) in [(open, false), (periodic, true)] {
+        // This rank's half and the other's, in one frame.
+        let half = |left: bool| {
+            let (pos, mass): (Vec<DVec3>, Vec<f64>) = p
+                .pos
+                .iter()
+                .zip(&p.mass)
+                .filter(|(x, _)| (x.x < 0.5 * (lo.x + hi.x)) == left)
+                .unzip();
+            Tree::build_in(&frame, &pos, &mass, &tp, &mut PhaseTimes::default())
+        };
+        let (local, other) = (half(true), half(false));
+        let wp = WalkParams {
+            criterion: Criterion {
+                mac: Mac::Modified,
+                alpha: 0.001,
+                g: 1.0,
+            },
+            eps2: (1e-6 / (frame.side() * frame.side())) as f32,
+            quadrupole: true,
+            periodic: is_periodic,
+        };
+        let device = builder.upload(&s, &local).unwrap();
+        for kernel in KERNELS {
+            let layout = GpuLayout::default();
+            let mut g = gpu(kernel, layout).unwrap();
+            let groups = tree_groups(&local, layout.group());
+            let (at, device_groups) = g.upload_targets(&local.particles, &groups).unwrap();
+            let forest = TreeWalk {
+                tree: g.upload_tree(&other).unwrap(),
+                cells: other.cells.len(),
+                targets: at,
+                n_targets: local.particles.len(),
+                own: DeviceOwn::Absent,
+                groups: device_groups,
+            };
+            let mine = TreeWalk {
+                tree: device.arrays,
+                cells: device.cells,
+                own: DeviceOwn::Sorted,
+                ..forest
+            };
+            let t = &mut PhaseTimes::default();
+            g.walk(&mine, &wp, false, t).unwrap();
+            g.walk(&forest, &wp, true, t).unwrap();
+            let after = g.download(mine.n_targets).unwrap();
+            g.begin(&mine, &wp, t).unwrap();
+            g.walk_forest(&forest, &wp, t).unwrap();
+            g.end(t).unwrap();
+            let queued = g.download(mine.n_targets).unwrap();
+            let what = format!("{kernel}, periodic {is_periodic}");
+            let bits = |o: &WalkOutput| -> Vec<[u32; 4]> {
+                o.acc_pot.iter().map(|a| a.map(f32::to_bits)).collect()
+            };
+            assert!(bits(&after) == bits(&queued), "{what}: the sums differ");
+            assert_eq!(
+                (&after.p2p, &after.m2p),
+                (&queued.p2p, &queued.m2p),
+                "{what}"
+            );
+            // Both trees were walked: every target saw cells or particles of the other half.
+            let alone = {
+                g.walk(&mine, &wp, false, t).unwrap();
+                g.download(mine.n_targets).unwrap()
+            };
+            assert!(
+                (0..alone.p2p.len())
+                    .all(|k| alone.p2p[k] + alone.m2p[k] < after.p2p[k] + after.m2p[k]),
+                "{what}: the forest added nothing somewhere"
+            );
+        }
+    }
+}
+
 #[test]
 fn gpu_kernels_handle_degenerate_particle_sets() {
     if gpu(WalkKernel::default(), GpuLayout::default()).is_none() {

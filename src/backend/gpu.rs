@@ -635,8 +635,10 @@ impl Backend for GpuBackend {
                 None => return Ok(()),
             },
         };
-        self.walk
-            .walk(&w, p, matches!(source, Source::Forest), times)
+        match source {
+            Source::Local => self.walk.walk(&w, p, false, times),
+            Source::Forest => self.walk.walk_forest(&w, p, times),
+        }
     }
 
     fn begin_local_walk(&mut self, p: &WalkParams, times: &mut PhaseTimes) -> Result<bool> {

@@ -289,7 +289,9 @@ pub trait Backend {
         -> Result<(usize, usize)>;
 
     /// Walks `source` for the targets with `p`: the local tree's results are written, the
-    /// forest's added to them. Times `walk`.
+    /// forest's added to them. A forest walked while the walk [`Backend::begin_local_walk`]
+    /// launched still runs may run beside it, its results added when
+    /// [`Backend::end_local_walk`] waits for both. Times `walk`.
     fn walk(&mut self, source: Source, p: &WalkParams, times: &mut PhaseTimes) -> Result<()>;
 
     /// Launches the walk of the local tree for the targets with `p` and returns without
@@ -300,8 +302,9 @@ pub trait Backend {
         Ok(false)
     }
 
-    /// Waits for the walk [`Backend::begin_local_walk`] launched; returns when it ended on the
-    /// host's clock (`None` where nothing was walked). Times `walk` (the wait).
+    /// Waits for the walk [`Backend::begin_local_walk`] launched, and for a forest's walked
+    /// beside it; returns when the local walk ended on the host's clock (`None` where nothing
+    /// was walked). Times `walk` (the wait) and `walk_let` (the forest's further wait).
     fn end_local_walk(&mut self, _times: &mut PhaseTimes) -> Result<Option<Instant>> {
         Ok(None)
     }

@@ -336,8 +336,10 @@ fn periodic_frame(lo: DVec3, hi: DVec3, side: f64, agreed: &[f64]) -> Result<Fra
 /// ranks, the LETs of the others, exported against every rank's region (`let_boxes` boxes
 /// each) and exchanged while the local tree is walked (seed 001's proposed overlap): where the
 /// backend walks in the background (the GPU), the export's kernels and the exchange run beside
-/// the local walk; else the exchange goes through MPI in a communication thread while this one
-/// walks. The received forest is walked after both. Adds the traffic to `stats`. Collective.
+/// the local walk, and so does the received forest's walk, whose blocks take the SMs that the
+/// local walk's tail frees; else the exchange goes through MPI in a communication thread while
+/// this one walks, and the forest is walked after both. Adds the traffic to `stats`.
+/// Collective.
 fn walk_everything(
     backend: &mut dyn Backend,
     comm: &dyn Comm,
@@ -358,6 +360,16 @@ fn walk_everything(
     let (cells, particles) = walked?;
     stats.cells_received += cells as u64;
     stats.particles_received += particles as u64;
+    Ok(())
+}
+
+/// The forest's walk (where it has cells), timed as `walk_let`.
+fn walk_forest(
+    backend: &mut dyn Backend,
+    wp: &WalkParams,
+    cells: usize,
+    times: &mut PhaseTimes,
+) -> Result<()> {
     if cells > 0 {
         let mut t = PhaseTimes::default();
         backend.walk(Source::Forest, wp, &mut t)?;
@@ -366,9 +378,11 @@ fn walk_everything(
     Ok(())
 }
 
-/// [`walk_everything`]'s exchange and local walk: the regions gathered, the LETs exported and
-/// exchanged, the local walk done (waited for where it was begun, `behind`, else walked here)
-/// and the received forest loaded. Returns its cells and particles. Collective.
+/// [`walk_everything`]'s exchange and walks: the regions gathered, the LETs exported and
+/// exchanged, the received forest loaded, and both walks done: where the local walk was begun
+/// (`behind`), the forest's launched before it is waited for, else the local tree walked here
+/// while the LETs travel and the forest after it. Returns the forest's cells and particles.
+/// Collective.
 fn exchange_while_walking(
     backend: &mut dyn Backend,
     comm: &dyn Comm,
@@ -378,10 +392,6 @@ fn exchange_while_walking(
     times: &mut PhaseTimes,
     stats: &mut LetStats,
 ) -> Result<(usize, usize)> {
-    let local_walk = |backend: &mut dyn Backend, times: &mut PhaseTimes| match behind {
-        true => backend.end_local_walk(times),
-        false => backend.walk(Source::Local, wp, times).map(|()| None),
-    };
     let mut beside = Beside::new();
     let mine = beside.time(|t| t.time("let", || backend.region(let_boxes)))?;
     let regions = beside.time(|t| t.time("exchange", || gather_regions(comm, &mine)))?;
@@ -399,14 +409,28 @@ fn exchange_while_walking(
                 })
             })?;
             beside.time(|t| t.time("exchange", || backend.send_lets(&theirs)))?;
-            let walked = local_walk(backend, times)?;
-            beside.settle(walked, times);
             stats.bytes_sent += 4 * shapes.iter().map(|l| l.words() as u64).sum::<u64>();
             stats.bytes_received += 4 * theirs.iter().map(|l| l.words() as u64).sum::<u64>();
-            backend.load_forest(Incoming::Device(&theirs), times)
+            let incoming = Incoming::Device(&theirs);
+            if !behind {
+                let walked = backend.walk(Source::Local, wp, times);
+                beside.settle(None, times);
+                walked?;
+                let (cells, particles) = backend.load_forest(incoming, times)?;
+                walk_forest(backend, wp, cells, times)?;
+                return Ok((cells, particles));
+            }
+            let loaded = beside.time(|t| {
+                let (cells, particles) = backend.load_forest(incoming, t)?;
+                walk_forest(backend, wp, cells, t)?;
+                Ok((cells, particles))
+            })?;
+            let walked = backend.end_local_walk(times)?;
+            beside.settle(walked, times);
+            Ok(loaded)
         }
         // Through the host: only the communication thread calls MPI while the local tree is
-        // walked (or waited for).
+        // walked (or the walk begun runs).
         Outgoing::Host { words, counts } => {
             let (local, remote) = std::thread::scope(|s| {
                 let exchange = s.spawn(|| {
@@ -414,14 +438,21 @@ fn exchange_while_walking(
                     let got = comm.alltoallv_f32(&words, &counts);
                     (got, t0.elapsed().as_secs_f64())
                 });
-                let local = local_walk(backend, times);
-                // What the overlap did not hide: the wait for the LETs after the local walk.
-                (local, times.time("let_wait", || exchange.join()))
+                let local = match behind {
+                    true => Ok(()),
+                    false => backend.walk(Source::Local, wp, times),
+                };
+                // What the overlap did not hide: the wait for the LETs after the local walk
+                // (or while the walk begun runs, which then counts as its).
+                (
+                    local,
+                    beside.time(|t| t.time("let_wait", || exchange.join())),
+                )
             });
-            beside.settle(local?, times);
             let (got, secs) =
                 remote.map_err(|_| Error::comm("the LET exchange thread panicked"))?;
             times.add("exchange", secs);
+            local?;
             let got = got?;
             stats.bytes_sent += 4 * words.len() as u64;
             stats.bytes_received += 4 * got.data.len() as u64;
@@ -429,7 +460,17 @@ fn exchange_while_walking(
                 data: &got.data,
                 counts: &got.counts,
             };
-            backend.load_forest(incoming, times)
+            let loaded = beside.time(|t| {
+                let (cells, particles) = backend.load_forest(incoming, t)?;
+                walk_forest(backend, wp, cells, t)?;
+                Ok((cells, particles))
+            });
+            let walked = match behind {
+                true => backend.end_local_walk(times)?,
+                false => None,
+            };
+            beside.settle(walked, times);
+            loaded
         }
     }
 }

@@ -25,8 +25,11 @@ pub(super) struct Buffers {
     pub groups: RunnerArray<u32>,
     pub out: RunnerArray<f32>,
     pub counts: RunnerArray<u32>,
-    /// The list kernel's control words: the next group to take, and a stack-overflow flag.
+    /// The list kernel's control words: the next group to take, and a stack-overflow flag;
+    /// and those of a forest's walk queued behind a walk (so that their reset leaves that
+    /// walk's flag to be read).
     pub control: RunnerArray<u32>,
+    pub queued_control: RunnerArray<u32>,
     /// The list kernel's per-warp stacks of cell indices.
     pub stacks: RunnerArray<u32>,
     /// The list kernel's children of every cell, 8 slots per cell.
@@ -50,6 +53,7 @@ impl Buffers {
             out: r.alloc(1)?,
             counts: r.alloc(1)?,
             control: r.alloc(2)?,
+            queued_control: r.alloc(2)?,
             stacks: r.alloc(1)?,
             children: r.alloc(1)?,
             pieces: r.alloc(1)?,
@@ -67,6 +71,7 @@ impl Buffers {
                 + self.out.len()
                 + self.counts.len()
                 + self.control.len()
+                + self.queued_control.len()
                 + self.stacks.len()
                 + self.children.len()
                 + self.pieces.len()
@@ -114,15 +119,34 @@ impl Buffers {
     }
 
     /// Grows the list kernel's stacks to `stack_len` cell indices and its child lists to `nc`
-    /// cells, and clears its control words.
+    /// cells.
     pub fn prepare_list(&mut self, r: &Runner, stack_len: usize, nc: usize) -> Result<()> {
         if self.stacks.len() < stack_len {
             // Exactly `stack_len`: the stacks depend on the GPU's resident warps, not on N.
             self.stacks = r.alloc(1)?;
             self.stacks = r.alloc(stack_len)?;
         }
-        grow(r, &mut self.children, 8 * nc)?;
-        r.upload(&[0u32; 2], &mut self.control)
+        grow(r, &mut self.children, 8 * nc)
+    }
+
+    /// Clears the list kernel's control words of a walk (queued `after` another: its own).
+    pub fn clear_control(&mut self, r: &Runner, after: bool) -> Result<()> {
+        r.upload(&[0u32; 2], self.control_mut(after))
+    }
+
+    /// The list kernel's control words of a walk (queued `after` another).
+    pub fn control(&self, after: bool) -> &RunnerArray<u32> {
+        match after {
+            true => &self.queued_control,
+            false => &self.control,
+        }
+    }
+
+    fn control_mut(&mut self, after: bool) -> &mut RunnerArray<u32> {
+        match after {
+            true => &mut self.queued_control,
+            false => &mut self.control,
+        }
     }
 
     /// The Ewald table on the device, copied up on the first call; its device address.
@@ -149,10 +173,10 @@ impl Buffers {
         Ok(count[0] as usize)
     }
 
-    /// The list kernel's stack-overflow flag after a walk.
-    pub fn list_overflowed(&self, r: &Runner) -> Result<bool> {
+    /// The list kernel's stack-overflow flag after a walk (queued `after` another).
+    pub fn list_overflowed(&self, r: &Runner, after: bool) -> Result<bool> {
         let mut flags = [0u32; 2];
-        r.download(&self.control, &mut flags)?;
+        r.download(self.control(after), &mut flags)?;
         Ok(flags[1] != 0)
     }
 

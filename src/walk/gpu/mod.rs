@@ -75,17 +75,36 @@ pub struct GpuWalk {
     side: Option<Runner>,
     /// A walk [`GpuWalk::begin`] left running.
     pending: Option<Launched>,
+    /// A forest's walk [`GpuWalk::walk_forest`] queued behind it.
+    pending_forest: Option<Launched>,
     /// Room lent for the counts in walk order ([`GpuWalk::lend_counts`]): its device address
     /// and the targets it holds.
     lent_counts: Option<(u64, usize)>,
 }
 
-/// A launched walk: whether it is a list kernel's (whose stacks are checked after it), and
-/// where it was launched beside the stage program's kernels, the marks of its start and end on
-/// its stream with the (host) time of its launch.
+/// A launched walk: whether it is a list kernel's (whose stacks are checked after it, through
+/// the control words of `mode`), the groups it walked (a periodic walk's pieces), and where it
+/// was launched beside the stage program's kernels, the marks of its start and end on its
+/// stream with the (host) time of its launch.
 struct Launched {
     list: bool,
+    mode: Mode,
+    groups: DeviceGroups,
     timed: Option<(Mark, Mark, Instant)>,
+}
+
+/// Where a walk runs and where its results go.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    /// On the program's stream, into the results in walk order: written, or added to what is
+    /// there (`accumulate`).
+    Here { accumulate: bool },
+    /// A local tree's walk on the side stream, which follows the program's; results written.
+    Beside,
+    /// A forest's walk on the program's stream queued behind a `Beside` walk still running
+    /// (the program's stream follows the side one), its results added to that walk's; its
+    /// list kernel counts its groups in control words of its own.
+    After,
 }
 
 /// Where a walk's results are in the particles' order after [`GpuWalk::unsort`]: 4 floats
@@ -139,6 +158,7 @@ impl GpuWalk {
             buffers: Buffers::new(&program)?,
             side: None,
             pending: None,
+            pending_forest: None,
             lent_counts: None,
             program,
             kernel,
@@ -333,10 +353,10 @@ impl GpuWalk {
         times: &mut PhaseTimes,
     ) -> Result<()> {
         let t0 = Instant::now();
-        let launched = self.launch_walk(w, p, accumulate, false)?;
+        let launched = self.launch_walk(w, p, Mode::Here { accumulate })?;
         self.program.synchronize()?;
         times.add("walk", t0.elapsed().as_secs_f64());
-        self.check_stacks(launched.list)
+        self.check_stacks(&launched)
     }
 
     /// [`GpuWalk::walk`] of a local tree (written, not added) launched on a stream of its own
@@ -349,15 +369,46 @@ impl GpuWalk {
             return Err(Error::device("a walk begun while the last one runs"));
         }
         let t0 = Instant::now();
-        self.pending = Some(self.launch_walk(w, p, false, true)?);
+        self.pending = Some(self.launch_walk(w, p, Mode::Beside)?);
         times.add("walk", t0.elapsed().as_secs_f64());
         Ok(())
     }
 
-    /// Waits for the walk [`GpuWalk::begin`] left running (none: returns at once); the stage
-    /// program's later work follows it. Returns when it ended on the host's clock (its launch
-    /// and its time on the device; `None` where nothing was launched). Times `walk` (the wait).
+    /// The walk of a forest (the received LETs) `w` for the targets of the local walk, its
+    /// results added to that walk's. Where [`GpuWalk::begin`] left the local walk running, it
+    /// is queued behind it on the device (the program's stream follows the side one) and
+    /// [`GpuWalk::end`] waits for both, so that the forest's walk starts as the local one
+    /// ends, not after a round trip through the host; otherwise it is walked here
+    /// ([`GpuWalk::walk`]). Times `walk` (the launch, or the walk).
+    pub fn walk_forest(
+        &mut self,
+        w: &TreeWalk,
+        p: &WalkParams,
+        times: &mut PhaseTimes,
+    ) -> Result<()> {
+        let Some(side) = self.pending.as_ref().and(self.side.as_ref()) else {
+            return self.walk(w, p, true, times);
+        };
+        if self.pending_forest.is_some() {
+            return Err(Error::device("a forest walked twice behind one local walk"));
+        }
+        let t0 = Instant::now();
+        // Its control words cleared first: an upload waits for the program's stream, which
+        // then waits for the local walk.
+        self.buffers.clear_control(&self.program, true)?;
+        self.program.follow(side)?;
+        self.pending_forest = Some(self.launch_walk(w, p, Mode::After)?);
+        times.add("walk", t0.elapsed().as_secs_f64());
+        Ok(())
+    }
+
+    /// Waits for the walk [`GpuWalk::begin`] left running (none: returns at once), and for a
+    /// forest's queued behind it ([`GpuWalk::walk_forest`]); the stage program's later work
+    /// follows them. Returns when the local walk ended on the host's clock (its launch and its
+    /// time on the device; `None` where nothing was launched). Times `walk` (the wait for the
+    /// local walk) and `walk_let` (the further wait for the forest's).
     pub fn end(&mut self, times: &mut PhaseTimes) -> Result<Option<Instant>> {
+        let forest = self.pending_forest.take();
         let Some(launched) = self.pending.take() else {
             return Ok(None);
         };
@@ -366,7 +417,14 @@ impl GpuWalk {
             side.synchronize()?;
         }
         times.add("walk", t0.elapsed().as_secs_f64());
-        self.check_stacks(launched.list)?;
+        if let Some(forest) = forest {
+            // The stacks are checked through the program's stream, which holds the forest.
+            let t0 = Instant::now();
+            self.program.synchronize()?;
+            times.add("walk_let", t0.elapsed().as_secs_f64());
+            self.check_stacks(&forest)?;
+        }
+        self.check_stacks(&launched)?;
         launched
             .timed
             .map(|(start, end, launched)| start.passed_later(launched, &end))
@@ -374,22 +432,21 @@ impl GpuWalk {
     }
 
     /// Launches `w` with `p` (after the periodic groups and the list kernel's children, on the
-    /// program's stream): on the program's stream, or `beside` on a stream of its own that
-    /// follows it (timed).
-    fn launch_walk(
-        &mut self,
-        w: &TreeWalk,
-        p: &WalkParams,
-        accumulate: bool,
-        beside: bool,
-    ) -> Result<Launched> {
+    /// program's stream) as `mode` says: on the program's stream, or beside on a stream of its
+    /// own that follows it (timed).
+    fn launch_walk(&mut self, w: &TreeWalk, p: &WalkParams, mode: Mode) -> Result<Launched> {
+        let after = mode == Mode::After;
         self.reserve_results(w.n_targets)?;
-        let (groups, ewald) = match p.periodic {
-            true => (
-                self.periodic_groups(w.targets, w.groups, w.n_targets)?,
-                self.buffers.ewald_table(&self.program)?,
-            ),
-            false => (w.groups, 0),
+        let ewald = match p.periodic {
+            true => self.buffers.ewald_table(&self.program)?,
+            false => 0,
+        };
+        let groups = match (&self.pending, p.periodic) {
+            // The groups of the local walk a forest's is queued behind: the same targets, and
+            // the periodic pieces already cut.
+            (Some(local), _) if after => local.groups,
+            (_, true) => self.periodic_groups(w.targets, w.groups, w.n_targets)?,
+            (_, false) => w.groups,
         };
         let list = self.kernel == WalkKernel::List;
         let ngroups = groups.count;
@@ -400,6 +457,9 @@ impl GpuWalk {
                 false => self.list_blocks,
             };
             let blocks = resident.min((ngroups as u32).div_ceil(BLOCK / 32));
+            if !after {
+                self.buffers.clear_control(&self.program, false)?;
+            }
             self.buffers.prepare_list(
                 &self.program,
                 blocks as usize * (BLOCK / 32) as usize * LIST_STACK,
@@ -421,6 +481,11 @@ impl GpuWalk {
         };
         let b = &self.buffers;
         let results = self.walk_results();
+        let accumulate = match mode {
+            Mode::Here { accumulate } => accumulate,
+            Mode::Beside => false,
+            Mode::After => true,
+        };
         let (own_kind, own) = w.own.args();
         let args = WalkArgs {
             tree: w.tree,
@@ -441,13 +506,15 @@ impl GpuWalk {
             out: results.out,
             counts: results.counts,
             accumulate: accumulate as i32,
-            control: b.control.ptr(),
+            control: b.control(after).ptr(),
             stacks: b.stacks.ptr(),
             stack_cap: LIST_STACK as i32,
         };
         if ngroups == 0 {
             return Ok(Launched {
                 list: false,
+                mode,
+                groups,
                 timed: None,
             });
         }
@@ -457,6 +524,7 @@ impl GpuWalk {
             (false, false) => "walk_vg",
             (false, true) => "walk_vg_periodic",
         };
+        let beside = mode == Mode::Beside;
         let runner = match beside {
             true => {
                 if self.side.is_none() {
@@ -477,12 +545,18 @@ impl GpuWalk {
             Some(start) => Some((start, runner.mark()?, launched)),
             None => None,
         };
-        Ok(Launched { list, timed })
+        Ok(Launched {
+            list,
+            mode,
+            groups,
+            timed,
+        })
     }
 
-    /// After a list kernel's walk is done: an error where its stack overflowed.
-    fn check_stacks(&self, list: bool) -> Result<()> {
-        if list && self.buffers.list_overflowed(&self.program)? {
+    /// After `launched` is done: an error where it was a list kernel's whose stack overflowed.
+    fn check_stacks(&self, launched: &Launched) -> Result<()> {
+        let after = launched.mode == Mode::After;
+        if launched.list && self.buffers.list_overflowed(&self.program, after)? {
             return Err(Error::device(format!(
                 "the list kernel's stack overflowed: a tree deeper than {} levels",
                 MAX_LEVEL as usize + 1
