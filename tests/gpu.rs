@@ -8,10 +8,13 @@ use hinoki::diag::report::check_against_direct;
 use hinoki::diag::{ErrorStats, PhaseTimes};
 use hinoki::forces::{compute_forces, Backend, ForceEngine, ForceParams, Method};
 use hinoki::gpu::launch::{DeviceArray, KernelRunner};
+use hinoki::gpu::runner::Runner;
+use hinoki::gpu::stages::Stages;
 use hinoki::gpu::GpuContext;
 use hinoki::ics::{generate, Model};
 use hinoki::integrate::{Expansion, HalfKick, IntegratorState, Stepping, Timeline};
 use hinoki::sfc::Order;
+use hinoki::tree::build_gpu::TreeBuilder;
 use hinoki::tree::{Tree, TreeParams};
 use hinoki::walk::cpu::{grouped_walk, Units, WalkOutput, WalkParams};
 use hinoki::walk::gpu::{GpuLayout, GpuWalk, WalkKernel};
@@ -53,6 +56,15 @@ fn context() -> Option<GpuContext> {
 /// GPU.
 fn gpu(kernel: WalkKernel, layout: GpuLayout) -> Option<GpuWalk> {
     Some(GpuWalk::new(&context()?, kernel, layout).unwrap())
+}
+
+/// This process's GPU (or the emulator) with its stage program and a tree builder there, or
+/// None (after saying why) when there is none.
+fn stages_and_builder() -> Option<(GpuContext, Stages<Runner>, TreeBuilder<Runner>)> {
+    let ctx = context()?;
+    let s = Stages::new(ctx.stage_program().unwrap());
+    let builder = TreeBuilder::new(&s).unwrap();
+    Some((ctx, s, builder))
 }
 
 fn to_dvec(a: &[[f32; 4]]) -> Vec<DVec3> {
@@ -358,15 +370,11 @@ fn gpu_walks_a_forest_like_the_cpu() {
 /// local walk.
 #[test]
 fn gpu_forest_queued_behind_the_local_walk_adds_the_same_bits() {
-    use hinoki::gpu::stages::Stages;
     use hinoki::sfc::Frame;
-    use hinoki::tree::build_gpu::TreeBuilder;
     use hinoki::walk::gpu::{DeviceOwn, TreeWalk};
-    let Some(ctx) = context() else {
+    let Some((ctx, s, mut builder)) = stages_and_builder() else {
         return;
     };
-    let s = Stages::new(ctx.stage_program().unwrap());
-    let mut builder = TreeBuilder::new(&s).unwrap();
     let p = generate(Model::UniformCube, size(30_000), 3).unwrap();
     let (lo, hi) = hinoki::sfc::bounding_box(&p.pos);
     let tp = TreeParams {
@@ -402,7 +410,7 @@ fn gpu_forest_queued_behind_the_local_walk_adds_the_same_bits() {
         let device = builder.upload(&s, &local).unwrap();
         for kernel in KERNELS {
             let layout = GpuLayout::default();
-            let mut g = gpu(kernel, layout).unwrap();
+            let mut g = GpuWalk::new(&ctx, kernel, layout).unwrap();
             let groups = tree_groups(&local, layout.group());
             let (at, device_groups) = g.upload_targets(&local.particles, &groups).unwrap();
             let forest = TreeWalk {
@@ -615,14 +623,10 @@ fn gpu_acceleration_criterion_starts_from_the_modified_walk() {
 #[test]
 fn gpu_tree_build_and_refit_equal_the_hosts() {
     use hinoki::forces::TreeBuild;
-    use hinoki::gpu::stages::Stages;
     use hinoki::particles_gpu::DeviceParticles;
-    use hinoki::tree::build_gpu::TreeBuilder;
-    let Some(ctx) = context() else {
+    let Some((_ctx, s, mut builder)) = stages_and_builder() else {
         return;
     };
-    let s = Stages::new(ctx.stage_program().unwrap());
-    let mut builder = TreeBuilder::new(&s).unwrap();
     let mut d = DeviceParticles::new(&s).unwrap();
     for (model, n, ncrit, order, mac) in [
         (Model::Plummer, 300_000, 16, Order::Hilbert, Mac::Modified),
