@@ -336,10 +336,10 @@ fn periodic_frame(lo: DVec3, hi: DVec3, side: f64, agreed: &[f64]) -> Result<Fra
 /// ranks, the LETs of the others, exported against every rank's region (`let_boxes` boxes
 /// each) and exchanged while the local tree is walked (seed 001's proposed overlap): where the
 /// backend walks in the background (the GPU), the export's kernels and the exchange run beside
-/// the local walk, and so does the received forest's walk, whose blocks take the SMs that the
-/// local walk's tail frees; else the exchange goes through MPI in a communication thread while
-/// this one walks, and the forest is walked after both. Adds the traffic to `stats`.
-/// Collective.
+/// the local walk, and the received forest is unpacked and its walk queued behind the local
+/// one before the host waits for both; else the exchange goes through MPI in a communication
+/// thread while this one walks, and the forest is walked after both. Adds the traffic to
+/// `stats`. Collective.
 fn walk_everything(
     backend: &mut dyn Backend,
     comm: &dyn Comm,
@@ -379,10 +379,9 @@ fn walk_forest(
 }
 
 /// [`walk_everything`]'s exchange and walks: the regions gathered, the LETs exported and
-/// exchanged, the received forest loaded, and both walks done: where the local walk was begun
-/// (`behind`), the forest's launched before it is waited for, else the local tree walked here
-/// while the LETs travel and the forest after it. Returns the forest's cells and particles.
-/// Collective.
+/// exchanged, the received forest loaded, and both walks done (the local one waited for where
+/// it was begun, `behind`, else walked here while the LETs travel). Returns the forest's cells
+/// and particles. Collective.
 fn exchange_while_walking(
     backend: &mut dyn Backend,
     comm: &dyn Comm,
@@ -411,23 +410,11 @@ fn exchange_while_walking(
             beside.time(|t| t.time("exchange", || backend.send_lets(&theirs)))?;
             stats.bytes_sent += 4 * shapes.iter().map(|l| l.words() as u64).sum::<u64>();
             stats.bytes_received += 4 * theirs.iter().map(|l| l.words() as u64).sum::<u64>();
-            let incoming = Incoming::Device(&theirs);
             if !behind {
-                let walked = backend.walk(Source::Local, wp, times);
-                beside.settle(None, times);
-                walked?;
-                let (cells, particles) = backend.load_forest(incoming, times)?;
-                walk_forest(backend, wp, cells, times)?;
-                return Ok((cells, particles));
+                backend.walk(Source::Local, wp, times)?;
             }
-            let loaded = beside.time(|t| {
-                let (cells, particles) = backend.load_forest(incoming, t)?;
-                walk_forest(backend, wp, cells, t)?;
-                Ok((cells, particles))
-            })?;
-            let walked = backend.end_local_walk(times)?;
-            beside.settle(walked, times);
-            Ok(loaded)
+            let incoming = Incoming::Device(&theirs);
+            walk_the_forest(backend, wp, incoming, behind, beside, times)
         }
         // Through the host: only the communication thread calls MPI while the local tree is
         // walked (or the walk begun runs).
@@ -460,19 +447,33 @@ fn exchange_while_walking(
                 data: &got.data,
                 counts: &got.counts,
             };
-            let loaded = beside.time(|t| {
-                let (cells, particles) = backend.load_forest(incoming, t)?;
-                walk_forest(backend, wp, cells, t)?;
-                Ok((cells, particles))
-            });
-            let walked = match behind {
-                true => backend.end_local_walk(times)?,
-                false => None,
-            };
-            beside.settle(walked, times);
-            loaded
+            walk_the_forest(backend, wp, incoming, behind, beside, times)
         }
     }
+}
+
+/// Once the LETs are here (`incoming`): the forest loaded and walked (queued behind the local
+/// walk where that was begun, `behind`, and then both waited for), the host's phases settled
+/// against the local walk's end. Returns the forest's cells and particles.
+fn walk_the_forest(
+    backend: &mut dyn Backend,
+    wp: &WalkParams,
+    incoming: Incoming,
+    behind: bool,
+    mut beside: Beside,
+    times: &mut PhaseTimes,
+) -> Result<(usize, usize)> {
+    let loaded = beside.time(|t| {
+        let (cells, particles) = backend.load_forest(incoming, t)?;
+        walk_forest(backend, wp, cells, t)?;
+        Ok((cells, particles))
+    });
+    let walked = match behind {
+        true => backend.end_local_walk(times)?,
+        false => None,
+    };
+    beside.settle(walked, times);
+    loaded
 }
 
 /// The host's phases while the local walk may run in the background
