@@ -13,7 +13,7 @@ use hinoki::gpu::stages::Stages;
 use hinoki::gpu::GpuContext;
 use hinoki::ics::{generate, Model};
 use hinoki::integrate::{Expansion, HalfKick, IntegratorState, Stepping, Timeline};
-use hinoki::sfc::Order;
+use hinoki::sfc::{Frame, Order};
 use hinoki::tree::build_gpu::TreeBuilder;
 use hinoki::tree::{Tree, TreeParams};
 use hinoki::walk::cpu::{grouped_walk, Units, WalkOutput, WalkParams};
@@ -305,6 +305,36 @@ fn forest(a: &Tree, b: &Tree) -> Tree {
     f
 }
 
+/// The particles of `p` on either side of the plane x = `cut` (below it, then the rest) as two
+/// trees built in `frame`, as two ranks build theirs.
+fn halves(p: &Particles, frame: &Frame, tp: &TreeParams, cut: f64) -> (Tree, Tree) {
+    let half = |below: bool| {
+        let (pos, mass): (Vec<DVec3>, Vec<f64>) = p
+            .pos
+            .iter()
+            .zip(&p.mass)
+            .filter(|(x, _)| (x.x < cut) == below)
+            .unzip();
+        Tree::build_in(frame, &pos, &mass, tp, &mut PhaseTimes::default())
+    };
+    (half(true), half(false))
+}
+
+/// The walk of the modified criterion with quadrupoles and softening² `eps2` (in the frame's
+/// units), in a periodic box where `periodic`.
+fn modified_walk(eps2: f64, periodic: bool) -> WalkParams {
+    WalkParams {
+        criterion: Criterion {
+            mac: Mac::Modified,
+            alpha: 0.001,
+            g: 1.0,
+        },
+        eps2: eps2 as f32,
+        quadrupole: true,
+        periodic,
+    }
+}
+
 #[test]
 fn gpu_walks_a_forest_like_the_cpu() {
     if gpu(WalkKernel::default(), GpuLayout::default()).is_none() {
@@ -319,29 +349,11 @@ fn gpu_walks_a_forest_like_the_cpu() {
         theta: 0.5,
     };
     // Both in the frame of all particles, as ranks build their trees.
-    let frame = hinoki::sfc::Frame::of_points(&p.pos);
-    let half = |left: bool| {
-        let (pos, mass): (Vec<DVec3>, Vec<f64>) = p
-            .pos
-            .iter()
-            .zip(&p.mass)
-            .filter(|(x, _)| (x.x < 0.0) == left)
-            .unzip();
-        Tree::build_in(&frame, &pos, &mass, &tp, &mut PhaseTimes::default())
-    };
-    let (a, b) = (half(true), half(false));
+    let frame = Frame::of_points(&p.pos);
+    let (a, b) = halves(&p, &frame, &tp, 0.0);
     let all = forest(&a, &b);
     let targets: Vec<[f32; 4]> = all.particles.clone();
-    let wp = WalkParams {
-        criterion: Criterion {
-            mac: Mac::Modified,
-            alpha: 0.001,
-            g: 1.0,
-        },
-        eps2: (1e-4 / (frame.side() * frame.side())) as f32,
-        quadrupole: true,
-        periodic: false,
-    };
+    let wp = modified_walk(1e-4 / (frame.side() * frame.side()), false);
     // Groups of the first tree's targets then the second's (tree cells of each).
     let layout = GpuLayout::default();
     let mut groups = tree_groups(&a, layout.group());
@@ -370,7 +382,6 @@ fn gpu_walks_a_forest_like_the_cpu() {
 /// local walk.
 #[test]
 fn gpu_forest_queued_behind_the_local_walk_adds_the_same_bits() {
-    use hinoki::sfc::Frame;
     use hinoki::walk::gpu::{DeviceOwn, TreeWalk};
     let Some((ctx, s, mut builder)) = stages_and_builder() else {
         return;
@@ -387,26 +398,8 @@ fn gpu_forest_queued_behind_the_local_walk_adds_the_same_bits() {
     let periodic = Frame::periodic_box(1.001 * (hi - lo).max_element(), 0.5 * (lo + hi));
     for (frame, is_periodic) in [(open, false), (periodic, true)] {
         // This rank's half and the other's, in one frame.
-        let half = |left: bool| {
-            let (pos, mass): (Vec<DVec3>, Vec<f64>) = p
-                .pos
-                .iter()
-                .zip(&p.mass)
-                .filter(|(x, _)| (x.x < 0.5 * (lo.x + hi.x)) == left)
-                .unzip();
-            Tree::build_in(&frame, &pos, &mass, &tp, &mut PhaseTimes::default())
-        };
-        let (local, other) = (half(true), half(false));
-        let wp = WalkParams {
-            criterion: Criterion {
-                mac: Mac::Modified,
-                alpha: 0.001,
-                g: 1.0,
-            },
-            eps2: (1e-6 / (frame.side() * frame.side())) as f32,
-            quadrupole: true,
-            periodic: is_periodic,
-        };
+        let (local, other) = halves(&p, &frame, &tp, 0.5 * (lo.x + hi.x));
+        let wp = modified_walk(1e-6 / (frame.side() * frame.side()), is_periodic);
         let device = builder.upload(&s, &local).unwrap();
         for kernel in KERNELS {
             let layout = GpuLayout::default();
@@ -487,7 +480,7 @@ fn gpu_kernels_handle_degenerate_particle_sets() {
         // near the origin to 3e-8, coarser than the deepest ones' separations (the relative
         // errors of their small accelerations inside the softened core would measure the
         // frame, not the kernels).
-        let frame = hinoki::sfc::Frame::of_points(&p.pos);
+        let frame = Frame::of_points(&p.pos);
         let mut held = p.clone();
         for x in held.pos.iter_mut() {
             let r = DVec3::from_array(frame.to_frame(*x).map(f64::from));
