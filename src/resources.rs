@@ -27,6 +27,11 @@ pub const FORCES_GPU_BYTES: u64 = 100;
 /// [`FORCES_BYTES`]); rounded down.
 pub const RUN_BYTES: u64 = 256;
 
+/// Host bytes per particle of a snapshot written behind the run while it goes on
+/// ([`crate::io::snapshot::write_snapshot_behind`]): its copy of the particles
+/// ([`PARTICLE_BYTES`]) with their accelerations (3 × f64) and potentials (f64).
+pub const SNAPSHOT_BYTES: u64 = PARTICLE_BYTES + 32;
+
 /// How the GPU backend holds the device arrays of its stages (the sort's scratch and the
 /// build's lists, the walk's results in walk order and its per-cell lists).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

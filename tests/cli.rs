@@ -385,6 +385,38 @@ fn non_finite_forces_are_errors_naming_the_particle() {
     assert!(!flung_out.join("final").exists());
 }
 
+/// A snapshot that cannot be written (written behind the run, on a thread of its own) fails
+/// the run with one line naming it, at the latest when the run ends.
+#[test]
+fn a_snapshot_that_cannot_be_written_fails_the_run_in_one_line() {
+    let dir = TempDir::new("snapshot-blocked");
+    let cfg = dir.join("run.toml");
+    let out = dir.join("out");
+    std::fs::create_dir_all(&out).unwrap();
+    // A file where the snapshots' directory would be.
+    std::fs::write(out.join("snapshots"), b"").unwrap();
+    std::fs::write(
+        &cfg,
+        "[ics]\nn = 300\n[gravity]\nbackend = \"cpu\"\n[time]\ndt = 0.01\nt_end = 0.03\n\
+         [output]\nsnapshot_every = 1\npictures = false\n",
+    )
+    .unwrap();
+    check_all(&[Case {
+        args: vec![
+            "run".to_string(),
+            arg(&cfg).to_string(),
+            "-o".into(),
+            arg(&out).to_string(),
+        ],
+        status: Status::Failure,
+        needles: vec![
+            "cannot create the snapshot directory".to_string(),
+            arg(&out.join("snapshots")).to_string(),
+        ],
+    }]);
+    assert!(!out.join("final").exists());
+}
+
 /// A run killed while writing (`kill -9`) leaves hidden temporary files behind; the restart
 /// removes them from the directories it writes into, and leaves the others' alone.
 #[test]

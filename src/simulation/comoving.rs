@@ -216,10 +216,17 @@ impl Comoving {
         extras: &SnapshotExtras,
     ) -> Result<PathBuf> {
         let mut q = p.clone();
-        let f = a.powf(-1.5);
-        q.vel.par_iter_mut().for_each(|v| *v *= f);
-        let meta = SnapshotMeta::comoving(a, self.header, self.units);
+        let meta = self.as_snapshot(&mut q, a);
         write_snapshot(comm, dir, number, &q, meta, extras)
+    }
+
+    /// The particles `p` (at scale factor `a`) as a snapshot holds them, in place: their
+    /// momenta turned into GADGET's velocities u = p / a^{3/2}; returns the snapshot's `Time`
+    /// = a, cosmology and units.
+    pub fn as_snapshot(&self, p: &mut Particles, a: f64) -> SnapshotMeta {
+        let f = a.powf(-1.5);
+        p.vel.par_iter_mut().for_each(|v| *v *= f);
+        SnapshotMeta::comoving(a, self.header, self.units)
     }
 }
 

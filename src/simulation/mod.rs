@@ -32,13 +32,13 @@ use crate::forces::ForceEngine;
 use crate::integrate::{wrap, HalfKick, IntegratorState, Stepping, Timeline};
 use crate::io::checkpoint::{config_hash, find_checkpoint, write_checkpoint};
 use crate::io::config::{check_top_steps, IcsConfig};
-use crate::io::snapshot::snapshot_path;
+use crate::io::snapshot::{snapshot_path, write_snapshot_behind, PendingSnapshot, SnapshotMeta};
 use crate::io::{
     read_comoving_snapshot, read_snapshot, read_snapshot_header, write_snapshot, RunConfig,
     SnapshotExtras,
 };
 use crate::particles::Particles;
-use crate::resources::{ensure_memory, PARTICLE_BYTES, RUN_BYTES};
+use crate::resources::{ensure_memory, PARTICLE_BYTES, RUN_BYTES, SNAPSHOT_BYTES};
 use clock::Clock;
 use diagnostics::{Diagnostics, StepReport, Work};
 use glam::DVec3;
@@ -360,6 +360,7 @@ pub fn run_with(
             None
         };
         if stopped.is_some() || flags[1] > 0.0 || (every > 0 && run.s.step % every == 0) {
+            times.time("snapshot", || run.finish_snapshot())?;
             let t0 = Instant::now();
             let time = run.clock.time(run.s.ti);
             let job = (comm.rank(), comm.size());
@@ -377,6 +378,7 @@ pub fn run_with(
         }
     }
     times.time("diagnostics", || drop(progress));
+    times.time("snapshot", || run.finish_snapshot())?;
     let mut final_files = Vec::new();
     if stopped.is_none() {
         let t0 = Instant::now();
@@ -511,6 +513,9 @@ struct Run<'a> {
     /// Phase times of the run's start (or resumption), the initial force evaluation's
     /// included.
     first_times: PhaseTimes,
+    /// The snapshot being written behind the run, and what to call it once written (in a line
+    /// at info level for a comoving run's outputs, at debug level for a series).
+    writing: Option<(PendingSnapshot, String)>,
 }
 
 /// What every rank agrees on at the end of a step ([`agree_on_step`]).
@@ -545,7 +550,9 @@ impl<'a> Run<'a> {
         let mut phases = PhaseTimes::default();
         let t0 = Instant::now();
         ensure_device_room(engine, &cfg.ics, comm, true)?;
-        let mut p = initial_particles(&cfg.ics, comm, RUN_BYTES, clock.comoving.is_some())?;
+        // A snapshot may be written behind the run at the peak of an evaluation.
+        let bytes = RUN_BYTES + SNAPSHOT_BYTES;
+        let mut p = initial_particles(&cfg.ics, comm, bytes, clock.comoving.is_some())?;
         let n_global = global_count(p.len(), comm);
         match &clock.comoving {
             Some(c) => {
@@ -624,6 +631,7 @@ impl<'a> Run<'a> {
             load: agreed.load,
             rebalances: 0,
             first_times: PhaseTimes::default(),
+            writing: None,
         };
         if cfg.output.snapshot_every > 0 && run.clock.comoving.is_none() {
             phases.time("snapshot", || run.write_series(engine, 0, 0))?;
@@ -673,6 +681,7 @@ impl<'a> Run<'a> {
             load: agreed.load,
             rebalances: 0,
             first_times: phases,
+            writing: None,
         })
     }
 
@@ -805,13 +814,44 @@ impl<'a> Run<'a> {
     /// is synchronised. Collective.
     fn write_series(&mut self, engine: &mut ForceEngine, number: usize, ti: u64) -> Result<()> {
         self.s.refresh(engine)?;
+        let what = format!("{number} at {}", self.clock.describe(ti));
+        self.write_behind(number, self.s.p.clone(), self.clock.time(ti), what)
+    }
+
+    /// Starts writing snapshot `number` of the particles `p` (this rank's, synchronised, at
+    /// time t or, in a comoving run, at scale factor a = `time`) into `OUT/snapshots` with the
+    /// state's accelerations and potentials, behind the run ([`write_snapshot_behind`]), once
+    /// the one written before is done; `what` names it in the log line that says it is
+    /// written. Collective.
+    fn write_behind(
+        &mut self,
+        number: usize,
+        mut p: Particles,
+        time: f64,
+        what: String,
+    ) -> Result<()> {
+        self.finish_snapshot()?;
+        let meta = match &self.clock.comoving {
+            Some(c) => c.as_snapshot(&mut p, time),
+            None => SnapshotMeta::from(time),
+        };
+        let (acc, pot) = (self.s.integ.acc.clone(), self.s.integ.pot.clone());
         let dir = self.out.join("snapshots");
-        let path = self.write_snapshot(&dir, number, &self.s.p, ti)?;
-        tracing::debug!(
-            "snapshot {number} at {}: {}",
-            self.clock.describe(ti),
-            path.display()
-        );
+        let pending = write_snapshot_behind(self.comm, &dir, number, p, meta, Some(acc), Some(pot));
+        self.writing = Some((pending, what));
+        Ok(())
+    }
+
+    /// Waits for the snapshot being written behind the run, if any (before a checkpoint,
+    /// which must not name a time whose snapshot is not on disk, and at the end). Collective.
+    fn finish_snapshot(&mut self) -> Result<()> {
+        if let Some((pending, what)) = self.writing.take() {
+            let path = pending.finish(self.comm)?;
+            match self.clock.comoving {
+                Some(_) => tracing::info!("snapshot {what}: {}", path.display()),
+                None => tracing::debug!("snapshot {what}: {}", path.display()),
+            }
+        }
         Ok(())
     }
 
@@ -844,22 +884,16 @@ impl<'a> Run<'a> {
         }
         let t0 = Instant::now();
         self.s.refresh(engine)?;
-        let dir = self.out.join("snapshots");
         for (k, a) in due {
-            let mut q = c
-                .expansion
-                .predict(&self.s.p, &self.s.integ, &self.clock.tl, ti, a);
-            wrap(&mut q, c.period);
-            let extras = SnapshotExtras {
-                acc: Some(&self.s.integ.acc),
-                pot: Some(&self.s.integ.pot),
+            let q = {
+                let c = self.clock.comoving.as_ref().expect("a comoving run");
+                let mut q = c
+                    .expansion
+                    .predict(&self.s.p, &self.s.integ, &self.clock.tl, ti, a);
+                wrap(&mut q, c.period);
+                q
             };
-            let path = c.write_snapshot(self.comm, &dir, k, &q, a, &extras)?;
-            tracing::info!(
-                "snapshot {k} at {}: {}",
-                clock::describe(a, true),
-                path.display()
-            );
+            self.write_behind(k, q, a, format!("{k} at {}", clock::describe(a, true)))?;
         }
         phases.add("snapshot", t0.elapsed().as_secs_f64());
         Ok(())

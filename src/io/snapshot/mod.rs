@@ -76,4 +76,6 @@ pub use files::snapshot_path;
 pub use header::{GivenUnits, SnapshotCosmology, SnapshotHeader, SnapshotMeta, SnapshotUnits};
 pub(crate) use read::read_periodic_snapshot;
 pub use read::{read_comoving_snapshot, read_snapshot, read_snapshot_header};
-pub use write::{write_snapshot, write_snapshot_file, SnapshotExtras};
+pub use write::{
+    write_snapshot, write_snapshot_behind, write_snapshot_file, PendingSnapshot, SnapshotExtras,
+};

@@ -572,6 +572,80 @@ fn not_hdf5_missing_file_and_empty_snapshot() {
 }
 
 #[test]
+fn a_snapshot_written_behind_is_the_one_written_in_place() {
+    let dir = TestDir::new("snap-behind");
+    let p = sample(3000);
+    let acc: Vec<DVec3> = p.pos.iter().map(|x| -*x * 2.0).collect();
+    let pot: Vec<f64> = p.mass.iter().map(|m| -m).collect();
+    let extras = SnapshotExtras {
+        acc: Some(&acc),
+        pot: Some(&pot),
+    };
+    let here = write_snapshot(&SingleProcess, dir.path(), 1, &p, exact(2.75), &extras).unwrap();
+    let pending = write_snapshot_behind(
+        &SingleProcess,
+        &dir.path().join("behind"),
+        1,
+        p.clone(),
+        exact(2.75),
+        Some(acc.clone()),
+        Some(pot.clone()),
+    );
+    let behind = dir.path().join("behind").join("snapshot_001.hdf5");
+    assert_eq!(pending.path(), behind);
+    assert_eq!(pending.finish(&SingleProcess).unwrap(), behind);
+    assert_eq!(
+        std::fs::read(&here).unwrap(),
+        std::fs::read(&behind).unwrap()
+    );
+    // Refused arrays, an unusable directory: the error comes with the wait, as in place;
+    // a pending file dropped unfinished is whole or absent.
+    let err = write_snapshot_behind(
+        &SingleProcess,
+        dir.path(),
+        2,
+        p.clone(),
+        exact(1.0),
+        None,
+        Some(vec![0.0; 3]),
+    )
+    .finish(&SingleProcess)
+    .unwrap_err();
+    assert!(err.message.contains("3 potentials"), "{err}");
+    std::fs::write(dir.path().join("file"), b"").unwrap();
+    let err = write_snapshot_behind(
+        &SingleProcess,
+        &dir.path().join("file").join("out"),
+        3,
+        p.clone(),
+        exact(1.0),
+        None,
+        None,
+    )
+    .finish(&SingleProcess)
+    .unwrap_err();
+    assert!(
+        err.message.contains("cannot create the snapshot directory"),
+        "{err}"
+    );
+    drop(write_snapshot_behind(
+        &SingleProcess,
+        dir.path(),
+        4,
+        p,
+        exact(1.0),
+        None,
+        None,
+    ));
+    let (q, _) = read_snapshot(&SingleProcess, &dir.path().join("snapshot_004.hdf5")).unwrap();
+    assert_eq!(q.len(), 3000);
+    assert_eq!(
+        dir.entries(),
+        vec!["behind", "file", "snapshot_001.hdf5", "snapshot_004.hdf5"]
+    );
+}
+
+#[test]
 fn unequal_arrays_are_not_written_and_old_file_survives() {
     let dir = TestDir::new("snap-unequal");
     let path = good(&dir);

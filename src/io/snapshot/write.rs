@@ -46,19 +46,129 @@ pub fn write_snapshot(
     fields: &SnapshotExtras,
 ) -> Result<PathBuf> {
     let meta = meta.into();
-    let path = snapshot_path(dir, number, comm.rank(), comm.size());
-    let mine = check(&path, p, fields, &meta).and_then(|()| Types::of(&path, p));
-    // Every rank joins the sums, a failed one with nothing, before the failure is shared.
-    let mut all = mine.as_ref().map_or_else(|_| Types::none(), |t| t.clone());
-    comm.allreduce_sum_u64(&mut all.counts);
-    comm.allreduce_min_f64(&mut all.lightest);
-    comm.allreduce_max_f64(&mut all.heaviest);
-    let written = mine.and_then(|mine| {
-        create_parent(&path)?;
-        write_member(&path, p, fields, &meta, &mine, &all, comm.size())
-    });
-    agree(comm, written)?;
-    Ok(path)
+    let member = Member::counted(comm, dir, number, p, fields, &meta);
+    agree(comm, member.write(p, fields, &meta))?;
+    Ok(member.path)
+}
+
+/// [`write_snapshot`] of particles that the caller hands over, written on a thread of its own
+/// while the caller goes on: the particles are counted against every rank's here (collective),
+/// the file is written behind, and [`PendingSnapshot::finish`] waits for it and shares any
+/// rank's failure. `acc` and `pot` are the optional fields of [`SnapshotExtras`].
+pub fn write_snapshot_behind(
+    comm: &dyn Comm,
+    dir: &Path,
+    number: usize,
+    p: Particles,
+    meta: SnapshotMeta,
+    acc: Option<Vec<DVec3>>,
+    pot: Option<Vec<f64>>,
+) -> PendingSnapshot {
+    let fields = SnapshotExtras {
+        acc: acc.as_deref(),
+        pot: pot.as_deref(),
+    };
+    let member = Member::counted(comm, dir, number, &p, &fields, &meta);
+    let path = member.path.clone();
+    let writing = std::thread::Builder::new()
+        .name("snapshot".into())
+        .spawn(move || {
+            let fields = SnapshotExtras {
+                acc: acc.as_deref(),
+                pot: pot.as_deref(),
+            };
+            member.write(&p, &fields, &meta)
+        })
+        .map_err(|e| Error::io(&path, format!("cannot start a thread to write it: {e}")));
+    PendingSnapshot {
+        path,
+        writing: Some(writing),
+    }
+}
+
+/// A snapshot file being written on a thread of its own ([`write_snapshot_behind`]).
+/// Dropped unfinished (a run that failed), it waits for the thread, so that the file is
+/// whole or not there.
+#[derive(Debug)]
+pub struct PendingSnapshot {
+    /// This rank's file.
+    path: PathBuf,
+    /// The thread writing it, or why none could start.
+    writing: Option<Result<std::thread::JoinHandle<Result<()>>>>,
+}
+
+impl PendingSnapshot {
+    /// This rank's file, once written.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Waits until the file is written. Collective: fails on every rank, with the error of
+    /// the first rank that failed, when any rank's file could not be written (as
+    /// [`write_snapshot`]). Returns this rank's file.
+    pub fn finish(mut self, comm: &dyn Comm) -> Result<PathBuf> {
+        let written = match self.writing.take() {
+            Some(Ok(thread)) => thread
+                .join()
+                .unwrap_or_else(|_| Err(Error::io(&self.path, "the thread writing it panicked"))),
+            Some(Err(e)) => Err(e),
+            None => Ok(()),
+        };
+        agree(comm, written)?;
+        Ok(std::mem::take(&mut self.path))
+    }
+}
+
+impl Drop for PendingSnapshot {
+    fn drop(&mut self) {
+        if let Some(Ok(thread)) = self.writing.take() {
+            // A run that failed: its error is the one reported; this file's is not.
+            let _ = thread.join();
+        }
+    }
+}
+
+/// This rank's file of a snapshot, its particles counted against every rank's (or what made
+/// them uncountable): what is left to write it.
+struct Member {
+    path: PathBuf,
+    /// This rank's particles of each type and every rank's.
+    counted: Result<(Types, Types)>,
+    /// Files of the snapshot (ranks).
+    files: usize,
+}
+
+impl Member {
+    /// The file of snapshot `number` in `dir` of this rank's particles `p` with `fields` and
+    /// `meta`, checked and counted. Collective: every rank joins the sums, a failed one with
+    /// nothing, before its failure is shared by [`agree`] after the write.
+    fn counted(
+        comm: &dyn Comm,
+        dir: &Path,
+        number: usize,
+        p: &Particles,
+        fields: &SnapshotExtras,
+        meta: &SnapshotMeta,
+    ) -> Self {
+        let path = snapshot_path(dir, number, comm.rank(), comm.size());
+        let mine = check(&path, p, fields, meta).and_then(|()| Types::of(&path, p));
+        let mut all = mine.as_ref().map_or_else(|_| Types::none(), |t| t.clone());
+        comm.allreduce_sum_u64(&mut all.counts);
+        comm.allreduce_min_f64(&mut all.lightest);
+        comm.allreduce_max_f64(&mut all.heaviest);
+        Self {
+            path,
+            counted: mine.map(|mine| (mine, all)),
+            files: comm.size(),
+        }
+    }
+
+    /// Writes the file (local: its failure is shared by the caller).
+    fn write(&self, p: &Particles, fields: &SnapshotExtras, meta: &SnapshotMeta) -> Result<()> {
+        let (mine, all) = self.counted.as_ref().map_err(Clone::clone)?;
+        create_parent(&self.path)?;
+        write_member(&self.path, p, fields, meta, mine, all, self.files)
+    }
 }
 
 /// Writes the file `path` of a `files`-file snapshot: this rank's particles `p` (of the
