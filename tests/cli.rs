@@ -108,6 +108,11 @@ fn small_set() -> Particles {
     generate(Model::Plummer, 10, 3).unwrap()
 }
 
+/// The arguments of `hinoki run CFG -o OUT`.
+fn run_args(cfg: &Path, out: &Path) -> Vec<String> {
+    ["run", arg(cfg), "-o", arg(out)].map(String::from).to_vec()
+}
+
 /// Writes a tiny run configuration with shared steps `dt` (its output goes to `dir`, which
 /// `-o` may override).
 fn write_config(path: &Path, n: usize, dt: f64, t_end: f64, eps: f64, dir: &Path) {
@@ -344,12 +349,7 @@ fn non_finite_forces_are_errors_naming_the_particle() {
             arg(input)
         );
         std::fs::write(&cfg, body).unwrap();
-        vec![
-            "run".to_string(),
-            arg(&cfg).to_string(),
-            "-o".into(),
-            arg(out).to_string(),
-        ]
+        run_args(&cfg, out)
     };
     let needles = ["the force evaluation gave particle id", "non-finite"];
     let (heavy_out, flung_out) = (dir.join("heavy-out"), dir.join("flung-out"));
@@ -402,12 +402,7 @@ fn a_snapshot_that_cannot_be_written_fails_the_run_in_one_line() {
     )
     .unwrap();
     check_all(&[Case {
-        args: vec![
-            "run".to_string(),
-            arg(&cfg).to_string(),
-            "-o".into(),
-            arg(&out).to_string(),
-        ],
+        args: run_args(&cfg, &out),
         status: Status::Failure,
         needles: vec![
             "cannot create the snapshot directory".to_string(),
@@ -431,12 +426,7 @@ fn a_restart_removes_stale_temporary_files() {
     )
     .unwrap();
     let args = |extra: &[&str]| {
-        let mut a = vec![
-            "run".to_string(),
-            arg(&cfg).to_string(),
-            "-o".into(),
-            arg(&out).to_string(),
-        ];
+        let mut a = run_args(&cfg, &out);
         a.extend(extra.iter().map(|s| s.to_string()));
         a
     };
@@ -608,12 +598,7 @@ fn bad_particle_files_are_one_line_errors() {
     .unwrap();
     let out = dir.join("out");
     check_all(&[Case {
-        args: vec![
-            "run".into(),
-            arg(&cfg).to_string(),
-            "-o".into(),
-            arg(&out).to_string(),
-        ],
+        args: run_args(&cfg, &out),
         status: Status::Failure,
         needles: vec![arg(&nan).to_string(), "position".into()],
     }]);
@@ -632,12 +617,7 @@ fn bad_configurations_are_one_line_errors() {
         let mut n: Vec<String> = vec![arg(cfg).to_string()];
         n.extend(needles.iter().map(|s| s.to_string()));
         Case {
-            args: vec![
-                "run".into(),
-                arg(cfg).to_string(),
-                "-o".into(),
-                arg(&out).to_string(),
-            ],
+            args: run_args(cfg, &out),
             status: Status::Failure,
             needles: n,
         }
@@ -670,12 +650,7 @@ fn bad_configurations_are_one_line_errors() {
     ]);
     // Validation errors come after parsing and name the table and key, not the file.
     let invalid = |cfg: &Path, needles: &[&str]| Case {
-        args: vec![
-            "run".into(),
-            arg(cfg).to_string(),
-            "-o".into(),
-            arg(&out).to_string(),
-        ],
+        args: run_args(cfg, &out),
         status: Status::Failure,
         needles: needles.iter().map(|s| s.to_string()).collect(),
     };
@@ -699,12 +674,7 @@ fn uncreatable_output_directory_is_a_one_line_error() {
     std::fs::write(&blocker, b"a regular file").unwrap();
     let out = blocker.join("out");
     check_all(&[Case {
-        args: vec![
-            "run".into(),
-            arg(&cfg).to_string(),
-            "-o".into(),
-            arg(&out).to_string(),
-        ],
+        args: run_args(&cfg, &out),
         status: Status::Failure,
         needles: vec![arg(&out).to_string()],
     }]);
