@@ -137,8 +137,8 @@ grep -q -- "^--ntasks=1 --cpus-per-task=1 --kill-on-bad-exit=1 --nodes=1 --gpus-
   --out "$T/e" 2>"$T/err" || fail "Np beyond the allocation ran"
 one_error_line "$T/err" "Np=2 exceeds this allocation's 1 tasks"
 
-echo "-- slurm/common.sh passes the batch shell's USR1 on to the steps, keeps the exit status"
-printf '#!/usr/bin/env bash\necho "scancel $*" >>"$SCANCEL_LOG"\n' >"$T/bin/scancel"
+echo "-- slurm/common.sh passes the batch shell's USR1 on to the steps (not in their first STEP_SETTLE s), keeps the exit status"
+printf '#!/usr/bin/env bash\necho "scancel $*" >>"$SCANCEL_LOG"\ndate +%%s.%%N >"$SCANCEL_LOG.at"\n' >"$T/bin/scancel"
 chmod +x "$T/bin/scancel"
 cat >"$T/job.sh" <<EOF
 #!/usr/bin/env bash
@@ -147,7 +147,7 @@ export SLURM_JOB_ID=77 SLURM_NNODES=1 SLURM_JOB_NODELIST=vm SLURM_NTASKS=6
 HINOKI_DIR="$PWD" HINOKI_BIN="$BIN" source slurm/common.sh >/dev/null
 [ "\$(np_up_to_allocation)" = 1,2,4,6 ] || { echo "np list \$(np_up_to_allocation)" >"$T/status"; exit 9; }
 rc=0
-run_forwarding_signals bash -c 'touch "$T/ready"; sleep 1; exit 3' || rc=\$?
+STEP_SETTLE=2 run_forwarding_signals bash -c 'date +%s.%N >"$T/ready"; sleep 4; exit 3' || rc=\$?
 echo "status \$rc" >"$T/status"
 EOF
 chmod +x "$T/job.sh"
@@ -159,6 +159,8 @@ wait "$job" || fail "the batch script failed: $(cat "$T/status" 2>&1)"
 [ "$(cat "$T/status")" = "status 3" ] || fail "exit status not kept: $(cat "$T/status")"
 [ "$(cat "$T/scancel.log" 2>&1)" = "scancel --signal=USR1 77" ] ||
   fail "USR1 not forwarded: $(cat "$T/scancel.log" 2>&1)"
+awk -v a="$(cat "$T/ready")" -v b="$(cat "$T/scancel.log.at")" 'BEGIN { exit !(b - a > 1.8 && b - a < 3.6) }' ||
+  fail "USR1 forwarded $(awk -v a="$(cat "$T/ready")" -v b="$(cat "$T/scancel.log.at")" 'BEGIN { print b - a }') s into the step, not after STEP_SETTLE = 2 s"
 
 echo "-- slurm/run.sbatch: USR1 before the time limit -> checkpoint and requeue; restart; done"
 # Stand-ins: srun records its arguments and its process id and becomes the task; scancel signals
@@ -195,7 +197,7 @@ EOF2
 export T_STEP_PID="$T/step.pid" SRUN_LOG="$T/run-srun.log" SCANCEL_LOG="$T/run-scancel.log" SCONTROL_LOG="$T/run-scontrol.log"
 job() { # one start of the job, in the background
   SLURM_JOB_ID=78 SLURM_NNODES=1 SLURM_JOB_NODELIST=vm SLURM_NTASKS=1 SLURM_CPUS_PER_TASK=1 \
-    SLURM_RESTART_COUNT=$1 HINOKI_DIR="$PWD" HINOKI_BIN="$BIN" CONFIG="$T/run.toml" OUT="$T/run" \
+    SLURM_RESTART_COUNT=$1 STEP_SETTLE=0 HINOKI_DIR="$PWD" HINOKI_BIN="$BIN" CONFIG="$T/run.toml" OUT="$T/run" \
     PATH="$T/bin:$PATH" HINOKI_LOG=warn bash slurm/run.sbatch >>"$T/run-job.log" 2>&1 &
 }
 job 0

@@ -41,9 +41,13 @@ np_up_to_allocation() {
 # ends the job (scontrol requeue, preemption, scancel) it signals the steps too, and a scancel
 # then retries "Job can not be altered now" until the job is gone, holding this shell until
 # KillWait, or, left in the background, signalling the job's next start.
+# A USR1 in the command's first STEP_SETTLE seconds (default 5) waits for them to pass: before
+# srun has started the step's tasks, scancel would signal nothing, and a task signalled before
+# hinoki starts would end (a requeued job with a short limit can get the signal that early).
 run_forwarding_signals() {
-  local pid="" rc=0
-  trap 'echo "$(date +%T) USR1: time limit near, signalling the steps to checkpoint" >&2; scancel --signal=USR1 "$SLURM_JOB_ID"' USR1
+  local pid="" rc=0 started=$SECONDS
+  trap 'echo "$(date +%T) USR1: time limit near, signalling the steps to checkpoint" >&2
+        settle_since "$started"; scancel --signal=USR1 "$SLURM_JOB_ID"' USR1
   trap 'echo "$(date +%T) TERM: passing it to the step" >&2; kill -TERM "$pid" 2>/dev/null || true' TERM
   "$@" &
   pid=$!
@@ -54,4 +58,12 @@ run_forwarding_signals() {
   done
   trap - USR1 TERM
   return "$rc"
+}
+
+# Waits until STEP_SETTLE seconds (default 5) have passed since $1 (a value of $SECONDS, which
+# counts whole seconds: one more makes the wait at least STEP_SETTLE).
+settle_since() {
+  local settle=${STEP_SETTLE:-5} left
+  left=$(($1 + settle + 1 - SECONDS))
+  if [ "$settle" -gt 0 ] && [ "$left" -gt 0 ]; then sleep "$left"; fi
 }

@@ -446,6 +446,15 @@ fn main() -> ExitCode {
         }
     };
     init_logging();
+    // A stop signal (Slurm's USR1 before the time limit, a preemption's TERM) that comes while the
+    // run starts must not end the process: it stops the run, with a checkpoint, after its first
+    // step.
+    if matches!(cli.command, Command::Run(_)) {
+        if let Err(e) = hinoki::simulation::signals::install() {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    }
     // MPI starts only under a launcher; the communicator lives to the end of main (dropping it
     // finalises MPI).
     let comm = match hinoki::comm::init() {

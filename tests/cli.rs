@@ -939,6 +939,62 @@ fn help_works_for_every_subcommand() {
     assert!(text(&out.stdout).contains(env!("CARGO_PKG_VERSION")));
 }
 
+/// `hinoki run CFG -o OUT` started on two threads with log level `log`, its output piped.
+fn spawn_run(cfg: &Path, out: &Path, log: &str) -> std::process::Child {
+    Command::new(env!("CARGO_BIN_EXE_hinoki"))
+        .args(run_args(cfg, out))
+        .env("HINOKI_LOG", log)
+        .env("RAYON_NUM_THREADS", "2")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start hinoki")
+}
+
+/// Sends signal `name` (e.g. "TERM") to `child`.
+fn signal(child: &std::process::Child, name: &str) {
+    let sent = Command::new("kill")
+        .args([&format!("-{name}"), &child.id().to_string()])
+        .status()
+        .expect("run kill");
+    assert!(sent.success(), "kill -{name}");
+}
+
+/// SIGUSR1 while the run starts (here during the first force evaluation, after the start-up line;
+/// a requeued Slurm job can get its time limit's signal then) does not end the process: the run
+/// stops after its first step with a checkpoint and exits 0.
+#[test]
+fn a_signal_during_start_up_stops_the_run_after_its_first_step() {
+    use std::io::{BufRead, BufReader, Read};
+    let dir = TempDir::new("early-signal");
+    let cfg = dir.join("run.toml");
+    let out_dir = dir.join("out");
+    // Large enough that the first forces take far longer than sending a signal.
+    write_config(&cfg, 100_000, 1.0 / 64.0, 6.0, 0.05, &out_dir);
+    let mut child = spawn_run(&cfg, &out_dir, "info");
+    let mut log = BufReader::new(child.stderr.take().unwrap());
+    let mut seen = String::new();
+    loop {
+        let mut line = String::new();
+        let read = log.read_line(&mut line).expect("read hinoki's log");
+        assert!(read > 0, "hinoki ended before its start-up line: {seen}");
+        seen += &line;
+        if line.contains("run: N = ") {
+            break;
+        }
+    }
+    signal(&child, "USR1");
+    log.read_to_string(&mut seen).expect("read hinoki's log");
+    let out = child.wait_with_output().expect("wait for hinoki");
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{:?}: {stdout} {seen}", out.status);
+    assert!(
+        stdout.contains("stopped by SIGUSR1 at step 1,"),
+        "{stdout} {seen}"
+    );
+    assert!(out_dir.join("checkpoint/rank00000.0.ckpt").exists());
+}
+
 /// SIGTERM (what Slurm's `--signal` sends) during a run: hinoki writes a checkpoint, exits 0
 /// with a one-line message, and `--restart` from the output directory finishes the run, bit
 /// for bit as a run that was never stopped.
@@ -948,14 +1004,7 @@ fn sigterm_leaves_a_checkpoint_that_restart_finishes() {
     let cfg = dir.join("run.toml");
     let out_dir = dir.join("out");
     write_config(&cfg, 3000, 1.0 / 64.0, 6.0, 0.05, &out_dir);
-    let child = Command::new(env!("CARGO_BIN_EXE_hinoki"))
-        .args(["run", arg(&cfg), "-o", arg(&out_dir)])
-        .env("HINOKI_LOG", "off")
-        .env("RAYON_NUM_THREADS", "2")
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("start hinoki");
+    let child = spawn_run(&cfg, &out_dir, "off");
     // Wait for the first diagnostics lines after step 0 (energy_every = 10).
     let diag = out_dir.join("diagnostics.jsonl");
     let t0 = std::time::Instant::now();
@@ -963,11 +1012,7 @@ fn sigterm_leaves_a_checkpoint_that_restart_finishes() {
         assert!(t0.elapsed().as_secs() < 120, "no progress after 2 minutes");
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
-    let killed = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .expect("run kill");
-    assert!(killed.success());
+    signal(&child, "TERM");
     let out = child.wait_with_output().expect("wait for hinoki");
     assert_success(&out, "run stopped by SIGTERM");
     let stdout = text(&out.stdout);

@@ -269,6 +269,9 @@ pub fn run_with(
     let wall = Instant::now();
     let mut times = PhaseTimes::default();
     let t0 = Instant::now();
+    // A signal from here on stops the run after its first step (`hinoki run` installs the
+    // handlers earlier still, as its process starts).
+    signals::install()?;
     cfg.validate()?;
     progress::check_line_seconds(opts.progress_seconds).map_err(Error::input)?;
     if opts.restart.is_none() && cfg.cosmology.is_none() {
@@ -328,7 +331,6 @@ pub fn run_with(
         },
         opts.progress_seconds,
     );
-    signals::install()?;
     times.add("startup", t0.elapsed().as_secs_f64());
     let mut last_checkpoint = Instant::now();
     let mut steps = 0u64;
@@ -353,6 +355,7 @@ pub fn run_with(
         }
         let every = cfg.output.checkpoint_steps;
         stopped = if flags[0] > 0.0 {
+            signals::forget();
             Some(format!("stopped by {}", signals::name(flags[0] as i32)))
         } else if opts.stop_after.is_some_and(|k| steps >= k) {
             Some(format!("stopped after {steps} steps as asked"))
