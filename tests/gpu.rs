@@ -1082,6 +1082,13 @@ fn gpu_runs_restart_bit_for_bit_between_rebuilds() {
         go_with(out, restart, stop_after, GpuMemory::Keep)
     };
     let a = go(&whole, false, None);
+    // The device work is counted over the run's steps: launches and waits every step.
+    let (work, steps) = a.device_work.expect("a GPU run counts its device work");
+    assert_eq!(steps, a.steps);
+    assert!(
+        work.launches > 10 * steps && work.waits > steps,
+        "{work:?} over {steps} steps"
+    );
     let stopped = go(&parts, false, Some(5));
     assert!(stopped.stopped.is_some());
     let b = go(&parts, true, None);

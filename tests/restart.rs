@@ -60,7 +60,9 @@ fn go(cfg: &RunConfig, out: &Path, restart: Option<&Path>, stop_after: Option<u6
         stop_after,
         ..RunOptions::default()
     };
-    run_with(cfg, out, &SingleProcess, &opts).expect("run")
+    let s = run_with(cfg, out, &SingleProcess, &opts).expect("run");
+    assert!(s.device_work.is_none(), "a CPU run counted device work");
+    s
 }
 
 /// The diagnostics lines without the wall-clock fields.

@@ -14,7 +14,7 @@ use crate::gpu::exchange::{Connecting, DeviceExchange};
 use crate::gpu::launch::DeviceArray;
 use crate::gpu::runner::{Runner, RunnerArray};
 use crate::gpu::stages::{blocks, int, Stages};
-use crate::gpu::{local_rank, GpuContext};
+use crate::gpu::{local_rank, DeviceWork, GpuContext};
 use crate::integrate::state_gpu::StepArrays;
 use crate::integrate::{BinSummary, IntegratorState, NonFinite, Timeline};
 use crate::lets::export_gpu::LetArrays;
@@ -259,6 +259,10 @@ impl Backend for GpuBackend {
 
     fn device_peak(&self) -> Option<(u64, bool)> {
         Some((self.ctx.held_bytes().1, self.release))
+    }
+
+    fn device_work(&self) -> Option<DeviceWork> {
+        Some(self.ctx.work())
     }
 
     fn device_memory(&self) -> DeviceMemory {

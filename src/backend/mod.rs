@@ -16,6 +16,7 @@ use crate::comm::{Comm, Exchange};
 use crate::diag::PhaseTimes;
 use crate::domain::{Domains, Sample};
 use crate::error::Result;
+use crate::gpu::DeviceWork;
 use crate::integrate::{BinSummary, IntegratorState, NonFinite, Timeline};
 use crate::lets::{Incoming, LetShape, Outgoing, Region};
 use crate::particles::Particles;
@@ -153,6 +154,12 @@ pub trait Backend {
     /// each stage's transient arrays are released at its end (`--gpu-memory`); `None` on the
     /// CPU.
     fn device_peak(&self) -> Option<(u64, bool)> {
+        None
+    }
+
+    /// The kernel launches and the host's waits for the device since the backend opened;
+    /// `None` on the CPU.
+    fn device_work(&self) -> Option<DeviceWork> {
         None
     }
 

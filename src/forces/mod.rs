@@ -24,6 +24,7 @@ use crate::diag::conservation::Conserved;
 use crate::diag::PhaseTimes;
 use crate::domain::{Balance, Domains, Load};
 use crate::error::Result;
+use crate::gpu::DeviceWork;
 use crate::integrate::{BinSummary, IntegratorState, NonFinite, Timeline};
 use crate::lets::LetStats;
 use crate::particles::Particles;
@@ -365,6 +366,12 @@ impl ForceEngine {
     /// each stage's transient arrays are released at its end; `None` on the CPU.
     pub fn device_peak(&self) -> Option<(u64, bool)> {
         self.backend.device_peak()
+    }
+
+    /// The kernel launches and the host's waits for the device since the backend opened
+    /// (`None` on the CPU).
+    pub fn device_work(&self) -> Option<DeviceWork> {
+        self.backend.device_work()
     }
 
     /// Device bytes held by the GPU backend, by stage (0 on the CPU).

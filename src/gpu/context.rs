@@ -5,7 +5,7 @@
 use super::cuda_runner::{driver_err, CudaDevice, CudaRunner};
 #[cfg(hinoki_emulator)]
 use super::emulator::Emulator;
-use super::runner::{Device, DeviceUsage, Runner};
+use super::runner::{Device, DeviceUsage, DeviceWork, Runner};
 use crate::error::{Error, Result};
 use cudarc::driver::{CudaContext, CudaStream};
 use std::sync::Arc;
@@ -182,6 +182,11 @@ impl GpuContext {
     /// opened).
     pub fn held_bytes(&self) -> (u64, u64) {
         self.usage.held()
+    }
+
+    /// The kernel launches and the host's waits of every program of this context so far.
+    pub fn work(&self) -> DeviceWork {
+        self.usage.work()
     }
 
     /// The walk program (`cuda/gravity.cuh`, `periodic.cuh`, `walk.cu`, `walk_list.cu`,

@@ -22,3 +22,4 @@ pub mod runner;
 pub mod stages;
 
 pub use context::{gpu_count, local_rank, GpuContext, EMULATOR_VARIABLE};
+pub use runner::DeviceWork;

@@ -1,6 +1,7 @@
 //! The device a program runs on: a real GPU, or (for tests without one) the CPU kernel
-//! emulator, behind one [`KernelRunner`], counting the bytes every copy moves over the bus and
-//! the bytes its arrays hold (now, and at the most).
+//! emulator, behind one [`KernelRunner`], counting the bytes every copy moves over the bus, the
+//! bytes its arrays hold (now, and at the most), its kernel launches and the host's waits for
+//! the device.
 
 use super::args::KernelArgs;
 use super::cuda_runner::{CudaArray, CudaRunner};
@@ -11,17 +12,51 @@ use crate::error::Result;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 
-/// What the programs of one context do with the device's memory: the bytes copied between
-/// host and device, up and down, and the bytes their arrays hold, now and at the most.
+/// What the programs of one context do with the device: the bytes copied between host and
+/// device, up and down, the bytes their arrays hold, now and at the most, and the work they
+/// hand it ([`DeviceWork`]).
 #[derive(Debug, Default)]
 pub struct DeviceUsage {
     up: AtomicU64,
     down: AtomicU64,
     held: AtomicU64,
     peak: AtomicU64,
+    launches: AtomicU64,
+    waits: AtomicU64,
+}
+
+/// Counts of what the host asked of a device: the same on a GPU and on the emulator, which run
+/// the same launch sequences. A launch costs the device a few µs however small its work, and a
+/// wait leaves it idle while the host turns round, so on many GPUs, where each holds fewer
+/// particles, these counts rather than the particles set the time of a step's small stages.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct DeviceWork {
+    /// Kernel launches.
+    pub launches: u64,
+    /// Times the host waited until the device had done all it was given: synchronisations and
+    /// copies (each copy returns once the device has done it).
+    pub waits: u64,
+}
+
+impl std::ops::Sub for DeviceWork {
+    type Output = DeviceWork;
+    fn sub(self, earlier: DeviceWork) -> DeviceWork {
+        DeviceWork {
+            launches: self.launches - earlier.launches,
+            waits: self.waits - earlier.waits,
+        }
+    }
 }
 
 impl DeviceUsage {
+    /// The launches and waits so far.
+    pub fn work(&self) -> DeviceWork {
+        DeviceWork {
+            launches: self.launches.load(Relaxed),
+            waits: self.waits.load(Relaxed),
+        }
+    }
+
     /// Bytes copied so far: (host to device, device to host).
     pub fn bus(&self) -> (u64, u64) {
         (self.up.load(Relaxed), self.down.load(Relaxed))
@@ -41,12 +76,16 @@ impl DeviceUsage {
         self.held.fetch_sub(bytes, Relaxed);
     }
 
+    /// A copy of `elements` of `T` up (a wait).
     fn add_up<T>(&self, elements: usize) {
+        self.waits.fetch_add(1, Relaxed);
         self.up
             .fetch_add((elements * std::mem::size_of::<T>()) as u64, Relaxed);
     }
 
+    /// A copy of `elements` of `T` down (a wait).
     fn add_down<T>(&self, elements: usize) {
+        self.waits.fetch_add(1, Relaxed);
         self.down
             .fetch_add((elements * std::mem::size_of::<T>()) as u64, Relaxed);
     }
@@ -280,6 +319,7 @@ impl KernelRunner for Runner {
         block: u32,
         args: &A,
     ) -> Result<()> {
+        self.usage.launches.fetch_add(1, Relaxed);
         // SAFETY: passed on with the caller's guarantee.
         unsafe {
             match &self.device {
@@ -291,6 +331,7 @@ impl KernelRunner for Runner {
     }
 
     fn synchronize(&self) -> Result<()> {
+        self.usage.waits.fetch_add(1, Relaxed);
         match &self.device {
             Device::Cuda(r) => r.synchronize(),
             #[cfg(hinoki_emulator)]

@@ -29,6 +29,7 @@ use crate::diag::PhaseTimes;
 use crate::domain::{self, Balance, Load};
 use crate::error::{Error, Result};
 use crate::forces::ForceEngine;
+use crate::gpu::DeviceWork;
 use crate::integrate::{wrap, HalfKick, IntegratorState, Stepping, Timeline};
 use crate::io::checkpoint::{config_hash, find_checkpoint, write_checkpoint};
 use crate::io::config::{check_top_steps, IcsConfig};
@@ -91,6 +92,9 @@ pub struct RunSummary {
     /// Why the run stopped before t_end (a signal, or `stop_after`), after writing a
     /// checkpoint; `None` for a complete run.
     pub stopped: Option<String>,
+    /// This rank's kernel launches and waits for the device over the steps of this run (its
+    /// start-up and last output left out), with the number of those steps; `None` on the CPU.
+    pub device_work: Option<(DeviceWork, u64)>,
 }
 
 /// How many particles `ics` holds for the whole job (a file's from its header, without
@@ -334,6 +338,7 @@ pub fn run_with(
     times.add("startup", t0.elapsed().as_secs_f64());
     let mut last_checkpoint = Instant::now();
     let mut steps = 0u64;
+    let work_before = engine.device_work();
     let mut stopped = None;
     let minutes = cfg.output.checkpoint_minutes;
     while run.s.ti < run.clock.tl.ti_end {
@@ -381,6 +386,10 @@ pub fn run_with(
         }
     }
     times.time("diagnostics", || drop(progress));
+    let device_work = engine
+        .device_work()
+        .zip(work_before)
+        .map(|(after, before)| (after - before, steps));
     times.time("snapshot", || run.finish_snapshot())?;
     let mut final_files = Vec::new();
     if stopped.is_none() {
@@ -431,6 +440,7 @@ pub fn run_with(
         rebalances: run.rebalances,
         final_files,
         stopped,
+        device_work,
     };
     if comm.rank() == 0 {
         summary.log();
@@ -445,6 +455,14 @@ pub fn run_with(
                     true => "each stage's transient arrays released at its end",
                     false => "every array kept from step to step",
                 }
+            );
+        }
+        if let Some((work, steps)) = summary.device_work.filter(|w| w.1 > 0) {
+            tracing::info!(
+                "GPU work (rank 0): {:.1} kernel launches and {:.1} waits for the device a \
+                 step, over {steps} steps",
+                work.launches as f64 / steps as f64,
+                work.waits as f64 / steps as f64,
             );
         }
         let limit = cfg.output.energy_limit;
