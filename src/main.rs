@@ -10,6 +10,7 @@ use hinoki::diag::report::{check_against_direct, forces_json, forces_table};
 use hinoki::diag::PhaseTimes;
 use hinoki::domain::{measured_imbalance, Balance, Load};
 use hinoki::forces::{ForceEngine, ForceParams};
+use hinoki::gpu::DeviceWork;
 use hinoki::ics::Model;
 use hinoki::io::config::IcsConfig;
 use hinoki::io::{write_snapshot_file, RunConfig, SnapshotCosmology, SnapshotMeta, SnapshotUnits};
@@ -764,8 +765,10 @@ fn forces(a: ForcesArgs, comm: &dyn Comm) -> Result<()> {
     // the curve); the others where the last one's load imbalance asks for it, as a run does
     // (the particles do not move, so none strays from its domain or leaves its cube).
     let mut imbalance = f64::INFINITY;
+    let mut work = DeviceWork::default();
     for _ in 0..a.repeat {
         let bus0 = engine.bus_bytes();
+        let work0 = engine.device_work().unwrap_or_default();
         let mut around = PhaseTimes::default();
         let load = Load {
             imbalance,
@@ -794,6 +797,7 @@ fn forces(a: ForcesArgs, comm: &dyn Comm) -> Result<()> {
         // What crossed the bus in this evaluation, its decomposition included.
         let bus = engine.bus_bytes();
         r.bus_bytes = (bus.0 - bus0.0, bus.1 - bus0.1);
+        work = engine.device_work().unwrap_or_default() - work0;
         result = Some(r);
     }
     let result = result.expect("at least one evaluation");
@@ -816,7 +820,7 @@ fn forces(a: ForcesArgs, comm: &dyn Comm) -> Result<()> {
         )?),
         None => None,
     };
-    let ranks = ranks_report(comm, &p, &result, &engine, moved, params.let_boxes);
+    let ranks = ranks_report(comm, &p, &result, &engine, work, moved, params.let_boxes);
     times.add("report", t0.elapsed().as_secs_f64());
     let command = command_report(comm, &result, &times, wall.elapsed().as_secs_f64());
     if comm.rank() != 0 {
@@ -915,12 +919,14 @@ fn virtual_ranks(a: VirtualRanksArgs) -> Result<()> {
 }
 
 /// The multi-rank parts of the force report: times of the slowest rank and their spread, load
-/// imbalance, LET and particle traffic, and the conserved totals (N, mass, id checksums).
+/// imbalance, LET and particle traffic, the device work of the evaluation `work` (on a GPU),
+/// and the conserved totals (N, mass, id checksums).
 fn ranks_report(
     comm: &dyn Comm,
     p: &Particles,
     r: &hinoki::forces::ForceResult,
     engine: &ForceEngine,
+    work: DeviceWork,
     moved: usize,
     let_boxes: usize,
 ) -> Vec<(&'static str, serde_json::Value)> {
@@ -940,6 +946,8 @@ fn ranks_report(
             moved as f64,
             r.bus_bytes.0 as f64,
             r.bus_bytes.1 as f64,
+            work.launches as f64,
+            work.waits as f64,
         ],
     );
     let mut sums = [
@@ -983,6 +991,13 @@ fn ranks_report(
         (
             "bus_bytes_ranks",
             json!({ "up": traffic[6], "down": traffic[7] }),
+        ),
+        (
+            "device_work_ranks",
+            match traffic[8].max > 0.0 {
+                true => json!({ "launches": traffic[8], "waits": traffic[9] }),
+                false => json!(null),
+            },
         ),
         (
             "conservation",

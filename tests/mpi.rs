@@ -772,6 +772,14 @@ fn the_gpu_backend_gives_the_cpu_backends_domains_and_lets_on_one_to_four_ranks(
         }
         let gpu = report(&gpu);
         same_particles(&gpu, &cpu, &format!("np {np}"));
+        // The evaluation's kernel launches and waits, counted on every rank of a GPU job only.
+        let work = &gpu["device_work_ranks"];
+        assert!(
+            work["launches"]["min"].as_f64().unwrap() > work["waits"]["max"].as_f64().unwrap()
+                && work["waits"]["min"].as_f64().unwrap() > 0.0,
+            "np {np}: {work}"
+        );
+        assert!(cpu["device_work_ranks"].is_null(), "np {np}");
         if np > 1 {
             assert_eq!(
                 gpu["domain"]["particles"], cpu["domain"]["particles"],
