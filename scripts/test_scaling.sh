@@ -159,8 +159,9 @@ wait "$job" || fail "the batch script failed: $(cat "$T/status" 2>&1)"
 [ "$(cat "$T/status")" = "status 3" ] || fail "exit status not kept: $(cat "$T/status")"
 [ "$(cat "$T/scancel.log" 2>&1)" = "scancel --signal=USR1 77" ] ||
   fail "USR1 not forwarded: $(cat "$T/scancel.log" 2>&1)"
-awk -v a="$(cat "$T/ready")" -v b="$(cat "$T/scancel.log.at")" 'BEGIN { exit !(b - a > 1.8 && b - a < 3.6) }' ||
-  fail "USR1 forwarded $(awk -v a="$(cat "$T/ready")" -v b="$(cat "$T/scancel.log.at")" 'BEGIN { print b - a }') s into the step, not after STEP_SETTLE = 2 s"
+after=$(awk -v a="$(cat "$T/ready")" -v b="$(cat "$T/scancel.log.at")" 'BEGIN { print b - a }')
+awk -v d="$after" 'BEGIN { exit !(d > 1.8 && d < 3.6) }' ||
+  fail "USR1 forwarded $after s into the step, not after STEP_SETTLE = 2 s"
 
 echo "-- slurm/run.sbatch: USR1 before the time limit -> checkpoint and requeue; restart; done"
 # Stand-ins: srun records its arguments and its process id and becomes the task; scancel signals

@@ -59,14 +59,20 @@ fn read_err(path: &Path, names: &Path) -> crate::error::Error {
     err
 }
 
+/// Accelerations and potentials of `p` for the optional fields: made up, each distinct.
+fn made_up_forces(p: &Particles) -> (Vec<DVec3>, Vec<f64>) {
+    let acc = p.pos.iter().map(|x| -*x * 2.0).collect();
+    let pot = p.mass.iter().map(|m| -m).collect();
+    (acc, pot)
+}
+
 #[test]
 fn round_trip_is_bit_exact_with_extras() {
     let dir = TestDir::new("snap-roundtrip");
     // More rows than one read chunk, and a last partial chunk.
     for n in [1, (1 << 20) + 3] {
         let p = sample(n);
-        let acc: Vec<DVec3> = p.pos.iter().map(|x| -*x * 2.0).collect();
-        let pot: Vec<f64> = p.mass.iter().map(|m| -m).collect();
+        let (acc, pot) = made_up_forces(&p);
         let extras = SnapshotExtras {
             acc: Some(&acc),
             pot: Some(&pot),
@@ -575,8 +581,7 @@ fn not_hdf5_missing_file_and_empty_snapshot() {
 fn a_snapshot_written_behind_is_the_one_written_in_place() {
     let dir = TestDir::new("snap-behind");
     let p = sample(3000);
-    let acc: Vec<DVec3> = p.pos.iter().map(|x| -*x * 2.0).collect();
-    let pot: Vec<f64> = p.mass.iter().map(|m| -m).collect();
+    let (acc, pot) = made_up_forces(&p);
     let extras = SnapshotExtras {
         acc: Some(&acc),
         pot: Some(&pot),
