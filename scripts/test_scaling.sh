@@ -140,6 +140,7 @@ one_error_line "$T/err" "Np=2 exceeds this allocation's 1 tasks"
 echo "-- slurm/common.sh passes the batch shell's USR1 on to the steps (not in their first STEP_SETTLE s), keeps the exit status"
 printf '#!/usr/bin/env bash\necho "scancel $*" >>"$SCANCEL_LOG"\ndate +%%s.%%N >"$SCANCEL_LOG.at"\n' >"$T/bin/scancel"
 chmod +x "$T/bin/scancel"
+# job.sh SETTLE SLEEP RC: a batch script whose command sleeps SLEEP s and exits RC.
 cat >"$T/job.sh" <<EOF
 #!/usr/bin/env bash
 set -euo pipefail
@@ -147,21 +148,30 @@ export SLURM_JOB_ID=77 SLURM_NNODES=1 SLURM_JOB_NODELIST=vm SLURM_NTASKS=6
 HINOKI_DIR="$PWD" HINOKI_BIN="$BIN" source slurm/common.sh >/dev/null
 [ "\$(np_up_to_allocation)" = 1,2,4,6 ] || { echo "np list \$(np_up_to_allocation)" >"$T/status"; exit 9; }
 rc=0
-STEP_SETTLE=2 run_forwarding_signals bash -c 'date +%s.%N >"$T/ready"; sleep 4; exit 3' || rc=\$?
+STEP_SETTLE=\$1 run_forwarding_signals bash -c "date +%s.%N >$T/ready; sleep \$2; exit \$3" || rc=\$?
 echo "status \$rc" >"$T/status"
 EOF
 chmod +x "$T/job.sh"
-SCANCEL_LOG="$T/scancel.log" PATH="$T/bin:$PATH" "$T/job.sh" 2>/dev/null &
-job=$!
-for _ in $(seq 50); do [ -e "$T/ready" ] && break; sleep 0.1; done
-kill -USR1 "$job"
-wait "$job" || fail "the batch script failed: $(cat "$T/status" 2>&1)"
+# Runs job.sh with its arguments, sending it USR1 once its command has started.
+usr1_job() {
+  rm -f "$T/ready" "$T/status" "$T/scancel.log"
+  SCANCEL_LOG="$T/scancel.log" PATH="$T/bin:$PATH" "$T/job.sh" "$@" 2>/dev/null &
+  local job=$!
+  for _ in $(seq 50); do [ -e "$T/ready" ] && break; sleep 0.1; done
+  kill -USR1 "$job"
+  wait "$job" || fail "the batch script failed: $(cat "$T/status" 2>&1)"
+}
+usr1_job 2 4 3
 [ "$(cat "$T/status")" = "status 3" ] || fail "exit status not kept: $(cat "$T/status")"
 [ "$(cat "$T/scancel.log" 2>&1)" = "scancel --signal=USR1 77" ] ||
   fail "USR1 not forwarded: $(cat "$T/scancel.log" 2>&1)"
 after=$(awk -v a="$(cat "$T/ready")" -v b="$(cat "$T/scancel.log.at")" 'BEGIN { print b - a }')
 awk -v d="$after" 'BEGIN { exit !(d > 1.8 && d < 3.6) }' ||
   fail "USR1 forwarded $after s into the step, not after STEP_SETTLE = 2 s"
+# A command that ends within STEP_SETTLE: no step is left to signal, and its status is kept.
+usr1_job 3 1 4
+[ "$(cat "$T/status")" = "status 4" ] || fail "exit status not kept: $(cat "$T/status")"
+[ ! -e "$T/scancel.log" ] || fail "USR1 passed on after its step had ended: $(cat "$T/scancel.log")"
 
 echo "-- slurm/run.sbatch: USR1 before the time limit -> checkpoint and requeue; restart; done"
 # Stand-ins: srun records its arguments and its process id and becomes the task; scancel signals

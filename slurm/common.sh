@@ -46,16 +46,17 @@ np_up_to_allocation() {
 # hinoki starts would end (a requeued job with a short limit can get the signal that early).
 run_forwarding_signals() {
   local pid="" rc=0 started=$SECONDS
+  # A command that ended meanwhile has no step left to signal (and scancel would fail the job).
   trap 'echo "$(date +%T) USR1: time limit near, signalling the steps to checkpoint" >&2
-        settle_since "$started"; scancel --signal=USR1 "$SLURM_JOB_ID"' USR1
+        settle_since "$started"
+        if kill -0 "$pid" 2>/dev/null; then scancel --signal=USR1 "$SLURM_JOB_ID" || true; fi' USR1
   trap 'echo "$(date +%T) TERM: passing it to the step" >&2; kill -TERM "$pid" 2>/dev/null || true' TERM
   "$@" &
   pid=$!
-  while true; do
-    rc=0
-    wait "$pid" || rc=$?
-    kill -0 "$pid" 2>/dev/null || break
-  done
+  # A trapped signal ends `wait` early (status above 128), and the command may end while the
+  # trap runs: wait again until it is gone, then take its own status (bash keeps it).
+  while kill -0 "$pid" 2>/dev/null; do wait "$pid" || true; done
+  wait "$pid" || rc=$?
   trap - USR1 TERM
   return "$rc"
 }
