@@ -170,8 +170,12 @@ extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) tree_keys(const TreeKe
 }
 
 // ---------------------------------------------------------------------------------------------
-// Exclusive prefix sums of unsigned arrays: each block scans SCAN_TILE elements in place and
-// writes their total; the totals are scanned the same way and added back (scan_add).
+// Exclusive prefix sums of unsigned arrays in one launch, a chained scan with decoupled
+// look-back (Merrill and Garland 2016): each block takes the next tile of SCAN_TILE elements in
+// the order the blocks start, scans it, publishes its total, and adds the totals of the tiles
+// before it, which it reads back from the nearest tile that has published its inclusive prefix;
+// as a block only waits for tiles taken before its own, by blocks already running, it never
+// waits for a block that cannot run.
 
 // Inclusive prefix of v over the lanes of the (whole) warp.
 __device__ __forceinline__ unsigned warp_inclusive_scan(unsigned v, unsigned lane)
@@ -202,64 +206,86 @@ __device__ unsigned block_exclusive_scan(unsigned v, unsigned *total)
     return before + inclusive - v;
 }
 
-// The arguments of scan_tiles and scan_add.
+// A tile's published state: the status in the high word, the sum in the low one.
+#define TILE_TOTAL 1ull  // the low word is the tile's own total
+#define TILE_PREFIX 2ull // the low word is the sum of every element up to the tile's end
+
+// The arguments of scan_chained.
 struct RUST_TWIN ScanArgs {
     // The counts to scan in place.
     unsigned *data;
-    // Their number.
+    // Their number (at least 1); the launch has one block per SCAN_TILE of them.
     int m;
-    // Per tile of SCAN_TILE counts: its total (scan_tiles), then its scanned offset (scan_add).
-    unsigned *tile_sums;
+    // Per tile, its published state: all zero before the launch, which leaves them so.
+    u64 *tiles;
+    // Two words, zero before the launch, which leaves them so: the next tile to take, and the
+    // tiles done.
+    unsigned *counters;
+    // The entry whose scanned value goes to *out (-1: none).
+    int word;
+    // Where that value goes.
+    unsigned *out;
 };
 
-// The parameters are the fields of ScanArgs, restrict-qualified (NVVM honours __restrict__
-// only on kernel parameters; build.rs checks them against the struct).
-#define SCAN_PARAMETERS              \
-    unsigned *__restrict__ data,     \
-    int m,                           \
-    unsigned *__restrict__ tile_sums
-
-// In-place exclusive scan of each SCAN_TILE-element tile of data[0..m); tile_sums[b] = the
-// total of tile b.
-extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) scan_tiles(SCAN_PARAMETERS)
+// In-place exclusive scan of data[0..m) (see above); *out = the scanned data[word].
+extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) scan_chained(const ScanArgs a)
 {
-    const long long base = (long long)blockIdx.x * SCAN_TILE + threadIdx.x * SCAN_ITEMS;
+    __shared__ unsigned tile_taken, tiles_before, last_done;
+    const unsigned ntiles = gridDim.x;
+    if (threadIdx.x == 0) {
+        tile_taken = atomicAdd(&a.counters[0], 1u);
+        // Every block has taken its tile once the last one is taken: the counter starts again.
+        if (tile_taken == ntiles - 1) atomicExch(&a.counters[0], 0u);
+    }
+    __syncthreads();
+    const unsigned tile = tile_taken;
+    const long long base = (long long)tile * SCAN_TILE + threadIdx.x * SCAN_ITEMS;
     unsigned v[SCAN_ITEMS], sum = 0;
     for (int k = 0; k < SCAN_ITEMS; k++) {
-        v[k] = base + k < m ? data[base + k] : 0u;
+        v[k] = base + k < a.m ? a.data[base + k] : 0u;
         sum += v[k];
     }
     unsigned total;
     unsigned run = block_exclusive_scan(sum, &total);
+    if (threadIdx.x == 0) {
+        unsigned before = 0;
+        if (tile > 0) {
+            atomicExch(&a.tiles[tile], (TILE_TOTAL << 32) | total);
+            for (long long t = (long long)tile - 1;; ) {
+                // An atomic read: the state is written whole, status and sum together.
+                const u64 state = atomicAdd(&a.tiles[t], 0ull);
+                const u64 status = state >> 32;
+                if (status == 0) {
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 700
+                    __nanosleep(32);
+#endif
+                    continue;
+                }
+                before += (unsigned)state;
+                if (status == TILE_PREFIX) break;
+                t--;
+            }
+        }
+        atomicExch(&a.tiles[tile], (TILE_PREFIX << 32) | (before + total));
+        tiles_before = before;
+    }
+    __syncthreads();
+    run += tiles_before;
     for (int k = 0; k < SCAN_ITEMS; k++) {
-        if (base + k < m) data[base + k] = run;
+        if (base + k < a.m) a.data[base + k] = run;
+        if (base + k == a.word) *a.out = run;
         run += v[k];
     }
-    if (threadIdx.x == 0) tile_sums[blockIdx.x] = total;
-}
-
-// Adds the scanned tile totals back: tile b of data gets tile_sums[b].
-extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) scan_add(SCAN_PARAMETERS)
-{
-    const long long base = (long long)blockIdx.x * SCAN_TILE + threadIdx.x * SCAN_ITEMS;
-    const unsigned add = tile_sums[blockIdx.x];
-    for (int k = 0; k < SCAN_ITEMS; k++)
-        if (base + k < m) data[base + k] += add;
-}
-
-struct RUST_TWIN ReadWordArgs {
-    // The entry to read.
-    int m;
-    // The array it is read from.
-    const unsigned *data;
-    // Where it is written (one word).
-    unsigned *out;
-};
-
-// out[0] = data[m]: the total an exclusive scan of m + 1 entries leaves in its last one.
-extern "C" __global__ void read_word(const ReadWordArgs a)
-{
-    if (blockIdx.x == 0 && threadIdx.x == 0) *a.out = a.data[a.m];
+    // The last block done (every look-back is over) clears the states for the next launch.
+    if (threadIdx.x == 0) {
+        __threadfence();
+        last_done = atomicAdd(&a.counters[1], 1u) == ntiles - 1;
+    }
+    __syncthreads();
+    if (last_done) {
+        for (unsigned t = threadIdx.x; t < ntiles; t += BUILD_BLOCK) a.tiles[t] = 0ull;
+        if (threadIdx.x == 0) atomicExch(&a.counters[1], 0u);
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -1,9 +1,9 @@
 //! The stage program (`cuda/build.cu` and the kernels compiled with it, see
 //! [`GpuContext::stage_program`](super::GpuContext::stage_program)) with what every stage's
 //! launch sequence needs of it: launches in blocks of [`BLOCK`] threads, copies of device arrays
-//! down, and device-wide exclusive scans of `u32` counts (`scan_tiles`, `scan_add`).
+//! down, and device-wide exclusive scans of `u32` counts in one launch each (`scan_chained`).
 
-use super::args::{KernelArgs, ReadWordArgs, ScanArgs};
+use super::args::{KernelArgs, ScanArgs};
 use super::launch::{grow, DeviceArray, Element, KernelRunner};
 use crate::error::{Error, Result};
 use std::sync::{Mutex, PoisonError};
@@ -26,10 +26,11 @@ pub fn int(v: usize) -> Result<i32> {
         .map_err(|_| Error::input(format!("{v} elements are too many for one GPU launch")))
 }
 
-/// Scratch of the scans: one array of partial sums per recursion depth, and one word to bring
-/// a total down.
+/// Scratch of the scans: the tiles' published states and the two counters (both left zero by
+/// every scan), and one word to bring a value down.
 struct ScanScratch<R: KernelRunner> {
-    sums: Vec<R::Array<u32>>,
+    tiles: Option<R::Array<u64>>,
+    counters: Option<R::Array<u32>>,
     word: Option<R::Array<u32>>,
 }
 
@@ -45,7 +46,8 @@ impl<R: KernelRunner> Stages<R> {
         Self {
             runner,
             scratch: Mutex::new(ScanScratch {
-                sums: Vec::new(),
+                tiles: None,
+                counters: None,
                 word: None,
             }),
         }
@@ -91,55 +93,107 @@ impl<R: KernelRunner> Stages<R> {
 
     /// Exclusive prefix sums of the `m` counts at device address `data`, in place.
     pub fn scan(&self, data: u64, m: usize) -> Result<()> {
-        let mut scratch = self.scratch.lock().unwrap_or_else(PoisonError::into_inner);
-        self.scan_at(&mut scratch.sums, data, m, 0)
+        self.scan_reading(data, m, None)?;
+        Ok(())
     }
 
     /// Exclusive prefix sums of the `m + 1` counts at device address `data` in place (the last
     /// count may be anything: it becomes the total); returns the total of the first `m`.
     pub fn scan_total(&self, data: u64, m: usize) -> Result<usize> {
-        let mut scratch = self.scratch.lock().unwrap_or_else(PoisonError::into_inner);
-        self.scan_at(&mut scratch.sums, data, m + 1, 0)?;
-        if scratch.word.is_none() {
-            scratch.word = Some(self.runner.alloc(1)?);
-        }
-        let word = scratch.word.as_ref().expect("allocated above");
-        let args = ReadWordArgs {
-            m: int(m)?,
-            data,
-            out: word.ptr(),
-        };
-        // SAFETY: read_word reads data[m] (the scan covered m + 1 entries) into word[0].
-        unsafe { self.launch("read_word", 1, &args) }?;
-        Ok(self.fetch(word, 1)?[0] as usize)
+        Ok(self.scan_reading(data, m + 1, Some(m))?.expect("read") as usize)
     }
 
-    /// The scan of `m` entries at `data` with the partial sums of recursion depth `depth` and
-    /// deeper in `sums`.
-    fn scan_at(
-        &self,
-        sums: &mut Vec<R::Array<u32>>,
-        data: u64,
-        m: usize,
-        depth: usize,
-    ) -> Result<()> {
-        let tiles = m.div_ceil(SCAN_TILE);
-        if sums.len() <= depth {
-            sums.push(self.runner.alloc(tiles)?);
+    /// The scan of the `m` counts at `data` (one launch of `scan_chained`), bringing down the
+    /// scanned entry `word` if one is named.
+    fn scan_reading(&self, data: u64, m: usize, word: Option<usize>) -> Result<Option<u32>> {
+        if m == 0 {
+            return Ok(None);
         }
-        grow(&self.runner, &mut sums[depth], tiles)?;
+        let mut guard = self.scratch.lock().unwrap_or_else(PoisonError::into_inner);
+        let scratch = &mut *guard;
+        let tiles = m.div_ceil(SCAN_TILE);
+        let runner = &self.runner;
+        // Fresh arrays are zero, as the scan needs them and leaves them.
+        let states = match &mut scratch.tiles {
+            Some(a) => {
+                grow(runner, a, tiles)?;
+                a
+            }
+            none => none.insert(runner.alloc(tiles)?),
+        };
+        let counters = match &mut scratch.counters {
+            Some(a) => a,
+            none => none.insert(runner.alloc(2)?),
+        };
+        let out = match &mut scratch.word {
+            Some(a) => a,
+            none => none.insert(runner.alloc(1)?),
+        };
         let args = ScanArgs {
             data,
             m: int(m)?,
-            tile_sums: sums[depth].ptr(),
+            tiles: states.ptr(),
+            counters: counters.ptr(),
+            word: word.map_or(Ok(-1), int)?,
+            out: out.ptr(),
         };
-        // SAFETY: scan_tiles covers data[0..m) and writes one partial sum per tile.
-        unsafe { self.launch("scan_tiles", tiles as u32, &args) }?;
-        if tiles > 1 {
-            self.scan_at(sums, args.tile_sums, tiles, depth + 1)?;
-            // SAFETY: scan_add adds each tile's scanned partial sum to data[0..m).
-            unsafe { self.launch("scan_add", tiles as u32, &args) }?;
+        let grid = u32::try_from(tiles)
+            .map_err(|_| Error::input(format!("{m} elements are too many for one GPU scan")))?;
+        // SAFETY: scan_chained covers data[0..m) with one block per tile, the tiles' states
+        // and counters hold `tiles` and 2 words (zero), and `out` one word.
+        unsafe { self.launch("scan_chained", grid, &args) }?;
+        match word {
+            Some(_) => Ok(Some(self.fetch(out, 1)?[0])),
+            None => Ok(None),
         }
-        Ok(())
+    }
+}
+
+#[cfg(all(test, hinoki_emulator))]
+mod tests {
+    use super::SCAN_TILE;
+    use crate::gpu::launch::{DeviceArray, KernelRunner};
+    use crate::tree::build_gpu::tests::stages;
+
+    /// Scans of one to many tiles, one after another on the same scratch (which each leaves as
+    /// it found it), give the host's exclusive prefix sums, and `scan_total` their total.
+    #[test]
+    fn one_launch_scans_give_the_prefix_sums() {
+        let s = stages();
+        let mut seed = 5u64;
+        for m in [
+            1,
+            7,
+            SCAN_TILE - 1,
+            SCAN_TILE,
+            SCAN_TILE + 1,
+            3 * SCAN_TILE + 7,
+            200_003,
+            SCAN_TILE + 1,
+            12,
+        ] {
+            let counts: Vec<u32> = (0..m)
+                .map(|_| {
+                    seed = seed
+                        .wrapping_mul(6364136223846793005)
+                        .wrapping_add(1442695040888963407);
+                    (seed >> 40) as u32 % 1000
+                })
+                .collect();
+            let mut expected = Vec::with_capacity(m);
+            let mut sum = 0u32;
+            for &c in &counts {
+                expected.push(sum);
+                sum += c;
+            }
+            let mut a = s.runner().alloc::<u32>(m).unwrap();
+            s.runner().upload(&counts, &mut a).unwrap();
+            s.scan(a.ptr(), m).unwrap();
+            assert_eq!(s.fetch(&a, m).unwrap(), expected, "scan of {m}");
+            s.runner().upload(&counts, &mut a).unwrap();
+            let total = s.scan_total(a.ptr(), m - 1).unwrap();
+            assert_eq!(total as u32, expected[m - 1], "total of {}", m - 1);
+            assert_eq!(s.fetch(&a, m).unwrap(), expected, "scan_total of {m}");
+        }
     }
 }
