@@ -289,10 +289,13 @@ extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) scan_chained(const Sca
 }
 
 // ---------------------------------------------------------------------------------------------
-// Stable least-significant-digit radix sort of (key, index), 8 bits per pass. A pass counts
-// each tile's digits (radix_tile_counts), scans the counts digit-major so that every tile
-// knows where its keys of each digit go, and scatters (radix_scatter). Passes whose digit is
-// the same for every key are skipped (radix_digit_counts finds them).
+// Stable least-significant-digit radix sort of (key, index), 8 bits per pass, one launch a pass
+// (Onesweep: Adinets and Merrill 2022). radix_digit_counts first counts all eight digits of
+// every key, so that a pass knows where each digit value starts, and passes whose digit is the
+// same for every key are skipped. A pass's blocks take tiles of RADIX_TILE keys in the order
+// they start, count their digits, publish them per digit value, add the counts of the tiles
+// before theirs by decoupled look-back (as scan_chained does, one thread per digit value), and
+// scatter their keys.
 
 // The arguments of radix_digit_counts.
 struct RUST_TWIN RadixDigitCountsArgs {
@@ -321,7 +324,7 @@ extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
         if (h[j]) atomicAdd(&a.counts[j], h[j]);
 }
 
-// The arguments of one radix-sort pass: radix_tile_counts, then radix_scatter.
+// The arguments of one radix-sort pass (radix_onesweep).
 struct RUST_TWIN RadixPassArgs {
     // The keys, in the order of the previous pass.
     const u64 *keys_in;
@@ -331,11 +334,18 @@ struct RUST_TWIN RadixPassArgs {
     int n;
     // Bit shift of the pass's 8-bit digit: 8 times its number.
     int shift;
-    // Tiles of RADIX_TILE keys.
+    // Tiles of RADIX_TILE keys (the launch's blocks).
     int ntiles;
-    // Per digit value and tile (digit-major): its keys (radix_tile_counts), then, scanned, where
-    // they go (radix_scatter).
-    unsigned *tile_counts;
+    // The 256 counts of the pass's digit values over all keys (radix_digit_counts).
+    const unsigned *digit_counts;
+    // Per tile and digit value (tile-major), its published state: the pass number (epoch) in
+    // the top 30 bits, the status (TILE_TOTAL, TILE_PREFIX) in the next 2, the count in the low
+    // 32. A state of another pass is not yet published in this one.
+    u64 *states;
+    // The next tile to take: zero before the launch, which leaves it so.
+    unsigned *counter;
+    // This pass's number, 1 to 2^30 - 1, different from the last pass's that used the states.
+    unsigned epoch;
     // The keys, sorted by the pass's digit (stable).
     u64 *keys_out;
     // Their particles' indices, in the same order.
@@ -344,47 +354,73 @@ struct RUST_TWIN RadixPassArgs {
 
 // The parameters are the fields of RadixPassArgs, restrict-qualified (NVVM honours __restrict__
 // only on kernel parameters; build.rs checks them against the struct).
-#define RADIX_PASS_PARAMETERS              \
-    const u64 *__restrict__ keys_in,       \
-    const unsigned *__restrict__ index_in, \
-    int n,                                 \
-    int shift,                             \
-    int ntiles,                            \
-    unsigned *__restrict__ tile_counts,    \
-    u64 *__restrict__ keys_out,            \
+#define RADIX_PASS_PARAMETERS                  \
+    const u64 *__restrict__ keys_in,           \
+    const unsigned *__restrict__ index_in,     \
+    int n,                                     \
+    int shift,                                 \
+    int ntiles,                                \
+    const unsigned *__restrict__ digit_counts, \
+    u64 *__restrict__ states,                  \
+    unsigned *__restrict__ counter,            \
+    unsigned epoch,                            \
+    u64 *__restrict__ keys_out,                \
     unsigned *__restrict__ index_out
 
-// Digit counts of each RADIX_TILE-key tile, digit-major: tile_counts[v * ntiles + tile].
-extern "C" __global__ void __launch_bounds__(BUILD_BLOCK)
-    radix_tile_counts(RADIX_PASS_PARAMETERS)
+// One pass: each key of a tile goes to where its digit value starts, plus the keys of that
+// value in the tiles before, plus those before it in its tile (rounds of one key per thread, in
+// order; within a round, lanes with equal digits found with __match_any_sync, warps in order).
+extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) radix_onesweep(RADIX_PASS_PARAMETERS)
 {
-    __shared__ unsigned h[256];
-    h[threadIdx.x] = 0;
-    __syncthreads();
-    const long long base = (long long)blockIdx.x * RADIX_TILE;
-    for (int r = 0; r < RADIX_ITEMS; r++) {
-        const long long i = base + r * BUILD_BLOCK + threadIdx.x;
-        if (i < n) atomicAdd(&h[(unsigned)((keys_in[i] >> shift) & 255)], 1u);
-    }
-    __syncthreads();
-    tile_counts[(long long)threadIdx.x * ntiles + blockIdx.x] = h[threadIdx.x];
-}
-
-// Moves each key of a tile to its place: the tile's scanned offset for its digit plus the
-// number of equal digits before it in the tile (rounds of one key per thread, in order; within
-// a round, lanes with equal digits found with __match_any_sync, warps in order).
-extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) radix_scatter(RADIX_PASS_PARAMETERS)
-{
+    __shared__ unsigned tile_taken;
     __shared__ unsigned next[256];
     __shared__ unsigned warp_counts[BUILD_WARPS][256];
     const unsigned t = threadIdx.x, lane = t & 31, warp = t >> 5;
-    next[t] = tile_counts[(long long)t * ntiles + blockIdx.x];
-    const long long base = (long long)blockIdx.x * RADIX_TILE;
+    if (t == 0) {
+        tile_taken = atomicAdd(counter, 1u);
+        // Every block has taken its tile once the last one is taken: the counter starts again.
+        if (tile_taken == (unsigned)ntiles - 1) atomicExch(counter, 0u);
+    }
+    next[t] = 0;
+    __syncthreads();
+    const unsigned tile = tile_taken;
+    const long long base = (long long)tile * RADIX_TILE;
+    u64 key[RADIX_ITEMS];
+    for (int r = 0; r < RADIX_ITEMS; r++) {
+        const long long i = base + r * BUILD_BLOCK + t;
+        key[r] = i < n ? keys_in[i] : 0ull;
+        if (i < n) atomicAdd(&next[(unsigned)((key[r] >> shift) & 255)], 1u);
+    }
+    __syncthreads();
+    // Thread t: digit value t, its keys in this tile, where the value starts over all keys.
+    const unsigned own = next[t];
+    unsigned all;
+    const unsigned start = block_exclusive_scan(digit_counts[t], &all);
+    const u64 tag = (u64)epoch << 34;
+    unsigned before = 0;
+    if (tile > 0) {
+        atomicExch(&states[(long long)tile * 256 + t], tag | (TILE_TOTAL << 32) | own);
+        for (long long p = (long long)tile - 1;;) {
+            // An atomic read: the state is written whole, epoch, status and count together.
+            const u64 state = atomicAdd(&states[p * 256 + t], 0ull);
+            const u64 status = (state >> 32) & 3ull;
+            if ((state >> 34) != epoch || status == 0) {
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 700
+                __nanosleep(32);
+#endif
+                continue;
+            }
+            before += (unsigned)state;
+            if (status == TILE_PREFIX) break;
+            p--;
+        }
+    }
+    atomicExch(&states[(long long)tile * 256 + t], tag | (TILE_PREFIX << 32) | (before + own));
+    next[t] = start + before;
     for (int r = 0; r < RADIX_ITEMS; r++) {
         const long long i = base + r * BUILD_BLOCK + t;
         const bool valid = i < n;
-        const u64 key = valid ? keys_in[i] : 0ull;
-        const unsigned digit = valid ? (unsigned)((key >> shift) & 255) : 256u;
+        const unsigned digit = valid ? (unsigned)((key[r] >> shift) & 255) : 256u;
         for (int w = 0; w < BUILD_WARPS; w++) warp_counts[w][t] = 0;
         __syncthreads();
         const unsigned peers = __match_any_sync(FULL_MASK, digit);
@@ -401,7 +437,7 @@ extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) radix_scatter(RADIX_PA
         __syncthreads();
         if (valid) {
             const unsigned at = warp_counts[warp][digit] + rank;
-            keys_out[at] = key;
+            keys_out[at] = key[r];
             index_out[at] = index_in[i];
         }
         __syncthreads();

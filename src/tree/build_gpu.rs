@@ -79,7 +79,8 @@ struct ParticleArrays<R: KernelRunner> {
     sorted: R::Array<f32>,
     keys: [R::Array<u64>; 2],
     index: [R::Array<u32>; 2],
-    tile_counts: R::Array<u32>,
+    /// Per tile of a radix pass and digit value, its published state (`radix_onesweep`).
+    tile_states: R::Array<u64>,
 }
 
 /// The device arrays over cells (grown with the tree), breadth-first and in preorder.
@@ -140,6 +141,10 @@ pub struct TreeBuilder<R: KernelRunner> {
     /// Digit counts of the eight radix passes, and the size of the next tree level and of its
     /// splitting cells.
     digit_counts: R::Array<u32>,
+    /// The next tile a radix pass hands out (zero between passes), and the last pass's number
+    /// (its tile states carry it).
+    sort_counter: R::Array<u32>,
+    sort_epoch: u32,
     next_total: R::Array<u32>,
     /// The closest pair along the curve: its key, then its record.
     pair_key: R::Array<u64>,
@@ -165,6 +170,8 @@ impl<R: KernelRunner> TreeBuilder<R> {
         let r = s.runner();
         Ok(Self {
             digit_counts: r.alloc(8 * 256)?,
+            sort_counter: r.alloc(1)?,
+            sort_epoch: 0,
             next_total: r.alloc(2)?,
             pair_key: r.alloc(1)?,
             pair_record: r.alloc(PAIR_WORDS)?,
@@ -224,7 +231,7 @@ impl<R: KernelRunner> TreeBuilder<R> {
             a.released = true;
             a.keys[0] = r.alloc(1)?;
             a.index[1] = r.alloc(1)?;
-            a.tile_counts = r.alloc(1)?;
+            a.tile_states = r.alloc(1)?;
         }
         Ok(())
     }
@@ -249,11 +256,11 @@ impl<R: KernelRunner> TreeBuilder<R> {
     }
 
     /// The device bytes the builder holds per particle: the float32 frame, the keys and
-    /// indices with their sort's second buffers and tile counts, the gathered particles.
+    /// indices with their sort's second buffers and tile states, the gathered particles.
     pub fn particle_bytes(&self) -> usize {
         self.particles.as_ref().map_or(0, |a| {
-            4 * (a.pos_mass.len() + a.sorted.len() + a.tile_counts.len())
-                + 8 * (a.keys[0].len() + a.keys[1].len())
+            4 * (a.pos_mass.len() + a.sorted.len())
+                + 8 * (a.keys[0].len() + a.keys[1].len() + a.tile_states.len())
                 + 4 * (a.index[0].len() + a.index[1].len())
         })
     }
@@ -566,7 +573,7 @@ impl<R: KernelRunner> TreeBuilder<R> {
                 sorted: r.alloc(4 * cap)?,
                 keys: [r.alloc(cap)?, r.alloc(cap)?],
                 index: [r.alloc(cap)?, r.alloc(cap)?],
-                tile_counts: r.alloc(256 * cap.div_ceil(TILE))?,
+                tile_states: r.alloc(256 * cap.div_ceil(TILE))?,
             })
         };
         reserve(
@@ -660,7 +667,7 @@ impl<R: KernelRunner> TreeBuilder<R> {
         let a = self.particles.as_ref().expect("reserved");
         let o = frame.key_grid().origin;
         // SAFETY (every launch below): the particle arrays hold at least n particles, the
-        // tile counts 256 per tile, the digit counts 8 * 256.
+        // tile states 256 per tile, the digit counts 8 * 256.
         unsafe {
             s.launch(
                 "to_frame",
@@ -700,10 +707,9 @@ impl<R: KernelRunner> TreeBuilder<R> {
         }
         let counts = s.fetch(&self.digit_counts, 8 * 256)?;
         let tiles = n.div_ceil(TILE);
-        let (keys, index, tile_counts) = (
+        let (keys, index) = (
             [a.keys[0].ptr(), a.keys[1].ptr()],
             [a.index[0].ptr(), a.index[1].ptr()],
-            a.tile_counts.ptr(),
         );
         let mut from = 0;
         for digit in 0..8 {
@@ -711,21 +717,31 @@ impl<R: KernelRunner> TreeBuilder<R> {
             if counts[256 * digit..256 * (digit + 1)].contains(&(n as u32)) {
                 continue;
             }
+            // Each pass's states carry its number; when the numbers run out, the states are
+            // zeroed and they start again.
+            self.sort_epoch += 1;
+            if self.sort_epoch >= 1 << 30 {
+                let a = self.particles.as_mut().expect("reserved");
+                let len = a.tile_states.len();
+                s.runner().upload(&vec![0u64; len], &mut a.tile_states)?;
+                self.sort_epoch = 1;
+            }
+            let a = self.particles.as_ref().expect("reserved");
             let pass = RadixPassArgs {
                 keys_in: keys[from],
                 index_in: index[from],
                 n: int(n)?,
                 shift: 8 * digit as i32,
                 ntiles: int(tiles)?,
-                tile_counts,
+                digit_counts: self.digit_counts.ptr() + (4 * 256 * digit) as u64,
+                states: a.tile_states.ptr(),
+                counter: self.sort_counter.ptr(),
+                epoch: self.sort_epoch,
                 keys_out: keys[1 - from],
                 index_out: index[1 - from],
             };
             // SAFETY: as above.
-            unsafe { s.launch("radix_tile_counts", tiles as u32, &pass) }?;
-            s.scan(tile_counts, 256 * tiles)?;
-            // SAFETY: as above.
-            unsafe { s.launch("radix_scatter", tiles as u32, &pass) }?;
+            unsafe { s.launch("radix_onesweep", tiles as u32, &pass) }?;
             from = 1 - from;
         }
         let a = self.particles.as_mut().expect("reserved");

@@ -119,7 +119,7 @@ fn build(
 fn emulated_device_build_equals_the_host_build() {
     let s = stages();
     let mut builder = TreeBuilder::new(&s).unwrap();
-    // 20000 particles: several radix tiles and two levels of scan sums.
+    // 20000 particles: several radix tiles and scan tiles.
     let sets = [
         particles(20_000, 40, 1),
         particles(3000, 3000, 2),
@@ -141,6 +141,11 @@ fn emulated_device_build_equals_the_host_build() {
             theta,
         };
         let lean = k % 2 == 1;
+        if k == 2 {
+            // The radix passes' numbers run out during this build: their states are zeroed
+            // and the numbers start again.
+            builder.sort_epoch = (1 << 30) - 3;
+        }
         let what = format!("set {set}, {order:?}, ncrit {ncrit}, {mac}, lean {lean}");
         let host = Tree::build(pos, mass, &p, &mut PhaseTimes::default());
         let d = on_device(&s, pos, mass);
