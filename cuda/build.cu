@@ -173,9 +173,9 @@ extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) tree_keys(const TreeKe
 // Exclusive prefix sums of unsigned arrays in one launch, a chained scan with decoupled
 // look-back (Merrill and Garland 2016): each block takes the next tile of SCAN_TILE elements in
 // the order the blocks start, scans it, publishes its total, and adds the totals of the tiles
-// before it, which it reads back from the nearest tile that has published its inclusive prefix;
-// as a block only waits for tiles taken before its own, by blocks already running, it never
-// waits for a block that cannot run.
+// before it, which its first warp reads back, 32 tiles a round, from the nearest tile that has
+// published its inclusive prefix; as a block only waits for tiles taken before its own, by
+// blocks already running, it never waits for a block that cannot run.
 
 // Inclusive prefix of v over the lanes of the (whole) warp.
 __device__ __forceinline__ unsigned warp_inclusive_scan(unsigned v, unsigned lane)
@@ -209,6 +209,35 @@ __device__ unsigned block_exclusive_scan(unsigned v, unsigned *total)
 // A tile's published state: the status in the high word, the sum in the low one.
 #define TILE_TOTAL 1ull  // the low word is the tile's own total
 #define TILE_PREFIX 2ull // the low word is the sum of every element up to the tile's end
+
+// The sum of the counts of every tile before `tile` (at least 1), read back from the published
+// states by the first warp, 32 tiles a round: it waits until the 32 tiles before the window's end
+// have published, adds the totals after the nearest inclusive prefix and that prefix, and moves
+// the window back by 32 tiles while none is a prefix. Tiles before the first count as a prefix of
+// nothing.
+__device__ unsigned tiles_before_by_look_back(u64 *tiles, unsigned tile)
+{
+    const unsigned lane = threadIdx.x & 31;
+    unsigned before = 0;
+    for (long long end = tile;;) {
+        const long long t = end - 32 + lane;
+        // An atomic read: the state is written whole, status and sum together.
+        const u64 state = t >= 0 ? atomicAdd(&tiles[t], 0ull) : TILE_PREFIX << 32;
+        const u64 status = state >> 32;
+        if (__any_sync(FULL_MASK, status == 0)) {
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 700
+            __nanosleep(32);
+#endif
+            continue;
+        }
+        const unsigned prefixes = __ballot_sync(FULL_MASK, status == TILE_PREFIX);
+        const unsigned nearest = prefixes ? 31u - (unsigned)__clz((int)prefixes) : 0u;
+        const unsigned sum = warp_inclusive_scan(lane >= nearest ? (unsigned)state : 0u, lane);
+        before += __shfl_sync(FULL_MASK, sum, 31);
+        if (prefixes) return before;
+        end -= 32;
+    }
+}
 
 // The arguments of scan_chained.
 struct RUST_TWIN ScanArgs {
@@ -247,27 +276,16 @@ extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) scan_chained(const Sca
     }
     unsigned total;
     unsigned run = block_exclusive_scan(sum, &total);
-    if (threadIdx.x == 0) {
+    if (threadIdx.x < 32) {
         unsigned before = 0;
         if (tile > 0) {
-            atomicExch(&a.tiles[tile], (TILE_TOTAL << 32) | total);
-            for (long long t = (long long)tile - 1;; ) {
-                // An atomic read: the state is written whole, status and sum together.
-                const u64 state = atomicAdd(&a.tiles[t], 0ull);
-                const u64 status = state >> 32;
-                if (status == 0) {
-#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 700
-                    __nanosleep(32);
-#endif
-                    continue;
-                }
-                before += (unsigned)state;
-                if (status == TILE_PREFIX) break;
-                t--;
-            }
+            if (threadIdx.x == 0) atomicExch(&a.tiles[tile], (TILE_TOTAL << 32) | total);
+            before = tiles_before_by_look_back(a.tiles, tile);
         }
-        atomicExch(&a.tiles[tile], (TILE_PREFIX << 32) | (before + total));
-        tiles_before = before;
+        if (threadIdx.x == 0) {
+            atomicExch(&a.tiles[tile], (TILE_PREFIX << 32) | (before + total));
+            tiles_before = before;
+        }
     }
     __syncthreads();
     run += tiles_before;
