@@ -10,7 +10,8 @@
 
 use super::args::KernelArgs;
 use super::launch::{
-    fill_pieces, piece_len, take_pieces, DeviceArray, Element, KernelRunner, Pieces, COPY_PIECE,
+    fill_pieces, fill_word, piece_len, take_pieces, DeviceArray, Element, KernelRunner, Pieces,
+    COPY_PIECE,
 };
 use crate::error::{Error, Result};
 use cudarc::driver::{
@@ -376,6 +377,28 @@ impl KernelRunner for CudaRunner {
         self.download_with(src, len, &|first, piece| {
             shares.share(first).copy_from_slice(piece)
         })
+    }
+
+    fn fill<T: Element>(&self, dst: &mut CudaArray<T>, len: usize, value: T) -> Result<()> {
+        let word = fill_word(value)?;
+        if len > dst.len() {
+            return Err(Error::device(format!(
+                "fill of {len} elements of a device array of {}",
+                dst.len()
+            )));
+        }
+        let stream = &self.device.stream;
+        stream
+            .context()
+            .bind_to_thread()
+            .map_err(driver_err("binding the context"))?;
+        // SAFETY: the array holds at least `len` elements of whole 32-bit words from its
+        // (256-byte aligned) start; the memset is ordered on the array's stream.
+        unsafe {
+            sys::cuMemsetD32Async(dst.ptr, word, len * size_of::<T>() / 4, stream.cu_stream())
+                .result()
+        }
+        .map_err(driver_err("memset"))
     }
 
     fn upload_with<T: Element>(

@@ -4,7 +4,7 @@
 //! `cuda/emulate/`, which runs the very same CUDA source as C++.
 
 use super::args::KernelArgs;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use cudarc::driver::{DeviceRepr, ValidAsZeroBits};
 use rayon::prelude::*;
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -85,6 +85,22 @@ pub trait DeviceArray {
 pub trait Element: bytemuck::Pod + DeviceRepr + ValidAsZeroBits + Send + Sync {}
 impl<T: bytemuck::Pod + DeviceRepr + ValidAsZeroBits + Send + Sync> Element for T {}
 
+/// The 32-bit word whose repetition makes up `value`'s bytes (zero, all ones, …), which a
+/// [`KernelRunner::fill`] writes; an error for any other value.
+pub fn fill_word<T: Element>(value: T) -> Result<u32> {
+    let bytes = bytemuck::bytes_of(&value);
+    let word = |c: &[u8]| u32::from_ne_bytes([c[0], c[1], c[2], c[3]]);
+    match bytes.len() % 4 == 0 && !bytes.is_empty() {
+        true if bytes.chunks_exact(4).all(|c| word(c) == word(&bytes[..4])) => {
+            Ok(word(&bytes[..4]))
+        }
+        _ => Err(Error::device(format!(
+            "a fill of {} bytes that are not one 32-bit word repeated",
+            bytes.len()
+        ))),
+    }
+}
+
 /// Headroom factor when a device array grows again, so that slowly growing N does not
 /// reallocate every step.
 pub const GROWTH: f64 = 1.25;
@@ -127,6 +143,16 @@ pub trait KernelRunner {
 
     /// Copies the first `dst.len()` elements of `src` into `dst`, after all earlier work.
     fn download<T: Element>(&self, src: &Self::Array<T>, dst: &mut [T]) -> Result<()>;
+
+    /// Sets the first `len` elements of `dst` (which holds at least `len`) to `value`, after
+    /// the work issued so far, without the host waiting for the device: the reset of a word
+    /// that a kernel then counts, flags or takes the least value into. `value`'s bytes must be
+    /// one 32-bit word repeated ([`fill_word`]), as a GPU's memset writes. By default the
+    /// values are uploaded.
+    fn fill<T: Element>(&self, dst: &mut Self::Array<T>, len: usize, value: T) -> Result<()> {
+        fill_word(value)?;
+        self.upload(&vec![value; len], dst)
+    }
 
     /// Copies `len` elements into the start of `dst` (which holds at least `len`), produced on
     /// the host by `fill(first, piece)`, which writes elements `first..first + piece.len()` of
@@ -283,6 +309,27 @@ mod tests {
             .map(|i| [i as u8, (i >> 8) as u8, (i >> 16) as u8])
             .collect();
         round_trip(&bytes);
+    }
+
+    /// Fills write words that repeat (zero, all ones, in any element size) and refuse others,
+    /// and never write past `len`.
+    #[test]
+    fn fills_take_repeated_words_only() {
+        assert_eq!(fill_word(0u32).unwrap(), 0);
+        assert_eq!(fill_word(u64::MAX).unwrap(), u32::MAX);
+        assert_eq!(fill_word(0.0f32).unwrap(), 0);
+        assert_eq!(fill_word([7u32; 3]).unwrap(), 7);
+        assert!(fill_word(1.0f64).is_err());
+        assert!(fill_word(-0.0f64).is_err());
+        assert!(fill_word(0u8).is_err());
+        assert_eq!(fill_word([1u16, 1]).unwrap(), 0x0001_0001);
+        assert!(fill_word([1u16, 2, 1, 3]).is_err());
+        let r = HostRunner;
+        let mut a = r.alloc::<u64>(4).unwrap();
+        r.fill(&mut a, 3, u64::MAX).unwrap();
+        assert_eq!(a.0, [u64::MAX, u64::MAX, u64::MAX, 0]);
+        assert!(r.fill(&mut a, 2, 5u64).is_err());
+        assert_eq!(a.0, [u64::MAX, u64::MAX, u64::MAX, 0]);
     }
 
     #[test]

@@ -31,7 +31,8 @@ pub struct DeviceUsage {
 /// particles, these counts rather than the particles set the time of a step's small stages.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct DeviceWork {
-    /// Kernel launches.
+    /// Kernel launches, and fills of arrays ([`KernelRunner::fill`]: a memset on a GPU, which
+    /// the device runs like a small kernel).
     pub launches: u64,
     /// Times the host waited until the device had done all it was given: synchronisations and
     /// copies (each copy returns once the device has done it).
@@ -264,6 +265,17 @@ impl KernelRunner for Runner {
             (Device::Cuda(r), Memory::Cuda(a)) => r.upload(src, a),
             #[cfg(hinoki_emulator)]
             (Device::Emulated(r), Memory::Emulated(a)) => r.upload(src, a),
+            #[cfg(hinoki_emulator)]
+            _ => Err(foreign()),
+        }
+    }
+
+    fn fill<T: Element>(&self, dst: &mut RunnerArray<T>, len: usize, value: T) -> Result<()> {
+        self.usage.launches.fetch_add(1, Relaxed);
+        match (&self.device, &mut dst.memory) {
+            (Device::Cuda(r), Memory::Cuda(a)) => r.fill(a, len, value),
+            #[cfg(hinoki_emulator)]
+            (Device::Emulated(r), Memory::Emulated(a)) => r.fill(a, len, value),
             #[cfg(hinoki_emulator)]
             _ => Err(foreign()),
         }

@@ -285,7 +285,7 @@ impl<R: KernelRunner> StepArrays<R> {
         s: &Stages<R>,
         p: &DeviceParticles<R>,
     ) -> Result<Option<NonFinite>> {
-        s.runner().upload(&[u32::MAX], &mut self.first)?;
+        s.runner().fill(&mut self.first, 1, u32::MAX)?;
         let a = &p.arrays;
         // SAFETY: the state holds p.n particles; first one word.
         unsafe {

@@ -386,7 +386,7 @@ impl<R: KernelRunner> LetArrays<R> {
         // Per LET: its first malformed cell, first particle that is not finite, and whether
         // its root spans its cells; all checked after one copy.
         grow(r, &mut self.bad, BAD_WORDS * pieces.len())?;
-        r.upload(&vec![u32::MAX; BAD_WORDS * pieces.len()], &mut self.bad)?;
+        r.fill(&mut self.bad, BAD_WORDS * pieces.len(), u32::MAX)?;
         let (mut cell0, mut part0) = (0usize, 0usize);
         for (k, &(_, at, nc, np)) in pieces.iter().enumerate() {
             // SAFETY: the forest holds `cells` cells and `particles` particles, of which this

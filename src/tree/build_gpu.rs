@@ -406,7 +406,7 @@ impl<R: KernelRunner> TreeBuilder<R> {
         let Some(tree) = self.tree().filter(|t| t.particles == src.n) else {
             return Ok(None);
         };
-        s.runner().upload(&[u64::MAX], &mut self.pair_key)?;
+        s.runner().fill(&mut self.pair_key, 1, u64::MAX)?;
         let c = tree.frame.centre;
         // SAFETY: the tree's order holds src.n indices of particles at src.
         unsafe {
@@ -463,7 +463,7 @@ impl<R: KernelRunner> TreeBuilder<R> {
         let Some(tree) = self.tree().filter(|t| t.particles == src.n) else {
             return Ok(0);
         };
-        s.runner().upload(&[0u32], &mut self.crowded)?;
+        s.runner().fill(&mut self.crowded, 1, 0)?;
         // SAFETY: the tree's cell arrays hold tree.cells cells, its order src.n indices of
         // particles at src.
         unsafe {
@@ -662,8 +662,7 @@ impl<R: KernelRunner> TreeBuilder<R> {
     fn sort(&mut self, s: &Stages<R>, src: Positions, frame: &Frame, order: Order) -> Result<()> {
         let n = src.n;
         self.reserve_particles(s, n)?;
-        s.runner()
-            .upload(&[0u32; 8 * 256], &mut self.digit_counts)?;
+        s.runner().fill(&mut self.digit_counts, 8 * 256, 0)?;
         let a = self.particles.as_ref().expect("reserved");
         let o = frame.key_grid().origin;
         // SAFETY (every launch below): the particle arrays hold at least n particles, the
@@ -723,7 +722,7 @@ impl<R: KernelRunner> TreeBuilder<R> {
             if self.sort_epoch >= 1 << 30 {
                 let a = self.particles.as_mut().expect("reserved");
                 let len = a.tile_states.len();
-                s.runner().upload(&vec![0u64; len], &mut a.tile_states)?;
+                s.runner().fill(&mut a.tile_states, len, 0)?;
                 self.sort_epoch = 1;
             }
             let a = self.particles.as_ref().expect("reserved");
@@ -934,7 +933,7 @@ impl<R: KernelRunner> TreeBuilder<R> {
     /// Subtree sizes (deepest level first) and preorder positions (root first).
     fn order_cells(&mut self, s: &Stages<R>, levels: &[usize]) -> Result<()> {
         let c = self.cells.as_mut().expect("reserved");
-        s.runner().upload(&[0u32], &mut c.preorder)?;
+        s.runner().fill(&mut c.preorder, 1, 0)?;
         let order = CellOrderArgs {
             lo: 0,
             hi: 0,

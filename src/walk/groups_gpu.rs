@@ -124,8 +124,8 @@ impl<R: KernelRunner> GroupFormer<R> {
         let r = s.runner();
         grow(r, &mut self.starts, tree.cells + 1)?;
         grow(r, &mut self.run, tree.cells + 1)?;
-        r.upload(&[0u32; LEVELS], &mut self.weight)?;
-        r.upload(&[0f32; LEVELS], &mut self.half)?;
+        r.fill(&mut self.weight, LEVELS, 0)?;
+        r.fill(&mut self.half, LEVELS, 0.0)?;
         // First the groups without a width limit, to find the particle-weighted median width
         // of their cells; cells wider than four times that are then split.
         self.group_starts(s, tree, max, f32::INFINITY)?;
@@ -291,7 +291,7 @@ impl<R: KernelRunner> GroupFormer<R> {
         }
         let count = s.scan_total(self.pieces.ptr(), all.count)?;
         grow(r, &mut self.kept, 2 * count)?;
-        r.upload(&[0u32], &mut self.walked)?;
+        r.fill(&mut self.walked, 1, 0)?;
         // SAFETY: kept holds `count` pairs, the scan's total.
         unsafe {
             s.launch(

@@ -131,7 +131,7 @@ impl Buffers {
 
     /// Clears the list kernel's control words of a walk (queued `after` another: its own).
     pub fn clear_control(&mut self, r: &Runner, after: bool) -> Result<()> {
-        r.upload(&[0u32; 2], self.control_mut(after))
+        r.fill(self.control_mut(after), 2, 0)
     }
 
     /// The list kernel's control words of a walk (queued `after` another).
@@ -163,7 +163,7 @@ impl Buffers {
     /// Grows the periodic walk's groups to `nt` targets and sets their count to zero.
     pub fn prepare_pieces(&mut self, r: &Runner, nt: usize) -> Result<()> {
         grow(r, &mut self.pieces, 2 * nt)?;
-        r.upload(&[0u32], &mut self.piece_count)
+        r.fill(&mut self.piece_count, 1, 0)
     }
 
     /// How many groups the periodic walk's groups are (after `periodic_groups`).
