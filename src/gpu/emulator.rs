@@ -13,7 +13,7 @@
 //! as `kernel@V,G` (`cuda/emulate/walk_layout.cpp`): [`Emulator::for_layout`] launches those.
 
 use super::args::KernelArgs;
-use super::launch::{fill_word, DeviceArray, Element, KernelRunner};
+use super::launch::{DeviceArray, Element, KernelRunner};
 use crate::error::{Error, Result};
 use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::ffi::{c_char, c_int, c_uint, c_ulong, c_void, CStr, CString};
@@ -141,19 +141,6 @@ impl KernelRunner for Emulator {
         }
         // SAFETY: dst owns room for dst.len >= src.len() elements, apart from src's memory.
         unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), dst.ptr.as_ptr(), src.len()) };
-        Ok(())
-    }
-
-    fn fill<T: Element>(&self, dst: &mut EmuArray<T>, len: usize, value: T) -> Result<()> {
-        fill_word(value)?;
-        if len > dst.len {
-            return Err(emu_error(format!(
-                "fill of {len} elements of an array of {}",
-                dst.len
-            )));
-        }
-        // SAFETY: dst owns room for dst.len >= len elements; no launch runs meanwhile.
-        unsafe { std::slice::from_raw_parts_mut(dst.ptr.as_ptr(), len) }.fill(value);
         Ok(())
     }
 

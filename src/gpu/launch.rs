@@ -90,10 +90,8 @@ impl<T: bytemuck::Pod + DeviceRepr + ValidAsZeroBits + Send + Sync> Element for 
 pub fn fill_word<T: Element>(value: T) -> Result<u32> {
     let bytes = bytemuck::bytes_of(&value);
     let word = |c: &[u8]| u32::from_ne_bytes([c[0], c[1], c[2], c[3]]);
-    match bytes.len() % 4 == 0 && !bytes.is_empty() {
-        true if bytes.chunks_exact(4).all(|c| word(c) == word(&bytes[..4])) => {
-            Ok(word(&bytes[..4]))
-        }
+    match bytes.get(..4).map(word) {
+        Some(w) if bytes.len() % 4 == 0 && bytes.chunks_exact(4).all(|c| word(c) == w) => Ok(w),
         _ => Err(Error::device(format!(
             "a fill of {} bytes that are not one 32-bit word repeated",
             bytes.len()

@@ -706,9 +706,10 @@ impl<R: KernelRunner> TreeBuilder<R> {
         }
         let counts = s.fetch(&self.digit_counts, 8 * 256)?;
         let tiles = n.div_ceil(TILE);
-        let (keys, index) = (
+        let (keys, index, states) = (
             [a.keys[0].ptr(), a.keys[1].ptr()],
             [a.index[0].ptr(), a.index[1].ptr()],
+            a.tile_states.ptr(),
         );
         let mut from = 0;
         for digit in 0..8 {
@@ -725,7 +726,6 @@ impl<R: KernelRunner> TreeBuilder<R> {
                 s.runner().fill(&mut a.tile_states, len, 0)?;
                 self.sort_epoch = 1;
             }
-            let a = self.particles.as_ref().expect("reserved");
             let pass = RadixPassArgs {
                 keys_in: keys[from],
                 index_in: index[from],
@@ -733,7 +733,7 @@ impl<R: KernelRunner> TreeBuilder<R> {
                 shift: 8 * digit as i32,
                 ntiles: int(tiles)?,
                 digit_counts: self.digit_counts.ptr() + (4 * 256 * digit) as u64,
-                states: a.tile_states.ptr(),
+                states,
                 counter: self.sort_counter.ptr(),
                 epoch: self.sort_epoch,
                 keys_out: keys[1 - from],
