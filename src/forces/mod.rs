@@ -82,6 +82,9 @@ pub struct ForceEngine {
     /// The bounding box of every rank's particles as the last evaluation agreed on it (length
     /// units), while they have not moved since.
     job_bounds: Option<pipeline::Bounds>,
+    /// Seconds of sending the strays home before the next evaluation (part of its rebuild's
+    /// cost for `rebuild = "auto"`).
+    strays_seconds: f64,
 }
 
 /// The `domains` of the last decomposition where the trees are built in their key cube and
@@ -143,6 +146,7 @@ impl ForceEngine {
             exchange: None,
             domains: None,
             job_bounds: None,
+            strays_seconds: 0.0,
         })
     }
 
@@ -231,7 +235,8 @@ impl ForceEngine {
     /// there sending strays home measured slower than leaving them (docs/performance.md,
     /// "Strays sent home"). Collective: one sum over the ranks, and a migration where any rank
     /// has strays. Returns the number of strays of the job (0 on one rank, in a periodic box,
-    /// before a decomposition and before a probe).
+    /// before a decomposition and before a probe). Its seconds count toward the rebuild's cost
+    /// in `rebuild = "auto"`'s rule.
     pub fn send_strays_home(&mut self, comm: &dyn Comm) -> Result<u64> {
         // The schedule is the same on every rank, so all skip the collective together.
         if self.schedule.probe_due() {
@@ -240,12 +245,14 @@ impl ForceEngine {
         let Some(d) = open_domains(&self.domains, &self.params) else {
             return Ok(0);
         };
+        let t0 = Instant::now();
         let mut strays = [self.backend.strays(d, comm.rank())?];
         comm.allreduce_sum_u64(&mut strays);
         if strays[0] > 0 {
             self.backend.migrate(comm, &d.splitters)?;
             self.has_tree = false;
         }
+        self.strays_seconds = t0.elapsed().as_secs_f64();
         Ok(strays[0])
     }
 
@@ -711,7 +718,9 @@ impl ForceEngine {
                     &mut times,
                 )?;
                 self.has_tree = true;
-                self.schedule.record(comm, due, &times, e.walked, e.probe);
+                let strays = std::mem::take(&mut self.strays_seconds);
+                self.schedule
+                    .record(comm, due, &times, strays, e.walked, e.probe);
                 self.let_stats = e.stats;
                 self.job_bounds = e.bounds;
                 // Each said once per engine (its evaluations would repeat them every step).

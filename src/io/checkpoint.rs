@@ -10,8 +10,9 @@
 //! - magic `HINOKICK` (8 bytes), header length `h` (u64);
 //! - the header, `h` bytes of JSON: format version, sequence number, step, tick, time, config
 //!   hash, rank, size, particle counts, force evaluations, the diagnostics baseline and the last
-//!   diagnostics, the tree-rebuild clock (`since_rebuild`, `clock`, `backoff`, `refits_trusted`), the number of cells of the
-//!   saved tree (`tree_cells`, 0: none), its frame's key cube (`tree_grid`), centre
+//!   diagnostics, the tree-rebuild clock (`since_rebuild`, `clock`, `backoff`,
+//!   `refits_trusted`, `last_walk`), the number of cells of the saved tree (`tree_cells`, 0:
+//!   none), its frame's key cube (`tree_grid`), centre
 //!   (`tree_centre`) and whether it is a periodic box (`tree_periodic`), the last domain
 //!   decomposition's key cube (`domain_grid`) and splitters (`domain_splitters`, empty: none),
 //!   and the byte length of every array;
@@ -120,6 +121,11 @@ struct Header {
     /// The rebuild clock's `trusted` (absent before the probes sampled the walk: false).
     #[serde(default)]
     refits_trusted: bool,
+    /// The rebuild clock's last walk: its rate and the last refit's provisional excess as f64
+    /// bit patterns, and its walked particles (absent before refits' rates were confirmed by
+    /// the next: 0, as after a rebuild).
+    #[serde(default)]
+    last_walk: [u64; 3],
     /// Cells of the saved tree (0: none).
     #[serde(default)]
     tree_cells: usize,
@@ -211,6 +217,7 @@ pub fn write_checkpoint(
         clock: [c.reference, c.excess, c.rebuild_cost, c.refit_cost].map(f64::to_bits),
         backoff: [c.skip, c.backoff],
         refits_trusted: c.trusted,
+        last_walk: [c.last.0.to_bits(), c.provisional.to_bits(), c.last.1],
         tree_cells: cells,
         tree_grid: tree.map_or([0; 4], |t| {
             let (o, side) = (t.frame.cube.origin, t.frame.cube.side);
@@ -394,11 +401,14 @@ pub fn read_checkpoint(
     }
     let topology = topology.filter(|_| header.version != UNFRAMED_VERSION);
     let [reference, excess, rebuild_cost, refit_cost] = header.clock.map(f64::from_bits);
+    let [last_rate, provisional, last_walked] = header.last_walk;
     let engine = EngineState {
         clock: RebuildClock {
             since_rebuild: header.since_rebuild,
             reference,
             excess,
+            provisional: f64::from_bits(provisional),
+            last: (f64::from_bits(last_rate), last_walked),
             rebuild_cost,
             refit_cost,
             skip: header.backoff[0],
@@ -618,6 +628,7 @@ mod tests {
             "since_rebuild",
             "clock",
             "backoff",
+            "last_walk",
             "tree_cells",
             "tree_grid",
             "tree_centre",
