@@ -112,12 +112,16 @@ impl Particles {
         if m <= 0.0 {
             return DVec3::ZERO;
         }
+        self.mass_moment() / m
+    }
+
+    /// Σ m x over the particles (mass × length units): the centre of mass times the mass.
+    pub fn mass_moment(&self) -> DVec3 {
         self.pos
             .iter()
             .zip(&self.mass)
             .map(|(p, &w)| *p * w)
             .sum::<DVec3>()
-            / m
     }
 
     /// Mass-weighted mean velocity (velocity units); zero for a massless set.

@@ -400,7 +400,7 @@ fn drawn(p: &hinoki::Particles, time: f64, dir: &Path) -> Result<String, String>
         width: 200,
         ..Default::default()
     };
-    match hinoki::render::render(p, time, &opts, &dir.join("fuzz.png")) {
+    match hinoki::render::render(&SingleProcess, p, time, &opts, &dir.join("fuzz.png")) {
         Ok(k) => Ok(format!("drew {k}")),
         Err(e) => one_line(&e),
     }

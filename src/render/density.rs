@@ -1,9 +1,11 @@
 //! Projected surface density on a pixel grid: the particles' masses deposited with the
 //! cloud-in-cell weights of their projected positions, divided by the pixel area.
 
+use crate::comm::Comm;
 use crate::error::{Error, Result};
 use crate::particles::Particles;
 use glam::DVec3;
+use rayon::prelude::*;
 use std::fmt;
 use std::str::FromStr;
 
@@ -90,25 +92,90 @@ impl View {
     }
 }
 
+/// Particles whose radii [`mass_radius`] gathers and sorts, at most: it halves the range of
+/// radii that holds the answer until no more of them lie in it.
+const CANDIDATES: usize = 4096;
+
 /// The radius (length units) of the smallest sphere around `center` that holds at least
-/// `fraction` of the total mass of `p`; 0 for a massless or empty set.
-pub fn mass_radius(p: &Particles, center: DVec3, fraction: f64) -> f64 {
-    let mut by_radius: Vec<(f64, f64)> = p
+/// `fraction` (less 1e-12 of it) of the total mass of the particles `p` of every rank of `comm`; 0 for a massless
+/// or empty set. Collective: the range of radii that holds it is halved (a sum over the ranks
+/// each time) until at most a few thousand particles lie in it, whose radii are then gathered
+/// and summed in order; no rank holds more than its own particles' radii.
+pub fn mass_radius(comm: &dyn Comm, p: &Particles, center: DVec3, fraction: f64) -> f64 {
+    mass_radius_among(comm, p, center, fraction, CANDIDATES)
+}
+
+/// [`mass_radius`], gathering at most `candidates` radii.
+fn mass_radius_among(
+    comm: &dyn Comm,
+    p: &Particles,
+    center: DVec3,
+    fraction: f64,
+    candidates: usize,
+) -> f64 {
+    let radii: Vec<(f64, f64)> = p
         .pos
-        .iter()
+        .par_iter()
         .zip(&p.mass)
         .map(|(x, &m)| ((*x - center).length(), m))
         .collect();
-    by_radius.sort_by(|a, b| a.0.total_cmp(&b.0));
-    let goal = fraction * p.total_mass();
-    let mut enclosed = 0.0;
-    for (r, m) in by_radius {
+    // Mass and number of the particles with radii in (lo, hi], over all ranks.
+    let within = |lo: f64, hi: f64| {
+        let mut s = radii
+            .par_iter()
+            .filter(|&&(r, _)| r > lo && r <= hi)
+            .map(|&(_, m)| [m, 1.0])
+            .reduce(|| [0.0; 2], |a, b| [a[0] + b[0], a[1] + b[1]]);
+        comm.allreduce_sum_f64(&mut s);
+        (s[0], s[1] as usize)
+    };
+    let mut top = [radii.iter().map(|x| x.0).fold(0.0, f64::max)];
+    comm.allreduce_max_f64(&mut top);
+    // The answer lies in (lo, hi]: `below`, the mass within lo, is short of the goal.
+    let (mut lo, mut hi, mut below) = (-1.0, top[0], 0.0);
+    let (total, mut count) = within(lo, hi);
+    // A hair under the fraction: where it falls on a particle's edge (a round fraction of
+    // equal masses), sums in any order, over any ranks, stop at that particle.
+    let goal = fraction * total * (1.0 - 1e-12);
+    if total.is_nan() || total <= 0.0 {
+        return 0.0;
+    }
+    while count > candidates {
+        let mid = if lo < 0.0 {
+            hi / 2.0
+        } else {
+            lo + (hi - lo) / 2.0
+        };
+        if !(mid > lo && mid < hi) {
+            // No radius between lo and hi: every candidate lies at hi.
+            return hi;
+        }
+        let (mass, n) = within(lo, mid);
+        if below + mass >= goal {
+            (hi, count) = (mid, n);
+        } else {
+            (lo, below, count) = (mid, below + mass, count - n);
+        }
+    }
+    let mine: Vec<f64> = radii
+        .iter()
+        .filter(|&&(r, _)| r > lo && r <= hi)
+        .flat_map(|&(r, m)| [r, m])
+        .collect();
+    let mut all: Vec<(f64, f64)> = match comm.allgatherv_f64(&mine) {
+        Ok(v) => v.chunks_exact(2).map(|c| (c[0], c[1])).collect(),
+        // Too many to gather (not for a few thousand): the range's upper end.
+        Err(_) => return hi,
+    };
+    all.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let mut enclosed = below;
+    for (r, m) in all {
         enclosed += m;
         if enclosed >= goal {
             return r;
         }
     }
-    0.0
+    hi
 }
 
 /// Surface density on a grid of `nx` × `ny` pixels.
@@ -132,11 +199,18 @@ impl DensityMap {
     }
 }
 
-/// The surface density of `p` seen in `view` on `nx` × `ny` pixels: each particle's mass is
-/// shared among the four pixels nearest its projected position with cloud-in-cell (bilinear)
-/// weights, then each pixel's mass is divided by its area. Mass that falls outside the view is
-/// dropped, so the picture's total is the mass in view up to half a pixel at the edges.
-pub fn surface_density(p: &Particles, view: &View, nx: usize, ny: usize) -> DensityMap {
+/// The surface density of the particles `p` of every rank of `comm` seen in `view` on `nx` ×
+/// `ny` pixels: each particle's mass is shared among the four pixels nearest its projected
+/// position with cloud-in-cell (bilinear) weights, the ranks' masses are summed, then each
+/// pixel's mass is divided by its area. Mass that falls outside the view is dropped, so the
+/// picture's total is the mass in view up to half a pixel at the edges. Collective.
+pub fn surface_density(
+    comm: &dyn Comm,
+    p: &Particles,
+    view: &View,
+    nx: usize,
+    ny: usize,
+) -> DensityMap {
     let ((x0, x1), (y0, y1)) = view.ranges();
     let (dx, dy) = ((x1 - x0) / nx as f64, (y1 - y0) / ny as f64);
     let (h, v) = view.axis.plane();
@@ -164,6 +238,7 @@ pub fn surface_density(p: &Particles, view: &View, nx: usize, ny: usize) -> Dens
         deposit(i, j + 1, m * (1.0 - wx) * wy);
         deposit(i + 1, j + 1, m * wx * wy);
     }
+    comm.allreduce_sum_f64(&mut mass);
     let area = dx * dy;
     DensityMap {
         nx,
@@ -175,6 +250,7 @@ pub fn surface_density(p: &Particles, view: &View, nx: usize, ny: usize) -> Dens
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::comm::SingleProcess;
 
     fn one(x: DVec3, m: f64) -> Particles {
         let mut p = Particles::default();
@@ -193,7 +269,13 @@ mod tests {
     #[test]
     fn a_particle_at_a_pixel_centre_fills_that_pixel() {
         // 4 × 4 pixels of side 1 over [-2, 2]²: pixel (i = 2, row 0) is centred on (0.5, 1.5).
-        let map = surface_density(&one(DVec3::new(0.5, 1.5, 9.0), 3.0), &view(Axis::Z), 4, 4);
+        let map = surface_density(
+            &SingleProcess,
+            &one(DVec3::new(0.5, 1.5, 9.0), 3.0),
+            &view(Axis::Z),
+            4,
+            4,
+        );
         assert_eq!(map.sigma[2], 3.0);
         assert_eq!(map.sigma.iter().sum::<f64>(), 3.0);
         assert_eq!(map.positive_range(), Some((3.0, 3.0)));
@@ -201,12 +283,24 @@ mod tests {
 
     #[test]
     fn mass_is_shared_bilinearly_and_conserved() {
-        let map = surface_density(&one(DVec3::new(0.0, 0.0, 0.0), 1.0), &view(Axis::Z), 4, 4);
+        let map = surface_density(
+            &SingleProcess,
+            &one(DVec3::new(0.0, 0.0, 0.0), 1.0),
+            &view(Axis::Z),
+            4,
+            4,
+        );
         // Midway between four pixel centres: a quarter each.
         for k in [5, 6, 9, 10] {
             assert_eq!(map.sigma[k], 0.25, "pixel {k}");
         }
-        let map = surface_density(&one(DVec3::new(0.75, -0.1, 0.0), 2.0), &view(Axis::Z), 4, 4);
+        let map = surface_density(
+            &SingleProcess,
+            &one(DVec3::new(0.75, -0.1, 0.0), 2.0),
+            &view(Axis::Z),
+            4,
+            4,
+        );
         assert!((map.sigma.iter().sum::<f64>() - 2.0).abs() < 1e-12);
     }
 
@@ -214,20 +308,32 @@ mod tests {
     fn axes_map_to_right_and_up() {
         // Seen along x, +y is to the right and +z is up: the top-right pixel.
         let p = one(DVec3::new(-7.0, 1.5, 1.5), 1.0);
-        let map = surface_density(&p, &view(Axis::X), 4, 4);
+        let map = surface_density(&SingleProcess, &p, &view(Axis::X), 4, 4);
         assert_eq!(map.sigma[3], 1.0);
         // Seen along y, +x is right and +z up: x = -1.5, z = -1.5 is the bottom-left pixel.
         let p = one(DVec3::new(-1.5, 5.0, -1.5), 1.0);
-        let map = surface_density(&p, &view(Axis::Y), 4, 4);
+        let map = surface_density(&SingleProcess, &p, &view(Axis::Y), 4, 4);
         assert_eq!(map.sigma[12], 1.0);
     }
 
     #[test]
     fn mass_outside_the_view_is_dropped() {
-        let map = surface_density(&one(DVec3::new(2.6, 0.0, 0.0), 1.0), &view(Axis::Z), 4, 4);
+        let map = surface_density(
+            &SingleProcess,
+            &one(DVec3::new(2.6, 0.0, 0.0), 1.0),
+            &view(Axis::Z),
+            4,
+            4,
+        );
         assert_eq!(map.positive_range(), None);
         // Half a pixel beyond the edge still gives half its mass to the edge pixel.
-        let map = surface_density(&one(DVec3::new(2.0, 1.5, 0.0), 1.0), &view(Axis::Z), 4, 4);
+        let map = surface_density(
+            &SingleProcess,
+            &one(DVec3::new(2.0, 1.5, 0.0), 1.0),
+            &view(Axis::Z),
+            4,
+            4,
+        );
         assert_eq!(map.sigma[3], 0.5);
     }
 
@@ -237,10 +343,36 @@ mod tests {
         for r in 1..=100 {
             p.push(DVec3::new(0.0, r as f64, 0.0), DVec3::ZERO, 1.0, r);
         }
-        assert_eq!(mass_radius(&p, DVec3::ZERO, 0.99), 99.0);
-        assert_eq!(mass_radius(&p, DVec3::ZERO, 0.5), 50.0);
-        assert_eq!(mass_radius(&p, DVec3::new(0.0, 100.0, 0.0), 0.01), 0.0);
-        assert_eq!(mass_radius(&Particles::default(), DVec3::ZERO, 0.99), 0.0);
+        // All radii gathered at once, or the range halved down to 4, 2 and 1 of them.
+        for candidates in [CANDIDATES, 4, 2, 1] {
+            let radius = |p: &Particles, c: DVec3, f: f64| {
+                mass_radius_among(&SingleProcess, p, c, f, candidates)
+            };
+            assert_eq!(radius(&p, DVec3::ZERO, 0.99), 99.0);
+            assert_eq!(radius(&p, DVec3::ZERO, 0.5), 50.0);
+            assert_eq!(radius(&p, DVec3::ZERO, 1.0), 100.0);
+            assert_eq!(radius(&p, DVec3::new(0.0, 100.0, 0.0), 0.01), 0.0);
+            assert_eq!(radius(&Particles::default(), DVec3::ZERO, 0.99), 0.0);
+        }
+        // Many particles at one radius: the range cannot be halved below it.
+        let mut same = Particles::default();
+        for k in 0..10 {
+            same.push(DVec3::new(0.0, 0.0, 3.0), DVec3::ZERO, 1.0, k);
+        }
+        assert_eq!(
+            mass_radius_among(&SingleProcess, &same, DVec3::ZERO, 0.5, 2),
+            3.0
+        );
+        // Unequal masses: the radius that holds the fraction of the mass, not of the count.
+        let mut heavy = Particles::default();
+        heavy.push(DVec3::new(1.0, 0.0, 0.0), DVec3::ZERO, 8.0, 0);
+        for k in 2..=5 {
+            heavy.push(DVec3::new(k as f64, 0.0, 0.0), DVec3::ZERO, 0.5, k);
+        }
+        for candidates in [CANDIDATES, 1] {
+            let r = |f| mass_radius_among(&SingleProcess, &heavy, DVec3::ZERO, f, candidates);
+            assert_eq!((r(0.8), r(0.9), r(1.0)), (1.0, 3.0, 5.0));
+        }
     }
 
     #[test]

@@ -5,7 +5,7 @@ use super::density::{mass_radius, surface_density, Axis, View};
 use super::font::text;
 use super::picture::{check_range, drawing_error, write_png, Format};
 use super::select;
-use crate::comm::SingleProcess;
+use crate::comm::{Comm, SingleProcess};
 use crate::error::{Error, Result};
 use crate::io::snapshot::read_periodic_snapshot;
 use crate::io::{read_snapshot, read_snapshot_header};
@@ -16,6 +16,7 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::colors::colormaps::ViridisRGB;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
+use std::borrow::Cow;
 use std::path::Path;
 
 /// Decades of Σ the colour scale spans below the densest pixel.
@@ -75,36 +76,41 @@ pub fn render_snapshot(path: &Path, opts: &RenderOptions, out: &Path) -> Result<
         box_size,
         ..opts.clone()
     };
-    render(&p, time, &opts, out)
+    render(&SingleProcess, &p, time, &opts, out)
 }
 
 /// The particles `opts` shows of `p` (its types, at their nearest images in a periodic box,
-/// within the slab) and the view, with the defaults filled in from them. Fails when a type is
-/// not one, no particle has the types, the box is not finite and ≥ 0, the slab or the extent
-/// is not a positive length, the centre is not finite, or the view's ranges cannot be drawn
-/// (see `picture::check_range`: e.g. particles beyond ±1e154, whose 99 % mass radius
-/// overflows, or a view too narrow for its distance from the origin).
-pub fn view_of(p: &Particles, opts: &RenderOptions) -> Result<(Particles, View)> {
+/// within the slab), on every rank of `comm` its own, and the view of all of them, with the
+/// defaults filled in from them. Fails (on every rank alike) when a type is not one, no
+/// particle has the types, the box is not finite and ≥ 0, the slab or the extent is not a
+/// positive length, the centre is not finite, or the view's ranges cannot be drawn (see
+/// `picture::check_range`: e.g. particles beyond ±1e154, whose 99 % mass radius overflows, or
+/// a view too narrow for its distance from the origin). Collective.
+pub fn view_of<'a>(
+    comm: &dyn Comm,
+    p: &'a Particles,
+    opts: &RenderOptions,
+) -> Result<(Cow<'a, Particles>, View)> {
     let box_size = opts.box_size;
     if !(box_size.is_finite() && box_size >= 0.0) {
         return Err(Error::input(format!(
             "the periodic box {box_size} must be finite and >= 0 (0: open boundaries)"
         )));
     }
-    let mut shown = select::of_types(p, opts.types.as_deref())?;
+    let mut shown = select::of_types(comm, p, opts.types.as_deref())?;
     let periodic = box_size > 0.0;
     let center = opts.center.unwrap_or_else(|| match periodic {
         true => DVec3::splat(box_size / 2.0),
-        false => shown.centre_of_mass(),
+        false => centre_of_mass(comm, &shown),
     });
     if !center.is_finite() {
         return Err(Error::input(format!("--center {center} is not finite")));
     }
     if periodic {
-        select::nearest_images(&mut shown, center, box_size);
+        select::nearest_images(shown.to_mut(), center, box_size);
     }
     if let Some(thickness) = opts.slab {
-        shown = select::slab(&shown, center, opts.axis, thickness)?;
+        shown = Cow::Owned(select::slab(&shown, center, opts.axis, thickness)?);
     }
     let half_width = match opts.extent {
         Some(l) if l.is_finite() && l > 0.0 => l,
@@ -115,7 +121,7 @@ pub fn view_of(p: &Particles, opts: &RenderOptions) -> Result<(Particles, View)>
         }
         None if periodic => box_size / 2.0,
         None => {
-            let r = mass_radius(&shown, center, VIEW_MASS_FRACTION);
+            let r = mass_radius(comm, &shown, center, VIEW_MASS_FRACTION);
             if r > 0.0 {
                 r
             } else {
@@ -139,12 +145,32 @@ pub fn view_of(p: &Particles, opts: &RenderOptions) -> Result<(Particles, View)>
     Ok((shown, view))
 }
 
-/// Draws the surface density of the particles of `p` that `opts` shows, at time `time` (time
-/// units), as the PNG `out` (written atomically); returns how many it drew. Fails with a
-/// one-line error for a width outside 200 ..= 8000 pixels, a file name that does not end in
-/// `.png`, an invalid choice of particles or view (see [`view_of`]), or masses whose surface
-/// density overflows float64.
-pub fn render(p: &Particles, time: f64, opts: &RenderOptions, out: &Path) -> Result<usize> {
+/// The mass-weighted centre of the particles `p` of every rank of `comm` (length units); the
+/// origin for a massless set. Collective.
+fn centre_of_mass(comm: &dyn Comm, p: &Particles) -> DVec3 {
+    let moment = p.mass_moment();
+    let mut sums = [moment.x, moment.y, moment.z, p.total_mass()];
+    comm.allreduce_sum_f64(&mut sums);
+    match sums[3] > 0.0 {
+        true => DVec3::new(sums[0], sums[1], sums[2]) / sums[3],
+        false => DVec3::ZERO,
+    }
+}
+
+/// Draws the surface density of the particles that `opts` shows of every rank's `p` (on each
+/// rank of `comm` its own), at time `time` (time units), as the PNG `out` (written atomically
+/// by rank 0); returns how many it drew, of all ranks. No rank holds more than its own
+/// particles: the view and the map are sums over the ranks. Fails with a one-line error for a
+/// width outside 200 ..= 8000 pixels, a file name that does not end in `.png`, an invalid
+/// choice of particles or view (see [`view_of`]), or masses whose surface density overflows
+/// float64, on every rank alike (the PNG's writing only on rank 0). Collective.
+pub fn render(
+    comm: &dyn Comm,
+    p: &Particles,
+    time: f64,
+    opts: &RenderOptions,
+    out: &Path,
+) -> Result<usize> {
     if Format::of(out).ok() != Some(Format::Png) {
         return Err(Error::input(format!(
             "{}: render writes PNG only (name the file *.png)",
@@ -157,11 +183,13 @@ pub fn render(p: &Particles, time: f64, opts: &RenderOptions, out: &Path) -> Res
             opts.width
         )));
     }
-    let (shown, view) = view_of(p, opts)?;
+    let (shown, view) = view_of(comm, p, opts)?;
     let layout = Layout::new(opts.width);
+    let mut totals = [shown.total_mass(), shown.len() as f64];
+    comm.allreduce_sum_f64(&mut totals);
+    let (mass, drawn) = (totals[0], totals[1] as usize);
     // The map's surface densities, up to all the mass in one of its pixels (narrower than the
     // picture's width), must be float64 numbers.
-    let mass: f64 = shown.mass.iter().sum();
     let pixel = 2.0 * view.half_width / f64::from(layout.width);
     if !(mass / (pixel * pixel)).is_finite() {
         return Err(Error::input(format!(
@@ -173,12 +201,14 @@ pub fn render(p: &Particles, time: f64, opts: &RenderOptions, out: &Path) -> Res
     {
         let root =
             BitMapBackend::with_buffer(&mut rgb, (layout.width, layout.height)).into_drawing_area();
-        let title = title(time, shown.len(), opts);
-        draw(&root, &shown, &title, &view, &layout).map_err(|e| drawing_error(out, e))?;
+        let title = title(time, drawn, opts);
+        draw(&root, comm, &shown, &title, &view, &layout).map_err(|e| drawing_error(out, e))?;
         root.present().map_err(|e| drawing_error(out, e))?;
     }
-    write_png(out, &rgb, layout.width, layout.height)?;
-    Ok(shown.len())
+    if comm.rank() == 0 {
+        write_png(out, &rgb, layout.width, layout.height)?;
+    }
+    Ok(drawn)
 }
 
 /// The picture's title: time, particles drawn, line of sight, and the types and slab when
@@ -233,9 +263,11 @@ impl Layout {
     }
 }
 
-/// Everything on the picture: map, axes, scale bar, `title`, colour bar.
+/// Everything on the picture: map (of the particles `p` of every rank of `comm`), axes, scale
+/// bar, `title`, colour bar. Collective.
 fn draw<DB: DrawingBackend>(
     root: &DrawingArea<DB, Shift>,
+    comm: &dyn Comm,
     p: &Particles,
     title: &str,
     view: &View,
@@ -260,7 +292,7 @@ fn draw<DB: DrawingBackend>(
         .y_label_area_size(layout.left)
         .build_cartesian_2d(x0..x1, y0..y1)?;
     let (nx, ny) = chart.plotting_area().dim_in_pixel();
-    let map = surface_density(p, view, nx as usize, ny as usize);
+    let map = surface_density(comm, p, view, nx as usize, ny as usize);
     let (lo, hi) = match map.positive_range() {
         Some((min, max)) => (min.log10().max(max.log10() - DECADES), max.log10()),
         None => (-1.0, 0.0),

@@ -2,16 +2,23 @@
 //! nearest image of the view's centre, and within a slab about the centre's plane.
 
 use super::density::Axis;
+use crate::comm::Comm;
 use crate::error::{Error, Result};
 use crate::particles::{particle_type, Particles, PARTICLE_TYPES};
 use glam::DVec3;
+use std::borrow::Cow;
 
 /// The particles of `p` whose type ([`crate::particles::particle_type`]) is one of `types`
-/// (all of them for `None`). Fails with a one-line input error for a type outside 0 … 5 and
-/// when no particle has one of the types.
-pub fn of_types(p: &Particles, types: Option<&[u8]>) -> Result<Particles> {
+/// (all of them, not copied, for `None`), on every rank of `comm` its own. Fails with a
+/// one-line input error for a type outside 0 … 5 and when no particle of any rank has one of
+/// the types. Collective where `types` are given.
+pub fn of_types<'a>(
+    comm: &dyn Comm,
+    p: &'a Particles,
+    types: Option<&[u8]>,
+) -> Result<Cow<'a, Particles>> {
     let Some(types) = types else {
-        return Ok(p.clone());
+        return Ok(Cow::Borrowed(p));
     };
     if let Some(t) = types.iter().find(|&&t| usize::from(t) >= PARTICLE_TYPES) {
         return Err(Error::input(format!(
@@ -22,9 +29,16 @@ pub fn of_types(p: &Particles, types: Option<&[u8]>) -> Result<Particles> {
     let keep: Vec<u32> = (0..p.len() as u32)
         .filter(|&i| types.contains(&particle_type(p.id[i as usize])))
         .collect();
-    if keep.is_empty() {
-        let present: Vec<String> = (0..PARTICLE_TYPES as u8)
-            .filter(|&t| p.id.iter().any(|&id| particle_type(id) == t))
+    let mut kept = [keep.len() as u64];
+    comm.allreduce_sum_u64(&mut kept);
+    if kept[0] == 0 {
+        let mut counts = [0u64; PARTICLE_TYPES];
+        for &id in &p.id {
+            counts[usize::from(particle_type(id))] += 1;
+        }
+        comm.allreduce_sum_u64(&mut counts);
+        let present: Vec<String> = (0..PARTICLE_TYPES)
+            .filter(|&t| counts[t] > 0)
             .map(|t| t.to_string())
             .collect();
         return Err(Error::input(format!(
@@ -35,7 +49,7 @@ pub fn of_types(p: &Particles, types: Option<&[u8]>) -> Result<Particles> {
     }
     let mut q = p.clone();
     q.permute(&keep);
-    Ok(q)
+    Ok(Cow::Owned(q))
 }
 
 /// Moves every particle of `p` to its image nearest to `center` in the periodic box of side
@@ -78,6 +92,7 @@ pub fn list(types: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::comm::SingleProcess;
     use crate::particles::tagged_id;
 
     /// One particle of each type t at (t, 10 t, −t), mass t + 1.
@@ -98,14 +113,15 @@ mod tests {
     #[test]
     fn types_pick_their_particles() {
         let p = mixed();
-        assert_eq!(of_types(&p, None).unwrap(), p);
-        let q = of_types(&p, Some(&[4, 1])).unwrap();
+        let one = &SingleProcess;
+        assert!(matches!(of_types(one, &p, None).unwrap(), Cow::Borrowed(q) if *q == p));
+        let q = of_types(one, &p, Some(&[4, 1])).unwrap();
         assert_eq!(q.mass, [2.0, 5.0]);
-        let err = of_types(&p, Some(&[6])).unwrap_err();
+        let err = of_types(one, &p, Some(&[6])).unwrap_err();
         assert!(err.message.contains("6 is not a particle type"), "{err}");
         let mut halo = p.clone();
         halo.permute(&[1]);
-        let err = of_types(&halo, Some(&[0, 2])).unwrap_err();
+        let err = of_types(one, &halo, Some(&[0, 2])).unwrap_err();
         assert_eq!(
             err.message,
             "--types 0,2: no particle has these types (the snapshot has types 1)"

@@ -396,22 +396,23 @@ pub fn run_with(
         let t0 = Instant::now();
         run.s.refresh(&mut engine)?;
         let dir = out.join("final");
-        let mine = run.write_snapshot(&dir, 0, &run.s.p, run.s.ti)?;
+        run.write_snapshot(&dir, 0, &run.s.p, run.s.ti)?;
         final_files = (0..comm.size())
             .map(|r| snapshot_path(&dir, 0, r, comm.size()))
             .collect();
         times.add("output", t0.elapsed().as_secs_f64());
         if cfg.output.pictures {
-            times.time("wait", || comm.barrier());
-            if comm.rank() == 0 {
-                let comoving = run.clock.comoving.is_none();
-                // The results are written: a picture that cannot be drawn is no failed run.
-                if let Err(e) = times.time("output", || draw_pictures(out, &mine, comoving)) {
-                    tracing::warn!(
-                        "the end-of-run pictures were not drawn ({e}); the final particles \
-                         are written"
-                    );
-                }
+            let (time, box_size) = (run.clock.time(run.s.ti), engine.params().box_size);
+            let diagnostics = run.clock.comoving.is_none();
+            let drawn = times.time("output", || {
+                draw_pictures(comm, out, &run.s.p, time, box_size, diagnostics)
+            });
+            // The results are written: a picture that cannot be drawn is no failed run.
+            if let (Err(e), 0) = (drawn, comm.rank()) {
+                tracing::warn!(
+                    "the end-of-run pictures were not drawn ({e}); the final particles are \
+                     written"
+                );
             }
         }
     }
@@ -936,16 +937,29 @@ impl<'a> Run<'a> {
     }
 }
 
-/// The end-of-run pictures: `OUT/final.png` (surface density of the final snapshot) and, with
-/// `diagnostics` (a run that measures its energy error), `OUT/diagnostics.png` (energy error
-/// and time per phase).
-fn draw_pictures(out: &Path, final_snapshot: &Path, diagnostics: bool) -> Result<()> {
+/// The end-of-run pictures, written by rank 0: `OUT/final.png`, the surface density of the
+/// final particles `p` (every rank's own, at time `time`, in the periodic box `box_size` or
+/// open boundaries for 0; drawn as `hinoki render` draws the final snapshot, with no rank
+/// reading or holding more than its own particles) and, with `diagnostics` (a run that
+/// measures its energy error), `OUT/diagnostics.png` (energy error and time per phase).
+/// Collective.
+fn draw_pictures(
+    comm: &dyn Comm,
+    out: &Path,
+    p: &Particles,
+    time: f64,
+    box_size: f64,
+    diagnostics: bool,
+) -> Result<()> {
     let png = out.join("final.png");
-    crate::render::render_snapshot(
-        final_snapshot,
-        &crate::render::RenderOptions::default(),
-        &png,
-    )?;
+    let opts = crate::render::RenderOptions {
+        box_size,
+        ..Default::default()
+    };
+    crate::render::render(comm, p, time, &opts, &png)?;
+    if comm.rank() != 0 {
+        return Ok(());
+    }
     if !diagnostics {
         tracing::info!("picture: {}", png.display());
         return Ok(());
