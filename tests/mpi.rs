@@ -200,15 +200,7 @@ fn a_failing_rank_ends_the_job_with_its_reason() {
 /// snapshot series) into `dir/out`: its output and that directory; `None` where MPI tests are
 /// skipped.
 fn one_step_run(np: usize, n: usize, dir: &common::TempDir) -> Option<(Output, PathBuf)> {
-    let cfg = dir.join("run.toml");
-    std::fs::write(
-        &cfg,
-        format!(
-            "[ics]\nn = {n}\n[gravity]\nbackend = \"cpu\"\n[time]\nstepping = \"shared\"\ndt = 0.01\nt_end = 0.01\n\
-             [output]\npictures = false\nsnapshot_every = 0\n"
-        ),
-    )
-    .unwrap();
+    let cfg = dir.cpu_run_config(n, 0.01, "pictures = false\n");
     let out = dir.join("out");
     let o = mpirun(
         np,
@@ -319,13 +311,7 @@ fn pixels(path: &std::path::Path) -> Vec<u8> {
 #[test]
 fn two_ranks_draw_the_picture_of_all_their_particles() {
     let dir = common::TempDir::new("mpi-picture");
-    let cfg = dir.join("run.toml");
-    std::fs::write(
-        &cfg,
-        "[ics]\nn = 20000\n[gravity]\nbackend = \"cpu\"\n[time]\nstepping = \"shared\"\n\
-         dt = 0.01\nt_end = 0.01\n[output]\nsnapshot_every = 0\n",
-    )
-    .unwrap();
+    let cfg = dir.cpu_run_config(20000, 0.01, "");
     let out = dir.join("out");
     let Some(o) = mpirun(
         2,

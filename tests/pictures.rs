@@ -387,13 +387,7 @@ fn plot_errors_are_one_line() {
 #[test]
 fn a_run_whose_picture_cannot_be_drawn_succeeds_with_a_warning() {
     let dir = TempDir::new("run-picture");
-    let cfg = dir.join("run.toml");
-    std::fs::write(
-        &cfg,
-        "[ics]\nn = 500\n[gravity]\nbackend = \"cpu\"\n[time]\nstepping = \"shared\"\n\
-         dt = 0.01\nt_end = 0.02\n[output]\nsnapshot_every = 0\n",
-    )
-    .unwrap();
+    let cfg = dir.cpu_run_config(500, 0.02, "");
     let out = dir.join("out");
     std::fs::create_dir_all(out.join("final.png")).unwrap();
     let o = hinoki_logging(&["run", arg(&cfg), "-o", arg(&out)], "warn");

@@ -42,6 +42,22 @@ impl TempDir {
     pub fn join(&self, name: &str) -> PathBuf {
         self.0.join(name)
     }
+
+    /// Writes `run.toml` here: `n` particles of the default model on the CPU in shared steps
+    /// of 0.01 to `t_end`, no snapshot series, and `output`'s further lines of `[output]`.
+    /// Returns its path.
+    pub fn cpu_run_config(&self, n: usize, t_end: f64, output: &str) -> PathBuf {
+        let cfg = self.join("run.toml");
+        std::fs::write(
+            &cfg,
+            format!(
+                "[ics]\nn = {n}\n[gravity]\nbackend = \"cpu\"\n[time]\nstepping = \"shared\"\n\
+                 dt = 0.01\nt_end = {t_end}\n[output]\nsnapshot_every = 0\n{output}"
+            ),
+        )
+        .unwrap();
+        cfg
+    }
 }
 
 impl Drop for TempDir {
