@@ -158,7 +158,8 @@ pub struct RebuildClock {
     /// Auto: seconds of the last rebuild (phases sort, build, moments, and the strays sent
     /// home before it).
     pub rebuild_cost: f64,
-    /// Auto: seconds of the last refit (phase refit; 0 before the first).
+    /// Auto: seconds a refit took, the mean over the last interval's refits (phase refit; 0
+    /// before the first).
     pub refit_cost: f64,
     /// Auto: rebuilds still to do before the next refit is tried.
     pub skip: u64,
@@ -242,7 +243,7 @@ impl RebuildClock {
             }
             self.provisional = lasting * walked as f64;
             self.excess += self.provisional;
-            self.refit_cost = refit;
+            self.refit_cost += (refit - self.refit_cost) / (self.since_rebuild - 1) as f64;
         }
         self.last = (rate, walked);
     }
@@ -505,11 +506,13 @@ mod tests {
         c.trusted = true;
         // One refit walks twice as long (the timings' noise: another process, a late
         // message), the ones around it do not: its excess is never confirmed.
-        for walk in [1.0, 2.0, 1.0, 1.0, 1.0] {
+        // (The refits' costs are as noisy: the threshold takes their mean.)
+        for (walk, refit) in [(1.0, 0.1), (2.0, 0.3), (1.0, 0.05), (1.0, 0.05), (1.0, 0.0)] {
             assert!(!c.due(Rebuild::Auto));
-            c.record(false, (walk, 100), 0.0, 0.1, None);
+            c.record(false, (walk, 100), 0.0, refit, None);
         }
         assert_eq!(c.excess, 0.0);
+        assert!((c.refit_cost - 0.1).abs() < 1e-15);
         // Two slow refits in a row are a slowdown.
         c.record(false, (1.5, 100), 0.0, 0.1, None);
         assert!(!c.due(Rebuild::Auto));
