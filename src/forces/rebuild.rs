@@ -248,9 +248,9 @@ impl RebuildClock {
         self.last = (rate, walked);
     }
 
-    /// After a probe or a refit that lost: rebuilds in a row before the next probe, twice
-    /// the last back-off and at least `share` (the evaluations that keep the loss under
-    /// [`PROBE_SHARE`] of the force time), at most [`MAX_BACKOFF`].
+    /// After a probe or an interval of refits that lost: rebuilds in a row before the next
+    /// probe, twice the last back-off and at least `share` (the evaluations that keep the loss
+    /// under [`PROBE_SHARE`] of the force time), at most [`MAX_BACKOFF`].
     fn back_off(&mut self, share: f64) {
         let share = if share.is_finite() {
             share.max(0.0) as u64
