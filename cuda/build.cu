@@ -968,6 +968,22 @@ struct RUST_TWIN UpwardArgs {
     float *bounds;
 };
 
+// The moments (MOMENT_WORDS float64) into out of a cell from those of its k children, kids[j]
+// each (mass, centre of mass, quadrupole), in the CPU's order.
+__device__ __forceinline__ void moments_of_children(unsigned k, const double (*kids)[MOMENT_WORDS],
+                                                    double *out)
+{
+    moments_of(
+        k,
+        [&](unsigned j, double y[3]) -> double {
+            y[0] = kids[j][1];
+            y[1] = kids[j][2];
+            y[2] = kids[j][3];
+            return kids[j][0];
+        },
+        [&](unsigned j) -> const double * { return kids[j]; }, out);
+}
+
 // Moments of the cells in [lo, hi) that split into their slots of mom (MOMENT_WORDS doubles
 // each), from their children's (a leaf child's from its particles, parallel-axis theorem), in
 // the CPU's order. Leaves keep none: their moments are their particles'.
@@ -989,16 +1005,36 @@ extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) cell_moments(const Upw
                 for (int w = 0; w < MOMENT_WORDS; w++) kids[j][w] = s[w];
             }
         }
-        moments_of(
-            k,
-            [&](unsigned j, double y[3]) -> double {
-                y[0] = kids[j][1];
-                y[1] = kids[j][2];
-                y[2] = kids[j][3];
-                return kids[j][0];
-            },
-            [&](unsigned j) -> const double * { return kids[j]; },
-            a.mom + (long long)a.inner[c] * MOMENT_WORDS);
+        moments_of_children(k, kids, a.mom + (long long)a.inner[c] * MOMENT_WORDS);
+    }
+}
+
+// cell_moments a warp a cell, for the levels of few cells (WARP_LEVEL_CELLS in
+// src/tree/build_gpu.rs; launched with 32 threads per cell): lane j sums leaf child j from its
+// particles, the lanes together bring the other children's moments, all at once, and lane 0
+// combines them as cell_moments does, to the same bits. A thread a cell fetches the up to 88
+// words one after another: the upper levels, a few hundred to a few thousand cells, took tens
+// of µs each, as long as levels of a hundred thousand.
+extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) cell_moments_warp(const UpwardArgs a)
+{
+    __shared__ double kids[BUILD_WARPS][8][MOMENT_WORDS];
+    const unsigned lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const long long warps = (long long)gridDim.x * BUILD_WARPS;
+    for (long long c = a.lo + (long long)blockIdx.x * BUILD_WARPS + warp; c < a.hi; c += warps) {
+        const unsigned k = a.nchild[c];
+        if (k == 0) continue;
+        const unsigned f = a.child[c];
+        if (lane < k && a.nchild[f + lane] == 0)
+            leaf_moments(a.particles, a.first[f + lane], a.count[f + lane], kids[warp][lane]);
+        for (unsigned i = lane; i < k * MOMENT_WORDS; i += 32) {
+            const unsigned j = i / MOMENT_WORDS, w = i % MOMENT_WORDS;
+            if (a.nchild[f + j] != 0)
+                kids[warp][j][w] = a.mom[(long long)a.inner[f + j] * MOMENT_WORDS + w];
+        }
+        __syncwarp();
+        if (lane == 0)
+            moments_of_children(k, kids[warp], a.mom + (long long)a.inner[c] * MOMENT_WORDS);
+        __syncwarp();
     }
 }
 

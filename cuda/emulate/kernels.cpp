@@ -78,6 +78,7 @@ std::span<const std::span<const Kernel>> kernel_tables()
         HINOKI_EMULATE(preorder_children),
         HINOKI_EMULATE(cell_parents),
         HINOKI_EMULATE(cell_moments),
+        HINOKI_EMULATE(cell_moments_warp),
         HINOKI_EMULATE(store_cells),
         HINOKI_EMULATE(refit_particles),
         HINOKI_EMULATE(cell_bounds),

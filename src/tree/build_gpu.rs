@@ -28,6 +28,24 @@ use glam::DVec3;
 const TILE: usize = 2048;
 /// Float64 words of one cell's moments (MOMENT_WORDS).
 const MOMENT_WORDS: usize = 11;
+/// Levels of fewer cells than this sum their moments a warp a cell (`cell_moments_warp`), the
+/// others a thread a cell (`cell_moments`): the upper levels' latency against the lower
+/// levels' leaves (docs/performance.md, "The moments' upper levels a warp a cell").
+const WARP_LEVEL_CELLS: usize = 4096;
+
+/// The moments' kernel for a level of `cells` cells, with its threads per cell.
+fn moments_kernel(cells: usize) -> (&'static str, usize) {
+    match cells < WARP_LEVEL_CELLS {
+        true => ("cell_moments_warp", 32),
+        false => ("cell_moments", 1),
+    }
+}
+
+/// `name` with a thread a cell on every level (for [`TreeBuilder::per_level`]).
+fn a_thread_a_cell(name: &'static str) -> impl Fn(usize) -> (&'static str, usize) {
+    move |_| (name, 1)
+}
+
 /// Float64 words of a closest pair's record (`pair_record` in cuda/build.cu).
 const PAIR_WORDS: usize = 10;
 
@@ -368,8 +386,8 @@ impl<R: KernelRunner> TreeBuilder<R> {
                     },
                 )?;
                 let upward = self.upward(bounds);
-                self.per_level(s, "cell_moments", &levels, true, &upward)?;
-                self.per_level(s, "cell_bounds", &levels, true, &upward)?;
+                self.per_level(s, moments_kernel, &levels, true, &upward)?;
+                self.per_level(s, a_thread_a_cell("cell_bounds"), &levels, true, &upward)?;
                 s.launch(
                     "refit_cells",
                     blocks(tree.cells),
@@ -902,16 +920,17 @@ impl<R: KernelRunner> TreeBuilder<R> {
         unreachable!("cells at MAX_LEVEL never split")
     }
 
-    /// Launches `name` once per tree level (`levels`: where each level's cells start, then
+    /// Launches a kernel once per tree level (`levels`: where each level's cells start, then
     /// their number), deepest level first when `upward`, with the argument block `args(lo, hi)`
-    /// of the level's cells `lo..hi`.
+    /// of the level's cells `lo..hi`: `kernel(cells)` names it for a level of `cells` cells,
+    /// with its threads per cell.
     ///
     /// # Safety
     /// As [`Stages::launch`], for every level's cells.
     unsafe fn per_level<A: KernelArgs>(
         &self,
         s: &Stages<R>,
-        name: &str,
+        kernel: impl Fn(usize) -> (&'static str, usize),
         levels: &[usize],
         upward: bool,
         args: impl Fn(i32, i32) -> A,
@@ -924,8 +943,9 @@ impl<R: KernelRunner> TreeBuilder<R> {
         for l in order {
             let (lo, hi) = (levels[l], levels[l + 1]);
             let block = args(int(lo)?, int(hi)?);
+            let (name, threads) = kernel(hi - lo);
             // SAFETY: passed on with the caller's guarantee.
-            unsafe { s.launch(name, blocks(hi - lo), &block) }?;
+            unsafe { s.launch(name, blocks(threads * (hi - lo)), &block) }?;
         }
         Ok(())
     }
@@ -945,8 +965,14 @@ impl<R: KernelRunner> TreeBuilder<R> {
         let level = |lo, hi| CellOrderArgs { lo, hi, ..order };
         // SAFETY: the breadth-first arrays hold every level's cells.
         unsafe {
-            self.per_level(s, "subtree_sizes", levels, true, level)?;
-            self.per_level(s, "preorder_children", levels, false, level)
+            self.per_level(s, a_thread_a_cell("subtree_sizes"), levels, true, level)?;
+            self.per_level(
+                s,
+                a_thread_a_cell("preorder_children"),
+                levels,
+                false,
+                level,
+            )
         }
     }
 
@@ -965,7 +991,7 @@ impl<R: KernelRunner> TreeBuilder<R> {
         let o = frame.key_grid().origin;
         // SAFETY: the cell arrays hold every cell, the particle arrays every particle.
         unsafe {
-            self.per_level(s, "cell_moments", levels, true, self.upward(0))?;
+            self.per_level(s, moments_kernel, levels, true, self.upward(0))?;
             s.launch(
                 "store_cells",
                 blocks(ncells),
