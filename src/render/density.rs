@@ -97,10 +97,11 @@ impl View {
 const CANDIDATES: usize = 4096;
 
 /// The radius (length units) of the smallest sphere around `center` that holds at least
-/// `fraction` (less 1e-12 of it) of the total mass of the particles `p` of every rank of `comm`; 0 for a massless
-/// or empty set. Collective: the range of radii that holds it is halved (a sum over the ranks
-/// each time) until at most a few thousand particles lie in it, whose radii are then gathered
-/// and summed in order; no rank holds more than its own particles' radii.
+/// `fraction` (less 1e-12 of it) of the total mass of the particles `p` of every rank of
+/// `comm`; 0 for a massless or empty set. Collective: the range of radii that holds it is
+/// halved (a sum over the ranks each time) until at most a few thousand particles lie in it,
+/// whose radii are then gathered and summed in order; no rank holds more than its own
+/// particles' radii.
 pub fn mass_radius(comm: &dyn Comm, p: &Particles, center: DVec3, fraction: f64) -> f64 {
     mass_radius_among(comm, p, center, fraction, CANDIDATES)
 }
