@@ -17,6 +17,13 @@
 
 // Cells per independent piece of the host's group formation (PIECE in src/walk/groups.rs).
 #define GROUP_PIECE 4096u
+// Tree levels, the root's and TREE_MAX_LEVEL included (LEVELS in src/walk/groups.rs).
+#define GROUP_LEVELS (TREE_MAX_LEVEL + 1)
+// A chunk wider than this many times the median chunk is cut (WIDE_CHUNK in src/walk/groups.rs).
+#define WIDE_CHUNK 4.0f
+// Buckets of the chunks' extents: the upper 16 bits of their total-order keys
+// (LIMIT_KEY_BITS in src/walk/groups.rs).
+#define EXTENT_BUCKETS 65536u
 
 // Whether cell c of tree t is a group cell (src/walk/groups.rs `is_group`).
 __device__ __forceinline__ bool group_cell(unsigned c, const TreeArrays &t, unsigned max,
@@ -32,8 +39,9 @@ struct RUST_TWIN GroupStartsArgs {
     TreeArrays tree;
     // Most targets of a group.
     unsigned max;
-    // Widest group cell: largest side of its box (frame length units; +inf for no limit).
-    float widest;
+    // Widest group cell: largest side of its box (frame length units; +inf for no limit; one
+    // word, which group_width writes).
+    const float *widest;
     // Per cell and one more: the groups that start at it.
     unsigned *starts;
     // Per cell: the targets of the (packed) group that starts at it.
@@ -48,7 +56,7 @@ extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) group_starts(const Gro
 {
     const TreeArrays &t = a.tree;
     const unsigned max = a.max;
-    const float widest = a.widest;
+    const float widest = *a.widest;
     for (int c = blockIdx.x * blockDim.x + threadIdx.x; c <= a.ncells;
          c += gridDim.x * blockDim.x) {
         if (c == a.ncells) {
@@ -117,6 +125,38 @@ extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) group_levels(const Gro
         // Non-negative floats order as their bit patterns.
         atomicMax(reinterpret_cast<unsigned *>(a.half) + t.level[c], __float_as_uint(t.boxes[c].w));
     }
+}
+
+struct RUST_TWIN GroupWidthArgs {
+    // Per level: targets of the groups that start at its cells (group_levels).
+    const unsigned *weight;
+    // Per level: largest half side of those cells (frame length units, group_levels).
+    const float *half;
+    // Targets.
+    int n;
+    // The widest group cell (frame length units; written).
+    float *widest;
+};
+
+// The widest group cell of the second formation (src/walk/groups.rs `tree_groups_within`): 4
+// times the particle-weighted median width of the first formation's group cells (`median_width`
+// there, the same loop), written on the device so that no value comes down between the two.
+// One thread.
+extern "C" __global__ void group_width(const GroupWidthArgs a)
+{
+    if (blockIdx.x != 0 || threadIdx.x != 0) return;
+    const unsigned long long half_n = (unsigned long long)a.n / 2;
+    unsigned long long seen = 0;
+    float median = __int_as_float(0x7f800000);
+    for (int l = GROUP_LEVELS - 1; l >= 0; l--) {
+        if (a.weight[l] == 0) continue;
+        seen += a.weight[l];
+        if (seen >= half_n) {
+            median = 2.0f * a.half[l];
+            break;
+        }
+    }
+    *a.widest = 4.0f * median;
 }
 
 struct RUST_TWIN EmitGroupsArgs {
@@ -193,10 +233,26 @@ struct RUST_TWIN ChunkExtentsArgs {
     int nchunks;
     // Per chunk: its extent (frame length units).
     float *extents;
+    // Per bucket of extents (EXTENT_BUCKETS, zero on entry): the chunks in it.
+    unsigned *buckets;
 };
 
+// Rust's f32::total_cmp order as unsigned keys: negative values' bits all flipped, the others'
+// sign bit set.
+__device__ __forceinline__ unsigned order_key(float x)
+{
+    const unsigned b = __float_as_uint(x);
+    return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
+}
+
+// The float32 value of an order key (order_key's inverse).
+__device__ __forceinline__ float from_order_key(unsigned k)
+{
+    return __uint_as_float((k & 0x80000000u) ? (k & 0x7fffffffu) : ~k);
+}
+
 // The largest side of the bounding box of every chunk of `chunk` consecutive sorted particles
-// (`extent` in src/walk/groups.rs).
+// (`extent` in src/walk/groups.rs), each counted in its bucket of extents.
 extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) chunk_extents(const ChunkExtentsArgs a)
 {
     for (int k = blockIdx.x * blockDim.x + threadIdx.x; k < a.nchunks;
@@ -210,7 +266,40 @@ extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) chunk_extents(const Ch
             lo[1] = fminf(lo[1], p.y); hi[1] = fmaxf(hi[1], p.y);
             lo[2] = fminf(lo[2], p.z); hi[2] = fmaxf(hi[2], p.z);
         }
-        a.extents[k] = fmaxf(fmaxf(fmaxf(0.0f, hi[0] - lo[0]), hi[1] - lo[1]), hi[2] - lo[2]);
+        const float extent =
+            fmaxf(fmaxf(fmaxf(0.0f, hi[0] - lo[0]), hi[1] - lo[1]), hi[2] - lo[2]);
+        a.extents[k] = extent;
+        atomicAdd(&a.buckets[order_key(extent) >> 16], 1u);
+    }
+}
+
+struct RUST_TWIN ChunkLimitArgs {
+    // Chunks.
+    int nchunks;
+    // Per bucket of extents: the chunks in it (chunk_extents).
+    const unsigned *buckets;
+    // The widest chunk kept whole (frame length units; written).
+    float *limit;
+};
+
+// The widest chunk kept whole (src/walk/groups.rs `wide_chunk_limit`): WIDE_CHUNK times the
+// lower edge of the bucket that holds the median chunk (rank nchunks / 2 in increasing order),
+// which is the median with the lower 16 bits of its order key cleared. One block: each thread
+// sums EXTENT_BUCKETS / BUILD_BLOCK buckets, a scan finds the thread whose buckets hold the
+// median, and it finds the bucket.
+extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) chunk_limit(const ChunkLimitArgs a)
+{
+    if (blockIdx.x != 0) return;
+    const unsigned per = EXTENT_BUCKETS / BUILD_BLOCK, lo = threadIdx.x * per;
+    unsigned sum = 0;
+    for (unsigned b = lo; b < lo + per; b++) sum += a.buckets[b];
+    unsigned total;
+    const unsigned before = block_exclusive_scan(sum, &total);
+    const unsigned mid = (unsigned)a.nchunks / 2;
+    if (before <= mid && mid < before + sum) {
+        unsigned seen = before, b = lo;
+        while (seen + a.buckets[b] <= mid) seen += a.buckets[b++];
+        *a.limit = WIDE_CHUNK * from_order_key(b << 16);
     }
 }
 
@@ -236,8 +325,8 @@ struct RUST_TWIN Chunks {
     int nchunks;
     // Per chunk: its extent (frame length units, chunk_extents).
     const float *extents;
-    // Widest chunk kept whole (frame length units).
-    float limit;
+    // Widest chunk kept whole (frame length units; one word, chunk_limit's).
+    const float *limit;
     // The cell groups: (first target, number of targets), tiling the targets in order.
     const uint2 *cells;
     // Number of cell groups.
@@ -260,7 +349,7 @@ extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) chunk_pieces(const Chu
          k += gridDim.x * blockDim.x) {
         if (k == ch.nchunks) {
             a.pieces[k] = 0;
-        } else if (ch.extents[k] <= ch.limit) {
+        } else if (ch.extents[k] <= *ch.limit) {
             a.pieces[k] = 1;
         } else {
             const unsigned s = k * ch.chunk, e = min(s + ch.chunk, (unsigned)ch.n);
@@ -288,7 +377,7 @@ extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) emit_pieces(const Emit
          k += gridDim.x * blockDim.x) {
         const unsigned s = k * ch.chunk, e = min(s + ch.chunk, (unsigned)ch.n);
         unsigned at = a.offset[k];
-        if (ch.extents[k] <= ch.limit) {
+        if (ch.extents[k] <= *ch.limit) {
             a.groups[at] = make_uint2(s, e - s);
             continue;
         }

@@ -86,9 +86,11 @@ std::span<const std::span<const Kernel>> kernel_tables()
         // groups.cu (targets and groups on the device, src/walk/groups_gpu.rs)
         HINOKI_EMULATE(group_starts),
         HINOKI_EMULATE(group_levels),
+        HINOKI_EMULATE(group_width),
         HINOKI_EMULATE(emit_groups),
         HINOKI_EMULATE(gather_targets),
         HINOKI_EMULATE(chunk_extents),
+        HINOKI_EMULATE(chunk_limit),
         HINOKI_EMULATE(chunk_pieces),
         HINOKI_EMULATE(emit_pieces),
         HINOKI_EMULATE(input_targets),

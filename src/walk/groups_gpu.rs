@@ -5,16 +5,19 @@
 //! chunks without a curve order; the targets of the tree forces; and for block steps the
 //! groups that hold an active particle.
 
-use super::groups::{median_width, wide_chunk_limit, LEVELS};
+use super::groups::{LEVELS, LIMIT_KEY_BITS};
 use crate::error::Result;
 use crate::gpu::args::{
-    ActiveGroupsArgs, ChunkExtentsArgs, ChunkGroupsArgs, ChunkPiecesArgs, Chunks, EmitGroupsArgs,
-    EmitPiecesArgs, GatherTargetsArgs, GroupLevelsArgs, GroupStartsArgs, InputTargetsArgs,
-    InvertOrderArgs, KeepGroupsArgs,
+    ActiveGroupsArgs, ChunkExtentsArgs, ChunkGroupsArgs, ChunkLimitArgs, ChunkPiecesArgs, Chunks,
+    EmitGroupsArgs, EmitPiecesArgs, GatherTargetsArgs, GroupLevelsArgs, GroupStartsArgs,
+    GroupWidthArgs, InputTargetsArgs, InvertOrderArgs, KeepGroupsArgs,
 };
 use crate::gpu::launch::{grow, DeviceArray, KernelRunner};
 use crate::gpu::stages::{blocks, int, Stages};
 use crate::tree::build_gpu::{frame_map, DeviceTree};
+
+/// Buckets of the chunks' extents (EXTENT_BUCKETS in cuda/groups.cu).
+const EXTENT_BUCKETS: usize = 1 << LIMIT_KEY_BITS;
 
 /// Forms target groups and targets on the device, keeping its arrays across evaluations.
 pub struct GroupFormer<R: KernelRunner> {
@@ -26,6 +29,9 @@ pub struct GroupFormer<R: KernelRunner> {
     /// side of those cells.
     weight: R::Array<u32>,
     half: R::Array<f32>,
+    /// The widest group cell of a formation (one word, length units: +inf for the first, 4
+    /// times the first's median width for the second).
+    widest: R::Array<f32>,
     /// The previous |a| of every particle, in the particle arrays' order (acceleration units).
     amag: R::Array<f32>,
     /// Block steps: one flag per particle, nonzero for the active ones.
@@ -36,6 +42,10 @@ pub struct GroupFormer<R: KernelRunner> {
     /// and their exclusive scan.
     extents: R::Array<f32>,
     pieces: R::Array<u32>,
+    /// The chunks per bucket of extents (the upper [`LIMIT_KEY_BITS`] of their order keys),
+    /// and the widest chunk kept whole (one word, length units).
+    extent_buckets: R::Array<u32>,
+    chunk_limit: R::Array<f32>,
     /// The walk's groups, (first target, targets) pairs, the groups holding an active
     /// particle, and their targets.
     groups: R::Array<u32>,
@@ -63,11 +73,14 @@ impl<R: KernelRunner> GroupFormer<R> {
             run: r.alloc(1)?,
             weight: r.alloc(LEVELS)?,
             half: r.alloc(LEVELS)?,
+            widest: r.alloc(1)?,
             amag: r.alloc(1)?,
             active: r.alloc(1)?,
             cell_groups: r.alloc(1)?,
             extents: r.alloc(1)?,
             pieces: r.alloc(1)?,
+            extent_buckets: r.alloc(EXTENT_BUCKETS)?,
+            chunk_limit: r.alloc(1)?,
             groups: r.alloc(1)?,
             kept: r.alloc(1)?,
             walked: r.alloc(1)?,
@@ -81,10 +94,13 @@ impl<R: KernelRunner> GroupFormer<R> {
             + self.run.len()
             + self.weight.len()
             + self.half.len()
+            + self.widest.len()
             + self.amag.len()
             + self.cell_groups.len()
             + self.extents.len()
             + self.pieces.len()
+            + self.extent_buckets.len()
+            + self.chunk_limit.len()
             + self.groups.len()
             + self.kept.len()
             + self.walked.len()
@@ -92,15 +108,9 @@ impl<R: KernelRunner> GroupFormer<R> {
             + self.active.len()
     }
 
-    /// Marks the groups of at most `max` targets in `tree` whose cells are no wider than
-    /// `widest` (length units): how many start at each cell, and their runs.
-    fn group_starts(
-        &self,
-        s: &Stages<R>,
-        tree: &DeviceTree,
-        max: usize,
-        widest: f32,
-    ) -> Result<()> {
+    /// Marks the groups of at most `max` targets in `tree` whose cells are no wider than the
+    /// word `widest` holds: how many start at each cell, and their runs.
+    fn group_starts(&self, s: &Stages<R>, tree: &DeviceTree, max: usize) -> Result<()> {
         // SAFETY: starts and run hold a cell more than the tree.
         unsafe {
             s.launch(
@@ -110,7 +120,7 @@ impl<R: KernelRunner> GroupFormer<R> {
                     ncells: int(tree.cells)?,
                     tree: tree.arrays,
                     max: max as u32,
-                    widest,
+                    widest: self.widest.ptr(),
                     starts: self.starts.ptr(),
                     run: self.run.ptr(),
                 },
@@ -126,10 +136,13 @@ impl<R: KernelRunner> GroupFormer<R> {
         grow(r, &mut self.run, tree.cells + 1)?;
         r.fill(&mut self.weight, LEVELS, 0)?;
         r.fill(&mut self.half, LEVELS, 0.0)?;
+        r.fill(&mut self.widest, 1, f32::INFINITY)?;
         // First the groups without a width limit, to find the particle-weighted median width
-        // of their cells; cells wider than four times that are then split.
-        self.group_starts(s, tree, max, f32::INFINITY)?;
-        // SAFETY: the per-level arrays hold every level; starts and run every cell.
+        // of their cells (on the device: nothing comes down); cells wider than four times that
+        // are then split.
+        self.group_starts(s, tree, max)?;
+        // SAFETY: the per-level arrays hold every level; starts and run every cell; widest one
+        // word.
         unsafe {
             s.launch(
                 "group_levels",
@@ -143,11 +156,18 @@ impl<R: KernelRunner> GroupFormer<R> {
                     half: self.half.ptr(),
                 },
             )?;
+            s.launch(
+                "group_width",
+                1,
+                &GroupWidthArgs {
+                    weight: self.weight.ptr(),
+                    half: self.half.ptr(),
+                    n: int(tree.particles)?,
+                    widest: self.widest.ptr(),
+                },
+            )?;
         }
-        let weight = s.fetch(&self.weight, LEVELS)?;
-        let half = s.fetch(&self.half, LEVELS)?;
-        let median = median_width(&weight, &half, tree.particles);
-        self.group_starts(s, tree, max, 4.0 * median)?;
+        self.group_starts(s, tree, max)?;
         let count = s.scan_total(self.starts.ptr(), tree.cells)?;
         grow(r, &mut self.cell_groups, 2 * count)?;
         // SAFETY: cell_groups holds `count` pairs, the scan's total.
@@ -183,7 +203,9 @@ impl<R: KernelRunner> GroupFormer<R> {
         let r = s.runner();
         grow(r, &mut self.extents, chunks)?;
         grow(r, &mut self.pieces, chunks + 1)?;
-        // SAFETY: extents holds one entry per chunk.
+        r.fill(&mut self.extent_buckets, EXTENT_BUCKETS, 0)?;
+        // SAFETY: extents holds one entry per chunk, extent_buckets EXTENT_BUCKETS, chunk_limit
+        // one word.
         unsafe {
             s.launch(
                 "chunk_extents",
@@ -194,6 +216,16 @@ impl<R: KernelRunner> GroupFormer<R> {
                     chunk: max as u32,
                     nchunks: int(chunks)?,
                     extents: self.extents.ptr(),
+                    buckets: self.extent_buckets.ptr(),
+                },
+            )?;
+            s.launch(
+                "chunk_limit",
+                1,
+                &ChunkLimitArgs {
+                    nchunks: int(chunks)?,
+                    buckets: self.extent_buckets.ptr(),
+                    limit: self.chunk_limit.ptr(),
                 },
             )?;
         }
@@ -202,7 +234,7 @@ impl<R: KernelRunner> GroupFormer<R> {
             chunk: max as u32,
             nchunks: int(chunks)?,
             extents: self.extents.ptr(),
-            limit: wide_chunk_limit(&mut s.fetch(&self.extents, chunks)?),
+            limit: self.chunk_limit.ptr(),
             cells: self.cell_groups.ptr(),
             ncg: int(ncg)?,
         };
