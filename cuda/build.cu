@@ -561,10 +561,10 @@ extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) closest_pair(const Clo
 
 // The arguments of pair_record.
 struct RUST_TWIN PairRecordArgs {
-    // The pair's first sorted slot.
-    int k;
-    // The pair's second sorted slot.
-    int l;
+    // The closest pair's key (pair_key; all ones: no pair).
+    const u64 *best;
+    // The most particles at distinct positions in one deepest leaf (crowded_leaves).
+    const unsigned *most;
     // Per sorted slot: its particle (the tree's order).
     const unsigned *index;
     // Per particle: position (3 doubles, length units).
@@ -573,17 +573,26 @@ struct RUST_TWIN PairRecordArgs {
     const u64 *id;
     // 1 when the rank holds ids.
     int has_id;
-    // The record (ten doubles).
+    // The record (eleven doubles).
     double *rec;
 };
 
-// The pair of sorted slots k, l (ClosePair, close.rs pair_at) as ten doubles: the two
-// particles' indices, their positions, and their ids' bits (has_id: the rank holds ids).
+// The closeness of a tree's particles as eleven doubles, brought down in one copy: the pair of
+// sorted slots k, l of the key `best` (close.rs pair_slots, then pair_at: the two particles'
+// indices, -1 for the first without a pair, their positions, their ids' bits where has_id), and
+// the crowded count `most`.
 extern "C" __global__ void pair_record(const PairRecordArgs a)
 {
     if (blockIdx.x != 0 || threadIdx.x != 0) return;
+    a.rec[10] = (double)*a.most;
+    const u64 key = *a.best;
+    if (key == ~0ull) {
+        a.rec[0] = -1.0;
+        return;
+    }
+    const unsigned k = (unsigned)(key & 0xffffffffu), l = k + 1 + (unsigned)((key >> 32) & 0xf);
     for (int j = 0; j < 2; j++) {
-        const long long i = a.index[j == 0 ? a.k : a.l];
+        const long long i = a.index[j == 0 ? k : l];
         a.rec[j] = (double)i;
         for (int d = 0; d < 3; d++) a.rec[2 + 3 * j + d] = a.pos[3 * i + d];
         a.rec[8 + j] = a.has_id ? __longlong_as_double((long long)a.id[i]) : 0.0;

@@ -12,8 +12,9 @@ use crate::integrate::{drift, wrap, BinSummary, IntegratorState, NonFinite, Time
 use crate::lets::{self, Incoming, LetShape, Outgoing, Region};
 use crate::particles::Particles;
 use crate::sfc::{Frame, GridBox, Order};
+use crate::tree::close::Closeness;
 use crate::tree::TreeTopology;
-use crate::tree::{close, Cells, ClosePair, FlatTree, Tree, TreeParams};
+use crate::tree::{close, Cells, FlatTree, Tree, TreeParams};
 use crate::walk::cpu::{grouped_walk, single_walk, Forces, Units, WalkOutput, WalkParams};
 use crate::walk::direct::{direct_forces, periodic_direct_forces};
 use crate::walk::ewald::MAX_GROUP_HALF;
@@ -203,20 +204,16 @@ impl Backend for CpuBackend {
         Ok(Some(t.frame))
     }
 
-    fn closest_pair(&mut self, eps: f64) -> Result<Option<ClosePair>> {
+    fn closeness(&mut self, eps: f64) -> Result<Closeness> {
         let Some(t) = &self.tree else {
-            return Ok(None);
+            return Ok(Closeness::default());
         };
         let id = self.payload.then_some(&self.p.id[..]);
-        Ok(close::closest_pair(&t.index, &self.p.pos, &t.frame, eps)
-            .map(|slots| close::pair_at(slots, &t.index, &self.p.pos, &t.frame, id)))
-    }
-
-    fn crowded_leaf(&mut self) -> Result<u32> {
-        Ok(self
-            .tree
-            .as_ref()
-            .map_or(0, |t| close::crowded(&t.cells, &t.index, &self.p.pos)))
+        Ok(Closeness {
+            pair: close::closest_pair(&t.index, &self.p.pos, &t.frame, eps)
+                .map(|slots| close::pair_at(slots, &t.index, &self.p.pos, &t.frame, id)),
+            crowded: close::crowded(&t.cells, &t.index, &self.p.pos),
+        })
     }
 
     fn topology(&mut self) -> Result<Option<TreeTopology>> {

@@ -25,7 +25,8 @@ use crate::resources::GpuMemory;
 use crate::sfc::frame::{centre_of, strided, CENTRE_SAMPLES};
 use crate::sfc::{Frame, GridBox, Order};
 use crate::tree::build_gpu::{DeviceTree, TreeBuilder};
-use crate::tree::{ClosePair, Tree, TreeParams};
+use crate::tree::close::Closeness;
+use crate::tree::{Tree, TreeParams};
 use crate::tree::{TreeBuild, TreeTopology};
 use crate::walk::cpu::{Forces, Units, WalkOutput, WalkParams};
 use crate::walk::gpu::{DeviceOwn, GpuLayout, GpuWalk, TreeWalk, WalkKernel};
@@ -400,19 +401,14 @@ impl Backend for GpuBackend {
         Ok(Some(self.builder.refit(&self.stages, src, p, times)?.frame))
     }
 
-    fn closest_pair(&mut self, eps: f64) -> Result<Option<ClosePair>> {
+    fn closeness(&mut self, eps: f64) -> Result<Closeness> {
         let id = self
             .particles
             .held
             .payload
             .then(|| self.particles.arrays.id.ptr());
         let src = self.particles.positions();
-        self.builder.closest_pair(&self.stages, src, id, eps)
-    }
-
-    fn crowded_leaf(&mut self) -> Result<u32> {
-        let src = self.particles.positions();
-        self.builder.crowded(&self.stages, src)
+        self.builder.closeness(&self.stages, src, id, eps)
     }
 
     fn topology(&mut self) -> Result<Option<TreeTopology>> {

@@ -21,8 +21,9 @@ use crate::integrate::{BinSummary, IntegratorState, NonFinite, Timeline};
 use crate::lets::{Incoming, LetShape, Outgoing, Region};
 use crate::particles::Particles;
 use crate::sfc::{Frame, GridBox, Order};
+use crate::tree::close::Closeness;
+use crate::tree::TreeParams;
 use crate::tree::TreeTopology;
-use crate::tree::{ClosePair, TreeParams};
 use crate::walk::cpu::{Forces, Units, WalkParams};
 use crate::walk::gpu::GpuLayout;
 use crate::walk::mac::Criterion;
@@ -219,16 +220,12 @@ pub trait Backend {
     /// without a tree). Times `refit`.
     fn refit_tree(&mut self, p: &TreeParams, times: &mut PhaseTimes) -> Result<Option<Frame>>;
 
-    /// The pair of this rank's particles, among those near each other along the tree's curve,
-    /// that the frame of the tree's cube resolves worst with softening `eps` (length units;
-    /// [`crate::tree::close`]): how finely the job must be resolved. `None` without a tree or
-    /// when all its particles coincide.
-    fn closest_pair(&mut self, eps: f64) -> Result<Option<ClosePair>>;
-
-    /// The most particles at distinct positions that share one of the tree's deepest cells
-    /// ([`crate::tree::close::crowded`]): what the walk must sum directly, pairwise. 0 without
-    /// a tree.
-    fn crowded_leaf(&mut self) -> Result<u32>;
+    /// What the tree finds of this rank's particles close together
+    /// ([`crate::tree::close`]): the pair, among those near each other along its curve, that
+    /// the frame of its cube resolves worst with softening `eps` (length units), which says how
+    /// finely the job must be resolved, and the most particles at distinct positions that share
+    /// one of its deepest cells, which the walk must sum directly, pairwise.
+    fn closeness(&mut self, eps: f64) -> Result<Closeness>;
 
     /// What a refit needs of the last tree, for a checkpoint (`None` without a tree).
     fn topology(&mut self) -> Result<Option<TreeTopology>>;

@@ -131,8 +131,8 @@ pub(super) fn tree_forces(
         None => backend.refit_tree(&tp, times)?,
     };
     let t0 = Instant::now();
-    let pair = backend.closest_pair(params.eps)?;
-    let mut crowded = [backend.crowded_leaf()? as f64];
+    let close = backend.closeness(params.eps)?;
+    let mut crowded = [close.crowded as f64];
     if comm.size() > 1 {
         comm.allreduce_max_f64(&mut crowded);
     }
@@ -140,7 +140,7 @@ pub(super) fn tree_forces(
         if rebuild { "sort" } else { "refit" },
         t0.elapsed().as_secs_f64(),
     );
-    let mut resolution = resolution::of_job(comm, pair, frame.map(|f| f.side()), params.eps)?;
+    let mut resolution = resolution::of_job(comm, close.pair, frame.map(|f| f.side()), params.eps)?;
     // Where a far particle has stretched the cube, the error names it (every rank agrees on
     // the resolution, so every rank looks).
     if let (Some(r), Some(f)) = (resolution.as_mut().filter(|r| r.stretched()), frame) {

@@ -128,8 +128,16 @@ impl CudaDevice {
     /// i % 2: while the DMA engine moves one chunk, the host fills or empties the other. An
     /// upload fills chunk i once the DMA that last read its buffer is done, then queues its
     /// DMA; a download queues chunk i's DMA, then empties chunk i - 1 once it has arrived.
-    /// Returns when the copy is done.
-    fn staged_copy(&self, device: u64, bytes: usize, chunk: usize, mut way: Way) -> Result<()> {
+    /// Returns when the copy is done, or for an upload that does not `wait`, once its last
+    /// chunk is queued (the stream orders it before the work that follows).
+    fn staged_copy(
+        &self,
+        device: u64,
+        bytes: usize,
+        chunk: usize,
+        mut way: Way,
+        wait: bool,
+    ) -> Result<()> {
         let what = match way {
             Way::Up(_) => "upload",
             Way::Down(_) => "download",
@@ -184,16 +192,21 @@ impl CudaDevice {
                 }
             }
         }
-        self.stream.synchronize().map_err(driver_err(what))
+        match wait || matches!(way, Way::Down(_)) {
+            true => self.stream.synchronize().map_err(driver_err(what)),
+            false => Ok(()),
+        }
     }
 
     /// [`KernelRunner::upload_with`] to the `len` elements at device address `dst`: the
-    /// pieces are produced straight into the staging buffers.
+    /// pieces are produced straight into the staging buffers; returns when the copy is done
+    /// where it must `wait`, else once it is queued ([`KernelRunner::upload_queued`]).
     fn upload_with<T: Element>(
         &self,
         dst: u64,
         len: usize,
         fill: &(dyn Fn(usize, &mut [T]) + Sync),
+        wait: bool,
     ) -> Result<()> {
         let size = std::mem::size_of::<T>();
         self.staged_copy(
@@ -201,6 +214,7 @@ impl CudaDevice {
             len * size,
             chunk_len::<T>() * size,
             Way::Up(&mut |at, stage| fill_pieces(at / size, bytemuck::cast_slice_mut(stage), fill)),
+            wait,
         )
     }
 
@@ -218,6 +232,7 @@ impl CudaDevice {
             len * size,
             chunk_len::<T>() * size,
             Way::Down(&mut |at, stage| take_pieces(at / size, bytemuck::cast_slice(stage), take)),
+            true,
         )
     }
 }
@@ -413,7 +428,21 @@ impl KernelRunner for CudaRunner {
                 dst.len()
             )));
         }
-        self.device.upload_with(dst.ptr, len, fill)
+        self.device.upload_with(dst.ptr, len, fill, true)
+    }
+
+    fn upload_queued<T: Element>(&self, src: &[T], dst: &mut CudaArray<T>) -> Result<()> {
+        if src.len() > dst.len() {
+            return Err(Error::device(format!(
+                "upload of {} elements into a device array of {}",
+                src.len(),
+                dst.len()
+            )));
+        }
+        let fill = |first: usize, piece: &mut [T]| {
+            piece.copy_from_slice(&src[first..first + piece.len()]);
+        };
+        self.device.upload_with(dst.ptr, src.len(), &fill, false)
     }
 
     fn download_with<T: Element>(

@@ -142,6 +142,14 @@ pub trait KernelRunner {
     /// Copies the first `dst.len()` elements of `src` into `dst`, after all earlier work.
     fn download<T: Element>(&self, src: &Self::Array<T>, dst: &mut [T]) -> Result<()>;
 
+    /// [`KernelRunner::upload`] that returns once the copy is queued, without the host
+    /// waiting for the device: the work launched after it sees `dst` copied (a GPU copies from
+    /// its page-locked staging buffers, which the host refills only once their copy is done).
+    /// For a few words that a step's next kernel reads. By default, an upload.
+    fn upload_queued<T: Element>(&self, src: &[T], dst: &mut Self::Array<T>) -> Result<()> {
+        self.upload(src, dst)
+    }
+
     /// Sets the first `len` elements of `dst` (which holds at least `len`) to `value`, after
     /// the work issued so far, without the host waiting for the device: the reset of a word
     /// that a kernel then counts, flags or takes the least value into. `value`'s bytes must be

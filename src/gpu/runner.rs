@@ -80,6 +80,11 @@ impl DeviceUsage {
     /// A copy of `elements` of `T` up (a wait).
     fn add_up<T>(&self, elements: usize) {
         self.waits.fetch_add(1, Relaxed);
+        self.add_queued_up::<T>(elements);
+    }
+
+    /// A copy of `elements` of `T` up that the host does not wait for.
+    fn add_queued_up<T>(&self, elements: usize) {
         self.up
             .fetch_add((elements * std::mem::size_of::<T>()) as u64, Relaxed);
     }
@@ -265,6 +270,17 @@ impl KernelRunner for Runner {
             (Device::Cuda(r), Memory::Cuda(a)) => r.upload(src, a),
             #[cfg(hinoki_emulator)]
             (Device::Emulated(r), Memory::Emulated(a)) => r.upload(src, a),
+            #[cfg(hinoki_emulator)]
+            _ => Err(foreign()),
+        }
+    }
+
+    fn upload_queued<T: Element>(&self, src: &[T], dst: &mut RunnerArray<T>) -> Result<()> {
+        self.usage.add_queued_up::<T>(src.len());
+        match (&self.device, &mut dst.memory) {
+            (Device::Cuda(r), Memory::Cuda(a)) => r.upload_queued(src, a),
+            #[cfg(hinoki_emulator)]
+            (Device::Emulated(r), Memory::Emulated(a)) => r.upload_queued(src, a),
             #[cfg(hinoki_emulator)]
             _ => Err(foreign()),
         }

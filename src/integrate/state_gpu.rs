@@ -84,7 +84,7 @@ impl<R: KernelRunner> StepArrays<R> {
             .eq(self.kick_held.iter().copied())
         {
             self.kick_held.clear();
-            s.runner().upload(kick, &mut self.kick)?;
+            s.runner().upload_queued(kick, &mut self.kick)?;
             self.kick_held.extend(kick.iter().map(|k| k.to_bits()));
         }
         let a = &p.arrays;

@@ -18,6 +18,7 @@ use crate::gpu::args::{
 use crate::gpu::launch::{grow, with_headroom, DeviceArray, KernelRunner};
 use crate::gpu::stages::{blocks, int, Stages};
 use crate::sfc::{Frame, Order, GRID};
+use crate::tree::close::Closeness;
 use crate::tree::TreeTopology;
 use crate::tree::{close, ClosePair, DeviceCells, Tree, TreeParams, MAX_LEVEL};
 use crate::walk::mac::Mac;
@@ -46,8 +47,8 @@ fn a_thread_a_cell(name: &'static str) -> impl Fn(usize) -> (&'static str, usize
     move |_| (name, 1)
 }
 
-/// Float64 words of a closest pair's record (`pair_record` in cuda/build.cu).
-const PAIR_WORDS: usize = 10;
+/// Float64 words of the record of a tree's closeness (`pair_record` in cuda/build.cu).
+const PAIR_WORDS: usize = 11;
 
 /// What a build's arrays were too small for: the cells so far, or one level's splitting cells.
 enum Short {
@@ -164,11 +165,11 @@ pub struct TreeBuilder<R: KernelRunner> {
     sort_counter: R::Array<u32>,
     sort_epoch: u32,
     next_total: R::Array<u32>,
-    /// The closest pair along the curve: its key, then its record.
+    /// The closest pair along the curve's key, the most particles at distinct positions in
+    /// one deepest leaf, then the record of both.
     pair_key: R::Array<u64>,
-    pair_record: R::Array<f64>,
-    /// The most particles at distinct positions in one deepest leaf.
     crowded: R::Array<u32>,
+    pair_record: R::Array<f64>,
     /// A sample of the positions (3 doubles each).
     samples: R::Array<f64>,
     /// The float64 moments (MOMENT_WORDS) of the last tree's cells that split, in the order of
@@ -409,24 +410,27 @@ impl<R: KernelRunner> TreeBuilder<R> {
         Ok(tree)
     }
 
-    /// The pair of particles near each other along the last tree's curve that the frame of
-    /// its cube resolves worst with softening `eps` (length units; see
-    /// [`crate::tree::close`], which it equals), of the particles at `src` (those of the tree,
-    /// in the same order) with ids at device address `id` (u64 each) where the rank holds
-    /// them. `None` when they all coincide or there is no tree.
-    pub fn closest_pair(
+    /// What the last tree finds of the particles at `src` (those of the tree, in the same
+    /// order) close together ([`close`], which it equals): the pair near each other along its
+    /// curve that the frame of its cube resolves worst with softening `eps` (length units),
+    /// with ids at device address `id` (u64 each) where the rank holds them, and the most
+    /// particles at distinct positions sharing one of its deepest leaves. Both come down in
+    /// one copy. Nothing without a tree of them.
+    pub fn closeness(
         &mut self,
         s: &Stages<R>,
         src: Positions,
         id: Option<u64>,
         eps: f64,
-    ) -> Result<Option<ClosePair>> {
+    ) -> Result<Closeness> {
         let Some(tree) = self.tree().filter(|t| t.particles == src.n) else {
-            return Ok(None);
+            return Ok(Closeness::default());
         };
         s.runner().fill(&mut self.pair_key, 1, u64::MAX)?;
+        s.runner().fill(&mut self.crowded, 1, 0)?;
         let c = tree.frame.centre;
-        // SAFETY: the tree's order holds src.n indices of particles at src.
+        // SAFETY: the tree's order holds src.n indices of particles at src, its cell arrays
+        // tree.cells cells; the record holds PAIR_WORDS doubles.
         unsafe {
             s.launch(
                 "closest_pair",
@@ -443,48 +447,6 @@ impl<R: KernelRunner> TreeBuilder<R> {
                     best: self.pair_key.ptr(),
                 },
             )?;
-        }
-        let key = s.fetch(&self.pair_key, 1)?[0];
-        if key == u64::MAX {
-            return Ok(None);
-        }
-        let (k, l) = close::pair_slots(key);
-        // SAFETY: k < l < src.n; the record holds PAIR_WORDS doubles.
-        unsafe {
-            s.launch(
-                "pair_record",
-                1,
-                &PairRecordArgs {
-                    k: int(k)?,
-                    l: int(l)?,
-                    index: tree.order,
-                    pos: src.pos,
-                    id: id.unwrap_or(0),
-                    has_id: id.is_some() as i32,
-                    rec: self.pair_record.ptr(),
-                },
-            )?;
-        }
-        let r = s.fetch(&self.pair_record, PAIR_WORDS)?;
-        let at = |j: usize| DVec3::new(r[2 + 3 * j], r[3 + 3 * j], r[4 + 3 * j]);
-        Ok(Some(ClosePair::of(
-            [at(0), at(1)],
-            [r[0] as usize, r[1] as usize],
-            &tree.frame,
-            id.map(|_| [r[8].to_bits(), r[9].to_bits()]),
-        )))
-    }
-
-    /// The most particles at distinct positions (at `src`, the tree's particles) that share one
-    /// of the last tree's deepest leaves ([`close::crowded`]); 0 without a tree of them.
-    pub fn crowded(&mut self, s: &Stages<R>, src: Positions) -> Result<u32> {
-        let Some(tree) = self.tree().filter(|t| t.particles == src.n) else {
-            return Ok(0);
-        };
-        s.runner().fill(&mut self.crowded, 1, 0)?;
-        // SAFETY: the tree's cell arrays hold tree.cells cells, its order src.n indices of
-        // particles at src.
-        unsafe {
             s.launch(
                 "crowded_leaves",
                 blocks(tree.cells).min(1024),
@@ -496,8 +458,33 @@ impl<R: KernelRunner> TreeBuilder<R> {
                     most: self.crowded.ptr(),
                 },
             )?;
+            s.launch(
+                "pair_record",
+                1,
+                &PairRecordArgs {
+                    best: self.pair_key.ptr(),
+                    most: self.crowded.ptr(),
+                    index: tree.order,
+                    pos: src.pos,
+                    id: id.unwrap_or(0),
+                    has_id: id.is_some() as i32,
+                    rec: self.pair_record.ptr(),
+                },
+            )?;
         }
-        Ok(s.fetch(&self.crowded, 1)?[0])
+        let r = s.fetch(&self.pair_record, PAIR_WORDS)?;
+        let at = |j: usize| DVec3::new(r[2 + 3 * j], r[3 + 3 * j], r[4 + 3 * j]);
+        Ok(Closeness {
+            pair: (r[0] >= 0.0).then(|| {
+                ClosePair::of(
+                    [at(0), at(1)],
+                    [r[0] as usize, r[1] as usize],
+                    &tree.frame,
+                    id.map(|_| [r[8].to_bits(), r[9].to_bits()]),
+                )
+            }),
+            crowded: r[10] as u32,
+        })
     }
 
     /// `count` of the positions at `src` at even strides, copied down: the sample

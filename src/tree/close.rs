@@ -57,6 +57,19 @@ impl ClosePair {
     }
 }
 
+/// What a rank's tree finds of its particles close together: the pair its frame resolves
+/// worst ([`closest_pair`]) and its most crowded deepest cell ([`crowded`]), found together so
+/// that the device brings both down at once.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Closeness {
+    /// The pair its frame resolves worst with the softening; `None` without a tree, or where
+    /// all its particles coincide and are softened.
+    pub pair: Option<ClosePair>,
+    /// The most particles at distinct positions sharing one of its deepest cells; 0 without a
+    /// tree.
+    pub crowded: u32,
+}
+
 /// The order of the pair of sorted slots `k`, `k + j` (1 ≤ j ≤ [`WINDOW`]) with
 /// (max(s, ε) / m)² = `q` among all pairs: by the upper 28 bits of `q` (sign, exponent and 16
 /// bits of mantissa, monotone for positive doubles), then by `j` and `k`, packed into one word

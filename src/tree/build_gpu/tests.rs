@@ -154,15 +154,12 @@ fn emulated_device_build_equals_the_host_build() {
         let g = &host.frame;
         let pair = close::closest_pair(&host.index, pos, g, 1e-4)
             .map(|k| close::pair_at(k, &host.index, pos, g, None));
-        assert_eq!(
-            builder.closest_pair(&s, d.positions(), None, 1e-4).unwrap(),
-            pair,
-            "{what}: closest pair"
-        );
+        let found = builder.closeness(&s, d.positions(), None, 1e-4).unwrap();
+        assert_eq!(found.pair, pair, "{what}: closest pair");
         let distinct = pos.iter().any(|x| *x != pos[0]);
         assert_eq!(pair.is_some(), distinct, "{what}: closest pair");
         assert_eq!(
-            builder.crowded(&s, d.positions()).unwrap(),
+            found.crowded,
             close::crowded(&host.cells, &host.index, pos),
             "{what}: crowded deepest cells"
         );
@@ -186,7 +183,9 @@ fn emulated_device_build_equals_the_host_build() {
     build(&s, &mut builder, &d, &p, false);
     let crowded = close::crowded(&host.cells, &host.index, &pos);
     assert!(crowded > 100, "{crowded}");
-    assert_eq!(builder.crowded(&s, d.positions()).unwrap(), crowded);
+    let found = builder.closeness(&s, d.positions(), None, 0.0).unwrap();
+    assert_eq!(found.crowded, crowded);
+    assert!(found.pair.is_some());
     assert!(builder.particle_bytes() > 0 && builder.cell_bytes() > 0);
 }
 
