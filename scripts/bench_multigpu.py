@@ -3,8 +3,10 @@
 JSON object) the slowest rank's seconds per phase of the third evaluation, its `evaluation`
 (`total` less returning the results, `download` and `unsort`: what a scaling study compares),
 the sum of the named phases, and the ratio to the one-GPU row of the same series (weak:
-efficiency T1/T; strong: speed-up T1/T) of the evaluation and of the whole `total`; for runs (NAME.out, the run's summary lines) the wall
-time, the force time and the phases, against the one-GPU run.
+efficiency T1/T; strong: speed-up T1/T) of the evaluation and of the whole `total`; for runs
+(NAME.out, the run's summary lines) the wall time, the force time and the phases, against the
+one-GPU run: the disk galaxy's (`run-`) force time, the whole cosmological runs' (`whole-`)
+wall time.
 
 usage: scripts/bench_multigpu.py OUT
 """
@@ -40,17 +42,40 @@ def forces_row(name, report, base):
     return "| " + " | ".join(cols) + " |"
 
 
-def run_row(name, text, base):
-    m = re.search(r"steps to \S+ \S* ?in ([0-9.]+) s", text)
+def wall_and_phases(text):
+    """A run's wall time (seconds, as its summary gives it) and its phases (seconds)."""
+    m = re.search(r"steps to .*? in ([0-9.]+) s", text)
     wall = float(m.group(1)) if m else float("nan")
     phases = {}
     for line in text.splitlines():
         if line.startswith("time per phase [s]:"):
             phases = {k: float(v) for k, v in re.findall(r"([a-z_]+) ([0-9.]+)", line.split(":", 1)[1])}
+    return wall, phases
+
+
+def run_row(name, text, base, by_wall):
+    """One run's row: wall, force time, the ratio of the force time (or with `by_wall` of the
+    wall time) to the one-GPU run's `base` (wall, force time), and its phases."""
+    wall, phases = wall_and_phases(text)
     force = phases.get("total", float("nan"))
-    ratio = f"{force / base:.2f}" if base else ""
+    ratio = ""
+    if base is not None:
+        ratio = f"{wall / base[0]:.3f}" if by_wall else f"{force / base[1]:.2f}"
     shown = ", ".join(f"{k} {v:.2f}" for k, v in phases.items())
     return f"| {name} | {wall:.2f} | {force:.3f} | {ratio} | {shown} |"
+
+
+def run_table(reports, names, prefix, by_wall):
+    """The rows of the runs named `prefix`..., each against its series' one-GPU run."""
+    for n in names:
+        if not n.startswith(prefix):
+            continue
+        one = reports.get(n.split("-np")[0] + "-np1")
+        base = None
+        if one is not None:
+            wall, phases = wall_and_phases(one)
+            base = (wall, phases.get("total", float("nan")))
+        print(run_row(n, reports[n], base, by_wall))
 
 
 def main(out):
@@ -58,7 +83,7 @@ def main(out):
     reports = {}
     for n in names:
         text = open(os.path.join(out, n + ".out")).read()
-        if n.startswith("run-"):
+        if n.startswith(("run-", "whole-")):
             reports[n] = text + open(os.path.join(out, n + ".log")).read()
         elif text.strip():
             reports[n] = json.loads(text)
@@ -66,7 +91,7 @@ def main(out):
           " | named | T1/T evaluation / total (weak: efficiency, strong: speed-up) | exchange | p99 |")
     print("|" + "---|" * (len(PHASES) + 9))
     for n in names:
-        if n.startswith("run-") or n not in reports:
+        if n.startswith(("run-", "whole-")) or n not in reports:
             continue
         series = n.split("-np")[0]
         one = reports.get(series + "-np1")
@@ -74,14 +99,11 @@ def main(out):
     print()
     print("| run | wall s | force time s | force time / 1 GPU | phases (s) |")
     print("|---|---|---|---|---|")
-    base = None
-    for n in names:
-        if not n.startswith("run-"):
-            continue
-        if n.endswith("-np1"):
-            m = re.findall(r"total ([0-9.]+)", reports[n])
-            base = float(m[-1]) if m else None
-        print(run_row(n, reports[n], base))
+    run_table(reports, names, "run-", False)
+    print()
+    print("| whole run | wall s | force time s | wall / 1 GPU | phases (s) |")
+    print("|---|---|---|---|---|")
+    run_table(reports, names, "whole-", True)
 
 
 if __name__ == "__main__":

@@ -4,10 +4,14 @@
 # GPU) and the strong series (2^25 in all) of the uniform cube at theta 0.5 and the NFW halo at
 # theta 0.45, on 1 GPU and on each rank count of NPS with each LET exchange of EXCHANGES; then
 # the disk galaxy of benches/runs/disk-block-auto.toml (2^23 particles, block steps) on 1 GPU and
-# on each rank count. Prints one Markdown row per run (scripts/bench_multigpu.py) and keeps the
-# reports and logs in OUT.
+# on each rank count; with the `cosmo` set, seed 000's sphere (examples/cosmology-sphere.toml,
+# 2.86 M particles, 3584 steps) and the periodic box of BOX_GRID^3 (examples/cosmology-box.toml)
+# whole, their initial conditions made once in OUT (SPHERE_GRID: the sphere's grid, 256).
+# Prints one Markdown row per run (scripts/bench_multigpu.py) and keeps the reports and logs in
+# OUT.
 #
 #   scripts/bench_multigpu.sh BIN OUT            # NPS="2 4" EXCHANGES="nccl mpi" SETS="weak strong run"
+#   SETS=cosmo scripts/bench_multigpu.sh BIN OUT # the whole cosmological runs, their walls
 #   (the 1-GPU runs use the mpi exchange config; EXCHANGES must include mpi for the run set)
 #
 # Launch: mpirun --bind-to none (Open MPI binds each of at most two ranks to one core
@@ -22,7 +26,10 @@ SETS=${SETS:-"weak strong run"}
 N_WEAK=${N_WEAK:-16777216}      # particles per GPU of the weak series
 N_STRONG=${N_STRONG:-33554432}  # particles of the strong series
 BACKEND=${BACKEND:-gpu}
+SPHERE_GRID=${SPHERE_GRID:-256}  # the cosmo set's sphere: the grid it is cut from
+BOX_GRID=${BOX_GRID:-128}        # the cosmo set's box: particles and Mpc/h per side
 mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)  # absolute: the cosmo set's configurations name files in it
 CORES=$(nproc)
 ROOT=()
 [ "$(id -u)" = 0 ] && ROOT=(--allow-run-as-root)
@@ -72,6 +79,26 @@ for set in $SETS; do
           launch "run-disk-np$np-$exch" "$np" run "$OUT/disk-$exch.toml" -o "$OUT/run-disk-np$np-$exch.d"
         done
       done
+      ;;
+    cosmo)
+      # The examples' runs whole, with their own exchange (auto), from initial conditions in OUT.
+      ics_failed() { echo "FAILED: initial conditions (see $OUT/ics.log)"; tail -1 "$OUT/ics.log"; exit 1; }
+      [ -f "$OUT/sphere-ics.hdf5" ] || "$BIN" ics cosmology --grid "$SPHERE_GRID" --box 91.4 \
+        --sphere 31.5 --lpt 1 -o "$OUT/sphere-ics.hdf5" >"$OUT/ics.log" 2>&1 || ics_failed
+      [ -f "$OUT/box-ics.hdf5" ] || "$BIN" ics cosmology --grid "$BOX_GRID" --box "$BOX_GRID" \
+        -o "$OUT/box-ics.hdf5" >>"$OUT/ics.log" 2>&1 || ics_failed
+      for model in sphere box; do
+        sed "s|^file = .*|file = \"$OUT/$model-ics.hdf5\"|" \
+          "$HERE/../examples/cosmology-$model.toml" >"$OUT/$model.toml"
+        for np in 1 $NPS; do
+          launch "whole-$model-np$np" "$np" run "$OUT/$model.toml" -o "$OUT/whole-$model-np$np.d"
+          rm -rf "$OUT/whole-$model-np$np.d"
+        done
+      done
+      ;;
+    *)
+      echo "bench_multigpu.sh: unknown set '$set' in SETS (weak, strong, run, cosmo)" >&2
+      exit 2
       ;;
   esac
 done
