@@ -128,8 +128,9 @@ impl CudaDevice {
     /// i % 2: while the DMA engine moves one chunk, the host fills or empties the other. An
     /// upload fills chunk i once the DMA that last read its buffer is done, then queues its
     /// DMA; a download queues chunk i's DMA, then empties chunk i - 1 once it has arrived.
-    /// Returns when the copy is done, or for an upload that does not `wait`, once its last
-    /// chunk is queued (the stream orders it before the work that follows).
+    /// Returns when the copy is done (the stream waited for) where it must `wait`, else once
+    /// its last chunk is queued: an upload's is ordered before the work that follows, a
+    /// download's chunks have all been emptied by then.
     fn staged_copy(
         &self,
         device: u64,
@@ -192,7 +193,7 @@ impl CudaDevice {
                 }
             }
         }
-        match wait || matches!(way, Way::Down(_)) {
+        match wait {
             true => self.stream.synchronize().map_err(driver_err(what)),
             false => Ok(()),
         }
@@ -364,6 +365,31 @@ impl CudaRunner {
     }
 }
 
+impl CudaRunner {
+    /// [`KernelRunner::upload_with`] into `dst`, which must hold `len` elements: returns when
+    /// the copy is done where it must `wait`, else once it is queued.
+    fn checked_upload<T: Element>(
+        &self,
+        len: usize,
+        fill: &(dyn Fn(usize, &mut [T]) + Sync),
+        dst: &mut CudaArray<T>,
+        wait: bool,
+    ) -> Result<()> {
+        if len > dst.len() {
+            return Err(Error::device(format!(
+                "upload of {len} elements into a device array of {}",
+                dst.len()
+            )));
+        }
+        self.device.upload_with(dst.ptr, len, fill, wait)
+    }
+}
+
+/// The `fill` of an upload of `src`: its elements `first..first + piece.len()` copied.
+fn copying<T: Element>(src: &[T]) -> impl Fn(usize, &mut [T]) + Sync + '_ {
+    |first, piece: &mut [T]| piece.copy_from_slice(&src[first..first + piece.len()])
+}
+
 impl KernelRunner for CudaRunner {
     type Array<T: Element> = CudaArray<T>;
 
@@ -379,11 +405,7 @@ impl KernelRunner for CudaRunner {
     }
 
     fn upload<T: Element>(&self, src: &[T], dst: &mut CudaArray<T>) -> Result<()> {
-        self.upload_with(
-            src.len(),
-            &|first, piece| piece.copy_from_slice(&src[first..first + piece.len()]),
-            dst,
-        )
+        self.checked_upload(src.len(), &copying(src), dst, true)
     }
 
     fn download<T: Element>(&self, src: &CudaArray<T>, dst: &mut [T]) -> Result<()> {
@@ -422,27 +444,11 @@ impl KernelRunner for CudaRunner {
         fill: &(dyn Fn(usize, &mut [T]) + Sync),
         dst: &mut CudaArray<T>,
     ) -> Result<()> {
-        if len > dst.len() {
-            return Err(Error::device(format!(
-                "upload of {len} elements into a device array of {}",
-                dst.len()
-            )));
-        }
-        self.device.upload_with(dst.ptr, len, fill, true)
+        self.checked_upload(len, fill, dst, true)
     }
 
     fn upload_queued<T: Element>(&self, src: &[T], dst: &mut CudaArray<T>) -> Result<()> {
-        if src.len() > dst.len() {
-            return Err(Error::device(format!(
-                "upload of {} elements into a device array of {}",
-                src.len(),
-                dst.len()
-            )));
-        }
-        let fill = |first: usize, piece: &mut [T]| {
-            piece.copy_from_slice(&src[first..first + piece.len()]);
-        };
-        self.device.upload_with(dst.ptr, src.len(), &fill, false)
+        self.checked_upload(src.len(), &copying(src), dst, false)
     }
 
     fn download_with<T: Element>(

@@ -48,7 +48,7 @@ fn a_thread_a_cell(name: &'static str) -> impl Fn(usize) -> (&'static str, usize
 }
 
 /// Float64 words of the record of a tree's closeness (`pair_record` in cuda/build.cu).
-const PAIR_WORDS: usize = 11;
+const CLOSENESS_WORDS: usize = 11;
 
 /// What a build's arrays were too small for: the cells so far, or one level's splitting cells.
 enum Short {
@@ -193,7 +193,7 @@ impl<R: KernelRunner> TreeBuilder<R> {
             sort_epoch: 0,
             next_total: r.alloc(2)?,
             pair_key: r.alloc(1)?,
-            pair_record: r.alloc(PAIR_WORDS)?,
+            pair_record: r.alloc(CLOSENESS_WORDS)?,
             crowded: r.alloc(1)?,
             samples: r.alloc(3)?,
             moments: r.alloc(1)?,
@@ -430,7 +430,7 @@ impl<R: KernelRunner> TreeBuilder<R> {
         s.runner().fill(&mut self.crowded, 1, 0)?;
         let c = tree.frame.centre;
         // SAFETY: the tree's order holds src.n indices of particles at src, its cell arrays
-        // tree.cells cells; the record holds PAIR_WORDS doubles.
+        // tree.cells cells; the record holds CLOSENESS_WORDS doubles.
         unsafe {
             s.launch(
                 "closest_pair",
@@ -472,7 +472,7 @@ impl<R: KernelRunner> TreeBuilder<R> {
                 },
             )?;
         }
-        let r = s.fetch(&self.pair_record, PAIR_WORDS)?;
+        let r = s.fetch(&self.pair_record, CLOSENESS_WORDS)?;
         let at = |j: usize| DVec3::new(r[2 + 3 * j], r[3 + 3 * j], r[4 + 3 * j]);
         Ok(Closeness {
             pair: (r[0] >= 0.0).then(|| {
