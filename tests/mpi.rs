@@ -294,16 +294,6 @@ fn a_two_rank_summary_names_the_final_files() {
     }
 }
 
-/// The decoded RGB pixels of the PNG at `path`.
-fn pixels(path: &std::path::Path) -> Vec<u8> {
-    let decoder = png::Decoder::new(std::fs::File::open(path).unwrap());
-    let mut reader = decoder.read_info().unwrap();
-    let mut rgb = vec![0; reader.output_buffer_size()];
-    let info = reader.next_frame(&mut rgb).unwrap();
-    rgb.truncate(info.buffer_size());
-    rgb
-}
-
 /// Two ranks draw the end-of-run picture together, each from its own particles (none reads
 /// the final files back): the picture `hinoki render` draws of those files, with the same
 /// view (its 99 % mass radius found by halving a range of radii over the ranks, 20,000
@@ -328,7 +318,10 @@ fn two_ranks_draw_the_picture_of_all_their_particles() {
         single.to_str().unwrap(),
     ]);
     assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
-    let (together, alone) = (pixels(&out.join("final.png")), pixels(&single));
+    let (together, alone) = (
+        common::png_rgb(&out.join("final.png")).2,
+        common::png_rgb(&single).2,
+    );
     assert_eq!(together.len(), alone.len());
     let differ = together
         .chunks(3)

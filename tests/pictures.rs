@@ -37,17 +37,8 @@ struct Picture {
 
 impl Picture {
     fn read(path: &Path) -> Self {
-        let decoder = png::Decoder::new(std::fs::File::open(path).unwrap());
-        let mut reader = decoder.read_info().unwrap();
-        let mut rgb = vec![0; reader.output_buffer_size()];
-        let info = reader.next_frame(&mut rgb).unwrap();
-        assert_eq!(info.color_type, png::ColorType::Rgb);
-        rgb.truncate(info.buffer_size());
-        Self {
-            width: info.width as usize,
-            height: info.height as usize,
-            rgb,
-        }
+        let (width, height, rgb) = common::png_rgb(path);
+        Self { width, height, rgb }
     }
 
     /// The mean (column, row) of the pixels that satisfy `f`, and how many there are.

@@ -60,6 +60,17 @@ impl TempDir {
     }
 }
 
+/// The PNG at `path` decoded: its width, height and 8-bit RGB pixels (it must be RGB).
+pub fn png_rgb(path: &Path) -> (usize, usize, Vec<u8>) {
+    let decoder = png::Decoder::new(std::fs::File::open(path).unwrap());
+    let mut reader = decoder.read_info().unwrap();
+    let mut rgb = vec![0; reader.output_buffer_size()];
+    let info = reader.next_frame(&mut rgb).unwrap();
+    assert_eq!(info.color_type, png::ColorType::Rgb);
+    rgb.truncate(info.buffer_size());
+    (info.width as usize, info.height as usize, rgb)
+}
+
 impl Drop for TempDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
