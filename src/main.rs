@@ -742,7 +742,7 @@ fn forces(a: ForcesArgs, comm: &dyn Comm) -> Result<()> {
         None => FORCES_BYTES,
     };
     let p = initial_particles(&source, comm, host_bytes, false)?;
-    let n_total = comm.allgather_u64(p.len() as u64).iter().sum::<u64>() as usize;
+    let n_total = comm.allgather_u64(&[p.len() as u64]).iter().sum::<u64>() as usize;
     // On one rank nothing moves: the engine needs the positions and masses only, and the
     // particles stay here for the report. With several ranks they move, and come back after
     // the last evaluation.

@@ -43,8 +43,8 @@ pub trait Comm: Send + Sync {
     /// Replaces each element of `x` by its sum over all ranks (wrapping on overflow).
     fn allreduce_sum_u64(&self, x: &mut [u64]);
 
-    /// Returns every rank's `x`, indexed by rank.
-    fn allgather_u64(&self, x: u64) -> Vec<u64>;
+    /// Every rank's `x` (the same length on every rank), concatenated in rank order.
+    fn allgather_u64(&self, x: &[u64]) -> Vec<u64>;
 
     /// Every rank's `x` (the same length on every rank), concatenated in rank order.
     fn allgather_f64(&self, x: &[f64]) -> Vec<f64>;
@@ -65,6 +65,11 @@ pub trait Comm: Send + Sync {
 
     /// [`Comm::alltoallv_f32`] for 64-bit integers.
     fn alltoallv_u64(&self, send: &[u64], counts: &[usize]) -> Result<Exchanged<u64>>;
+
+    /// All-to-all exchange of equal shares: `send` holds, in rank order, `send.len() / size()`
+    /// elements for each rank (its length a multiple of the rank count). Returns what every
+    /// rank sent to this one, in rank order, as many from each.
+    fn alltoall_u64(&self, send: &[u64]) -> Result<Vec<u64>>;
 
     /// The error of the lowest failed rank, for every rank: each rank that calls it passes its
     /// own error, `None` when it did not fail. Returns that error marked shared
@@ -117,6 +122,41 @@ pub fn agree<T>(comm: &dyn Comm, local: Result<T>) -> Result<T> {
                 comm.size()
             ))
         })),
+    }
+}
+
+/// Replaces each of `sums` by its sum over all ranks (wrapping on overflow) and each of
+/// `maxima` by its maximum, in one collective where a sum and a max would take two: every
+/// rank's words are gathered (`sums.len() + maxima.len()` per rank) and reduced by each rank.
+/// For the few words a step agrees on, a gather costs what a reduction does. Collective: the
+/// same lengths on every rank.
+pub fn sum_and_max(comm: &dyn Comm, sums: &mut [u64], maxima: &mut [f64]) {
+    if comm.size() == 1 {
+        return;
+    }
+    let mine: Vec<u64> = sums
+        .iter()
+        .copied()
+        .chain(maxima.iter().map(|m| m.to_bits()))
+        .collect();
+    reduce_gathered(&comm.allgather_u64(&mine), sums, maxima);
+}
+
+/// [`sum_and_max`]'s reduction of `all`, every rank's words in rank order (each rank's sums,
+/// then its maxima as float64 bits), into `sums` and `maxima`.
+fn reduce_gathered(all: &[u64], sums: &mut [u64], maxima: &mut [f64]) {
+    let width = sums.len() + maxima.len();
+    sums.fill(0);
+    maxima.fill(f64::NEG_INFINITY);
+    for rank in all.chunks_exact(width.max(1)) {
+        let (s, m) = rank.split_at(sums.len());
+        sums.iter_mut()
+            .zip(s)
+            .for_each(|(a, &b)| *a = a.wrapping_add(b));
+        maxima
+            .iter_mut()
+            .zip(m)
+            .for_each(|(a, &b)| *a = a.max(f64::from_bits(b)));
     }
 }
 
@@ -342,10 +382,32 @@ mod tests {
     }
 
     #[test]
+    fn gathered_words_reduce_to_sums_and_maxima() {
+        // Three ranks, two sums and two maxima each.
+        let ranks = [
+            ([1u64, u64::MAX], [-1.0f64, 2.5]),
+            ([2, 3], [-0.5, f64::NEG_INFINITY]),
+            ([4, 0], [-7.0, 1e300]),
+        ];
+        let all: Vec<u64> = ranks
+            .iter()
+            .flat_map(|(s, m)| s.iter().copied().chain(m.iter().map(|x| x.to_bits())))
+            .collect();
+        let (mut sums, mut maxima) = ([9, 9], [9.0, 9.0]);
+        reduce_gathered(&all, &mut sums, &mut maxima);
+        assert_eq!(sums, [7, 2]);
+        assert_eq!(maxima, [-0.5, 1e300]);
+        // One rank leaves its values, and no rank a value it did not have.
+        let (mut sums, mut maxima) = ([5u64], [-3.0]);
+        sum_and_max(&SingleProcess, &mut sums, &mut maxima);
+        assert_eq!((sums, maxima), ([5], [-3.0]));
+    }
+
+    #[test]
     fn no_launcher_gives_single_process() {
         let c = init_for(None).unwrap();
         assert_eq!((c.rank(), c.size()), (0, 1));
-        assert_eq!(c.allgather_u64(9), vec![9]);
+        assert_eq!(c.allgather_u64(&[9]), vec![9]);
     }
 
     #[cfg(not(feature = "mpi"))]

@@ -247,10 +247,10 @@ impl Comm for MpiComm {
         self.allreduce(x, SystemOperation::sum());
     }
 
-    /// `MPI_Allgather` of one value per rank, returned in rank order.
-    fn allgather_u64(&self, x: u64) -> Vec<u64> {
-        let mut all = vec![0u64; self.size];
-        self.world().all_gather_into(&x, &mut all[..]);
+    /// `MPI_Allgather` of equal-length slices.
+    fn allgather_u64(&self, x: &[u64]) -> Vec<u64> {
+        let mut all = vec![0u64; x.len() * self.size];
+        self.world().all_gather_into(x, &mut all[..]);
         all
     }
 
@@ -284,6 +284,20 @@ impl Comm for MpiComm {
     /// `MPI_Alltoall` of the counts, then `MPI_Alltoallv` on `MPI_UINT64_T`.
     fn alltoallv_u64(&self, send: &[u64], counts: &[usize]) -> Result<Exchanged<u64>> {
         self.alltoallv(send, counts)
+    }
+
+    /// `MPI_Alltoall` on `MPI_UINT64_T`.
+    fn alltoall_u64(&self, send: &[u64]) -> Result<Vec<u64>> {
+        if send.len() % self.size != 0 {
+            return Err(Error::comm(format!(
+                "alltoall: {} elements do not share equally among {} ranks",
+                send.len(),
+                self.size
+            )));
+        }
+        let mut got = vec![0u64; send.len()];
+        self.world().all_to_all_into(send, &mut got[..]);
+        Ok(got)
     }
 
     /// An `MPI_Ibarrier` on the failures communicator, tested until [`FAILURE_WAIT`] has

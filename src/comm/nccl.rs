@@ -138,7 +138,7 @@ impl NcclSeed {
     /// rank's).
     pub fn draw(comm: &dyn Comm, gpu: u64) -> Result<Self> {
         let api = agree(comm, Api::load())?;
-        let gpus = comm.allgather_u64(gpu);
+        let gpus = comm.allgather_u64(&[gpu]);
         let mut seen = gpus.clone();
         seen.sort_unstable();
         seen.dedup();

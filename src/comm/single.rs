@@ -5,8 +5,8 @@ use crate::{Error, Result};
 
 /// A run of exactly one rank, with no MPI underneath.
 ///
-/// Rank 0 of 1; every reduction leaves its input unchanged, `allgather_u64` returns the one
-/// value, `barrier` returns at once and `abort` exits the process.
+/// Rank 0 of 1; every reduction leaves its input unchanged, `allgather_u64` returns a copy
+/// of its input, `barrier` returns at once and `abort` exits the process.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SingleProcess;
 
@@ -36,9 +36,9 @@ impl Comm for SingleProcess {
     /// Leaves `x` as it is (the sum over one rank).
     fn allreduce_sum_u64(&self, _x: &mut [u64]) {}
 
-    /// Returns `vec![x]`.
-    fn allgather_u64(&self, x: u64) -> Vec<u64> {
-        vec![x]
+    /// Returns a copy of `x`.
+    fn allgather_u64(&self, x: &[u64]) -> Vec<u64> {
+        x.to_vec()
     }
 
     /// Returns a copy of `x`.
@@ -69,6 +69,11 @@ impl Comm for SingleProcess {
     /// Returns what this rank sends to itself: all of `send`.
     fn alltoallv_u64(&self, send: &[u64], counts: &[usize]) -> Result<Exchanged<u64>> {
         to_self(send, counts)
+    }
+
+    /// Returns a copy of `send`: all of it is this rank's share for itself.
+    fn alltoall_u64(&self, send: &[u64]) -> Result<Vec<u64>> {
+        Ok(send.to_vec())
     }
 
     /// This rank's own error, shared: there is no other rank.
@@ -130,7 +135,7 @@ mod tests {
 
     #[test]
     fn allgather_is_one_value() {
-        assert_eq!(SingleProcess.allgather_u64(42), vec![42]);
+        assert_eq!(SingleProcess.allgather_u64(&[42, 7]), vec![42, 7]);
     }
 
     #[test]

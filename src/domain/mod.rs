@@ -133,7 +133,7 @@ pub fn imbalance(max: u64, total: u64, ranks: usize) -> f64 {
 /// The load imbalance ([`imbalance`]) of this rank's summed cost `mine` and every other
 /// rank's. Collective (one allgather).
 pub fn measured_imbalance(comm: &dyn Comm, mine: u64) -> f64 {
-    let all = comm.allgather_u64(mine);
+    let all = comm.allgather_u64(&[mine]);
     let max = all.iter().copied().max().unwrap_or(0);
     imbalance(max, all.iter().sum(), comm.size())
 }
@@ -185,7 +185,7 @@ pub fn gather_all<'p>(
         .map(DVec3::from_slice)
         .collect();
     let mass = comm.allgatherv_f64(&p.mass)?;
-    let before: u64 = comm.allgather_u64(p.len() as u64)[..comm.rank()]
+    let before: u64 = comm.allgather_u64(&[p.len() as u64])[..comm.rank()]
         .iter()
         .sum();
     let start = before as usize;

@@ -132,15 +132,12 @@ pub(super) fn tree_forces(
     };
     let t0 = Instant::now();
     let close = backend.closeness(params.eps)?;
-    let mut crowded = [close.crowded as f64];
-    if comm.size() > 1 {
-        comm.allreduce_max_f64(&mut crowded);
-    }
+    let side = frame.map(|f| f.side());
+    let (mut resolution, crowded) = resolution::of_job(comm, close, side, params.eps)?;
     times.add(
         if rebuild { "sort" } else { "refit" },
         t0.elapsed().as_secs_f64(),
     );
-    let mut resolution = resolution::of_job(comm, close.pair, frame.map(|f| f.side()), params.eps)?;
     // Where a far particle has stretched the cube, the error names it (every rank agrees on
     // the resolution, so every rank looks).
     if let (Some(r), Some(f)) = (resolution.as_mut().filter(|r| r.stretched()), frame) {
@@ -152,7 +149,7 @@ pub(super) fn tree_forces(
         return Err(e);
     }
     let side = frame.map_or(1.0, |f| f.side());
-    let crowding = resolution::crowding(crowded[0] as u32, side);
+    let crowding = resolution::crowding(crowded, side);
     let spec = TargetSpec {
         order: params.order,
         group: params.group,
@@ -402,9 +399,7 @@ fn exchange_while_walking(
         Outgoing::Device(shapes) => {
             let theirs = beside.time(|t| {
                 t.time("exchange", || {
-                    let words =
-                        comm.alltoallv_u64(&LetShape::encode(&shapes), &vec![2; comm.size()]);
-                    LetShape::decode(&words?.data)
+                    LetShape::decode(&comm.alltoall_u64(&LetShape::encode(&shapes))?)
                 })
             })?;
             beside.time(|t| t.time("exchange", || backend.send_lets(&theirs)))?;

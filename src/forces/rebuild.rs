@@ -40,7 +40,7 @@
 //! particles are not the ones its tree was built on (another set or order) rebuilds its own tree
 //! whatever the decision, which needs no other rank. The tree itself lives in the backend.
 
-use crate::comm::Comm;
+use crate::comm::{sum_and_max, Comm};
 use crate::diag::PhaseTimes;
 use crate::error::{Error, Result};
 use crate::hash::mix;
@@ -319,8 +319,8 @@ impl Schedule {
     /// Records an evaluation (a rebuild when `rebuilt`, after `strays` seconds of sending the
     /// strays home) that took `times`, walked `walked` targets on this rank and measured
     /// `probe` there (`None` where it did not probe, e.g. for want of a tree to refit).
-    /// Collective for `auto` on several ranks (times are allreduced by their maximum, targets
-    /// summed).
+    /// Collective for `auto` on several ranks (one gather: the times' maxima over the ranks,
+    /// the targets' sums).
     pub(super) fn record(
         &mut self,
         comm: &dyn Comm,
@@ -342,9 +342,8 @@ impl Schedule {
             probe.is_some() as u8 as f64,
         ];
         let mut w = [walked as u64, p.refit_walk.1, p.fresh_walk.1];
-        if self.policy == Rebuild::Auto && comm.size() > 1 {
-            comm.allreduce_max_f64(&mut t);
-            comm.allreduce_sum_u64(&mut w);
+        if self.policy == Rebuild::Auto {
+            sum_and_max(comm, &mut w, &mut t);
         }
         let probe = (t[7] > 0.0).then_some(Probe {
             refit: t[3],

@@ -14,7 +14,7 @@
 
 use crate::comm::Comm;
 use crate::error::{Error, Result};
-use crate::tree::close::NEAR;
+use crate::tree::close::{Closeness, NEAR};
 use crate::tree::ClosePair;
 use glam::DVec3;
 
@@ -256,39 +256,42 @@ impl Resolution {
     }
 }
 
-/// The job's [`Resolution`] where its pair is beyond [`WARN_RANGE`] in max(m, 2⁻¹⁸ L) / λ
-/// (`None` otherwise, or without a pair): this rank's pair `local`
-/// ([`crate::backend::Backend::closest_pair`]), the side of its cube `side` (`None` without a
-/// tree; the cube is the same on every rank that has one) and the softening `eps`. Collective
-/// on several ranks (one allreduce, and three more when the range is exceeded).
+/// The job's closeness from this rank's `close` ([`crate::backend::Backend::closeness`]), the
+/// side of its cube `side` (`None` without a tree; the cube is the same on every rank that has
+/// one) and the softening `eps`: its [`Resolution`] where its pair is beyond [`WARN_RANGE`] in
+/// max(m, 2⁻¹⁸ L) / λ (`None` otherwise, or without a pair), and the most crowded of the
+/// ranks' deepest cells ([`crowding`]). Collective on several ranks (one allreduce, and three
+/// more when the range is exceeded).
 pub fn of_job(
     comm: &dyn Comm,
-    local: Option<ClosePair>,
+    close: Closeness,
     side: Option<f64>,
     eps: f64,
-) -> Result<Option<Resolution>> {
-    // The largest range and side over the ranks.
+) -> Result<(Option<Resolution>, u32)> {
+    // The largest range, side and crowding over the ranks.
+    let local = close.pair;
     let side = side.unwrap_or(0.0);
     let range = local.map_or(0.0, |p| p.worst(side, eps));
-    let mut v = [-range, -side];
+    let mut v = [range, side, close.crowded as f64];
     if comm.size() > 1 {
-        comm.allreduce_min_f64(&mut v);
+        comm.allreduce_max_f64(&mut v);
     }
-    let (worst, side) = (-v[0], -v[1]);
+    let (worst, side, crowded) = (v[0], v[1], v[2] as u32);
     if worst <= WARN_RANGE {
-        return Ok(None);
+        return Ok((None, crowded));
     }
     // The lowest rank holding a pair that bad describes it to all.
     let mine = local.filter(|_| range == worst);
     let rank = lowest_rank_with(comm, mine.is_some());
     let pair = share(comm, mine.filter(|_| comm.rank() == rank));
-    Ok(Some(Resolution {
+    let resolution = Resolution {
         pair,
         rank,
         side,
         eps,
         far: None,
-    }))
+    };
+    Ok((Some(resolution), crowded))
 }
 
 /// The pair `mine` of the one rank that passes it, on every rank (allreduces of sums to which
@@ -326,6 +329,14 @@ mod tests {
     use super::*;
     use crate::comm::SingleProcess;
 
+    /// The one-rank job's resolution of `pair` in a cube of side `side` softened by `eps`.
+    fn job(pair: Option<ClosePair>, side: Option<f64>, eps: f64) -> Result<Option<Resolution>> {
+        let close = Closeness { pair, crowded: 7 };
+        let (resolution, crowded) = of_job(&SingleProcess, close, side, eps)?;
+        assert_eq!(crowded, 7);
+        Ok(resolution)
+    }
+
     fn pair(s: f64) -> ClosePair {
         ClosePair {
             s,
@@ -354,9 +365,7 @@ mod tests {
             m: 1e-9,
             ..pair(1e-13)
         };
-        let mut r = of_job(&SingleProcess, Some(near), Some(1.0), 0.0)
-            .unwrap()
-            .unwrap();
+        let mut r = job(Some(near), Some(1.0), 0.0).unwrap().unwrap();
         assert!(r.stretched());
         r.far = Some(f);
         let e = r.error().unwrap().message;
@@ -366,15 +375,13 @@ mod tests {
             "{e}"
         );
         // A pair the frame's precision fails is no stretched cube.
-        let failed = of_job(&SingleProcess, Some(pair(1e-9)), Some(1.0), 1e-8)
-            .unwrap()
-            .unwrap();
+        let failed = job(Some(pair(1e-9)), Some(1.0), 1e-8).unwrap().unwrap();
         assert!(!failed.stretched());
     }
 
     #[test]
     fn the_range_decides_between_nothing_a_warning_and_an_error() {
-        let of = |s: f64, eps: f64| of_job(&SingleProcess, Some(pair(s)), Some(1.0), eps);
+        let of = |s: f64, eps: f64| job(Some(pair(s)), Some(1.0), eps);
         // Resolved: nothing to say.
         assert_eq!(of(1e-4, 0.0).unwrap(), None);
         // Softening makes a close pair resolved.
@@ -395,16 +402,12 @@ mod tests {
             "{e}"
         );
         assert!(!e.contains('\n'));
-        assert_eq!(of_job(&SingleProcess, None, Some(1.0), 0.0).unwrap(), None);
+        assert_eq!(job(None, Some(1.0), 0.0).unwrap(), None);
         // Near the centre the exponent range ends first: 2^-40 of the side.
         let near = |s: f64| ClosePair { m: 1e-9, ..pair(s) };
-        let r = of_job(&SingleProcess, Some(near(1e-11)), Some(1.0), 0.0)
-            .unwrap()
-            .unwrap();
+        let r = job(Some(near(1e-11)), Some(1.0), 0.0).unwrap().unwrap();
         assert!(r.error().is_none() && r.warning().is_none());
-        let r = of_job(&SingleProcess, Some(near(1e-13)), Some(1.0), 0.0)
-            .unwrap()
-            .unwrap();
+        let r = job(Some(near(1e-13)), Some(1.0), 0.0).unwrap().unwrap();
         let e = r.error().unwrap().message;
         assert!(
             e.contains("exponent range") && e.contains("1.000e13 times"),

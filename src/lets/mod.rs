@@ -120,7 +120,7 @@ pub struct LetStats {
 
 /// The regions of every rank (this one's is `mine`), gathered in rank order. Collective.
 pub fn gather_regions(comm: &dyn Comm, mine: &Region) -> Result<Vec<Region>> {
-    let lens = comm.allgather_u64(1 + mine.boxes.len() as u64 * 6);
+    let lens = comm.allgather_u64(&[1 + mine.boxes.len() as u64 * 6]);
     let words = comm.allgatherv_f64(&mine.encode())?;
     let mut at = 0usize;
     Ok(lens

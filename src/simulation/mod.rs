@@ -22,7 +22,7 @@ pub mod signals;
 
 pub use diagnostics::relative_energy_error;
 
-use crate::comm::{agree, Comm};
+use crate::comm::{agree, sum_and_max, Comm};
 use crate::diag::conservation::Conserved;
 use crate::diag::ranks::{coverage, phase_spreads, Spread};
 use crate::diag::PhaseTimes;
@@ -1067,8 +1067,8 @@ fn settle_top_step(cfg: &RunConfig, clock: &mut Clock, p: &Particles, comm: &dyn
 /// particles whose forces the step evaluated (`active` on this rank), the load (imbalance of
 /// the particles' costs; with several ranks in open boundaries, before an evaluation that
 /// rebuilds the trees, whether their bounding box has left the domains' cube), and the largest
-/// of the ranks' `flags`. Two collectives (a sum and a max), timed as `wait` in `phases`: the
-/// time this rank waits there for the slowest one.
+/// of the ranks' `flags`. One collective (sums and maxima, [`sum_and_max`]), timed as
+/// `wait` in `phases`: the time this rank waits there for the slowest one.
 fn agree_on_step(
     engine: &mut ForceEngine,
     tl: &Timeline,
@@ -1093,7 +1093,6 @@ fn agree_on_step(
             lets.cells_received,
             lets.particles_received,
         ];
-        comm.allreduce_sum_u64(&mut sums);
         // Costs are whole numbers far below 2^53: exact as doubles.
         let mut most = [
             b.highest as f64,
@@ -1108,7 +1107,7 @@ fn agree_on_step(
             hi.y,
             hi.z,
         ];
-        comm.allreduce_max_f64(&mut most);
+        sum_and_max(comm, &mut sums, &mut most);
         let (lo, hi) = (
             -DVec3::new(most[5], most[6], most[7]),
             DVec3::new(most[8], most[9], most[10]),
