@@ -11,13 +11,11 @@ use crate::error::{Error, Result};
 use crate::forces::ForceParams;
 use crate::integrate::Expansion;
 use crate::io::config::CosmologyConfig;
-use crate::io::{
-    write_snapshot, SnapshotCosmology, SnapshotExtras, SnapshotHeader, SnapshotMeta, SnapshotUnits,
-};
+use crate::io::{SnapshotCosmology, SnapshotHeader, SnapshotMeta, SnapshotUnits};
 use crate::particles::Particles;
 use glam::DVec3;
 use rayon::prelude::*;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// GADGET-2's gravitational constant in cgs (`GRAVITY` in its `allvars.h`), which GADGET's
 /// default units (kpc, km/s, 10¹⁰ M_sun, with or without h) turn into G = 43007.1.
@@ -201,23 +199,6 @@ impl Comoving {
             box_size: self.period,
             ..base.clone()
         })
-    }
-
-    /// Writes snapshot `number` into `dir` (see [`write_snapshot`]) of the particles `p` at
-    /// scale factor `a`, their momenta turned into GADGET's velocities u = p / a^{3/2}, `Time`
-    /// = a, with `extras` (the comoving force F per unit mass and the potential). Collective.
-    pub fn write_snapshot(
-        &self,
-        comm: &dyn Comm,
-        dir: &Path,
-        number: usize,
-        p: &Particles,
-        a: f64,
-        extras: &SnapshotExtras,
-    ) -> Result<PathBuf> {
-        let mut q = p.clone();
-        let meta = self.as_snapshot(&mut q, a);
-        write_snapshot(comm, dir, number, &q, meta, extras)
     }
 
     /// The particles `p` (at scale factor `a`) as a snapshot holds them, in place: their

@@ -34,10 +34,7 @@ use crate::integrate::{wrap, HalfKick, IntegratorState, Stepping, Timeline};
 use crate::io::checkpoint::{config_hash, find_checkpoint, write_checkpoint};
 use crate::io::config::{check_top_steps, IcsConfig};
 use crate::io::snapshot::{snapshot_path, write_snapshot_behind, PendingSnapshot, SnapshotMeta};
-use crate::io::{
-    read_comoving_snapshot, read_snapshot, read_snapshot_header, write_snapshot, RunConfig,
-    SnapshotExtras,
-};
+use crate::io::{read_comoving_snapshot, read_snapshot, read_snapshot_header, RunConfig};
 use crate::particles::Particles;
 use crate::resources::{ensure_memory, PARTICLE_BYTES, RUN_BYTES, SNAPSHOT_BYTES};
 use clock::Clock;
@@ -45,7 +42,9 @@ use diagnostics::{Diagnostics, StepReport, Work};
 use glam::DVec3;
 use progress::Progress;
 use rayon::prelude::*;
+use std::mem::take;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Instant;
 
 /// What a finished run reports.
@@ -390,30 +389,41 @@ pub fn run_with(
         .device_work()
         .zip(work_before)
         .map(|(after, before)| (after - before, steps));
-    times.time("snapshot", || run.finish_snapshot())?;
     let mut final_files = Vec::new();
-    if stopped.is_none() {
-        let t0 = Instant::now();
-        run.s.refresh(&mut engine)?;
-        let dir = out.join("final");
-        run.write_snapshot(&dir, 0, &run.s.p, run.s.ti)?;
-        final_files = (0..comm.size())
-            .map(|r| snapshot_path(&dir, 0, r, comm.size()))
-            .collect();
-        times.add("output", t0.elapsed().as_secs_f64());
-        if cfg.output.pictures {
-            let (time, box_size) = (run.clock.time(run.s.ti), engine.params().box_size);
-            let diagnostics = run.clock.comoving.is_none();
-            let drawn = times.time("output", || {
-                draw_pictures(comm, out, &run.s.p, time, box_size, diagnostics)
-            });
-            // The results are written: a picture that cannot be drawn is no failed run.
-            if let (Err(e), 0) = (drawn, comm.rank()) {
-                tracing::warn!(
-                    "the end-of-run pictures were not drawn ({e}); the final particles are \
-                     written"
-                );
+    match stopped {
+        Some(_) => times.time("snapshot", || run.finish_snapshot())?,
+        None => {
+            // The final particles are written behind the run too, beside the series' last
+            // snapshot, while the pictures are drawn from memory; then both are waited for.
+            // They are the run's own particles, accelerations and potentials (the run is over:
+            // nothing is copied), shared with the pictures.
+            let t0 = Instant::now();
+            run.s.refresh(&mut engine)?;
+            let time = run.clock.time(run.s.ti);
+            let dir = out.join("final");
+            let p = take(&mut run.s.p);
+            let (acc, pot) = (take(&mut run.s.integ.acc), take(&mut run.s.integ.pot));
+            let (final_write, p) = run.start_behind(&dir, 0, p, time, (acc, pot));
+            times.add("output", t0.elapsed().as_secs_f64());
+            if cfg.output.pictures {
+                let box_size = engine.params().box_size;
+                let diagnostics = run.clock.comoving.is_none();
+                let drawn = times.time("output", || {
+                    draw_pictures(comm, out, &p, time, box_size, diagnostics)
+                });
+                // The results are written: a picture that cannot be drawn is no failed run.
+                if let (Err(e), 0) = (drawn, comm.rank()) {
+                    tracing::warn!(
+                        "the end-of-run pictures were not drawn ({e}); the final particles are \
+                         written"
+                    );
+                }
             }
+            times.time("snapshot", || run.finish_snapshot())?;
+            times.time("output", || final_write.finish(comm))?;
+            final_files = (0..comm.size())
+                .map(|r| snapshot_path(&dir, 0, r, comm.size()))
+                .collect();
         }
     }
     // A run that ended before NCCL was connected waits for it here, on every rank, so that no
@@ -842,26 +852,47 @@ impl<'a> Run<'a> {
 
     /// Starts writing snapshot `number` of the particles `p` (this rank's, synchronised, at
     /// time t or, in a comoving run, at scale factor a = `time`) into `OUT/snapshots` with the
-    /// state's accelerations and potentials, behind the run ([`write_snapshot_behind`]), once
-    /// the one written before is done; `what` names it in the log line that says it is
-    /// written. Collective.
-    fn write_behind(
-        &mut self,
+    /// state's accelerations and potentials, behind the run, once the one written before is
+    /// done (so that at most one copy of the particles waits to be written); `what` names it in
+    /// the log line that says it is written. Collective.
+    fn write_behind(&mut self, number: usize, p: Particles, time: f64, what: String) -> Result<()> {
+        self.finish_snapshot()?;
+        let fields = (self.s.integ.acc.clone(), self.s.integ.pot.clone());
+        let dir = self.out.join("snapshots");
+        let (pending, _) = self.start_behind(&dir, number, p, time, fields);
+        self.writing = Some((pending, what));
+        Ok(())
+    }
+
+    /// Starts writing snapshot `number` of the particles `p` with their accelerations and
+    /// potentials `fields` into `dir` on a thread of its own ([`write_snapshot_behind`]),
+    /// beside any snapshot still being written (the HDF5 library takes its calls one at a
+    /// time): in a comoving run at scale factor a = `time` with GADGET's velocities (`p`'s
+    /// turned into them), else at time t. Returns the write and the particles it reads.
+    /// Collective.
+    fn start_behind(
+        &self,
+        dir: &Path,
         number: usize,
         mut p: Particles,
         time: f64,
-        what: String,
-    ) -> Result<()> {
-        self.finish_snapshot()?;
+        (acc, pot): (Vec<DVec3>, Vec<f64>),
+    ) -> (PendingSnapshot, Arc<Particles>) {
         let meta = match &self.clock.comoving {
             Some(c) => c.as_snapshot(&mut p, time),
             None => SnapshotMeta::from(time),
         };
-        let (acc, pot) = (self.s.integ.acc.clone(), self.s.integ.pot.clone());
-        let dir = self.out.join("snapshots");
-        let pending = write_snapshot_behind(self.comm, &dir, number, p, meta, Some(acc), Some(pot));
-        self.writing = Some((pending, what));
-        Ok(())
+        let p = Arc::new(p);
+        let pending = write_snapshot_behind(
+            self.comm,
+            dir,
+            number,
+            p.clone(),
+            meta,
+            Some(acc),
+            Some(pot),
+        );
+        (pending, p)
     }
 
     /// Waits for the snapshot being written behind the run, if any (before a checkpoint,
@@ -919,21 +950,6 @@ impl<'a> Run<'a> {
         }
         phases.add("snapshot", t0.elapsed().as_secs_f64());
         Ok(())
-    }
-
-    /// Writes snapshot `number` of the particles `p` (this rank's, synchronised at tick `ti`)
-    /// into `dir` with the state's accelerations and potentials: at time t, or in a comoving
-    /// run at scale factor a with GADGET's velocities. Returns this rank's file. Collective.
-    fn write_snapshot(&self, dir: &Path, number: usize, p: &Particles, ti: u64) -> Result<PathBuf> {
-        let extras = SnapshotExtras {
-            acc: Some(&self.s.integ.acc),
-            pot: Some(&self.s.integ.pot),
-        };
-        let time = self.clock.time(ti);
-        match &self.clock.comoving {
-            Some(c) => c.write_snapshot(self.comm, dir, number, p, time, &extras),
-            None => write_snapshot(self.comm, dir, number, p, time, &extras),
-        }
     }
 }
 

@@ -10,6 +10,7 @@ use crate::particles::{file_id, particle_type, Particles};
 use glam::DVec3;
 use hdf5::H5Type;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// Rows gathered and written at a time (bounds the temporary memory: 24 MiB of vectors).
 const CHUNK: usize = 1 << 20;
@@ -51,15 +52,16 @@ pub fn write_snapshot(
     Ok(member.path)
 }
 
-/// [`write_snapshot`] of particles that the caller hands over, written on a thread of its own
-/// while the caller goes on: the particles are counted against every rank's here (collective),
-/// the file is written behind, and [`PendingSnapshot::finish`] waits for it and shares any
-/// rank's failure. `acc` and `pot` are the optional fields of [`SnapshotExtras`].
+/// [`write_snapshot`] of particles that the caller hands over (or shares, as an [`Arc`], to read
+/// them meanwhile), written on a thread of its own while the caller goes on: the particles are
+/// counted against every rank's here (collective), the file is written behind, and
+/// [`PendingSnapshot::finish`] waits for it and shares any rank's failure. `acc` and `pot` are
+/// the optional fields of [`SnapshotExtras`].
 pub fn write_snapshot_behind(
     comm: &dyn Comm,
     dir: &Path,
     number: usize,
-    p: Particles,
+    p: impl Into<Arc<Particles>>,
     meta: SnapshotMeta,
     acc: Option<Vec<DVec3>>,
     pot: Option<Vec<f64>>,
@@ -68,6 +70,7 @@ pub fn write_snapshot_behind(
         acc: acc.as_deref(),
         pot: pot.as_deref(),
     };
+    let p = p.into();
     let member = Member::counted(comm, dir, number, &p, &fields, &meta);
     let path = member.path.clone();
     let writing = std::thread::Builder::new()
