@@ -1056,6 +1056,12 @@ fn run(a: RunArgs, comm: &dyn Comm) -> Result<()> {
     let phases: Vec<String> = s.times.iter().map(|(n, t)| format!("{n} {t:.2}")).collect();
     outln!("time per phase [s]: {}", phases.join(", "));
     outln!("{}; {} rebalances", s.describe_coverage(), s.rebalances);
+    if let Some((calls, steps)) = s.mpi_calls.filter(|c| c.1 > 0) {
+        outln!(
+            "MPI (rank 0): {:.1} collective operations a step, over {steps} steps",
+            calls as f64 / steps as f64
+        );
+    }
     match s.final_files.as_slice() {
         [one] => outln!("final particles: {}", one.display()),
         [first, .., last] => outln!(

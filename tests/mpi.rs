@@ -452,6 +452,13 @@ fn two_ranks_rebalance_as_asked_and_name_every_second() {
             "{line}"
         );
     }
+    // The points where the ranks wait for each other, counted: a step that refits its trees
+    // makes the eight it needs (the regions' lengths and words, the LETs' counts and words,
+    // the frame's bounds, the closeness, the forces' check, the end of the step) and the
+    // diagnostics' sum every tenth step, no more.
+    let refits = two_rank_run(&dir, "refits", "rebuild = 1000\nrebalance = 1e9").unwrap();
+    let calls = number_between(&refits, "MPI (rank 0):", "collective operations a step");
+    assert_eq!(calls, 8.1, "{refits}");
     let energy = |t: &str| number_between(t, "-> ", ",");
     let (a, b) = (energy(&never), energy(&always));
     assert!(((a - b) / a).abs() < 1e-4, "final energies {a} and {b}");

@@ -82,6 +82,12 @@ pub trait Comm: Send + Sync {
 
     /// Ends the whole job with exit status `code`: every rank, not just this one.
     fn abort(&self, code: i32) -> !;
+
+    /// The MPI operations (collectives, each counted once) this process has made so far: the
+    /// points where it waits for the other ranks. 0 without MPI.
+    fn calls(&self) -> u64 {
+        0
+    }
 }
 
 /// How the ranks' GPUs exchange what the GPU backend computes on the device (the LETs): the

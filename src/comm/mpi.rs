@@ -12,7 +12,7 @@ use ::mpi::datatype::{Equivalence, Partition, PartitionMut};
 use ::mpi::environment::{Threading, Universe};
 use ::mpi::topology::{Communicator, SimpleCommunicator};
 use ::mpi::Count;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, TryLockError};
 use std::time::{Duration, Instant};
 
@@ -30,6 +30,8 @@ pub struct MpiComm {
     /// Set when a [`Comm::first_error`] found that not every rank came: later calls give up
     /// at once (its barrier is still pending).
     stranded: AtomicBool,
+    /// MPI operations made so far ([`Comm::calls`]).
+    calls: AtomicU64,
     /// This process's rank in the world.
     rank: usize,
     /// The number of ranks in the world.
@@ -71,16 +73,23 @@ impl MpiComm {
             world: Mutex::new(world),
             failures,
             stranded: AtomicBool::new(false),
+            calls: AtomicU64::new(0),
             rank,
             size,
             _universe: universe,
         })
     }
 
-    /// The world communicator, locked for one MPI call.
-    fn world(&self) -> MutexGuard<'_, SimpleCommunicator> {
+    /// The world communicator, locked for `ops` MPI operations (counted).
+    fn world_for(&self, ops: u64) -> MutexGuard<'_, SimpleCommunicator> {
+        self.calls.fetch_add(ops, Ordering::Relaxed);
         // A panic while holding the lock leaves the communicator as it was; carry on.
         self.world.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The world communicator, locked for one MPI call.
+    fn world(&self) -> MutexGuard<'_, SimpleCommunicator> {
+        self.world_for(1)
     }
 
     /// The world's lock, if it can be had before `deadline` (a thread stuck in a collective
@@ -263,12 +272,12 @@ impl Comm for MpiComm {
 
     /// `MPI_Allgatherv`, after an allgather of the lengths.
     fn allgatherv_f64(&self, x: &[f64]) -> Result<Vec<f64>> {
-        Ok(allgatherv(&self.world(), x)?.data)
+        Ok(allgatherv(&self.world_for(2), x)?.data)
     }
 
     /// `MPI_Allgatherv`, after an allgather of the lengths.
     fn allgatherv_u64(&self, x: &[u64]) -> Result<Vec<u64>> {
-        Ok(allgatherv(&self.world(), x)?.data)
+        Ok(allgatherv(&self.world_for(2), x)?.data)
     }
 
     /// `MPI_Alltoall` of the counts, then `MPI_Alltoallv` on `MPI_FLOAT`.
@@ -310,6 +319,8 @@ impl Comm for MpiComm {
         }
         let deadline = Instant::now() + FAILURE_WAIT;
         let _world = self.world_before(deadline)?;
+        // The barrier, then the allgatherv's lengths and data.
+        self.calls.fetch_add(3, Ordering::Relaxed);
         let mut barrier = self.failures.immediate_barrier();
         loop {
             match barrier.test() {
@@ -330,6 +341,11 @@ impl Comm for MpiComm {
         let all = allgatherv(&self.failures, &bytes).ok()?;
         let first = (0..self.size).find(|&r| all.counts[r] > 0)?;
         Some(decode_error(all.from_rank(first)).shared())
+    }
+
+    /// The MPI operations counted so far.
+    fn calls(&self) -> u64 {
+        self.calls.load(Ordering::Relaxed)
     }
 
     /// Flushes stdout and stderr, then `MPI_Abort`s the world with `code`, ending every rank.

@@ -17,7 +17,7 @@ pub use export::export;
 pub use region::{Region, TargetBox};
 
 use crate::comm::Comm;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use wire::{malformed, CELL_WORDS, HEADER_WORDS, PARTICLE_WORDS};
 
 /// What one LET holds: its cells and particles, from which its words follow.
@@ -118,19 +118,27 @@ pub struct LetStats {
     pub particles_received: u64,
 }
 
-/// The regions of every rank (this one's is `mine`), gathered in rank order. Collective.
+/// The regions of every rank (this one's is `mine`), gathered in rank order: one allgatherv
+/// of their encodings, each of which says its own length. Collective.
 pub fn gather_regions(comm: &dyn Comm, mine: &Region) -> Result<Vec<Region>> {
-    let lens = comm.allgather_u64(&[1 + mine.boxes.len() as u64 * 6]);
     let words = comm.allgatherv_f64(&mine.encode())?;
     let mut at = 0usize;
-    Ok(lens
-        .into_iter()
-        .map(|n| {
-            let r = Region::decode(&words[at..at + n as usize]);
-            at += n as usize;
-            r
+    let regions = (0..comm.size())
+        .map(|rank| {
+            let (r, len) = Region::decode(&words[at..])
+                .ok_or_else(|| Error::comm(format!("the region of rank {rank} is malformed")))?;
+            at += len;
+            Ok(r)
         })
-        .collect())
+        .collect::<Result<Vec<_>>>()?;
+    match at == words.len() {
+        true => Ok(regions),
+        false => Err(Error::comm(format!(
+            "the ranks' regions hold {} words more than {} regions",
+            words.len() - at,
+            comm.size()
+        ))),
+    }
 }
 
 #[cfg(test)]

@@ -65,19 +65,26 @@ impl Region {
         Self { amin, bound, boxes }
     }
 
-    /// The encoding for an allgatherv: `amin`, then the boxes.
+    /// The encoding for an allgatherv: `amin`, the number of boxes, then the boxes, so that
+    /// the regions of all ranks, concatenated, can be read one after the other.
     pub fn encode(&self) -> Vec<f64> {
-        let mut v = Vec::with_capacity(1 + self.boxes.len() * BOX_WORDS);
+        let mut v = Vec::with_capacity(2 + self.boxes.len() * BOX_WORDS);
         v.push(self.amin as f64);
+        v.push(self.boxes.len() as f64);
         for (c, h) in &self.boxes {
             v.extend(c.iter().chain(h).map(|&x| x as f64));
         }
         v
     }
 
-    /// The region encoded by [`Region::encode`] in `words`.
-    pub fn decode(words: &[f64]) -> Self {
-        let boxes = words[1..]
+    /// The region that [`Region::encode`] wrote at the start of `words`, and the words it
+    /// took; `None` where `words` does not start with one.
+    pub fn decode(words: &[f64]) -> Option<(Self, usize)> {
+        let (&amin, &n) = (words.first()?, words.get(1)?);
+        let len = (n >= 0.0 && n.fract() == 0.0)
+            .then(|| 2 + n as usize * BOX_WORDS)
+            .filter(|&len| len <= words.len())?;
+        let boxes = words[2..len]
             .chunks_exact(BOX_WORDS)
             .map(|b| {
                 (
@@ -86,7 +93,7 @@ impl Region {
                 )
             })
             .collect();
-        Self::from_boxes(words[0] as f32, boxes)
+        Some((Self::from_boxes(amin as f32, boxes), len))
     }
 }
 
@@ -138,10 +145,14 @@ mod tests {
                 assert!(r.boxes.iter().any(|b| inside(b, x)));
                 assert!(inside(&r.bound, x));
             }
-            assert_eq!(Region::decode(&r.encode()), r);
+            let words = r.encode();
+            assert_eq!(Region::decode(&words), Some((r, words.len())));
         }
         assert_eq!(Region::of_tree(&tree, 0.0, 1).boxes.len(), 1);
-        let empty = Region::decode(&Region::default().encode());
-        assert!(empty.boxes.is_empty());
+        let (empty, len) = Region::decode(&Region::default().encode()).unwrap();
+        assert!(empty.boxes.is_empty() && len == 2);
+        // Words that do not hold a whole region are none.
+        assert_eq!(Region::decode(&[0.0, 1.0, 0.0]), None);
+        assert_eq!(Region::decode(&[0.0]), None);
     }
 }

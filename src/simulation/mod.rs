@@ -94,6 +94,9 @@ pub struct RunSummary {
     /// This rank's kernel launches and waits for the device over the steps of this run (its
     /// start-up and last output left out), with the number of those steps; `None` on the CPU.
     pub device_work: Option<(DeviceWork, u64)>,
+    /// This rank's MPI operations ([`Comm::calls`]: the points where it waits for the other
+    /// ranks) over the same steps, with their number; `None` on one rank.
+    pub mpi_calls: Option<(u64, u64)>,
 }
 
 /// How many particles `ics` holds for the whole job (a file's from its header, without
@@ -338,6 +341,7 @@ pub fn run_with(
     let mut last_checkpoint = Instant::now();
     let mut steps = 0u64;
     let work_before = engine.device_work();
+    let calls_before = comm.calls();
     let mut stopped = None;
     let minutes = cfg.output.checkpoint_minutes;
     while run.s.ti < run.clock.tl.ti_end {
@@ -389,6 +393,7 @@ pub fn run_with(
         .device_work()
         .zip(work_before)
         .map(|(after, before)| (after - before, steps));
+    let mpi_calls = (comm.size() > 1).then(|| (comm.calls() - calls_before, steps));
     let mut final_files = Vec::new();
     match stopped {
         Some(_) => times.time("snapshot", || run.finish_snapshot())?,
@@ -452,6 +457,7 @@ pub fn run_with(
         final_files,
         stopped,
         device_work,
+        mpi_calls,
     };
     if comm.rank() == 0 {
         summary.log();
