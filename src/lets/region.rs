@@ -81,9 +81,11 @@ impl Region {
     /// took; `None` where `words` does not start with one.
     pub fn decode(words: &[f64]) -> Option<(Self, usize)> {
         let (&amin, &n) = (words.first()?, words.get(1)?);
-        let len = (n >= 0.0 && n.fract() == 0.0)
-            .then(|| 2 + n as usize * BOX_WORDS)
-            .filter(|&len| len <= words.len())?;
+        // A count that is no whole number of boxes within the words is no region (and never
+        // an overflow: the words bound it).
+        let boxes =
+            (n >= 0.0 && n.fract() == 0.0 && n <= words.len() as f64).then_some(n as usize)?;
+        let len = Some(2 + boxes * BOX_WORDS).filter(|&len| len <= words.len())?;
         let boxes = words[2..len]
             .chunks_exact(BOX_WORDS)
             .map(|b| {
@@ -154,5 +156,6 @@ mod tests {
         // Words that do not hold a whole region are none.
         assert_eq!(Region::decode(&[0.0, 1.0, 0.0]), None);
         assert_eq!(Region::decode(&[0.0]), None);
+        assert_eq!(Region::decode(&[0.0, 1e300, 0.0]), None);
     }
 }
