@@ -17,13 +17,40 @@
 
 // Words of a LET cell record, of a particle, of a buffer's header (src/lets/wire.rs), and the
 // fields of a record.
-#define LET_CELL_WORDS 20
+#define LET_CELL_WORDS 22
 #define LET_PARTICLE_WORDS 4
 #define LET_HEADER_WORDS 2
 #define LET_FIRST 16
 #define LET_COUNT 17
 #define LET_SUBTREE 18
 #define LET_TAG 19
+#define LET_KEY 20
+// The deepest tree level (src/tree/mod.rs MAX_LEVEL).
+#define KEY_MAX_LEVEL 21
+
+// The key cell of a cell of level `level` whose box at the rebuild is `built`, in the tree whose
+// root's box at the rebuild is `root` (src/tree/key.rs key_cell, the same arithmetic): the
+// locational code 1 << 3 level | Morton(ix, iy, iz).
+__device__ __forceinline__ unsigned long long cell_key(float4 root, float4 built, unsigned level)
+{
+    level = level < KEY_MAX_LEVEL ? level : KEY_MAX_LEVEL;
+    const double cells = (double)(1ull << level), side = 2.0 * (double)root.w;
+    const double b[3] = {built.x, built.y, built.z}, r[3] = {root.x, root.y, root.z};
+    unsigned long long code = 1ull << (3 * level);
+    for (int k = 0; k < 3; k++) {
+        const double lo = r[k] - (double)root.w;
+        const double at = fmin(fmax(floor((b[k] - lo) / side * cells), 0.0), cells - 1.0);
+        const unsigned long long i = (unsigned long long)at;
+        for (unsigned j = 0; j < level; j++) code |= ((i >> j) & 1ull) << (3 * j + k);
+    }
+    return code;
+}
+
+// The level of key cell `key` (src/tree/key.rs key_level).
+__device__ __forceinline__ unsigned key_level(unsigned long long key)
+{
+    return (63u - (unsigned)__clzll((long long)key)) / 3u;
+}
 // A cell's fate in one destination's LET.
 #define LET_SKIPPED 0u   // (a destination without a region)
 #define LET_ACCEPTED 1u  // sent as a multipole, its subtree left out
@@ -282,6 +309,8 @@ extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) let_edges(const LetEdg
 struct RUST_TWIN LetPackArgs {
     // The exporting tree (all but its parent are read).
     TreeArrays tree;
+    // Its cells' boxes at the rebuild, whence their key cells.
+    const float4 *built;
     // Its cells.
     int ncells;
     // Destinations.
@@ -355,6 +384,9 @@ extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) let_pack(const LetPack
         r[LET_COUNT] = __uint_as_float(count);
         r[LET_SUBTREE] = __uint_as_float(subtree);
         r[LET_TAG] = __uint_as_float(kids | (unsigned)t.level[c] << 8);
+        const unsigned long long key = cell_key(a.built[0], a.built[c], t.level[c]);
+        r[LET_KEY] = __uint_as_float((unsigned)key);
+        r[LET_KEY + 1] = __uint_as_float((unsigned)(key >> 32));
         if (f == LET_LEAF) {
             float *p = buf + LET_HEADER_WORDS + (long long)LET_CELL_WORDS * ncell +
                        (long long)LET_PARTICLE_WORDS * first;
@@ -391,6 +423,8 @@ struct RUST_TWIN LetUnpackArgs {
     // The forest, in the walk's tree arrays (written: particles, first, count, nchild,
     // subtree, boxes, com_mass, quad, trace, s_eff; level and parent are not).
     TreeArrays tree;
+    // Per forest cell: its key cell (written where not null).
+    unsigned long long *keys;
     // [0] the smallest malformed cell, [1] the smallest particle that is not finite, [2] 0
     // where the root does not span the cells (all 0xffffffff before).
     unsigned *bad;
@@ -420,8 +454,11 @@ extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) let_unpack(const LetUn
         const float *r = a.data + a.cells_at + (long long)LET_CELL_WORDS * c;
         const unsigned f = __float_as_uint(r[LET_FIRST]), n = __float_as_uint(r[LET_COUNT]);
         const unsigned s = __float_as_uint(r[LET_SUBTREE]), tag = __float_as_uint(r[LET_TAG]);
+        const unsigned long long key = (unsigned long long)__float_as_uint(r[LET_KEY]) |
+                                       (unsigned long long)__float_as_uint(r[LET_KEY + 1]) << 32;
         bool ok = s != 0 && (unsigned long long)c + s <= (unsigned long long)ncells &&
-                  (unsigned long long)f + n <= (unsigned long long)nparts;
+                  (unsigned long long)f + n <= (unsigned long long)nparts && key != 0 &&
+                  key_level(key) == tag >> 8;
         for (int k = 0; k < LET_FIRST && ok; k++) ok = finite(r[k]);
         if (!ok) atomicMin(&a.bad[0], (unsigned)c);
         if (c == 0 && s != (unsigned)ncells) atomicMin(&a.bad[2], 0u);
@@ -435,5 +472,6 @@ extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) let_unpack(const LetUn
         t.count[o] = n;
         t.subtree[o] = s;
         t.nchild[o] = (unsigned char)(tag & 0xffu);
+        if (a.keys) a.keys[o] = key;
     }
 }

@@ -45,11 +45,13 @@ __device__ __forceinline__ unsigned warp_exclusive_scan(unsigned x, unsigned lan
     return incl - x;
 }
 
-// For every cell, its children in order (first c + 1, each next one after the previous one's
-// subtree), 8 slots per cell; slots past nchild are left as they are.
+// For every cell from first_cell on, its children in order (first c + 1, each next one after
+// the previous one's subtree), 8 slots per cell; slots past nchild are left as they are.
 struct RUST_TWIN LinkArgs {
     // The tree's cells.
     TreeArrays tree;
+    // The first cell linked (0, or in a merged tree the first cell in preorder).
+    int first_cell;
     // Cells.
     int n_cells;
     // Per cell: 8 child slots.
@@ -58,7 +60,7 @@ struct RUST_TWIN LinkArgs {
 
 extern "C" __global__ void link_children(const LinkArgs a)
 {
-    const int c = blockIdx.x * blockDim.x + threadIdx.x;
+    const int c = a.first_cell + blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= a.n_cells) return;
     const int k = a.tree.nchild[c];
     unsigned child = c + 1;

@@ -820,7 +820,7 @@ fn forces(a: ForcesArgs, comm: &dyn Comm) -> Result<()> {
         )?),
         None => None,
     };
-    let ranks = ranks_report(comm, &p, &result, &engine, work, moved, params.let_boxes);
+    let ranks = ranks_report(comm, &p, &result, &engine, work, moved, &params);
     times.add("report", t0.elapsed().as_secs_f64());
     let command = command_report(comm, &result, &times, wall.elapsed().as_secs_f64());
     if comm.rank() != 0 {
@@ -919,8 +919,9 @@ fn virtual_ranks(a: VirtualRanksArgs) -> Result<()> {
 }
 
 /// The multi-rank parts of the force report: times of the slowest rank and their spread, load
-/// imbalance, LET and particle traffic, the device work of the evaluation `work` (on a GPU),
-/// and the conserved totals (N, mass, id checksums).
+/// imbalance, LET and particle traffic (with `params`' boxes per rank and how the LETs were
+/// walked), the device work of the evaluation `work` (on a GPU), and the conserved totals (N,
+/// mass, id checksums).
 fn ranks_report(
     comm: &dyn Comm,
     p: &Particles,
@@ -928,7 +929,7 @@ fn ranks_report(
     engine: &ForceEngine,
     work: DeviceWork,
     moved: usize,
-    let_boxes: usize,
+    params: &ForceParams,
 ) -> Vec<(&'static str, serde_json::Value)> {
     use hinoki::diag::ranks::{phase_spreads, slowest_json, spread, spreads, spreads_json};
     use serde_json::json;
@@ -977,7 +978,8 @@ fn ranks_report(
         (
             "lets",
             json!({
-                "boxes_per_rank": let_boxes,
+                "boxes_per_rank": params.let_boxes,
+                "walk": params.lets.resolve(params.box_size > 0.0).name(),
                 "exchange": engine.exchange(),
                 "bytes_sent": traffic[1], "bytes_received": traffic[2],
                 "cells_received": traffic[3], "particles_received": traffic[4],

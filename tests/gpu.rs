@@ -376,6 +376,23 @@ fn gpu_walks_a_forest_like_the_cpu() {
     }
 }
 
+/// A uniform cube (`seed`), the tree parameters of the two-rank walks below (N_crit 16, the
+/// modified criterion, θ 0.5), and the frames it is walked in: open (the cube of its points),
+/// then a periodic box just around them.
+fn cube_in_two_frames(seed: u64) -> (Particles, TreeParams, [(Frame, bool); 2]) {
+    let p = generate(Model::UniformCube, size(30_000), seed).unwrap();
+    let (lo, hi) = hinoki::sfc::bounding_box(&p.pos);
+    let tp = TreeParams {
+        order: Order::Hilbert,
+        ncrit: 16,
+        mac: Mac::Modified,
+        theta: 0.5,
+    };
+    let open = Frame::of_points(&p.pos);
+    let periodic = Frame::periodic_box(1.001 * (hi - lo).max_element(), 0.5 * (lo + hi));
+    (p, tp, [(open, false), (periodic, true)])
+}
+
 /// A forest queued on the device behind the local walk still running (the host waits once,
 /// for both) gives the sums of the forest walked after the local walk has been waited for, bit
 /// for bit: with open boundaries and in a periodic box, whose pieces the forest takes from the
@@ -386,17 +403,9 @@ fn gpu_forest_queued_behind_the_local_walk_adds_the_same_bits() {
     let Some((ctx, s, mut builder)) = stages_and_builder() else {
         return;
     };
-    let p = generate(Model::UniformCube, size(30_000), 3).unwrap();
+    let (p, tp, frames) = cube_in_two_frames(3);
     let (lo, hi) = hinoki::sfc::bounding_box(&p.pos);
-    let tp = TreeParams {
-        order: Order::Hilbert,
-        ncrit: 16,
-        mac: Mac::Modified,
-        theta: 0.5,
-    };
-    let open = Frame::of_points(&p.pos);
-    let periodic = Frame::periodic_box(1.001 * (hi - lo).max_element(), 0.5 * (lo + hi));
-    for (frame, is_periodic) in [(open, false), (periodic, true)] {
+    for (frame, is_periodic) in frames {
         // This rank's half and the other's, in one frame.
         let (local, other) = halves(&p, &frame, &tp, 0.5 * (lo.x + hi.x));
         let wp = modified_walk(1e-6 / (frame.side() * frame.side()), is_periodic);
@@ -407,6 +416,7 @@ fn gpu_forest_queued_behind_the_local_walk_adds_the_same_bits() {
             let groups = tree_groups(&local, layout.group());
             let (at, device_groups) = g.upload_targets(&local.particles, &groups).unwrap();
             let forest = TreeWalk {
+                linked: None,
                 tree: g.upload_tree(&other).unwrap(),
                 cells: other.cells.len(),
                 targets: at,
@@ -449,6 +459,122 @@ fn gpu_forest_queued_behind_the_local_walk_adds_the_same_bits() {
                 "{what}: the forest added nothing somewhere"
             );
         }
+    }
+}
+
+/// The local tree and the other half's LET merged on the device walk as the host's merged
+/// tree does (the same interactions for nearly every target, the sums to float32 rounding),
+/// with open boundaries and in a periodic box, and fewer interactions than the two walked
+/// apart: the halves, cut across the frame's cells, hold parts of the same cells.
+#[test]
+fn gpu_merged_tree_walks_as_the_hosts_and_fewer_interactions_than_apart() {
+    use hinoki::lets::export_gpu::{ForestPlace, LetArrays};
+    use hinoki::lets::union::union_tree;
+    use hinoki::lets::union_gpu::{Forest, UnionArrays};
+    use hinoki::lets::{export, wire, Incoming, Region};
+    use hinoki::tree::key::key_cells;
+    use hinoki::walk::gpu::{DeviceOwn, TreeWalk};
+    let Some((ctx, s, mut builder)) = stages_and_builder() else {
+        return;
+    };
+    let (p, tp, frames) = cube_in_two_frames(7);
+    let (lo, hi) = hinoki::sfc::bounding_box(&p.pos);
+    let mut lets = LetArrays::new(&s).unwrap();
+    let mut union = UnionArrays::new(&s).unwrap();
+    let layout = GpuLayout::default();
+    let mut g = GpuWalk::new(&ctx, WalkKernel::List, layout).unwrap();
+    for (frame, is_periodic) in frames {
+        let what = format!("periodic {is_periodic}");
+        // A third of the way across: a plane no dyadic cell boundary holds, so that the
+        // halves split cells at every level, each with a good part of them.
+        let cut = lo.x + (hi.x - lo.x) / 3.0;
+        let (local, other) = halves(&p, &frame, &tp, cut);
+        let wp = modified_walk(1e-6 / (frame.side() * frame.side()), is_periodic);
+        let keys = |t: &Tree| key_cells(&t.cells.boxes, &t.cells.level);
+        let region = Region::of_tree(&local, 0.0, 64);
+        let words = export(&other, &keys(&other), &wp.criterion, is_periodic, &region);
+        let counts = [0, words.len()];
+        let (forest, forest_keys) = wire::unpack_forest(&words, &counts).unwrap();
+        let (local_keys, root) = (keys(&local), local.cells.boxes[0]);
+        let host = union_tree(
+            &local,
+            &local_keys,
+            root,
+            (&forest, &forest_keys),
+            tp.mac,
+            tp.theta,
+        )
+        .unwrap();
+        // Groups within the periodic walk's bound, as both walks need them there.
+        let half = match is_periodic {
+            true => hinoki::walk::ewald::MAX_GROUP_HALF,
+            false => f32::INFINITY,
+        };
+        let groups = hinoki::walk::groups::tree_groups_within(&local, layout.group(), half);
+        let own: Vec<u32> = (0..local.particles.len() as u32).collect();
+        let cpu = grouped_walk(&host, &local.particles, Some(&own), &groups, &wp);
+        let device = builder.upload(&s, &local).unwrap();
+        let built = builder.built_boxes().unwrap();
+        let incoming = Incoming::Host {
+            data: &words,
+            counts: &counts,
+        };
+        let (f, cells, particles) = lets
+            .unpack(&s, incoming, |c, n| {
+                Ok(ForestPlace {
+                    arrays: g.reserve_tree(c, n)?,
+                    cell0: 0,
+                    part0: 0,
+                    keys: Some(union.forest_keys(&s, c)?),
+                })
+            })
+            .unwrap();
+        let forest_on_device = Forest {
+            arrays: f.arrays,
+            cells,
+            particles,
+        };
+        let merged = union
+            .merge(
+                &s,
+                (&device, built),
+                forest_on_device,
+                &tp,
+                |t, first, n| g.link(t, first, n),
+            )
+            .unwrap();
+        let (at, device_groups) = g.upload_targets(&local.particles, &groups).unwrap();
+        let w = TreeWalk {
+            tree: merged.arrays,
+            cells: merged.cells,
+            targets: at,
+            n_targets: local.particles.len(),
+            own: DeviceOwn::Sorted,
+            groups: device_groups,
+            linked: Some(merged.extra_levels),
+        };
+        g.walk(&w, &wp, false, &mut PhaseTimes::default()).unwrap();
+        union.check(&s).unwrap();
+        let out = g.download(local.particles.len()).unwrap();
+        let e = acc_differences(&out, &cpu);
+        // Float32 sums in another order; in the periodic box a uniform cube's accelerations
+        // nearly cancel, so the same absolute rounding is a larger relative one.
+        let bound = if is_periodic { 5e-5 } else { 1e-5 };
+        assert!(e.p99 <= bound, "{what}: {e:?}");
+        let (same, part) = same_interactions(&out, &cpu);
+        assert!(part >= 0.99, "{what}: {same}");
+        // Apart: the local tree and the forest, on the host.
+        let mut apart = grouped_walk(&local, &local.particles, Some(&own), &groups, &wp);
+        let far = grouped_walk(&forest, &local.particles, None, &groups, &wp);
+        let total = |o: &WalkOutput| o.p2p.iter().chain(&o.m2p).map(|&x| x as u64).sum::<u64>();
+        apart.p2p.extend(far.p2p.iter());
+        apart.m2p.extend(far.m2p.iter());
+        assert!(
+            total(&out) < total(&apart),
+            "{what}: {} merged, {} apart",
+            total(&out),
+            total(&apart)
+        );
     }
 }
 

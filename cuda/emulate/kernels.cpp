@@ -28,6 +28,7 @@
 #include "../particles.cu"
 #include "../domain.cu"
 #include "../lets.cu"
+#include "../union.cu"
 #include "../integrate.cu"
 #pragma GCC diagnostic pop
 
@@ -119,6 +120,17 @@ std::span<const std::span<const Kernel>> kernel_tables()
         HINOKI_EMULATE(let_edges),
         HINOKI_EMULATE(let_pack),
         HINOKI_EMULATE(let_unpack),
+        // union.cu (the local tree and the LETs merged, src/lets/union_gpu.rs)
+        HINOKI_EMULATE(union_local_keys),
+        HINOKI_EMULATE(union_insert),
+        HINOKI_EMULATE(union_local_match),
+        HINOKI_EMULATE(union_leaders),
+        HINOKI_EMULATE(union_groups),
+        HINOKI_EMULATE(union_members),
+        HINOKI_EMULATE(union_count),
+        HINOKI_EMULATE(union_summary),
+        HINOKI_EMULATE(union_copy),
+        HINOKI_EMULATE(union_cells),
         // integrate.cu (the time step, src/integrate/state_gpu.rs)
         HINOKI_EMULATE(synchronised_flags),
         HINOKI_EMULATE(half_kick),

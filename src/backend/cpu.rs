@@ -9,10 +9,12 @@ use crate::diag::PhaseTimes;
 use crate::domain::{sample_keys, Domains, Migration, Sample};
 use crate::error::{Error, Result};
 use crate::integrate::{drift, wrap, BinSummary, IntegratorState, NonFinite, Timeline};
+use crate::lets::union::union_tree;
 use crate::lets::{self, Incoming, LetShape, Outgoing, Region};
 use crate::particles::Particles;
 use crate::sfc::{Frame, GridBox, Order};
 use crate::tree::close::Closeness;
+use crate::tree::key::key_cells;
 use crate::tree::TreeTopology;
 use crate::tree::{close, Cells, FlatTree, Tree, TreeParams};
 use crate::walk::cpu::{grouped_walk, single_walk, Forces, Units, WalkOutput, WalkParams};
@@ -40,6 +42,10 @@ pub struct CpuBackend {
     tree: Option<Tree>,
     /// The boxes of the last rebuild, which a refit starts from.
     built: Vec<[f32; 4]>,
+    /// The tree's parameters at its last build or refit (the S_eff of merged cells).
+    tree_params: Option<TreeParams>,
+    /// The key cells of the tree's cells (made by the LET export).
+    cell_keys: Vec<u64>,
     /// The single-particle walk's node arrays of the local tree.
     flat: Option<FlatTree>,
     /// For each walk slot, its particle (the tree's order, or the identity).
@@ -54,7 +60,8 @@ pub struct CpuBackend {
     packed: Option<(Vec<u32>, Vec<bool>)>,
     /// In a run, the integrator's state of the particles.
     state: Option<IntegratorState>,
-    forest: Option<Tree>,
+    /// The forest of received LETs and its cells' key cells.
+    forest: Option<(Tree, Vec<u64>)>,
     /// The walks' results for the targets.
     out: WalkOutput,
 }
@@ -71,6 +78,8 @@ impl CpuBackend {
             cost: None,
             tree: None,
             built: Vec::new(),
+            tree_params: None,
+            cell_keys: Vec::new(),
             flat: None,
             walk_order: Vec::new(),
             targets: Vec::new(),
@@ -183,6 +192,7 @@ impl Backend for CpuBackend {
         }
         let t = Tree::build_in(frame, &self.p.pos, &self.p.mass, p, times);
         self.built.clone_from(&t.cells.boxes);
+        self.tree_params = Some(*p);
         let eps = (self.eps / frame.side()) as f32;
         self.flat = (self.walk == WalkKind::Single)
             .then(|| times.time("thread", || FlatTree::from_tree(&t, eps)));
@@ -197,6 +207,7 @@ impl Backend for CpuBackend {
         };
         let (pos, mass, built) = (&self.p.pos, &self.p.mass, &self.built);
         times.time("refit", || t.refit(pos, mass, built, p));
+        self.tree_params = Some(*p);
         if self.walk == WalkKind::Single {
             let eps = (self.eps / t.frame.side()) as f32;
             self.flat = Some(times.time("thread", || FlatTree::from_tree(t, eps)));
@@ -388,11 +399,13 @@ impl Backend for CpuBackend {
     ) -> Result<Outgoing> {
         let tree = self.tree.as_ref();
         Ok(times.time("let", || {
+            self.cell_keys = tree.map_or_else(Vec::new, |t| key_cells(&self.built, &t.cells.level));
+            let keys = &self.cell_keys;
             let bufs: Vec<Vec<f32>> = regions
                 .par_iter()
                 .enumerate()
                 .map(|(r, region)| match tree {
-                    Some(t) if r != me => lets::export(t, crit, periodic, region),
+                    Some(t) if r != me => lets::export(t, keys, crit, periodic, region),
                     _ => Vec::new(),
                 })
                 .collect();
@@ -421,7 +434,7 @@ impl Backend for CpuBackend {
             ));
         };
         let forest = times.time("let", || lets::wire::unpack_forest(data, counts))?;
-        let sizes = (forest.cells.len(), forest.particles.len());
+        let sizes = (forest.0.cells.len(), forest.0.particles.len());
         self.forest = Some(forest);
         Ok(sizes)
     }
@@ -438,8 +451,33 @@ impl Backend for CpuBackend {
                     (None, _) => WalkOutput::default(),
                 };
             }
+            Source::Merged => {
+                let (Some(t), Some((forest, keys)), Some(tp)) =
+                    (&self.tree, &self.forest, &self.tree_params)
+                else {
+                    return self.walk(Source::Local, p, times);
+                };
+                if forest.cells.is_empty() {
+                    return self.walk(Source::Local, p, times);
+                }
+                let root = self.built[0];
+                let union = times.time("let", || {
+                    union_tree(t, &self.cell_keys, root, (forest, keys), tp.mac, tp.theta)
+                })?;
+                self.out = match self.walk {
+                    WalkKind::Single => {
+                        let eps = (self.eps / t.frame.side()) as f32;
+                        let flat = times.time("thread", || FlatTree::from_tree(&union, eps));
+                        times.time("walk", || single_walk(&union, &flat, targets, own, p))
+                    }
+                    WalkKind::Grouped => {
+                        times.time("walk", || grouped_walk(&union, targets, own, groups, p))
+                    }
+                };
+            }
             Source::Forest => {
-                let Some(forest) = self.forest.as_ref().filter(|f| !f.cells.is_empty()) else {
+                let Some((forest, _)) = self.forest.as_ref().filter(|f| !f.0.cells.is_empty())
+                else {
                     return Ok(());
                 };
                 // A forest of the other ranks' LETs never holds a target.

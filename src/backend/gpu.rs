@@ -17,7 +17,8 @@ use crate::gpu::stages::{blocks, int, Stages};
 use crate::gpu::{local_rank, DeviceWork, GpuContext};
 use crate::integrate::state_gpu::StepArrays;
 use crate::integrate::{BinSummary, IntegratorState, NonFinite, Timeline};
-use crate::lets::export_gpu::LetArrays;
+use crate::lets::export_gpu::{ForestPlace, LetArrays};
+use crate::lets::union_gpu::{Forest, UnionArrays};
 use crate::lets::{Incoming, LetShape, Outgoing, Region};
 use crate::particles::Particles;
 use crate::particles_gpu::DeviceParticles;
@@ -57,6 +58,7 @@ impl Targets {
     /// Their walk of the tree at `tree` (`cells` cells), which holds them as `own` says.
     fn walk(&self, tree: TreeArrays, cells: usize, own: DeviceOwn) -> TreeWalk {
         TreeWalk {
+            linked: None,
             tree,
             cells,
             targets: self.at,
@@ -89,6 +91,7 @@ pub struct GpuBackend {
     builder: TreeBuilder<Runner>,
     groups: GroupFormer<Runner>,
     lets: LetArrays<Runner>,
+    union: UnionArrays<Runner>,
     domain: DomainArrays<Runner>,
     particles: DeviceParticles<Runner>,
     steps: StepArrays<Runner>,
@@ -102,8 +105,10 @@ pub struct GpuBackend {
     /// `--vg auto` still has to time the layouts.
     tune: bool,
     targets: Option<Targets>,
-    /// The forest of received LETs and its cells.
-    forest: Option<(TreeArrays, usize)>,
+    /// The forest of received LETs.
+    forest: Option<Forest>,
+    /// The tree's parameters at its last build or refit (the S_eff of merged cells).
+    tree_params: Option<TreeParams>,
     /// Device address of the last evaluation's interaction counts (p2p, m2p) per particle,
     /// in the particles' order, while they are those of the particles there (without an
     /// integrator state, whose costs are used where there is one).
@@ -135,6 +140,7 @@ impl GpuBackend {
             builder: TreeBuilder::new(&stages)?,
             groups: GroupFormer::new(&stages)?,
             lets: LetArrays::new(&stages)?,
+            union: UnionArrays::new(&stages)?,
             domain: DomainArrays::new(&stages)?,
             particles: DeviceParticles::new(&stages)?,
             steps: StepArrays::new(&stages)?,
@@ -147,6 +153,7 @@ impl GpuBackend {
             tune,
             targets: None,
             forest: None,
+            tree_params: None,
             cost: None,
             link: None,
             connecting: None,
@@ -274,7 +281,7 @@ impl Backend for GpuBackend {
             cells: self.builder.cell_bytes(),
             walk: self.walk.device_bytes(),
             groups: self.groups.device_bytes(),
-            lets: self.lets.device_bytes(),
+            lets: self.lets.device_bytes() + self.union.device_bytes(),
             domain: self.domain.device_bytes(),
         }
     }
@@ -376,6 +383,7 @@ impl Backend for GpuBackend {
                 times.time("upload", || self.builder.upload(&self.stages, &tree))?;
             }
         }
+        self.tree_params = Some(*p);
         let (_, peak) = self.ctx.held_bytes();
         if self.release {
             // Without an integrator state the particles never move: no refit follows.
@@ -398,6 +406,7 @@ impl Backend for GpuBackend {
             return Ok(None);
         }
         let src = self.particles.positions();
+        self.tree_params = Some(*p);
         Ok(Some(self.builder.refit(&self.stages, src, p, times)?.frame))
     }
 
@@ -586,9 +595,10 @@ impl Backend for GpuBackend {
             });
         };
         times.time("let", || {
-            let shapes = self
-                .lets
-                .pack(&self.stages, &tree, regions, me, crit, periodic)?;
+            let built = self.builder.built_boxes().unwrap_or(tree.arrays.boxes);
+            let shapes =
+                self.lets
+                    .pack(&self.stages, (&tree, built), regions, me, crit, periodic)?;
             Ok(match self.link {
                 Some(_) => Outgoing::Device(shapes),
                 None => {
@@ -616,10 +626,22 @@ impl Backend for GpuBackend {
             times.time("let_wait", || link.finish())?;
         }
         let (lets, walk, stages) = (&mut self.lets, &mut self.walk, &self.stages);
+        let union = &mut self.union;
         let (forest, cells, particles) = times.time("let", || {
-            lets.unpack(stages, incoming, |c, p| walk.reserve_tree(c, p))
+            lets.unpack(stages, incoming, |c, p| {
+                Ok(ForestPlace {
+                    arrays: walk.reserve_tree(c, p)?,
+                    cell0: 0,
+                    part0: 0,
+                    keys: Some(union.forest_keys(stages, c)?),
+                })
+            })
         })?;
-        self.forest = (cells > 0).then_some((forest, cells));
+        self.forest = (cells > 0).then_some(Forest {
+            arrays: forest.arrays,
+            cells,
+            particles,
+        });
         Ok((cells, particles))
     }
 
@@ -627,17 +649,46 @@ impl Backend for GpuBackend {
         let Some(t) = self.targets else {
             return Ok(());
         };
-        let w = match source {
-            Source::Local => self.tuned(t, p, times)?.local(&self.tree()?),
+        match (source, self.forest) {
+            (Source::Local, _) | (Source::Merged, None) => {
+                let w = self.tuned(t, p, times)?.local(&self.tree()?);
+                self.walk.walk(&w, p, false, times)
+            }
             // A forest of the other ranks' LETs never holds a target.
-            Source::Forest => match self.forest {
-                Some((tree, cells)) => t.walk(tree, cells, DeviceOwn::Absent),
-                None => return Ok(()),
-            },
-        };
-        match source {
-            Source::Local => self.walk.walk(&w, p, false, times),
-            Source::Forest => self.walk.walk_forest(&w, p, times),
+            (Source::Forest, Some(f)) => {
+                let w = t.walk(f.arrays, f.cells, DeviceOwn::Absent);
+                self.walk.walk_forest(&w, p, times)
+            }
+            (Source::Forest, None) => Ok(()),
+            // The (V,G) kernel walks cells in preorder, which a merged tree's are not; and
+            // where device memory is short (the release plan), a merged tree, a second copy
+            // of the local tree, takes room the plan did not count: the local tree, then the
+            // forest.
+            (Source::Merged, Some(_)) if self.walk.kernel() != WalkKernel::List || self.release => {
+                self.walk(Source::Local, p, times)?;
+                self.walk(Source::Forest, p, times)
+            }
+            (Source::Merged, Some(f)) => {
+                let t = self.tuned(t, p, times)?;
+                let tree = self.tree()?;
+                let tp = self
+                    .tree_params
+                    .ok_or_else(|| Error::device("a merged walk before a tree"))?;
+                let built = self.builder.built_boxes().unwrap_or(tree.arrays.boxes);
+                let walk = &mut self.walk;
+                let merged = times.time("let", || {
+                    self.union
+                        .merge(&self.stages, (&tree, built), f, &tp, |a, first, cells| {
+                            walk.link(a, first, cells)
+                        })
+                })?;
+                let w = TreeWalk {
+                    linked: Some(merged.extra_levels),
+                    ..t.walk(merged.arrays, merged.cells, t.own)
+                };
+                self.walk.walk(&w, p, false, times)?;
+                self.union.check(&self.stages)
+            }
         }
     }
 

@@ -78,6 +78,9 @@ pub enum Source {
     /// The forest of LETs received from the other ranks (its results are added to the
     /// local tree's).
     Forest,
+    /// This rank's tree and the forest merged into one tree ([`crate::lets::union`]; its
+    /// results are written).
+    Merged,
 }
 
 /// The previous accelerations the acceleration criterion reads.

@@ -10,6 +10,7 @@ use crate::forces::ForceParams;
 use crate::lets::{export, Region};
 use crate::particles::Particles;
 use crate::sfc::{keys, GridBox, Order};
+use crate::tree::key::key_cells;
 use crate::tree::{Tree, TreeParams};
 use rayon::prelude::*;
 use serde::Serialize;
@@ -105,9 +106,11 @@ pub fn study(
         .map(|(s, tree)| {
             let mut to = vec![0u64; ranks];
             if let Some(tree) = tree {
+                let keys = key_cells(&tree.cells.boxes, &tree.cells.level);
                 for (r, region) in regions.iter().enumerate() {
                     if r != s {
-                        to[r] = 4 * export(tree, &wp.criterion, wp.periodic, region).len() as u64;
+                        let words = export(tree, &keys, &wp.criterion, wp.periodic, region);
+                        to[r] = 4 * words.len() as u64;
                     }
                 }
             }

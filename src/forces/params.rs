@@ -5,6 +5,7 @@ use super::LeafSize;
 use crate::comm::Exchange;
 use crate::domain::Balance;
 use crate::error::{Error, Result};
+pub use crate::lets::LetWalk;
 pub use crate::resources::GpuMemory;
 use crate::sfc::Order;
 pub use crate::tree::TreeBuild;
@@ -64,6 +65,7 @@ macro_rules! named_enum {
 }
 
 named_enum!(Backend, "backend", Backend::Cpu => "cpu", Backend::Gpu => "gpu", Backend::Auto => "auto");
+named_enum!(LetWalk, "LET walk", LetWalk::Auto => "auto", LetWalk::Merged => "merged", LetWalk::Apart => "apart");
 named_enum!(Exchange, "exchange", Exchange::Auto => "auto", Exchange::Nccl => "nccl", Exchange::Mpi => "mpi");
 named_enum!(GpuMemory, "GPU memory plan", GpuMemory::Auto => "auto", GpuMemory::Keep => "keep", GpuMemory::Release => "release");
 named_enum!(Method, "method", Method::Tree => "tree", Method::Direct => "direct");
@@ -170,6 +172,16 @@ pub struct ForceParams {
     /// (1 ..= 4096; 1: the bounding box of seed 001; more: tighter, smaller LETs).
     #[arg(long, default_value_t = ForceParams::default().let_boxes)]
     pub let_boxes: usize,
+    /// Multi-rank: how the received LETs are walked: merged (into one tree with the local
+    /// one, the cells that the domains' boundaries cut made whole again, walked once after the
+    /// LETs arrive; on a GPU with the list kernel where memory is not short), apart (the local
+    /// tree walked while
+    /// the LETs travel, then the forest of LETs), or auto (merged in a periodic box, whose
+    /// domains cut the trees' cells at every level; apart in open boundaries, whose domains
+    /// are whole cells).
+    #[arg(long, default_value_t = ForceParams::default().lets)]
+    #[serde(deserialize_with = "by_name")]
+    pub lets: LetWalk,
     /// Multi-rank, GPU backend: how the LETs go from GPU to GPU: auto (NCCL where every rank
     /// can open it, else MPI), nccl (device to device; an error where NCCL cannot be had), mpi
     /// (staged through host memory).
@@ -201,6 +213,7 @@ impl Default for ForceParams {
             rebalance: 1.05,
             box_size: 0.0,
             let_boxes: 64,
+            lets: LetWalk::Auto,
             exchange: Exchange::Auto,
         }
     }
@@ -422,6 +435,8 @@ mod tests {
             "1.2",
             "--let-boxes",
             "8",
+            "--lets",
+            "apart",
             "--exchange",
             "mpi",
         ])
@@ -447,6 +462,7 @@ mod tests {
             rebalance: 1.2,
             box_size: 0.0,
             let_boxes: 8,
+            lets: LetWalk::Apart,
             exchange: Exchange::Mpi,
         };
         assert_eq!(p, want);

@@ -12,7 +12,7 @@ use crate::comm::Comm;
 use crate::diag::PhaseTimes;
 use crate::error::{Error, Result};
 use crate::hash::{mix, GOLDEN};
-use crate::lets::{gather_regions, Incoming, LetShape, LetStats, Outgoing};
+use crate::lets::{gather_regions, Incoming, LetShape, LetStats, LetWalk, Outgoing};
 use crate::sfc::frame::{centre_of, CENTRE_SAMPLES};
 use crate::sfc::{Frame, GridBox};
 use crate::tree::TreeParams;
@@ -175,10 +175,10 @@ pub(super) fn tree_forces(
             },
             ..wp
         };
-        walk_everything(backend, comm, &boot, params.let_boxes, times, &mut stats)?;
+        walk_everything(backend, comm, &boot, params, times, &mut stats)?;
         backend.bootstrap_amag(wp.criterion.g)?;
     }
-    walk_everything(backend, comm, &wp, params.let_boxes, times, &mut stats)?;
+    walk_everything(backend, comm, &wp, params, times, &mut stats)?;
     let units = Units::of_frame(params.g, side);
     let forces = match keep {
         true => {
@@ -335,21 +335,28 @@ fn periodic_frame(lo: DVec3, hi: DVec3, side: f64, agreed: &[f64]) -> Result<Fra
 /// backend walks in the background (the GPU), the export's kernels and the exchange run beside
 /// the local walk, and the received forest is unpacked and its walk queued behind the local
 /// one before the host waits for both; else the exchange goes through MPI in a communication
-/// thread while this one walks, and the forest is walked after both. Adds the traffic to
-/// `stats`. Collective.
+/// thread while this one walks, and the forest is walked after both. With `params.lets`
+/// merged, the LETs are exchanged first and then merged with the local tree into one tree,
+/// which is walked once. Adds the traffic to `stats`. Collective.
 fn walk_everything(
     backend: &mut dyn Backend,
     comm: &dyn Comm,
     wp: &WalkParams,
-    let_boxes: usize,
+    params: &ForceParams,
     times: &mut PhaseTimes,
     stats: &mut LetStats,
 ) -> Result<()> {
     if comm.size() == 1 {
         return backend.walk(Source::Local, wp, times);
     }
-    let behind = backend.begin_local_walk(wp, times)?;
-    let walked = exchange_while_walking(backend, comm, wp, let_boxes, behind, times, stats);
+    let walks = match params.lets.resolve(wp.periodic) {
+        LetWalk::Merged => Walks::Merged,
+        LetWalk::Auto | LetWalk::Apart => match backend.begin_local_walk(wp, times)? {
+            true => Walks::Behind,
+            false => Walks::Here,
+        },
+    };
+    let walked = exchange_while_walking(backend, comm, wp, params.let_boxes, walks, times, stats);
     if walked.is_err() {
         // No walk is left running on a failure.
         let _ = backend.end_local_walk(&mut PhaseTimes::default());
@@ -358,6 +365,18 @@ fn walk_everything(
     stats.cells_received += cells as u64;
     stats.particles_received += particles as u64;
     Ok(())
+}
+
+/// How the local tree and the LETs are walked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Walks {
+    /// The local walk runs in the background ([`Backend::begin_local_walk`]); the forest's
+    /// follows it.
+    Behind,
+    /// The local tree is walked here while the LETs travel, then the forest.
+    Here,
+    /// Merged into one tree once the LETs are here, and walked once.
+    Merged,
 }
 
 /// The forest's walk (where it has cells), timed as `walk_let`.
@@ -376,15 +395,14 @@ fn walk_forest(
 }
 
 /// [`walk_everything`]'s exchange and walks: the regions gathered, the LETs exported and
-/// exchanged, the received forest loaded, and both walks done (the local one waited for where
-/// it was begun, `behind`, else walked here while the LETs travel). Returns the forest's cells
-/// and particles. Collective.
+/// exchanged, the received forest loaded, and the walks done as `walks` says. Returns the
+/// forest's cells and particles. Collective.
 fn exchange_while_walking(
     backend: &mut dyn Backend,
     comm: &dyn Comm,
     wp: &WalkParams,
     let_boxes: usize,
-    behind: bool,
+    walks: Walks,
     times: &mut PhaseTimes,
     stats: &mut LetStats,
 ) -> Result<(usize, usize)> {
@@ -405,11 +423,11 @@ fn exchange_while_walking(
             beside.time(|t| t.time("exchange", || backend.send_lets(&theirs)))?;
             stats.bytes_sent += 4 * shapes.iter().map(|l| l.words() as u64).sum::<u64>();
             stats.bytes_received += 4 * theirs.iter().map(|l| l.words() as u64).sum::<u64>();
-            if !behind {
+            if walks == Walks::Here {
                 backend.walk(Source::Local, wp, times)?;
             }
             let incoming = Incoming::Device(&theirs);
-            walk_the_forest(backend, wp, incoming, behind, beside, times)
+            walk_the_forest(backend, wp, incoming, walks, beside, times)
         }
         // Through the host: only the communication thread calls MPI while the local tree is
         // walked (or the walk begun runs).
@@ -420,9 +438,9 @@ fn exchange_while_walking(
                     let got = comm.alltoallv_f32(&words, &counts);
                     (got, t0.elapsed().as_secs_f64())
                 });
-                let local = match behind {
-                    true => Ok(()),
-                    false => backend.walk(Source::Local, wp, times),
+                let local = match walks {
+                    Walks::Here => backend.walk(Source::Local, wp, times),
+                    Walks::Behind | Walks::Merged => Ok(()),
                 };
                 // What the overlap did not hide: the wait for the LETs after the local walk
                 // (or while the walk begun runs, which then counts as its).
@@ -442,30 +460,37 @@ fn exchange_while_walking(
                 data: &got.data,
                 counts: &got.counts,
             };
-            walk_the_forest(backend, wp, incoming, behind, beside, times)
+            walk_the_forest(backend, wp, incoming, walks, beside, times)
         }
     }
 }
 
 /// Once the LETs are here (`incoming`): the forest loaded and walked (queued behind the local
-/// walk where that was begun, `behind`, and then both waited for), the host's phases settled
-/// against the local walk's end. Returns the forest's cells and particles.
+/// walk where that was begun, and then both waited for; or merged with the local tree and
+/// walked with it), the host's phases settled against the local walk's end. Returns the
+/// forest's cells and particles.
 fn walk_the_forest(
     backend: &mut dyn Backend,
     wp: &WalkParams,
     incoming: Incoming,
-    behind: bool,
+    walks: Walks,
     mut beside: Beside,
     times: &mut PhaseTimes,
 ) -> Result<(usize, usize)> {
+    if walks == Walks::Merged {
+        let (cells, particles) = beside.time(|t| backend.load_forest(incoming, t))?;
+        beside.settle(None, times);
+        backend.walk(Source::Merged, wp, times)?;
+        return Ok((cells, particles));
+    }
     let loaded = beside.time(|t| {
         let (cells, particles) = backend.load_forest(incoming, t)?;
         walk_forest(backend, wp, cells, t)?;
         Ok((cells, particles))
     });
-    let walked = match behind {
-        true => backend.end_local_walk(times)?,
-        false => None,
+    let walked = match walks {
+        Walks::Behind => backend.end_local_walk(times)?,
+        Walks::Here | Walks::Merged => None,
     };
     beside.settle(walked, times);
     loaded

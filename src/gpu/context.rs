@@ -76,6 +76,7 @@ fn stage_source() -> String {
         include_str!("../../cuda/particles.cu"),
         include_str!("../../cuda/domain.cu"),
         &without_include(include_str!("../../cuda/lets.cu")),
+        include_str!("../../cuda/union.cu"),
         include_str!("../../cuda/integrate.cu"),
     ]
     .join("\n")
@@ -210,7 +211,7 @@ impl GpuContext {
     }
 
     /// The stage program (`cuda/build.cu`, `groups.cu`, `particles.cu`, `domain.cu`,
-    /// `lets.cu`, `integrate.cu`, with `gravity.cuh` first), with IEEE arithmetic: its results equal the host's
+    /// `lets.cu`, `union.cu`, `integrate.cu`, with `gravity.cuh` first), with IEEE arithmetic: its results equal the host's
     /// bit for bit.
     pub fn stage_program(&self) -> Result<Runner> {
         let device = match &self.host {

@@ -805,6 +805,7 @@ mod tests {
             balance = "count"
             rebalance = 1.5
             let_boxes = 3
+            lets = "apart"
             rebuild = 4
             [time]
             stepping = "block"
@@ -852,6 +853,7 @@ mod tests {
                 rebalance: 1.5,
                 box_size: 0.0,
                 let_boxes: 3,
+                lets: crate::lets::LetWalk::Apart,
                 exchange: crate::comm::Exchange::Auto,
             }
         );

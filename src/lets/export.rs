@@ -28,18 +28,25 @@ pub(super) fn padded((c, h): &TargetBox) -> TargetBox {
     (*c, h.map(|x| x + PAD * scale))
 }
 
-/// The LET of `tree` for a destination occupying `region`, in the wire format; empty when the
-/// region is (the destination has no particles). `periodic`: the frame is a periodic box of
-/// side 1, and a cell is tested against the nearest image of each box
-/// ([`Criterion::accepts_periodic`]).
-pub fn export(tree: &Tree, crit: &Criterion, periodic: bool, region: &Region) -> Vec<f32> {
-    export_splitting_above(tree, crit, periodic, region, PARALLEL_COUNT)
+/// The LET of `tree` (its cells' key cells `keys`) for a destination occupying `region`, in the
+/// wire format; empty when the region is (the destination has no particles). `periodic`: the
+/// frame is a periodic box of side 1, and a cell is tested against the nearest image of each
+/// box ([`Criterion::accepts_periodic`]).
+pub fn export(
+    tree: &Tree,
+    keys: &[u64],
+    crit: &Criterion,
+    periodic: bool,
+    region: &Region,
+) -> Vec<f32> {
+    export_splitting_above(tree, keys, crit, periodic, region, PARALLEL_COUNT)
 }
 
 /// [`export`], exporting the children of cells of more than `parallel_count` particles in
 /// parallel (the result does not depend on it).
 fn export_splitting_above(
     tree: &Tree,
+    keys: &[u64],
     crit: &Criterion,
     periodic: bool,
     region: &Region,
@@ -50,6 +57,7 @@ fn export_splitting_above(
     }
     let ctx = Ctx {
         tree,
+        keys,
         crit,
         periodic,
         bound: padded(&region.bound),
@@ -95,6 +103,7 @@ impl Piece {
 /// What one export walk reads.
 struct Ctx<'a> {
     tree: &'a Tree,
+    keys: &'a [u64],
     crit: &'a Criterion,
     periodic: bool,
     bound: TargetBox,
@@ -109,7 +118,7 @@ impl Ctx<'_> {
         let cells = &self.tree.cells;
         let at = piece.cells.len();
         let first = (piece.particles.len() / PARTICLE_WORDS) as u32;
-        wire::push_cell(&mut piece.cells, cells, c, first, 0, 1);
+        wire::push_cell(&mut piece.cells, cells, c, self.keys[c], [first, 0, 1]);
         // Accepted for the bound means accepted for every box inside it (the criteria only
         // grow easier with distance); otherwise every box must accept.
         let accepts = |(bc, bh): &TargetBox| match self.periodic {
@@ -190,8 +199,9 @@ mod tests {
         let (src, dst) = (build(&a), build(&b));
         let crit = ForceParams::default().walk_params(frame.side()).criterion;
         let region = Region::of_tree(&dst, 0.0, 16);
-        let serial = export_splitting_above(&src, &crit, false, &region, u32::MAX);
-        let parallel = export_splitting_above(&src, &crit, false, &region, 1);
+        let keys = crate::tree::key::key_cells(&src.cells.boxes, &src.cells.level);
+        let serial = export_splitting_above(&src, &keys, &crit, false, &region, u32::MAX);
+        let parallel = export_splitting_above(&src, &keys, &crit, false, &region, 1);
         assert!(serial.len() > 1000);
         let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
         assert_eq!(bits(&serial), bits(&parallel));

@@ -163,14 +163,15 @@ impl<R: KernelRunner> LetArrays<R> {
         Ok(Region::from_boxes(amin, boxes))
     }
 
-    /// The LET of `tree` for every rank's region in `regions` (none for rank `me`), packed on
+    /// The LET of `tree` (its boxes at the rebuild at device address `built`, whence the key
+    /// cells) for every rank's region in `regions` (none for rank `me`), packed on
     /// the device in the wire format, concatenated in rank order; the shape of each. What
     /// [`export`](super::export) gives rank by rank on the host tree, word for word (see
     /// [`LetArrays::packed`]).
     pub fn pack(
         &mut self,
         s: &Stages<R>,
-        tree: &DeviceTree,
+        (tree, built): (&DeviceTree, u64),
         regions: &[Region],
         me: usize,
         crit: &Criterion,
@@ -286,6 +287,7 @@ impl<R: KernelRunner> LetArrays<R> {
                 blocks(entries),
                 &LetPackArgs {
                     tree: tree.arrays,
+                    built,
                     ncells: int(nc)?,
                     ndest: int(nd)?,
                     fate: self.fate.ptr(),
@@ -346,15 +348,15 @@ impl<R: KernelRunner> LetArrays<R> {
 
     /// Unpacks the LETs received from every rank (`incoming`: on the host, uploaded first; or
     /// already in the device's receive buffer, by [`LetArrays::send`]) into a forest on the
-    /// device, in the walk's tree arrays that `place` gives for its cells and particles,
-    /// checking each LET as [`unpack_forest`](super::wire::unpack_forest) does (the same error
-    /// for the same defect). Returns where the forest is, its cells and its particles.
+    /// device, where `place` puts its cells and particles, checking each LET as
+    /// [`unpack_forest`](super::wire::unpack_forest) does (the same error for the same
+    /// defect). Returns where the forest is, its cells and its particles.
     pub fn unpack(
         &mut self,
         s: &Stages<R>,
         incoming: Incoming,
-        place: impl FnOnce(usize, usize) -> Result<TreeArrays>,
-    ) -> Result<(TreeArrays, usize, usize)> {
+        place: impl FnOnce(usize, usize) -> Result<ForestPlace>,
+    ) -> Result<(ForestPlace, usize, usize)> {
         let r = s.runner();
         // Each LET: (source, first word, cells, particles).
         let mut pieces = Vec::new();
@@ -387,7 +389,7 @@ impl<R: KernelRunner> LetArrays<R> {
         // its root spans its cells; all checked after one copy.
         grow(r, &mut self.bad, BAD_WORDS * pieces.len())?;
         r.fill(&mut self.bad, BAD_WORDS * pieces.len(), u32::MAX)?;
-        let (mut cell0, mut part0) = (0usize, 0usize);
+        let (mut cell0, mut part0) = (forest.cell0, forest.part0);
         for (k, &(_, at, nc, np)) in pieces.iter().enumerate() {
             // SAFETY: the forest holds `cells` cells and `particles` particles, of which this
             // LET's go at cell0 and part0; its words lie in `received` from `at` (checked
@@ -403,7 +405,8 @@ impl<R: KernelRunner> LetArrays<R> {
                         nparts: int(np)?,
                         cell0: int(cell0)?,
                         part0: int(part0)?,
-                        tree: forest,
+                        tree: forest.arrays,
+                        keys: forest.keys.unwrap_or(0),
                         bad: self.bad.ptr() + (4 * BAD_WORDS * k) as u64,
                     },
                 )?;
@@ -425,6 +428,20 @@ impl<R: KernelRunner> LetArrays<R> {
         }
         Ok((forest, cells, particles))
     }
+}
+
+/// Where [`LetArrays::unpack`] puts a forest.
+#[derive(Clone, Copy, Debug)]
+pub struct ForestPlace {
+    /// The tree arrays its cells and particles go to.
+    pub arrays: TreeArrays,
+    /// The cell of `arrays` where its first cell goes.
+    pub cell0: usize,
+    /// The particle of `arrays` where its first particle goes.
+    pub part0: usize,
+    /// Device address of the key cells of the cells of `arrays` (u64 each), where its
+    /// cells' go (from `cell0` on); `None`: not kept.
+    pub keys: Option<u64>,
 }
 
 /// Words of `bad` per received LET: its first malformed cell, its first particle that is not

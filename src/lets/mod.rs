@@ -6,11 +6,14 @@
 //! destinations with rayon; [`export_gpu`] on the device, the same words) and packs the result
 //! in the walk's node format ([`wire`]); counts and payloads travel by one alltoallv. The
 //! received LETs are unpacked into one forest that the ordinary walk (CPU or GPU) runs through
-//! after the local tree. `forces` orchestrates the exchange.
+//! after the local tree, or that is merged with the local tree into one tree ([`union`],
+//! [`LetWalk`]). `forces` orchestrates the exchange.
 
 mod export;
 pub mod export_gpu;
 mod region;
+pub mod union;
+pub mod union_gpu;
 pub mod wire;
 
 pub use export::export;
@@ -19,6 +22,34 @@ pub use region::{Region, TargetBox};
 use crate::comm::Comm;
 use crate::error::{Error, Result};
 use wire::{malformed, CELL_WORDS, HEADER_WORDS, PARTICLE_WORDS};
+
+/// How a rank walks the LETs it received, with its own tree.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LetWalk {
+    /// Merged in a periodic box, apart in open boundaries ([`LetWalk::resolve`]).
+    Auto,
+    /// Merged with the local tree into one tree ([`union`]): the cells that the domains'
+    /// boundaries cut made whole again, walked once, after the LETs arrive.
+    Merged,
+    /// Apart: the local tree walked while the LETs travel, then the forest of LETs.
+    Apart,
+}
+
+impl LetWalk {
+    /// The walk `Auto` is in a `periodic` box or not: merged where the domains cut the trees'
+    /// cells at every level (a periodic box, whose trees are built in a frame moved to a
+    /// random centre at every rebuild), apart where the domains are whole cells of the trees
+    /// (open boundaries, whose trees are built in the domains' key cube): there the merge
+    /// finds little to merge, and the local walk's overlap with the exchange is worth more.
+    pub fn resolve(self, periodic: bool) -> LetWalk {
+        match (self, periodic) {
+            (LetWalk::Auto, true) => LetWalk::Merged,
+            (LetWalk::Auto, false) => LetWalk::Apart,
+            (walk, _) => walk,
+        }
+    }
+}
 
 /// What one LET holds: its cells and particles, from which its words follow.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

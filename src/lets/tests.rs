@@ -5,6 +5,7 @@ use super::*;
 use crate::forces::ForceParams;
 use crate::ics::{generate, Model};
 use crate::sfc::{keys, Frame, GridBox, Order};
+use crate::tree::key::key_cells;
 use crate::tree::Tree;
 use crate::tree::TreeParams;
 use crate::walk::cpu::{grouped_walk, WalkOutput};
@@ -12,6 +13,7 @@ use crate::walk::direct::direct_forces;
 use crate::walk::groups::tree_groups;
 use crate::Particles;
 use glam::DVec3;
+use union::union_tree;
 
 /// The particles of `p` whose Hilbert key (in the box of all of them) is below / at or above
 /// the median: two "ranks".
@@ -33,7 +35,8 @@ fn halves(p: &Particles) -> [Particles; 2] {
 
 /// Forces on the particles of `mine` (tree order) from its own tree and the LET of `other`,
 /// both built in the frame of all of them as the ranks of a job build theirs (the results in
-/// that frame: accelerations in units of 1 / side²), and the side of the frame's cube.
+/// that frame: accelerations in units of 1 / side²), walked as `params.lets` says, and the side
+/// of the frame's cube.
 fn forces(
     mine: &Particles,
     other: &Particles,
@@ -58,22 +61,43 @@ fn forces(
         .collect();
     let wp = params.walk_params(frame.side());
     let region = Region::of_tree(&a, 0.0, 64);
-    let buf = export(&b, &wp.criterion, false, &region);
+    let keys = |t: &Tree| key_cells(&t.cells.boxes, &t.cells.level);
+    let buf = export(&b, &keys(&b), &wp.criterion, false, &region);
     if params.theta >= 0.5 {
         // Far from θ → 0 the LET is smaller than the tree it comes from (at this small N
         // most of the other half lies near the shared boundary; 71% measured).
         let whole = b.particles.len() * 4 + b.cells.len() * wire::CELL_WORDS;
         assert!(buf.len() < whole * 4 / 5, "{} of {whole}", buf.len());
     }
-    let forest = wire::unpack_forest(&buf, &[buf.len()]).unwrap();
+    let (forest, forest_keys) = wire::unpack_forest(&buf, &[buf.len()]).unwrap();
     let groups = tree_groups(&a, params.group);
     let own: Vec<u32> = (0..targets.len() as u32).collect();
+    if params.lets == LetWalk::Merged {
+        let (ka, root) = (keys(&a), a.cells.boxes[0]);
+        let u = union_tree(&a, &ka, root, (&forest, &forest_keys), tp.mac, tp.theta).unwrap();
+        // Every particle once, the root's mass both halves'.
+        assert_eq!(
+            u.cells.count[0] as usize,
+            a.particles.len() + forest.particles.len()
+        );
+        let mass = |t: &Tree| t.cells.com_mass[0][3];
+        let lost = (mass(&u) - mass(&a) - mass(&forest)).abs();
+        assert!(lost <= 1e-6 * mass(&u), "{lost}");
+        let out = grouped_walk(&u, &targets, Some(&own), &groups, &wp);
+        return (a.index.clone(), out, frame.side());
+    }
     let mut out = grouped_walk(&a, &targets, Some(&own), &groups, &wp);
     let far = grouped_walk(&forest, &targets, None, &groups, &wp);
     for (x, y) in out.acc_pot.iter_mut().zip(&far.acc_pot) {
         for d in 0..4 {
             x[d] += y[d];
         }
+    }
+    for (x, y) in out.m2p.iter_mut().zip(&far.m2p) {
+        *x += y;
+    }
+    for (x, y) in out.p2p.iter_mut().zip(&far.p2p) {
+        *x += y;
     }
     (a.index.clone(), out, frame.side())
 }
@@ -107,24 +131,35 @@ fn errors(
 }
 
 #[test]
-fn own_tree_plus_let_matches_direct_summation() {
+fn own_tree_plus_let_matches_direct_summation_apart_and_merged() {
     let all = generate(Model::Plummer, 20_000, 3).unwrap();
     let [a, b] = halves(&all);
     for (theta, bound) in [(0.02f32, 2e-5), (0.5, 2e-3)] {
-        let params = ForceParams {
-            theta,
-            ..ForceParams::default()
-        };
-        let (index, out, side) = forces(&a, &b, &params);
-        let mut e = errors(&a, &all, &index, &out, side);
-        e.sort_by(f64::total_cmp);
-        let p99 = e[e.len() * 99 / 100];
-        assert!(p99 < bound, "theta {theta}: p99 {p99}");
+        let mut interactions = Vec::new();
+        for lets in [LetWalk::Apart, LetWalk::Merged] {
+            let params = ForceParams {
+                theta,
+                lets,
+                ..ForceParams::default()
+            };
+            let (index, out, side) = forces(&a, &b, &params);
+            let mut e = errors(&a, &all, &index, &out, side);
+            e.sort_by(f64::total_cmp);
+            let p99 = e[e.len() * 99 / 100];
+            assert!(p99 < bound, "theta {theta}, {lets}: p99 {p99}");
+            let sum = |v: &[u32]| v.iter().map(|&x| x as u64).sum::<u64>();
+            interactions.push(sum(&out.m2p) + sum(&out.p2p));
+        }
+        // The halves' cells that the boundary cuts, made whole, take fewer interactions.
+        assert!(
+            interactions[1] < interactions[0],
+            "theta {theta}: {interactions:?}"
+        );
     }
 }
 
 #[test]
-fn malformed_buffers_are_refused() {
+fn malformed_buffers_and_keys_that_do_not_nest_are_refused() {
     let all = generate(Model::Plummer, 500, 1).unwrap();
     let [a, b] = halves(&all);
     let mut t = crate::diag::PhaseTimes::default();
@@ -138,7 +173,8 @@ fn malformed_buffers_are_refused() {
     let tree = Tree::build_in(&frame, &b.pos, &b.mass, &tp, &mut t);
     let mine = Tree::build_in(&frame, &a.pos, &a.mass, &tp, &mut t);
     let crit = ForceParams::default().walk_params(frame.side()).criterion;
-    let buf = export(&tree, &crit, false, &Region::of_tree(&mine, 0.0, 1));
+    let keys = key_cells(&tree.cells.boxes, &tree.cells.level);
+    let buf = export(&tree, &keys, &crit, false, &Region::of_tree(&mine, 0.0, 1));
     assert!(wire::unpack_forest(&buf, &[buf.len()]).is_ok());
     let e = wire::unpack_forest(&buf[..buf.len() - 1], &[buf.len() - 1]).unwrap_err();
     assert!(e.message.contains("LET from rank 0"), "{}", e.message);
@@ -146,7 +182,22 @@ fn malformed_buffers_are_refused() {
     bad[wire::HEADER_WORDS + 18] = f32::from_bits(1_000_000); // the root's subtree size
     assert!(wire::unpack_forest(&bad, &[bad.len()]).is_err());
     // No particles on the destination: nothing to send.
-    assert!(export(&tree, &crit, false, &Region::default()).is_empty());
+    assert!(export(&tree, &keys, &crit, false, &Region::default()).is_empty());
+    // A key cell that is not of its record's level.
+    let mut bad = buf.clone();
+    bad[wire::HEADER_WORDS + 20] = f32::from_bits(0b1001);
+    assert!(wire::unpack_forest(&bad, &[bad.len()]).is_err());
+    // Keys of the right levels that do not nest: refused by the merge.
+    let (forest, mut fk) = wire::unpack_forest(&buf, &[buf.len()]).unwrap();
+    let mine_keys = key_cells(&mine.cells.boxes, &mine.cells.level);
+    let root = mine.cells.boxes[0];
+    let merge = |fk: &[u64]| union_tree(&mine, &mine_keys, root, (&forest, fk), tp.mac, 0.5);
+    assert!(merge(&fk).is_ok());
+    // A cell below level 1 moved under another parent (bit 3 is in its level-1 digit).
+    let deep = (0..fk.len()).find(|&c| forest.cells.level[c] >= 2).unwrap();
+    fk[deep] ^= 0b1000;
+    let e = merge(&fk).unwrap_err();
+    assert!(e.message.contains("do not nest"), "{}", e.message);
 }
 
 #[test]
@@ -166,11 +217,72 @@ fn let_shapes_survive_their_words_and_refuse_what_cannot_be_addressed() {
         LetShape::decode(&LetShape::encode(&shapes)).unwrap(),
         shapes
     );
-    assert_eq!(shapes.map(|l| l.words()), [0, 2 + 3 * 20 + 17 * 4, 22]);
+    assert_eq!(shapes.map(|l| l.words()), [0, 2 + 3 * 22 + 17 * 4, 24]);
     // A rank that announces more words than a 32-bit offset reaches is named, never trusted.
     for bad in [[0, 0, 1, 1 << 30], [0, 0, u64::MAX, 1], [0, 0, 1, u64::MAX]] {
         let e = LetShape::decode(&bad).unwrap_err();
         assert!(e.message.starts_with("LET from rank 1: "), "{}", e.message);
         assert!(e.message.contains("exceed 2^32 words"), "{}", e.message);
     }
+}
+
+/// In a periodic box the merged tree walks fewer interactions than the local tree and the
+/// LET apart, for nearly every target: a merged cell's box is its parts' (a float32 rounding
+/// larger would put a level-3 cell above the largest a periodic walk accepts).
+#[test]
+fn a_periodic_merge_walks_fewer_interactions_than_apart() {
+    use crate::walk::ewald::MAX_GROUP_HALF;
+    use crate::walk::groups::tree_groups_within;
+    let p = generate(Model::UniformCube, 20_000, 7).unwrap();
+    let (lo, hi) = crate::sfc::bounding_box(&p.pos);
+    let tp = TreeParams {
+        order: Order::Hilbert,
+        ncrit: 16,
+        mac: crate::walk::mac::Mac::Modified,
+        theta: 0.5,
+    };
+    let frame = Frame::periodic_box(1.001 * (hi - lo).max_element(), 0.5 * (lo + hi));
+    // A third of the way across: the halves split cells at every level.
+    let cut = lo.x + (hi.x - lo.x) / 3.0;
+    let half = |below: bool| {
+        let (pos, mass): (Vec<DVec3>, Vec<f64>) = (p.pos.iter().zip(&p.mass))
+            .filter(|(x, _)| (x.x < cut) == below)
+            .unzip();
+        Tree::build_in(&frame, &pos, &mass, &tp, &mut Default::default())
+    };
+    let (local, other) = (half(true), half(false));
+    let mut wp = ForceParams::default().walk_params(frame.side());
+    wp.periodic = true;
+    let keys = |t: &Tree| key_cells(&t.cells.boxes, &t.cells.level);
+    let region = Region::of_tree(&local, 0.0, 64);
+    let words = export(&other, &keys(&other), &wp.criterion, true, &region);
+    let (forest, fk) = wire::unpack_forest(&words, &[words.len()]).unwrap();
+    let root = local.cells.boxes[0];
+    let u = union_tree(
+        &local,
+        &keys(&local),
+        root,
+        (&forest, &fk),
+        tp.mac,
+        tp.theta,
+    )
+    .unwrap();
+    let groups = tree_groups_within(&local, 64, MAX_GROUP_HALF);
+    let own: Vec<u32> = (0..local.particles.len() as u32).collect();
+    let targets = &local.particles;
+    let merged = grouped_walk(&u, targets, Some(&own), &groups, &wp);
+    let near = grouped_walk(&local, targets, Some(&own), &groups, &wp);
+    let far = grouped_walk(&forest, targets, None, &groups, &wp);
+    let of = |o: &WalkOutput, k: usize| o.m2p[k] + o.p2p[k];
+    let n = targets.len();
+    let more = (0..n)
+        .filter(|&k| of(&merged, k) > of(&near, k) + of(&far, k))
+        .count();
+    assert!(more * 100 <= n, "{more} of {n} targets walk more merged");
+    let total = |f: &dyn Fn(usize) -> u32| (0..n).map(|k| f(k) as u64).sum::<u64>();
+    let (m, a) = (
+        total(&|k| of(&merged, k)),
+        total(&|k| of(&near, k) + of(&far, k)),
+    );
+    assert!(m < a, "{m} merged, {a} apart");
 }

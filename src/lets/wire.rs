@@ -5,31 +5,33 @@
 //! (x, y, z, m). A cell record holds the box (centre, half side), centre of mass and mass, the
 //! quadrupole (6), the trace, S_eff, and as `u32` bits: the first particle (relative to the
 //! buffer's particles), the particle count, the subtree size (so `next`/`more` are buffer
-//! relative, as the walk reads them) and `nchild | level << 8`.
+//! relative, as the walk reads them), `nchild | level << 8`, and the cell's key cell
+//! ([`key_cell`](crate::tree::key::key_cell)), low and high 32 bits, by which the receiver
+//! finds the cells of its own tree and of other LETs that are parts of the same cell.
 //!
 //! Received buffers are checked before use: a malformed buffer is an error, never a bad walk.
 
 use crate::error::{Error, Result};
 use crate::sfc::{Frame, GridBox};
+use crate::tree::key::key_level;
 use crate::tree::{Cells, Tree};
 use glam::DVec3;
 
 /// Words per cell record.
-pub const CELL_WORDS: usize = 20;
+pub const CELL_WORDS: usize = 22;
 /// Words per particle.
 pub const PARTICLE_WORDS: usize = 4;
 /// Words of the header.
 pub const HEADER_WORDS: usize = 2;
 
-/// Appends cell `c` of `cells` to `out` as one record, with `first` (buffer-relative first
-/// particle), `count` and `subtree` given.
+/// Appends cell `c` of `cells` (key cell `key`) to `out` as one record, with `first`
+/// (buffer-relative first particle), `count` and `subtree` given.
 pub fn push_cell(
     out: &mut Vec<f32>,
     cells: &Cells,
     c: usize,
-    first: u32,
-    count: u32,
-    subtree: u32,
+    key: u64,
+    [first, count, subtree]: [u32; 3],
 ) {
     out.extend_from_slice(&cells.boxes[c]);
     out.extend_from_slice(&cells.com_mass[c]);
@@ -38,6 +40,7 @@ pub fn push_cell(
     out.push(cells.s_eff[c]);
     let tag = cells.nchild[c] as u32 | (cells.level[c] as u32) << 8;
     out.extend([first, count, subtree, tag].map(f32::from_bits));
+    out.extend([key as u32, (key >> 32) as u32].map(f32::from_bits));
 }
 
 /// Offsets of a record's fields.
@@ -50,6 +53,7 @@ const FIRST: usize = 16;
 const COUNT: usize = 17;
 const SUBTREE: usize = 18;
 const TAG: usize = 19;
+const KEY: usize = 20;
 
 /// Field `k` of record `rec` as an integer.
 fn bits(rec: &[f32], k: usize) -> u32 {
@@ -121,6 +125,12 @@ pub fn header(src: usize, buf: &[f32]) -> Result<(usize, usize)> {
     Ok((nc, np))
 }
 
+/// The error for LETs whose key cells do not nest (a child's key is not its parent's and an
+/// octant, a root's not the root's), found as they are merged with the local tree.
+pub fn malformed_keys() -> Error {
+    Error::comm("the received LETs' key cells do not nest")
+}
+
 /// What [`malformed`] says of a LET whose root's subtree is not all its cells.
 pub const ROOT_SPANS_NOT: &str = "its root does not span its cells";
 
@@ -135,9 +145,11 @@ fn check_root(src: usize, buf: &[f32], nc: usize) -> Result<()> {
 
 /// Unpacks the LET buffers received from every rank (concatenated, `counts` words from each) into
 /// one forest: the trees one after another in the cell arrays, each in preorder with its own
-/// subtree sizes, so the stackless walk runs through all of them in one pass.
-pub fn unpack_forest(data: &[f32], counts: &[usize]) -> Result<Tree> {
+/// subtree sizes, so the stackless walk runs through all of them in one pass; and its cells'
+/// key cells.
+pub fn unpack_forest(data: &[f32], counts: &[usize]) -> Result<(Tree, Vec<u64>)> {
     let mut cells = Cells::default();
+    let mut keys = Vec::new();
     let mut particles: Vec<[f32; 4]> = Vec::new();
     let mut at = 0usize;
     for (src, &len) in counts.iter().enumerate() {
@@ -153,7 +165,10 @@ pub fn unpack_forest(data: &[f32], counts: &[usize]) -> Result<Tree> {
         for (c, r) in recs.chunks_exact(CELL_WORDS).enumerate() {
             let (first, count, subtree) = (bits(r, FIRST), bits(r, COUNT), bits(r, SUBTREE));
             let tag = bits(r, TAG);
+            let key = bits(r, KEY) as u64 | (bits(r, KEY + 1) as u64) << 32;
             if subtree == 0
+                || key == 0
+                || key_level(key) as u32 != tag >> 8
                 || c + subtree as usize > nc
                 || first as usize + count as usize > np
                 || r[..FIRST].iter().any(|x| !x.is_finite())
@@ -176,6 +191,7 @@ pub fn unpack_forest(data: &[f32], counts: &[usize]) -> Result<Tree> {
             cells.subtree.push(subtree);
             cells.nchild.push((tag & 0xff) as u8);
             cells.level.push((tag >> 8) as u8);
+            keys.push(key);
         }
         check_root(src, buf, nc)?;
         let parts = &buf[HEADER_WORDS + nc * CELL_WORDS..];
@@ -188,7 +204,7 @@ pub fn unpack_forest(data: &[f32], counts: &[usize]) -> Result<Tree> {
     }
     // The LETs are in the job's frame, which the receiving rank holds; the forest's own is
     // never read.
-    Ok(Tree {
+    let tree = Tree {
         frame: Frame {
             cube: GridBox::around(DVec3::ZERO, DVec3::ZERO),
             centre: DVec3::ZERO,
@@ -197,5 +213,6 @@ pub fn unpack_forest(data: &[f32], counts: &[usize]) -> Result<Tree> {
         particles,
         index: Vec::new(),
         cells,
-    })
+    };
+    Ok((tree, keys))
 }

@@ -269,6 +269,17 @@ impl<R: KernelRunner> TreeBuilder<R> {
         self.particles.as_ref().map(|a| (&a.pos_mass, &a.keys[1]))
     }
 
+    /// Device address of the last tree's boxes at its rebuild (4 floats a cell), from which
+    /// its cells' key cells follow (`cell_key` of `cuda/lets.cu`): the rebuild's boxes, or,
+    /// where those were released (the tree is not refitted), the cells' own.
+    pub fn built_boxes(&self) -> Option<u64> {
+        let t = self.stored.as_ref()?;
+        Some(match t.released {
+            false => t.built.ptr(),
+            true => t.cells.boxes.ptr(),
+        })
+    }
+
     /// Forgets the last tree (its particles are gone): the next refit is an error.
     pub fn forget(&mut self) {
         self.last = None;

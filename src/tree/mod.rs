@@ -10,6 +10,7 @@ pub mod build;
 pub mod build_gpu;
 pub mod cells;
 pub mod close;
+pub mod key;
 pub mod moments;
 mod refit;
 pub mod threading;
@@ -19,6 +20,7 @@ pub use build::build_topology;
 pub use cells::{CellArrays, Cells, DeviceCells};
 pub use close::ClosePair;
 pub use moments::compute_moments;
+pub(crate) use refit::round_up;
 pub use threading::FlatTree;
 pub use topology::TreeTopology;
 

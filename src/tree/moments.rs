@@ -12,7 +12,7 @@ use rayon::prelude::*;
 
 /// Mass, centre of mass and quadrupole of one cell in float64.
 #[derive(Clone, Copy, Debug, Default)]
-pub(super) struct Moment {
+pub(crate) struct Moment {
     mass: f64,
     com: [f64; 3],
     quad: [f64; 6],
@@ -75,8 +75,37 @@ pub(super) fn leaf_moment(particles: &[[f32; 4]]) -> Moment {
     }
 }
 
+impl Moment {
+    /// The moment cell `c` of `cells` holds (float32, widened).
+    pub(crate) fn of_cell(cells: &Cells, c: usize) -> Self {
+        let cm = cells.com_mass[c];
+        Moment {
+            mass: cm[3] as f64,
+            com: [cm[0] as f64, cm[1] as f64, cm[2] as f64],
+            quad: cells.quad[c].map(f64::from),
+            trace: cells.trace[c] as f64,
+        }
+    }
+
+    /// Centre of mass and mass as a cell stores them (float32).
+    pub(crate) fn com_mass(&self) -> [f32; 4] {
+        let c = self.com;
+        [c[0] as f32, c[1] as f32, c[2] as f32, self.mass as f32]
+    }
+
+    /// The quadrupole as a cell stores it (float32).
+    pub(crate) fn quad32(&self) -> [f32; 6] {
+        self.quad.map(|v| v as f32)
+    }
+
+    /// The trace as a cell stores it (float32).
+    pub(crate) fn trace32(&self) -> f32 {
+        self.trace as f32
+    }
+}
+
 /// The moment of a cell from its children's (parallel-axis theorem).
-pub(super) fn combine(children: &[Moment]) -> Moment {
+pub(crate) fn combine(children: &[Moment]) -> Moment {
     let (mass, com) = centre(children.iter().map(|c| (c.com, c.mass)));
     let mut quad = [0.0; 6];
     let mut trace = 0.0;
@@ -176,22 +205,9 @@ pub(super) fn cell_particles<'a>(
 
 /// Stores the float64 moments `moments` (one per cell) in float32 into `cells`.
 pub(super) fn store_moments(cells: &mut Cells, moments: &[Moment]) {
-    cells.com_mass = moments
-        .par_iter()
-        .map(|m| {
-            [
-                m.com[0] as f32,
-                m.com[1] as f32,
-                m.com[2] as f32,
-                m.mass as f32,
-            ]
-        })
-        .collect();
-    cells.quad = moments
-        .par_iter()
-        .map(|m| m.quad.map(|v| v as f32))
-        .collect();
-    cells.trace = moments.par_iter().map(|m| m.trace as f32).collect();
+    cells.com_mass = moments.par_iter().map(Moment::com_mass).collect();
+    cells.quad = moments.par_iter().map(Moment::quad32).collect();
+    cells.trace = moments.par_iter().map(Moment::trace32).collect();
 }
 
 /// Fills geometry (`boxes`), moments (`com_mass`, `quad`) and `s_eff` of every cell.

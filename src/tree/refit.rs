@@ -52,7 +52,7 @@ impl Bounds {
 }
 
 /// The smallest float32 value ≥ `x`, for `x` ≥ 0.
-fn round_up(x: f64) -> f32 {
+pub(crate) fn round_up(x: f64) -> f32 {
     let f = x as f32;
     if (f as f64) < x {
         // The next float32 up: for non-negative floats, the next bit pattern.

@@ -33,8 +33,11 @@ const BLOCK: u32 = 128;
 /// 8 children of 32 popped cells per level (cuda/walk_list.cu).
 const LIST_STACK_PER_LEVEL: usize = 8 * 32;
 
-/// Stack entries per warp of the list kernel: every level below a root, plus one batch.
-const LIST_STACK: usize = LIST_STACK_PER_LEVEL * (MAX_LEVEL as usize + 1) + 32;
+/// Stack entries per warp of the list kernel for a tree whose pseudo cells add `extra` levels
+/// (a merged tree's; 0 for any other): every level below a root, plus one batch.
+fn list_stack(extra: usize) -> usize {
+    LIST_STACK_PER_LEVEL * (MAX_LEVEL as usize + 1 + extra) + 32
+}
 
 /// Which of a walked tree's particles the targets are, so that each target's sums leave out
 /// only itself (the walk kernels' `own_kind` and `own`).
@@ -145,6 +148,10 @@ pub struct TreeWalk {
     pub own: DeviceOwn,
     /// The groups that walk (at most V·G targets each).
     pub groups: DeviceGroups,
+    /// Where its cells' lists of children are in place already ([`GpuWalk::link`]: a merged
+    /// tree, whose merged cells' lists do not follow from preorder), the levels that its
+    /// pseudo cells add to the deepest tree level; `None`: the walk makes the lists.
+    pub linked: Option<usize>,
 }
 
 impl GpuWalk {
@@ -431,6 +438,27 @@ impl GpuWalk {
             .transpose()
     }
 
+    /// The list kernel's lists of children of the cells `first..cells` of `tree` (8 slots a
+    /// cell, grown to `cells` cells), made on the device; returns their device address, where
+    /// a merged tree's merged cells then put theirs ([`TreeWalk::linked`]).
+    pub fn link(&mut self, tree: TreeArrays, first: usize, cells: usize) -> Result<u64> {
+        self.buffers.prepare_list(&self.program, 0, cells)?;
+        if cells > first {
+            self.launch(
+                "link_children",
+                ((cells - first) as u32).div_ceil(BLOCK),
+                BLOCK,
+                &LinkArgs {
+                    tree,
+                    first_cell: first as i32,
+                    n_cells: cells as i32,
+                    children: self.buffers.children.ptr(),
+                },
+            )?;
+        }
+        Ok(self.buffers.children.ptr())
+    }
+
     /// Launches `w` with `p` (after the periodic groups and the list kernel's children, on the
     /// program's stream) as `mode` says: on the program's stream, or beside on a stream of its
     /// own that follows it (timed).
@@ -460,21 +488,15 @@ impl GpuWalk {
             if !after {
                 self.buffers.clear_control(&self.program, false)?;
             }
+            let stack = list_stack(w.linked.unwrap_or(0));
             self.buffers.prepare_list(
                 &self.program,
-                blocks as usize * (BLOCK / 32) as usize * LIST_STACK,
+                blocks as usize * (BLOCK / 32) as usize * stack,
                 w.cells,
             )?;
-            self.launch(
-                "link_children",
-                (w.cells as u32).div_ceil(BLOCK).max(1),
-                BLOCK,
-                &LinkArgs {
-                    tree: w.tree,
-                    n_cells: w.cells as i32,
-                    children: self.buffers.children.ptr(),
-                },
-            )?;
+            if w.linked.is_none() {
+                self.link(w.tree, 0, w.cells)?;
+            }
             blocks
         } else {
             (ngroups as u32 * self.layout.g).div_ceil(BLOCK)
@@ -508,7 +530,7 @@ impl GpuWalk {
             accumulate: accumulate as i32,
             control: b.control(after).ptr(),
             stacks: b.stacks.ptr(),
-            stack_cap: LIST_STACK as i32,
+            stack_cap: list_stack(w.linked.unwrap_or(0)) as i32,
         };
         if ngroups == 0 {
             return Ok(Launched {
@@ -681,6 +703,7 @@ impl GpuWalk {
             n_targets: targets.len(),
             own,
             groups,
+            linked: None,
         };
         self.walk(&w, p, false, times)?;
         let t0 = Instant::now();
