@@ -7,7 +7,7 @@
 //! partial cells where one rank's tree has one: two multipoles, or a multipole and an opened
 //! leaf. Merged, the cells of one key are one cell: its moments the parts' combined (the
 //! parallel-axis theorem, in float64, the parts in order: the local one, then the LETs' in
-//! rank order), its box the cube around the key cell and the parts' boxes (a LET's terminal
+//! rank order), its box the cube around the parts' boxes ([`merged_box`]; a LET's terminal
 //! multipole: its centre of mass), S_eff from that box; its children the parts' children
 //! merged again by key, in octant order, and then each part that is a leaf (particles, or a
 //! terminal multipole) kept whole. A cell held by one tree keeps its subtree as it is. The
