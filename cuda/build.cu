@@ -1258,6 +1258,19 @@ __device__ __forceinline__ float round_up(double x)
     return (double)f < x ? __int_as_float(__float_as_int(f) + 1) : f;
 }
 
+// The float32 cube (centre, half side) that holds the box from lo to hi (refit.rs
+// bounding_cube): its centre rounded to float32, its half side measured from that centre and
+// rounded up.
+__device__ __forceinline__ float4 bounding_cube(const double lo[3], const double hi[3])
+{
+    float centre[3];
+    double half = 0.0;
+    for (int k = 0; k < 3; k++) centre[k] = (float)(0.5 * (lo[k] + hi[k]));
+    for (int k = 0; k < 3; k++)
+        half = fmax(half, fmax(hi[k] - (double)centre[k], (double)centre[k] - lo[k]));
+    return make_float4(centre[0], centre[1], centre[2], round_up(half));
+}
+
 // The box of a refitted cell (refit.rs cube): the rebuild's box `built` while it holds the
 // particle bounds b, else the bounding cube of both, centred on their common box and rounded
 // outwards.
@@ -1273,16 +1286,11 @@ __device__ __forceinline__ float4 refit_box(float4 built, const float *b)
         inside = inside && (double)b[k] >= lo[k] && (double)b[3 + k] <= hi[k];
     }
     if (inside) return built;
-    float centre[3];
-    double half = 0.0;
     for (int k = 0; k < 3; k++) {
         lo[k] = fmin(lo[k], (double)b[k]);
         hi[k] = fmax(hi[k], (double)b[3 + k]);
-        centre[k] = (float)(0.5 * (lo[k] + hi[k]));
     }
-    for (int k = 0; k < 3; k++)
-        half = fmax(half, fmax(hi[k] - (double)centre[k], (double)centre[k] - lo[k]));
-    return make_float4(centre[0], centre[1], centre[2], round_up(half));
+    return bounding_cube(lo, hi);
 }
 
 // The arguments of refit_cells.

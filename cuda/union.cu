@@ -15,7 +15,8 @@
 // linear probing; a slot's leader is its smallest source cell, so that the merged cells'
 // numbering, by a scan over the forest in order, does not depend on the order of the inserts),
 // which the local cells then look up. Part of the stage program, after cuda/build.cu
-// (BUILD_BLOCK, moments_of, store_moments, cell_s_eff, round_up) and cuda/lets.cu (cell_key).
+// (BUILD_BLOCK, moments_of, store_moments, cell_s_eff, bounding_cube) and cuda/lets.cu
+// (cell_key).
 
 #define UNION_NONE 0xffffffffu
 // Half side of a pseudo cell's box.
@@ -364,12 +365,7 @@ __device__ __forceinline__ float4 merged_box(const UnionArgs &a, unsigned m)
             hi[k] = fmax(hi[k], p[k] + (double)b.w);
         }
     }
-    float centre[3];
-    double half = 0.0;
-    for (int k = 0; k < 3; k++) centre[k] = (float)(0.5 * (lo[k] + hi[k]));
-    for (int k = 0; k < 3; k++)
-        half = fmax(half, fmax(hi[k] - (double)centre[k], (double)centre[k] - lo[k]));
-    return make_float4(centre[0], centre[1], centre[2], round_up(half));
+    return bounding_cube(lo, hi);
 }
 
 // Per merged cell (pseudo scanned, the source cells copied): its moments (the parts', in

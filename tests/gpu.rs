@@ -523,8 +523,6 @@ fn gpu_merged_tree_walks_as_the_hosts_and_fewer_interactions_than_apart() {
             .unpack(&s, incoming, |c, n| {
                 Ok(ForestPlace {
                     arrays: g.reserve_tree(c, n)?,
-                    cell0: 0,
-                    part0: 0,
                     keys: Some(union.forest_keys(&s, c)?),
                 })
             })

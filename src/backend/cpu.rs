@@ -44,7 +44,8 @@ pub struct CpuBackend {
     built: Vec<[f32; 4]>,
     /// The tree's parameters at its last build or refit (the S_eff of merged cells).
     tree_params: Option<TreeParams>,
-    /// The key cells of the tree's cells (made by the LET export).
+    /// The key cells of the tree's cells (from `built`): made by the first LET export after a
+    /// build or a restore, empty until then.
     cell_keys: Vec<u64>,
     /// The single-particle walk's node arrays of the local tree.
     flat: Option<FlatTree>,
@@ -192,6 +193,7 @@ impl Backend for CpuBackend {
         }
         let t = Tree::build_in(frame, &self.p.pos, &self.p.mass, p, times);
         self.built.clone_from(&t.cells.boxes);
+        self.cell_keys.clear();
         self.tree_params = Some(*p);
         let eps = (self.eps / frame.side()) as f32;
         self.flat = (self.walk == WalkKind::Single)
@@ -242,6 +244,7 @@ impl Backend for CpuBackend {
 
     fn restore_topology(&mut self, t: &TreeTopology) -> Result<()> {
         self.built.clone_from(&t.boxes);
+        self.cell_keys.clear();
         self.tree = Some(Tree {
             frame: t.frame,
             particles: Vec::new(),
@@ -399,7 +402,9 @@ impl Backend for CpuBackend {
     ) -> Result<Outgoing> {
         let tree = self.tree.as_ref();
         Ok(times.time("let", || {
-            self.cell_keys = tree.map_or_else(Vec::new, |t| key_cells(&self.built, &t.cells.level));
+            if let (Some(t), true) = (tree, self.cell_keys.is_empty()) {
+                self.cell_keys = key_cells(&self.built, &t.cells.level);
+            }
             let keys = &self.cell_keys;
             let bufs: Vec<Vec<f32>> = regions
                 .par_iter()

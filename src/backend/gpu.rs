@@ -631,8 +631,6 @@ impl Backend for GpuBackend {
             lets.unpack(stages, incoming, |c, p| {
                 Ok(ForestPlace {
                     arrays: walk.reserve_tree(c, p)?,
-                    cell0: 0,
-                    part0: 0,
                     keys: Some(union.forest_keys(stages, c)?),
                 })
             })

@@ -389,7 +389,7 @@ impl<R: KernelRunner> LetArrays<R> {
         // its root spans its cells; all checked after one copy.
         grow(r, &mut self.bad, BAD_WORDS * pieces.len())?;
         r.fill(&mut self.bad, BAD_WORDS * pieces.len(), u32::MAX)?;
-        let (mut cell0, mut part0) = (forest.cell0, forest.part0);
+        let (mut cell0, mut part0) = (0usize, 0usize);
         for (k, &(_, at, nc, np)) in pieces.iter().enumerate() {
             // SAFETY: the forest holds `cells` cells and `particles` particles, of which this
             // LET's go at cell0 and part0; its words lie in `received` from `at` (checked
@@ -433,14 +433,9 @@ impl<R: KernelRunner> LetArrays<R> {
 /// Where [`LetArrays::unpack`] puts a forest.
 #[derive(Clone, Copy, Debug)]
 pub struct ForestPlace {
-    /// The tree arrays its cells and particles go to.
+    /// The tree arrays its cells and particles go to, from the first.
     pub arrays: TreeArrays,
-    /// The cell of `arrays` where its first cell goes.
-    pub cell0: usize,
-    /// The particle of `arrays` where its first particle goes.
-    pub part0: usize,
-    /// Device address of the key cells of the cells of `arrays` (u64 each), where its
-    /// cells' go (from `cell0` on); `None`: not kept.
+    /// Device address of room for its cells' key cells (u64 each); `None`: not kept.
     pub keys: Option<u64>,
 }
 

@@ -16,10 +16,11 @@
 
 use super::wire::malformed_keys;
 use crate::error::Result;
+use crate::tree::bounding_cube;
 use crate::tree::key::key_box;
-use crate::tree::moments::{combine, Moment};
+use crate::tree::moments::{box_s_eff, combine, Moment};
 use crate::tree::{Cells, Tree};
-use crate::walk::mac::{s_eff, Mac};
+use crate::walk::mac::Mac;
 
 /// One tree to merge: its cells and their key cells, and where its particles go in the
 /// union's.
@@ -146,13 +147,6 @@ impl Union<'_> {
     }
 }
 
-/// S_eff of a cell of box `b` (centre, half side) and centre of mass `cm` (`update_s_eff`'s
-/// arithmetic, float32).
-fn box_s_eff(mac: Mac, theta: f32, b: [f32; 4], cm: [f32; 4]) -> f32 {
-    let s = ((b[0] - cm[0]).powi(2) + (b[1] - cm[1]).powi(2) + (b[2] - cm[2]).powi(2)).sqrt();
-    s_eff(mac, theta, 2.0 * b[3], s)
-}
-
 /// The box of a merged cell: the cube around its parts' boxes `parts` (a terminal
 /// multipole's is its centre of mass, of half side 0), or, where every part is a terminal
 /// multipole, around its key cell `key` (centre, half side) and them; its half side rounded up
@@ -174,12 +168,7 @@ pub fn merged_box(key: [f64; 4], parts: &[[f32; 4]]) -> [f32; 4] {
             hi[k] = hi[k].max(b[k] as f64 + b[3] as f64);
         }
     }
-    let centre = [0, 1, 2].map(|k| (0.5 * (lo[k] + hi[k])) as f32);
-    let half = (0..3).fold(0.0f64, |h, k| {
-        h.max(hi[k] - centre[k] as f64)
-            .max(centre[k] as f64 - lo[k])
-    });
-    [centre[0], centre[1], centre[2], crate::tree::round_up(half)]
+    bounding_cube(lo, hi)
 }
 
 /// The union of the local tree `local` (its cells' key cells `local_keys`, its root's box at

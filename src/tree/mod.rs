@@ -20,7 +20,7 @@ pub use build::build_topology;
 pub use cells::{CellArrays, Cells, DeviceCells};
 pub use close::ClosePair;
 pub use moments::compute_moments;
-pub(crate) use refit::round_up;
+pub(crate) use refit::bounding_cube;
 pub use threading::FlatTree;
 pub use topology::TreeTopology;
 

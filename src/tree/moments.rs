@@ -254,11 +254,14 @@ pub fn compute_moments(
 pub(super) fn update_s_eff(cells: &mut Cells, mac: Mac, theta: f32) {
     cells.s_eff = (0..cells.len())
         .into_par_iter()
-        .map(|c| {
-            let [cx, cy, cz, half] = cells.boxes[c];
-            let [mx, my, mz, _] = cells.com_mass[c];
-            let s = ((cx - mx).powi(2) + (cy - my).powi(2) + (cz - mz).powi(2)).sqrt();
-            s_eff(mac, theta, 2.0 * half, s)
-        })
+        .map(|c| box_s_eff(mac, theta, cells.boxes[c], cells.com_mass[c]))
         .collect();
+}
+
+/// S_eff (length², frame units) of a cell of box `b` (centre, half side) and centre of mass
+/// `cm`, for criterion `mac` and opening angle `theta`, in float32 (`cell_s_eff` of
+/// `cuda/build.cu`).
+pub(crate) fn box_s_eff(mac: Mac, theta: f32, b: [f32; 4], cm: [f32; 4]) -> f32 {
+    let s = ((b[0] - cm[0]).powi(2) + (b[1] - cm[1]).powi(2) + (b[2] - cm[2]).powi(2)).sqrt();
+    s_eff(mac, theta, 2.0 * b[3], s)
 }

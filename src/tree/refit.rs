@@ -52,7 +52,7 @@ impl Bounds {
 }
 
 /// The smallest float32 value ≥ `x`, for `x` ≥ 0.
-pub(crate) fn round_up(x: f64) -> f32 {
+fn round_up(x: f64) -> f32 {
     let f = x as f32;
     if (f as f64) < x {
         // The next float32 up: for non-negative floats, the next bit pattern.
@@ -73,8 +73,14 @@ fn cube(built: [f32; 4], b: &Bounds) -> [f32; 4] {
     }
     let lo = [0, 1, 2].map(|k| lo(k).min(b.lo[k] as f64));
     let hi = [0, 1, 2].map(|k| hi(k).max(b.hi[k] as f64));
+    bounding_cube(lo, hi)
+}
+
+/// The float32 cube (centre, half side) that holds the box from `lo` to `hi`: its centre
+/// rounded to float32 and its half side measured from that centre, so that |centre − x| ≤
+/// half for every x inside, rounded up.
+pub(crate) fn bounding_cube(lo: [f64; 3], hi: [f64; 3]) -> [f32; 4] {
     let centre = [0, 1, 2].map(|k| (0.5 * (lo[k] + hi[k])) as f32);
-    // Measured from the rounded centre, so that |centre − x| ≤ half for every x inside.
     let half = (0..3)
         .map(|k| (hi[k] - centre[k] as f64).max(centre[k] as f64 - lo[k]))
         .fold(0.0, f64::max);

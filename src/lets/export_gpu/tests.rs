@@ -51,8 +51,6 @@ fn keys_of(t: &Tree) -> Vec<u64> {
 fn room(walk: &mut GpuWalk, c: usize, p: usize) -> crate::error::Result<ForestPlace> {
     Ok(ForestPlace {
         arrays: walk.reserve_tree(c, p)?,
-        cell0: 0,
-        part0: 0,
         keys: None,
     })
 }
