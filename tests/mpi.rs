@@ -789,8 +789,8 @@ fn several_ranks_on_the_gpu_path_meet_the_one_rank_accuracy() {
 
 /// The LET exchange is chosen at the first multi-rank evaluation and reported: without a
 /// device exchange to be had (the CPU kernel emulator here, no NCCL in CI) `auto` falls back
-/// to MPI, saying why; `nccl` is refused with the reason, on the emulator and on the CPU
-/// backend alike, with one error line and a non-zero exit.
+/// to MPI, saying why; `nccl` and `ipc` are refused with the reason, on the emulator and on the
+/// CPU backend alike, with one error line and a non-zero exit.
 #[test]
 fn the_let_exchange_falls_back_or_refuses_with_its_reason() {
     let cpu = checked_forces("plummer", "cpu", &[]);
@@ -798,12 +798,16 @@ fn the_let_exchange_falls_back_or_refuses_with_its_reason() {
         return;
     };
     assert_eq!(report(&out)["lets"]["exchange"], "MPI (the CPU backend)");
-    let refused = mpirun(2, &[&cpu[..], &["--exchange", "nccl"]].concat()).unwrap();
-    assert!(!refused.status.success());
-    assert_eq!(
-        error_lines(&refused),
-        ["error: --exchange nccl needs the GPU backend (this rank computes on the CPU)"]
-    );
+    for device in ["nccl", "ipc"] {
+        let refused = mpirun(2, &[&cpu[..], &["--exchange", device]].concat()).unwrap();
+        assert!(!refused.status.success());
+        assert_eq!(
+            error_lines(&refused),
+            [format!(
+                "error: --exchange {device} needs the GPU backend (this rank computes on the CPU)"
+            )]
+        );
+    }
     let gpu = checked_forces("plummer", "gpu", &[]);
     let emulated = |extra: &[&str]| {
         let args = [&gpu[..], extra].concat();
@@ -819,14 +823,16 @@ fn the_let_exchange_falls_back_or_refuses_with_its_reason() {
         "MPI, staged through host memory (the CPU kernel emulator has no device-to-device \
          exchange)"
     );
-    let refused = emulated(&["--exchange", "nccl"]);
-    assert!(!refused.status.success());
-    let lines = error_lines(&refused);
-    assert_eq!(lines.len(), 1, "{lines:?}");
-    assert!(
-        lines[0].contains("the CPU kernel emulator has no device-to-device exchange"),
-        "{lines:?}"
-    );
+    for device in ["nccl", "ipc"] {
+        let refused = emulated(&["--exchange", device]);
+        assert!(!refused.status.success());
+        let lines = error_lines(&refused);
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        assert!(
+            lines[0].contains("the CPU kernel emulator has no device-to-device exchange"),
+            "{lines:?}"
+        );
+    }
 }
 
 /// Open MPI binds each of at most two ranks to one core: every rank that gets fewer CPUs than

@@ -385,9 +385,10 @@ impl Backend for CpuBackend {
 
     fn connect(&mut self, _comm: &dyn Comm, exchange: Exchange) -> Result<String> {
         match exchange {
-            Exchange::Nccl => Err(Error::input(
-                "--exchange nccl needs the GPU backend (this rank computes on the CPU)",
-            )),
+            Exchange::Nccl | Exchange::Ipc => Err(Error::input(format!(
+                "--exchange {} needs the GPU backend (this rank computes on the CPU)",
+                exchange.name()
+            ))),
             Exchange::Auto | Exchange::Mpi => Ok("MPI (the CPU backend)".into()),
         }
     }
@@ -422,7 +423,7 @@ impl Backend for CpuBackend {
         }))
     }
 
-    fn send_lets(&mut self, _incoming: &[LetShape]) -> Result<()> {
+    fn send_lets(&mut self, _incoming: &[LetShape], _comm: &dyn Comm) -> Result<()> {
         Err(Error::device(
             "the CPU backend has no device exchange (its LETs stay on the host)",
         ))

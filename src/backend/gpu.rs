@@ -542,15 +542,22 @@ impl Backend for GpuBackend {
         let connecting = match exchange {
             Exchange::Mpi => return Ok(staged("--exchange mpi")),
             Exchange::Nccl => DeviceExchange::start(&self.ctx, comm)?,
+            Exchange::Ipc => DeviceExchange::start_ipc(&self.ctx, comm)?,
             Exchange::Auto => match DeviceExchange::start(&self.ctx, comm) {
                 Ok(connecting) => connecting,
-                Err(e) => return Ok(staged(&e.message)),
+                Err(nccl) => match DeviceExchange::start_ipc(&self.ctx, comm) {
+                    Ok(connecting) => connecting,
+                    Err(ipc) if ipc.message == nccl.message => return Ok(staged(&nccl.message)),
+                    Err(ipc) => return Ok(staged(&format!("{}; {}", nccl.message, ipc.message))),
+                },
             },
         };
+        let until = match connecting.done() {
+            true => "CUDA IPC is taken into use at the first evaluation",
+            false => "NCCL is connecting on a thread of its own until then",
+        };
         self.connecting = Some(connecting);
-        Ok(staged(
-            "NCCL is connecting on a thread of its own until then",
-        ))
+        Ok(staged(until))
     }
 
     fn exchange_done(&mut self, wait: bool) -> Option<bool> {
@@ -609,12 +616,12 @@ impl Backend for GpuBackend {
         })
     }
 
-    fn send_lets(&mut self, incoming: &[LetShape]) -> Result<()> {
+    fn send_lets(&mut self, incoming: &[LetShape], comm: &dyn Comm) -> Result<()> {
         let link = self
             .link
             .as_mut()
             .ok_or_else(|| Error::device("no device exchange was opened (Backend::connect)"))?;
-        self.lets.send(&self.stages, link, incoming)
+        self.lets.send(&self.stages, link, incoming, comm)
     }
 
     fn load_forest(

@@ -286,8 +286,9 @@ pub trait Backend {
 
     /// Starts the device exchange of the LETs that [`Backend::export_lets`] left on the
     /// device, receiving from each rank a LET of the shape in `incoming`; they arrive while
-    /// the local tree is walked, and [`Backend::load_forest`] takes them. Collective.
-    fn send_lets(&mut self, incoming: &[LetShape]) -> Result<()>;
+    /// the local tree is walked, and [`Backend::load_forest`] takes them. Collective over
+    /// `comm`.
+    fn send_lets(&mut self, incoming: &[LetShape], comm: &dyn Comm) -> Result<()>;
 
     /// Takes the LETs received from every rank as the forest, checked. Returns its cells and
     /// particles. Times `let` (and `upload`, and `let_wait` for device transfers still

@@ -95,10 +95,14 @@ pub trait Comm: Send + Sync {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Exchange {
-    /// NCCL where every rank can open it (its own GPU, the library found), else MPI.
+    /// NCCL where every rank can open it (its own GPU, the library found), else CUDA IPC
+    /// where every rank is on one host, else MPI.
     Auto,
     /// Device to device through NCCL ([`nccl::DeviceComm`]); an error where it cannot be had.
     Nccl,
+    /// Device to device through CUDA IPC, between the ranks of one host, also where they share
+    /// GPUs; an error where it cannot be had.
+    Ipc,
     /// Through the [`Comm`] (MPI): device buffers staged through the host.
     Mpi,
 }

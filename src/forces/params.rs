@@ -66,7 +66,7 @@ macro_rules! named_enum {
 
 named_enum!(Backend, "backend", Backend::Cpu => "cpu", Backend::Gpu => "gpu", Backend::Auto => "auto");
 named_enum!(LetWalk, "LET walk", LetWalk::Auto => "auto", LetWalk::Merged => "merged", LetWalk::Apart => "apart");
-named_enum!(Exchange, "exchange", Exchange::Auto => "auto", Exchange::Nccl => "nccl", Exchange::Mpi => "mpi");
+named_enum!(Exchange, "exchange", Exchange::Auto => "auto", Exchange::Nccl => "nccl", Exchange::Ipc => "ipc", Exchange::Mpi => "mpi");
 named_enum!(GpuMemory, "GPU memory plan", GpuMemory::Auto => "auto", GpuMemory::Keep => "keep", GpuMemory::Release => "release");
 named_enum!(Method, "method", Method::Tree => "tree", Method::Direct => "direct");
 named_enum!(TreeBuild, "tree build", TreeBuild::Host => "host", TreeBuild::Gpu => "gpu");
@@ -183,8 +183,9 @@ pub struct ForceParams {
     #[serde(deserialize_with = "by_name")]
     pub lets: LetWalk,
     /// Multi-rank, GPU backend: how the LETs go from GPU to GPU: auto (NCCL where every rank
-    /// can open it, else MPI), nccl (device to device; an error where NCCL cannot be had), mpi
-    /// (staged through host memory).
+    /// can open it, else CUDA IPC where the ranks share one host, else MPI), nccl (device to
+    /// device; an error where NCCL cannot be had), ipc (device to device between the ranks of
+    /// one host, ranks sharing a GPU too; an error elsewhere), mpi (staged through host memory).
     #[arg(long, default_value_t = ForceParams::default().exchange)]
     #[serde(deserialize_with = "by_name")]
     pub exchange: Exchange,

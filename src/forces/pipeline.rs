@@ -420,7 +420,7 @@ fn exchange_while_walking(
                     LetShape::decode(&comm.alltoall_u64(&LetShape::encode(&shapes))?)
                 })
             })?;
-            beside.time(|t| t.time("exchange", || backend.send_lets(&theirs)))?;
+            beside.time(|t| t.time("exchange", || backend.send_lets(&theirs, comm)))?;
             stats.bytes_sent += 4 * shapes.iter().map(|l| l.words() as u64).sum::<u64>();
             stats.bytes_received += 4 * theirs.iter().map(|l| l.words() as u64).sum::<u64>();
             if walks == Walks::Here {

@@ -1,8 +1,10 @@
 //! The device-to-device exchange of this rank's GPU with the other ranks' GPUs: an NCCL
-//! communicator ([`DeviceComm`]) whose transfers run on a stream of their own, so that they
-//! overlap the kernels of the main stream (the local walk), ordered against it by events.
+//! communicator ([`DeviceComm`]), or CUDA IPC between the ranks of one host ([`IpcLink`]),
+//! whose transfers run on a stream of their own, so that they overlap the kernels of the main
+//! stream (the local walk), ordered against it by events.
 
 use super::cuda_runner::driver_err;
+use super::ipc::IpcLink;
 use super::GpuContext;
 use crate::comm::nccl::{DeviceComm, NcclSeed};
 use crate::comm::{agree, Comm};
@@ -14,11 +16,17 @@ use std::time::{Duration, Instant};
 
 /// This rank's end of the device exchange.
 pub struct DeviceExchange {
-    comm: DeviceComm,
+    transport: Transport,
     /// The stream of the transfers.
     stream: Arc<CudaStream>,
     /// The stream of every other launch and copy.
     main: Arc<CudaStream>,
+}
+
+/// How the bytes travel.
+enum Transport {
+    Nccl(DeviceComm),
+    Ipc(IpcLink),
 }
 
 impl DeviceExchange {
@@ -28,14 +36,9 @@ impl DeviceExchange {
     /// goes on computing ([`Connecting`]). Collective: every rank starts, or every rank fails
     /// with the same reason (no NCCL, the CPU kernel emulator, ranks sharing a GPU).
     pub fn start(ctx: &GpuContext, comm: &dyn Comm) -> Result<Connecting> {
-        let cuda = ctx.cuda().ok_or_else(|| {
-            Error::device("the CPU kernel emulator has no device-to-device exchange")
-        });
-        let (main, gpu) = agree(comm, cuda)?;
-        let stream = agree(comm, main.fork().map_err(driver_err("stream creation")))?;
+        let (main, gpu, stream) = Self::streams(ctx, comm)?;
         let seed = NcclSeed::draw(comm, gpu)?;
         let ranks = comm.size();
-        let main = main.clone();
         let connect = move || -> Result<DeviceExchange> {
             stream
                 .context()
@@ -43,7 +46,7 @@ impl DeviceExchange {
                 .map_err(driver_err("context binding"))?;
             let link = seed.join(stream.cu_stream().cast())?;
             let mut x = Self {
-                comm: link,
+                transport: Transport::Nccl(link),
                 stream,
                 main,
             };
@@ -59,7 +62,39 @@ impl DeviceExchange {
         )?;
         Ok(Connecting {
             thread: Some(thread),
+            ready: None,
         })
+    }
+
+    /// Connects the GPUs of every rank of `comm` (`ctx` is this rank's) through CUDA IPC
+    /// ([`IpcLink`]): ready at once, for it only swaps a few handles. Collective: every rank
+    /// connects, or every rank fails with the same reason (the CPU kernel emulator, ranks on
+    /// several hosts).
+    pub fn start_ipc(ctx: &GpuContext, comm: &dyn Comm) -> Result<Connecting> {
+        let (main, gpu, stream) = Self::streams(ctx, comm)?;
+        let link = IpcLink::connect(comm, gpu)?;
+        Ok(Connecting {
+            thread: None,
+            ready: Some(Self {
+                transport: Transport::Ipc(link),
+                stream,
+                main,
+            }),
+        })
+    }
+
+    /// This rank's main stream, its GPU's UUID hash and a new stream for the transfers.
+    /// Collective: every rank has them, or every rank fails (the CPU kernel emulator has none).
+    fn streams(
+        ctx: &GpuContext,
+        comm: &dyn Comm,
+    ) -> Result<(Arc<CudaStream>, u64, Arc<CudaStream>)> {
+        let cuda = ctx.cuda().ok_or_else(|| {
+            Error::device("the CPU kernel emulator has no device-to-device exchange")
+        });
+        let (main, gpu) = agree(comm, cuda)?;
+        let stream = agree(comm, main.fork().map_err(driver_err("stream creation")))?;
+        Ok((main.clone(), gpu, stream))
     }
 
     /// Sends one byte to every other rank and receives one from each: NCCL connects two ranks
@@ -73,8 +108,11 @@ impl DeviceExchange {
         let (ptr, _guard) = bytes.device_ptr(&self.stream);
         let send: Vec<(usize, usize)> = (0..ranks).map(|r| (r, 1)).collect();
         let recv: Vec<(usize, usize)> = (0..ranks).map(|r| (ranks + r, 1)).collect();
+        let Transport::Nccl(comm) = &mut self.transport else {
+            return Ok(());
+        };
         // SAFETY: `bytes` holds both ranges and lives until the stream is synchronized below.
-        unsafe { self.comm.alltoallv(ptr, &send, ptr, &recv) }?;
+        unsafe { comm.alltoallv(ptr, &send, ptr, &recv) }?;
         self.stream
             .synchronize()
             .map_err(driver_err("exchange synchronize"))
@@ -82,25 +120,34 @@ impl DeviceExchange {
 
     /// What the exchange is, e.g. "NCCL 2.28.3".
     pub fn description(&self) -> &str {
-        &self.comm.description
+        match &self.transport {
+            Transport::Nccl(c) => &c.description,
+            Transport::Ipc(l) => &l.description,
+        }
     }
 
-    /// Enqueues [`DeviceComm::alltoallv`] after every launch and copy issued so far.
+    /// Enqueues [`DeviceComm::alltoallv`] (or [`IpcLink::alltoallv`], which waits for the
+    /// other ranks of `comm` once) after every launch and copy issued so far.
     ///
     /// # Safety
     /// As [`DeviceComm::alltoallv`]'s, until [`DeviceExchange::finish`].
     pub unsafe fn alltoallv(
         &mut self,
-        from: u64,
-        send: &[(usize, usize)],
-        to: u64,
-        recv: &[(usize, usize)],
+        comm: &dyn Comm,
+        (from, send): (u64, &[(usize, usize)]),
+        (to, recv): (u64, &[(usize, usize)]),
     ) -> Result<()> {
         self.stream
             .join(&self.main)
             .map_err(driver_err("stream ordering"))?;
-        // SAFETY: passed on with the caller's guarantee.
-        unsafe { self.comm.alltoallv(from, send, to, recv) }
+        // SAFETY (both): passed on with the caller's guarantee.
+        match &mut self.transport {
+            Transport::Nccl(c) => unsafe { c.alltoallv(from, send, to, recv) },
+            Transport::Ipc(l) => {
+                let streams = (self.main.cu_stream(), self.stream.cu_stream());
+                unsafe { l.alltoallv(comm, streams, (from, send), (to, recv)) }
+            }
+        }
     }
 
     /// Waits until the transfers enqueued so far are done, and orders the main stream's later
@@ -115,7 +162,8 @@ impl DeviceExchange {
     }
 }
 
-/// A [`DeviceExchange`] being connected on a thread of its own ([`DeviceExchange::start`]).
+/// A [`DeviceExchange`] being connected on a thread of its own ([`DeviceExchange::start`]), or
+/// one connected already ([`DeviceExchange::start_ipc`]).
 /// Every rank's thread joins the same communicator, so that a rank whose NCCL fails there
 /// leaves the others' threads waiting: their exchange then never becomes connected, and the
 /// ranks keep the host-staged one. Dropped while connecting (a command that ended first), it
@@ -123,6 +171,7 @@ impl DeviceExchange {
 /// rank leaves NCCL half-connected while the others still connect.
 pub struct Connecting {
     thread: Option<JoinHandle<Result<DeviceExchange>>>,
+    ready: Option<DeviceExchange>,
 }
 
 /// The longest a [`Connecting`] that is dropped waits for its connection to end.
@@ -146,6 +195,9 @@ impl Connecting {
 
     /// This rank's exchange once connected (waiting for it), or why it could not connect.
     pub fn finish(mut self) -> Result<DeviceExchange> {
+        if let Some(x) = self.ready.take() {
+            return Ok(x);
+        }
         let thread = self.thread.take().expect("joined only here and on drop");
         thread
             .join()

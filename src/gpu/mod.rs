@@ -17,6 +17,7 @@ pub mod cuda_runner;
 #[cfg(hinoki_emulator)]
 pub mod emulator;
 pub mod exchange;
+mod ipc;
 pub mod launch;
 pub mod runner;
 pub mod stages;

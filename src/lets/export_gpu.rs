@@ -9,6 +9,7 @@ use super::export::padded;
 use super::region::{Region, TargetBox};
 use super::wire::{header, malformed, HEADER_WORDS, ROOT_SPANS_NOT};
 use super::{Incoming, LetShape};
+use crate::comm::Comm;
 use crate::error::Result;
 use crate::gpu::args::{
     LetEdgesArgs, LetFatesArgs, LetPackArgs, LetSentArgs, LetUnpackArgs, RegionBoxesArgs,
@@ -313,12 +314,14 @@ impl<R: KernelRunner> LetArrays<R> {
     /// Sends the LETs of the last [`LetArrays::pack`] to their ranks and receives those of
     /// `incoming` (the shape of each rank's LET for this one) into the device's receive
     /// buffer, through `link`, device to device: enqueued after the work so far, and done
-    /// once [`DeviceExchange::finish`] returns. Collective (every rank of the link).
+    /// once [`DeviceExchange::finish`] returns. Collective (every rank of the link and of
+    /// `comm`).
     pub fn send(
         &mut self,
         s: &Stages<R>,
         link: &mut DeviceExchange,
         incoming: &[LetShape],
+        comm: &dyn Comm,
     ) -> Result<()> {
         let bytes = |shapes: &[LetShape]| -> Vec<(usize, usize)> {
             let mut at = 0usize;
@@ -338,10 +341,9 @@ impl<R: KernelRunner> LetArrays<R> {
         // touched again before `finish` (the next pack and unpack come after it).
         unsafe {
             link.alltoallv(
-                self.out.ptr(),
-                &bytes(&self.packed),
-                self.received.ptr(),
-                &recv,
+                comm,
+                (self.out.ptr(), &bytes(&self.packed)),
+                (self.received.ptr(), &recv),
             )
         }
     }

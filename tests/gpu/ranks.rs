@@ -1,25 +1,64 @@
 //! Several GPUs, one rank each: `--exchange auto` takes NCCL there, the LETs through NCCL,
 //! device to device, give the forces of the exchange staged through the host bit for bit (the
-//! same bytes arrive), on 2 and 4 ranks, and a 2-rank run through NCCL restarts bit for bit. Skipped, with the reason printed, with fewer
-//! than two GPUs, on the CPU kernel emulator (which has no device exchange), or without NCCL.
+//! same bytes arrive), on 2 and 4 ranks, and a 2-rank run through NCCL restarts bit for bit.
+//! Ranks sharing GPUs: `auto` takes CUDA IPC, which gives the same bits. Skipped, with the
+//! reason printed, with too few GPUs (two for NCCL, one for IPC), on the CPU kernel emulator
+//! (which has no device exchange), or without NCCL.
 
 use crate::common;
 use hinoki::comm::SingleProcess;
 use hinoki::Particles;
 use std::path::Path;
 
-/// The GPUs for these tests, or `None` (after saying why).
-fn gpus() -> Option<usize> {
+/// The GPUs here where there are at least `needed`, or `None` (after saying why).
+fn gpus(needed: usize) -> Option<usize> {
     if std::env::var_os(hinoki::gpu::EMULATOR_VARIABLE).is_some() {
-        eprintln!("skipping multi-GPU test: the CPU kernel emulator has no device exchange");
+        eprintln!("skipping multi-rank GPU test: the CPU kernel emulator has no device exchange");
         return None;
     }
     let n = hinoki::gpu::gpu_count();
-    if n < 2 {
-        eprintln!("skipping multi-GPU test: {n} GPU(s) here, two are needed");
+    if n < needed {
+        eprintln!("skipping multi-rank GPU test: {n} GPU(s) here, {needed} needed");
         return None;
     }
     Some(n)
+}
+
+/// The LET exchange `forces` on `np` ranks reports with `--exchange auto`.
+fn chosen_exchange(np: usize) -> String {
+    let forces = [
+        "forces",
+        "--backend",
+        "gpu",
+        "--ics",
+        "plummer",
+        "--n",
+        "30000",
+        "--json",
+    ];
+    let o = common::launch(&[&np.to_string()], &[&forces], &["--bind-to", "none"]).unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    report["lets"]["exchange"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// Runs of `np` ranks through `exchange` and through the host give the same final particles,
+/// bit for bit, on every rank.
+fn same_bits_as_through_the_host(np: usize, exchange: &str) {
+    let dir = common::TempDir::new("exchange");
+    let (device, mpi) = (dir.join(exchange), dir.join("mpi"));
+    run(dir.path(), np, exchange, &device, &[]).unwrap();
+    run(dir.path(), np, "mpi", &mpi, &[]).unwrap();
+    for r in 0..np {
+        let (a, b) = (final_particles(&device, r), final_particles(&mpi, r));
+        assert!(
+            a.id == b.id && common::state_bits(&a) == common::state_bits(&b),
+            "{np} ranks, rank {r}: {exchange} and MPI runs differ"
+        );
+    }
 }
 
 /// A run of 30,000 Plummer particles on the GPU in block steps, rebuilt every step, through
@@ -52,39 +91,32 @@ fn final_particles(out: &Path, r: usize) -> Particles {
 
 #[test]
 fn gpu_device_exchange_equals_the_host_staged_one_bit_for_bit() {
-    let Some(n) = gpus() else { return };
+    let Some(n) = gpus(2) else { return };
     for np in [2, 4].into_iter().filter(|&np| np <= n) {
-        let dir = common::TempDir::new("exchange");
-        let (nccl, mpi) = (dir.join("nccl"), dir.join("mpi"));
-        let forces = [
-            "forces",
-            "--backend",
-            "gpu",
-            "--ics",
-            "plummer",
-            "--n",
-            "30000",
-            "--json",
-        ];
-        let o = common::launch(&[&np.to_string()], &[&forces], &["--bind-to", "none"]).unwrap();
-        let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-        let exchange = report["lets"]["exchange"].as_str().unwrap_or_default();
+        let exchange = chosen_exchange(np);
         assert!(exchange.starts_with("NCCL"), "auto chose {exchange:?}");
-        run(dir.path(), np, "nccl", &nccl, &[]).unwrap();
-        run(dir.path(), np, "mpi", &mpi, &[]).unwrap();
-        for r in 0..np {
-            let (a, b) = (final_particles(&nccl, r), final_particles(&mpi, r));
+        same_bits_as_through_the_host(np, "nccl");
+    }
+}
+
+#[test]
+fn gpu_ranks_sharing_a_gpu_exchange_through_ipc_with_the_same_bits() {
+    let Some(n) = gpus(1) else { return };
+    for np in [2, 4] {
+        let exchange = chosen_exchange(np);
+        if np > n {
             assert!(
-                a.id == b.id && common::state_bits(&a) == common::state_bits(&b),
-                "{np} ranks, rank {r}: NCCL and MPI runs differ"
+                exchange.starts_with("CUDA IPC (") && exchange.ends_with("device to device"),
+                "auto chose {exchange:?}"
             );
         }
+        same_bits_as_through_the_host(np, "ipc");
     }
 }
 
 #[test]
 fn gpu_a_two_rank_run_through_nccl_restarts_bit_for_bit() {
-    if gpus().is_none() {
+    if gpus(2).is_none() {
         return;
     }
     let dir = common::TempDir::new("restart-nccl");
