@@ -182,10 +182,13 @@ struct RUST_TWIN LetFatesArgs {
     int ncells;
     // Destinations (ranks).
     int ndest;
-    // Per destination: its first box in dest_boxes (its bound is the one before).
+    // Per destination: the first of its groups' boxes in dest_boxes (its bound is the one
+    // before, its boxes follow its groups').
     const unsigned *box_start;
     // Per destination: its number of boxes (0: it gets nothing).
     const unsigned *box_count;
+    // Boxes per group (src/lets/region.rs GROUP_BOXES; the last group holds the rest).
+    unsigned group_boxes;
     // Per destination: the smallest previous |a| of its targets (frame units).
     const float *amin;
     // The destinations' boxes, padded: centre (x, y, z) and half-extents, 6 floats each (frame
@@ -204,8 +207,9 @@ struct RUST_TWIN LetFatesArgs {
 };
 
 // The fate of every cell in every destination's LET: fate[d ncells + c]. Destination d's
-// region is box_count[d] boxes (centre, half-extents: 6 floats each) from box box_start[d] of
-// `dest_boxes`, its bound (the box around them) at box_start[d] - 1, all padded already, and its
+// region is its bound (the box around all its boxes) at box start[d] - 1 of `dest_boxes`
+// (centre, half-extents: 6 floats each), its groups' boxes from box_start[d] (each around
+// group_boxes boxes in a row), then its box_count[d] boxes, all padded already, and its
 // smallest previous |a| amin[d]; a destination without boxes gets nothing.
 extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) let_fates(const LetFatesArgs a)
 {
@@ -229,13 +233,18 @@ extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) let_fates(const LetFat
                               : accepts(box, cm, s, bc, bh, a.accel_mac, a.alpha, a.grav,
                                         a.amin[d]);
         };
-        // Accepted for the bound means accepted for every box inside it; otherwise every box
-        // must accept (export.rs).
-        const unsigned start = a.box_start[d];
+        // Accepted for a bound means accepted for every box inside it; otherwise every group
+        // must accept, by its bound or by each of its boxes (export.rs).
+        const unsigned start = a.box_start[d], g = a.group_boxes;
+        const unsigned groups = (nb + g - 1) / g, boxes = start + groups;
         bool all = accepted(start - 1);
         if (!all) {
             all = true;
-            for (unsigned b = start; b < start + nb && all; b++) all = accepted(b);
+            for (unsigned k = 0; k < groups && all; k++) {
+                if (accepted(start + k)) continue;
+                const unsigned end = min(nb, g * (k + 1));
+                for (unsigned b = g * k; b < end && all; b++) all = accepted(boxes + b);
+            }
         }
         a.fate[j] = all ? LET_ACCEPTED : a.tree.nchild[c] == 0 ? LET_LEAF : LET_OPENED;
     }

@@ -19,6 +19,9 @@
 // (cell_key).
 
 #define UNION_NONE 0xffffffffu
+// Marks a source cell s in an octant (UNION_SOURCE | s): its union cell, n_front + s, is known
+// only once the merged cells are counted.
+#define UNION_SOURCE 0x80000000u
 // Half side of a pseudo cell's box.
 #define PSEUDO_HALF 1e30f
 
@@ -71,6 +74,9 @@ struct RUST_TWIN UnionArgs {
     unsigned *merged_fill;
     // Per merged cell: its pseudo cells; then their exclusive scan.
     unsigned *pseudo;
+    // Per merged cell: what each of its 8 octants holds (a merged cell, UNION_SOURCE | a source
+    // cell, or UNION_NONE), found by union_count for union_cells.
+    unsigned *octants;
     // The merged cells' parts (source cells): the local one first, then the forest's in order.
     unsigned *parts;
     // Merged cells.
@@ -224,15 +230,13 @@ extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) union_members(const Un
     }
 }
 
-// Calls f(u) for the children of merged cell m in order: the union cell of each occupied
-// octant (a merged cell, or the one source cell of that key at n_front + s), then each part
-// that is a leaf. Flags bad where a child's key does not nest in m's.
-template <typename F>
-__device__ __forceinline__ void union_children(const UnionArgs &a, unsigned m, F f)
+// What each octant of merged cell m holds into octant[]: a merged cell, or UNION_SOURCE | s for
+// the one source cell s of that key, or UNION_NONE where no part has a child there. Flags bad
+// where a child's key does not nest in m's.
+__device__ __forceinline__ void union_octants(const UnionArgs &a, unsigned m, unsigned octant[8])
 {
     const unsigned long long key = a.merged_key[m];
     const unsigned first = a.merged_first[m], n = a.merged_parts[m];
-    unsigned octant[8];
     for (int o = 0; o < 8; o++) octant[o] = UNION_NONE;
     for (unsigned i = 0; i < n; i++) {
         unsigned c;
@@ -246,15 +250,26 @@ __device__ __forceinline__ void union_children(const UnionArgs &a, unsigned m, F
                 a.bad[0] = 0u;
             } else {
                 const unsigned h = union_find(a, k);
-                octant[k & 7] = h != UNION_NONE && union_merged(a, h)
-                                    ? a.table_merged[h]
-                                    : (unsigned)a.n_front + s;
+                octant[k & 7] = h != UNION_NONE && union_merged(a, h) ? a.table_merged[h]
+                                                                      : UNION_SOURCE | s;
             }
             kid += t.subtree[kid];
         }
     }
-    for (int o = 0; o < 8; o++)
-        if (octant[o] != UNION_NONE) f(octant[o]);
+}
+
+// Calls f(u) for the children of merged cell m in order: the union cell of each occupied
+// octant (union_count's octants; a source cell s at n_front + s), then each part that is a
+// leaf.
+template <typename F>
+__device__ __forceinline__ void union_children(const UnionArgs &a, unsigned m, F f)
+{
+    const unsigned first = a.merged_first[m], n = a.merged_parts[m];
+    for (int o = 0; o < 8; o++) {
+        const unsigned v = a.octants[8ull * m + o];
+        if (v == UNION_NONE) continue;
+        f(v & UNION_SOURCE ? (unsigned)a.n_front + (v & ~UNION_SOURCE) : v);
+    }
     for (unsigned i = 0; i < n; i++) {
         unsigned c;
         const TreeArrays &t = union_source(a, a.parts[first + i], &c);
@@ -263,8 +278,8 @@ __device__ __forceinline__ void union_children(const UnionArgs &a, unsigned m, F
 }
 
 // Per merged cell (their number the total of the scan of `leads`): its forest parts sorted (the
-// order of the sums does not depend on the inserts'), its children counted, the pseudo cells
-// they need and the levels those add.
+// order of the sums does not depend on the inserts'), its octants found, its children counted,
+// the pseudo cells they need and the levels those add.
 extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) union_count(const UnionArgs a)
 {
     const int n_merged = (int)a.leads[a.n_forest];
@@ -278,6 +293,9 @@ extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) union_count(const Unio
             for (; j > from && p[j - 1] > v; j--) p[j] = p[j - 1];
             p[j] = v;
         }
+        unsigned octant[8];
+        union_octants(a, (unsigned)m, octant);
+        for (int o = 0; o < 8; o++) a.octants[8ull * m + o] = octant[o];
         unsigned k = 0, levels;
         union_children(a, (unsigned)m, [&](unsigned) { k++; });
         a.pseudo[m] = pseudo_cells(k, &levels);

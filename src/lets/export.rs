@@ -9,7 +9,7 @@
 //! Subtrees of more than [`PARALLEL_COUNT`] particles export their children in parallel (rayon)
 //! and splice the pieces together, so one destination's LET uses every core.
 
-use super::region::{Region, TargetBox};
+use super::region::{Region, TargetBox, GROUP_BOXES};
 use super::wire::{self, CELL_WORDS, HEADER_WORDS, PARTICLE_WORDS};
 use crate::tree::Tree;
 use crate::walk::mac::Criterion;
@@ -61,6 +61,7 @@ fn export_splitting_above(
         crit,
         periodic,
         bound: padded(&region.bound),
+        groups: region.groups.iter().map(padded).collect(),
         boxes: region.boxes.iter().map(padded).collect(),
         amin: region.amin,
         parallel_count,
@@ -107,6 +108,7 @@ struct Ctx<'a> {
     crit: &'a Criterion,
     periodic: bool,
     bound: TargetBox,
+    groups: Vec<TargetBox>,
     boxes: Vec<TargetBox>,
     amin: f32,
     parallel_count: u32,
@@ -119,13 +121,15 @@ impl Ctx<'_> {
         let at = piece.cells.len();
         let first = (piece.particles.len() / PARTICLE_WORDS) as u32;
         wire::push_cell(&mut piece.cells, cells, c, self.keys[c], [first, 0, 1]);
-        // Accepted for the bound means accepted for every box inside it (the criteria only
-        // grow easier with distance); otherwise every box must accept.
+        // Accepted for a bound means accepted for every box inside it (the criteria only
+        // grow easier with distance); otherwise every group must accept, by its bound or by
+        // each of its boxes.
         let accepts = |(bc, bh): &TargetBox| match self.periodic {
             true => self.crit.accepts_periodic(cells, c, *bc, *bh, self.amin),
             false => self.crit.accepts(cells, c, *bc, *bh, self.amin),
         };
-        if accepts(&self.bound) || self.boxes.iter().all(accepts) {
+        let mut groups = self.groups.iter().zip(self.boxes.chunks(GROUP_BOXES));
+        if accepts(&self.bound) || groups.all(|(g, b)| accepts(g) || b.iter().all(accepts)) {
             wire::make_terminal(&mut piece.cells, at);
             return;
         }

@@ -6,7 +6,7 @@
 //! emulator), so the walk sees the same trees on either backend.
 
 use super::export::padded;
-use super::region::{Region, TargetBox};
+use super::region::{Region, TargetBox, GROUP_BOXES};
 use super::wire::{header, malformed, HEADER_WORDS, ROOT_SPANS_NOT};
 use super::{Incoming, LetShape};
 use crate::comm::Comm;
@@ -32,9 +32,9 @@ pub struct LetArrays<R: KernelRunner> {
     /// the targets' previous |a| ([`REDUCE_BLOCKS`]), which come down together.
     list: R::Array<u32>,
     boxes: R::Array<f32>,
-    /// The destinations, gone up in one copy: per destination its first box (after its
+    /// The destinations, gone up in one copy: per destination its first group box (after its
     /// bound), then per destination its number of boxes, then per destination its amin (f32
-    /// bits), then the boxes (padded, 6 f32 each, as bits).
+    /// bits), then the boxes (padded, 6 f32 each, as bits: bound, groups, boxes).
     dests: R::Array<u32>,
     /// Per destination and cell: its fate; then per destination and cell (and one more each)
     /// whether it is sent and its particles, then their scans.
@@ -181,7 +181,8 @@ impl<R: KernelRunner> LetArrays<R> {
         let r = s.runner();
         let (nc, nd) = (tree.cells, regions.len());
         // The destinations' boxes, padded as the host's export pads them: each bound, then its
-        // boxes; one upload of every destination's first box, box count, amin and the boxes.
+        // groups' boxes, then its boxes; one upload of every destination's first group box,
+        // box count, amin and the boxes.
         let (mut start, mut count, mut amin, mut words) =
             (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         for (d, region) in regions.iter().enumerate() {
@@ -189,7 +190,7 @@ impl<R: KernelRunner> LetArrays<R> {
             if nb > 0 {
                 words.extend(flat(&padded(&region.bound)).map(f32::to_bits));
                 start.push((words.len() / 6) as u32);
-                for b in &region.boxes {
+                for b in region.groups.iter().chain(&region.boxes) {
                     words.extend(flat(&padded(b)).map(f32::to_bits));
                 }
             } else {
@@ -220,6 +221,7 @@ impl<R: KernelRunner> LetArrays<R> {
                     ndest: int(nd)?,
                     box_start: dest_word(0),
                     box_count: dest_word(1),
+                    group_boxes: GROUP_BOXES as u32,
                     amin: dest_word(2),
                     dest_boxes: dest_word(3),
                     accel_mac: (crit.mac == Mac::Acceleration) as i32,

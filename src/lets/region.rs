@@ -11,6 +11,10 @@ use crate::tree::Tree;
 /// An axis-aligned box: centre and half-extents (length units).
 pub type TargetBox = ([f32; 3], [f32; 3]);
 
+/// Boxes of a region per group: a LET export tests a cell against a group's bound before its
+/// boxes, as against the region's bound before its groups.
+pub const GROUP_BOXES: usize = 8;
+
 /// The region a rank's particles occupy.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Region {
@@ -19,8 +23,11 @@ pub struct Region {
     pub amin: f32,
     /// One box around all particles (unused for a rank without particles).
     pub bound: TargetBox,
+    /// One box around each [`GROUP_BOXES`] boxes in a row (the last group around the rest),
+    /// each inside `bound`.
+    pub groups: Vec<TargetBox>,
     /// Boxes that together contain every particle of the rank (none for a rank without
-    /// particles), each inside `bound`.
+    /// particles), each inside its group's box.
     pub boxes: Vec<TargetBox>,
 }
 
@@ -48,21 +55,14 @@ impl Region {
         Self::from_boxes(amin, boxes)
     }
 
-    /// The region made of `boxes` (the bound computed around them).
+    /// The region made of `boxes` (its bound and its groups' computed around them).
     pub fn from_boxes(amin: f32, boxes: Vec<TargetBox>) -> Self {
-        let mut lo = [f32::INFINITY; 3];
-        let mut hi = [f32::NEG_INFINITY; 3];
-        for (c, h) in &boxes {
-            for k in 0..3 {
-                lo[k] = lo[k].min(c[k] - h[k]);
-                hi[k] = hi[k].max(c[k] + h[k]);
-            }
+        Self {
+            amin,
+            bound: bound_of(&boxes),
+            groups: boxes.chunks(GROUP_BOXES).map(bound_of).collect(),
+            boxes,
         }
-        let bound = (
-            [0, 1, 2].map(|k| 0.5 * (lo[k] + hi[k])),
-            [0, 1, 2].map(|k| 0.5 * (hi[k] - lo[k])),
-        );
-        Self { amin, bound, boxes }
     }
 
     /// The encoding for an allgatherv: `amin`, the number of boxes, then the boxes, so that
@@ -97,6 +97,22 @@ impl Region {
             .collect();
         Some((Self::from_boxes(amin as f32, boxes), len))
     }
+}
+
+/// The box around `boxes`.
+fn bound_of(boxes: &[TargetBox]) -> TargetBox {
+    let mut lo = [f32::INFINITY; 3];
+    let mut hi = [f32::NEG_INFINITY; 3];
+    for (c, h) in boxes {
+        for k in 0..3 {
+            lo[k] = lo[k].min(c[k] - h[k]);
+            hi[k] = hi[k].max(c[k] + h[k]);
+        }
+    }
+    (
+        [0, 1, 2].map(|k| 0.5 * (lo[k] + hi[k])),
+        [0, 1, 2].map(|k| 0.5 * (hi[k] - lo[k])),
+    )
 }
 
 /// The bounding box of `particles` (x, y, z, m).
@@ -146,6 +162,18 @@ mod tests {
             for x in &tree.particles {
                 assert!(r.boxes.iter().any(|b| inside(b, x)));
                 assert!(inside(&r.bound, x));
+            }
+            // Each group's box holds its boxes, the bound every group's box.
+            let holds = |outer: &TargetBox, b: &TargetBox| {
+                [-1.0, 1.0].iter().all(|&s| {
+                    let corner = [0, 1, 2].map(|k| b.0[k] + s * b.1[k]);
+                    inside(outer, &[corner[0], corner[1], corner[2], 0.0])
+                })
+            };
+            assert_eq!(r.groups.len(), r.boxes.len().div_ceil(GROUP_BOXES));
+            for (g, boxes) in r.groups.iter().zip(r.boxes.chunks(GROUP_BOXES)) {
+                assert!(boxes.iter().all(|b| holds(g, b)), "{pieces} pieces");
+                assert!(holds(&r.bound, g), "{pieces} pieces");
             }
             let words = r.encode();
             assert_eq!(Region::decode(&words), Some((r, words.len())));

@@ -58,6 +58,7 @@ pub struct UnionArrays<R: KernelRunner> {
     merged_parts: R::Array<u32>,
     merged_fill: R::Array<u32>,
     pseudo: R::Array<u32>,
+    octants: R::Array<u32>,
     parts: R::Array<u32>,
     extra_levels: R::Array<u32>,
     summary: R::Array<u32>,
@@ -87,6 +88,7 @@ impl<R: KernelRunner> UnionArrays<R> {
             merged_parts: r.alloc(1)?,
             merged_fill: r.alloc(1)?,
             pseudo: r.alloc(1)?,
+            octants: r.alloc(1)?,
             parts: r.alloc(1)?,
             extra_levels: r.alloc(MAX_LEVEL as usize + 1)?,
             summary: r.alloc(SUMMARY)?,
@@ -113,6 +115,7 @@ impl<R: KernelRunner> UnionArrays<R> {
                 + self.merged_parts.len()
                 + self.merged_fill.len()
                 + self.pseudo.len()
+                + self.octants.len()
                 + self.parts.len()
                 + self.extra_levels.len()
                 + self.summary.len()
@@ -168,6 +171,7 @@ impl<R: KernelRunner> UnionArrays<R> {
             grow(r, a, nf + 1)?;
         }
         grow(r, &mut self.merged_key, nf)?;
+        grow(r, &mut self.octants, 8 * nf)?;
         // A group's parts: its forest cells and at most one local cell.
         grow(r, &mut self.parts, 2 * nf)?;
         r.fill(&mut self.pseudo, nf + 1, 0)?;
@@ -201,6 +205,7 @@ impl<R: KernelRunner> UnionArrays<R> {
             merged_parts: self.merged_parts.ptr(),
             merged_fill: self.merged_fill.ptr(),
             pseudo: self.pseudo.ptr(),
+            octants: self.octants.ptr(),
             parts: self.parts.ptr(),
             n_merged: 0,
             n_front: 0,
