@@ -553,7 +553,7 @@ impl Backend for GpuBackend {
             },
         };
         let until = match connecting.done() {
-            true => "CUDA IPC is taken into use at the first evaluation",
+            true => "until CUDA IPC is taken into use, at the first evaluation",
             false => "NCCL is connecting on a thread of its own until then",
         };
         self.connecting = Some(connecting);

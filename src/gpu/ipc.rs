@@ -28,6 +28,10 @@ const HEAD_WORDS: usize = 1 + HANDLE_WORDS;
 /// The share of headroom a send buffer is allocated with when it grows (1/GROWTH more).
 const GROWTH: usize = 4;
 
+/// Bytes of the first send buffer, which every rank maps at once (so that a pair of GPUs that
+/// cannot reach each other's memory is found before the first exchange).
+const FIRST_BYTES: usize = 1 << 20;
+
 /// A 64-byte IPC handle as words, for the [`Comm`]'s collectives.
 fn handle_words(reserved: &[c_char; 64]) -> [u64; HANDLE_WORDS] {
     std::array::from_fn(|w| u64::from_le_bytes(std::array::from_fn(|k| reserved[8 * w + k] as u8)))
@@ -98,8 +102,9 @@ unsafe impl Send for IpcLink {}
 
 impl IpcLink {
     /// Opens the exchange between every rank of `comm`, this one on the GPU whose UUID hash is
-    /// `gpu` (its context current). Collective: every rank returns its link, or every rank the
-    /// same error (ranks on several hosts, a device that refuses IPC).
+    /// `gpu` (its context current), each rank's first send buffer mapped by every other.
+    /// Collective: every rank returns its link, or every rank the same error (ranks on several
+    /// hosts, a device that refuses IPC, GPUs that cannot reach each other's memory).
     pub fn connect(comm: &dyn Comm, gpu: u64) -> Result<Self> {
         let hosts = distinct(comm.allgather_u64(&[host_id()]));
         if hosts > 1 {
@@ -156,6 +161,21 @@ impl IpcLink {
                 )
             });
         agree(comm, opened)?;
+        // Every rank maps every other rank's first send buffer: where one cannot, the link is
+        // refused here, on every rank, and not at an exchange.
+        let first = link.send_buffer(FIRST_BYTES).map(|b| {
+            let mut words = vec![b.generation];
+            words.extend_from_slice(&b.handle);
+            words
+        });
+        let words = agree(comm, first)?;
+        let all = comm.allgather_u64(&words);
+        let me = link.rank;
+        let mapped = (0..link.size).filter(|&r| r != me).try_for_each(|r| {
+            let theirs = &all[r * HEAD_WORDS..(r + 1) * HEAD_WORDS];
+            link.map(r, theirs[0], &theirs[1..]).map(|_| ())
+        });
+        agree(comm, mapped)?;
         Ok(link)
     }
 
