@@ -51,6 +51,23 @@ __device__ __forceinline__ unsigned key_level(unsigned long long key)
 {
     return (63u - (unsigned)__clzll((long long)key)) / 3u;
 }
+
+// The box of key cell `key` in the tree whose root's box at the rebuild is `root`: its lower
+// and upper corners (src/tree/key.rs key_box, the same arithmetic).
+__device__ __forceinline__ void key_box(float4 root, unsigned long long key, double lo[3],
+                                        double hi[3])
+{
+    const unsigned level = key_level(key);
+    const double side = 2.0 * (double)root.w / (double)(1ull << level);
+    const double r[3] = {root.x, root.y, root.z};
+    for (int k = 0; k < 3; k++) {
+        unsigned long long i = 0;
+        for (unsigned b = 0; b < level; b++) i |= ((key >> (3 * b + k)) & 1ull) << b;
+        const double c = r[k] - (double)root.w + ((double)i + 0.5) * side;
+        lo[k] = c - 0.5 * side;
+        hi[k] = c + 0.5 * side;
+    }
+}
 // A cell's fate in one destination's LET.
 #define LET_SKIPPED 0u   // (a destination without a region)
 #define LET_ACCEPTED 1u  // sent as a multipole, its subtree left out

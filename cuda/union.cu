@@ -359,20 +359,7 @@ __device__ __forceinline__ float4 merged_box(const UnionArgs &a, unsigned m)
         cells = cells || union_source(a, a.parts[first + i], &c).boxes[c].w > 0.0f;
     }
     double lo[3] = {1e300, 1e300, 1e300}, hi[3] = {-1e300, -1e300, -1e300};
-    if (!cells) {
-        const unsigned long long key = a.merged_key[m];
-        const unsigned level = key_level(key);
-        const float4 root = a.built[0];
-        const double side = 2.0 * (double)root.w / (double)(1ull << level);
-        const double r[3] = {root.x, root.y, root.z};
-        for (int k = 0; k < 3; k++) {
-            unsigned long long i = 0;
-            for (unsigned b = 0; b < level; b++) i |= ((key >> (3 * b + k)) & 1ull) << b;
-            const double c = r[k] - (double)root.w + ((double)i + 0.5) * side;
-            lo[k] = c - 0.5 * side;
-            hi[k] = c + 0.5 * side;
-        }
-    }
+    if (!cells) key_box(a.built[0], a.merged_key[m], lo, hi);
     for (unsigned i = 0; i < n; i++) {
         unsigned c;
         const TreeArrays &t = union_source(a, a.parts[first + i], &c);

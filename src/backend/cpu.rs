@@ -26,6 +26,7 @@ use crate::walk::mac::Criterion;
 use crate::walk::WalkKind;
 use glam::DVec3;
 use rayon::prelude::*;
+use std::sync::OnceLock;
 
 /// This rank's stages on the CPU cores, and what they keep between evaluations.
 pub struct CpuBackend {
@@ -44,9 +45,9 @@ pub struct CpuBackend {
     built: Vec<[f32; 4]>,
     /// The tree's parameters at its last build or refit (the S_eff of merged cells).
     tree_params: Option<TreeParams>,
-    /// The key cells of the tree's cells (from `built`): made by the first LET export after a
-    /// build or a restore, empty until then.
-    cell_keys: Vec<u64>,
+    /// The key cells of the tree's cells (from `built`): made by the first use after a build
+    /// or a restore ([`CpuBackend::cell_keys`]; one rank never needs them).
+    cell_keys: OnceLock<Vec<u64>>,
     /// The single-particle walk's node arrays of the local tree.
     flat: Option<FlatTree>,
     /// For each walk slot, its particle (the tree's order, or the identity).
@@ -80,7 +81,7 @@ impl CpuBackend {
             tree: None,
             built: Vec::new(),
             tree_params: None,
-            cell_keys: Vec::new(),
+            cell_keys: OnceLock::new(),
             flat: None,
             walk_order: Vec::new(),
             targets: Vec::new(),
@@ -90,6 +91,17 @@ impl CpuBackend {
             state: None,
             forest: None,
             out: WalkOutput::default(),
+        }
+    }
+
+    /// The key cells of the tree's cells (none without a tree), made at the first call after
+    /// a build or a restore.
+    fn cell_keys(&self) -> &[u64] {
+        match &self.tree {
+            Some(t) => self
+                .cell_keys
+                .get_or_init(|| key_cells(&self.built, &t.cells.level)),
+            None => &[],
         }
     }
 
@@ -193,7 +205,7 @@ impl Backend for CpuBackend {
         }
         let t = Tree::build_in(frame, &self.p.pos, &self.p.mass, p, times);
         self.built.clone_from(&t.cells.boxes);
-        self.cell_keys.clear();
+        self.cell_keys = OnceLock::new();
         self.tree_params = Some(*p);
         let eps = (self.eps / frame.side()) as f32;
         self.flat = (self.walk == WalkKind::Single)
@@ -244,7 +256,7 @@ impl Backend for CpuBackend {
 
     fn restore_topology(&mut self, t: &TreeTopology) -> Result<()> {
         self.built.clone_from(&t.boxes);
-        self.cell_keys.clear();
+        self.cell_keys = OnceLock::new();
         self.tree = Some(Tree {
             frame: t.frame,
             particles: Vec::new(),
@@ -401,12 +413,9 @@ impl Backend for CpuBackend {
         periodic: bool,
         times: &mut PhaseTimes,
     ) -> Result<Outgoing> {
-        let tree = self.tree.as_ref();
         Ok(times.time("let", || {
-            if let (Some(t), true) = (tree, self.cell_keys.is_empty()) {
-                self.cell_keys = key_cells(&self.built, &t.cells.level);
-            }
-            let keys = &self.cell_keys;
+            let keys = self.cell_keys();
+            let tree = self.tree.as_ref();
             let bufs: Vec<Vec<f32>> = regions
                 .par_iter()
                 .enumerate()
@@ -468,7 +477,8 @@ impl Backend for CpuBackend {
                 }
                 let root = self.built[0];
                 let union = times.time("let", || {
-                    union_tree(t, &self.cell_keys, root, (forest, keys), tp.mac, tp.theta)
+                    let local = self.cell_keys();
+                    union_tree(t, local, root, (forest, keys), tp.mac, tp.theta)
                 })?;
                 self.out = match self.walk {
                     WalkKind::Single => {

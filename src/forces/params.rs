@@ -175,10 +175,9 @@ pub struct ForceParams {
     /// Multi-rank: how the received LETs are walked: merged (into one tree with the local
     /// one, the cells that the domains' boundaries cut made whole again, walked once after the
     /// LETs arrive; on a GPU with the list kernel where memory is not short), apart (the local
-    /// tree walked while
-    /// the LETs travel, then the forest of LETs), or auto (merged in a periodic box, whose
-    /// domains cut the trees' cells at every level; apart in open boundaries, whose domains
-    /// are whole cells).
+    /// tree walked while the LETs travel, then the forest of LETs), or auto (merged in a
+    /// periodic box, whose domains cut the trees' cells at every level; apart in open
+    /// boundaries, whose domains are whole cells).
     #[arg(long, default_value_t = ForceParams::default().lets)]
     #[serde(deserialize_with = "by_name")]
     pub lets: LetWalk,

@@ -44,14 +44,13 @@ impl DeviceExchange {
                 .context()
                 .bind_to_thread()
                 .map_err(driver_err("context binding"))?;
-            let link = seed.join(stream.cu_stream().cast())?;
-            let mut x = Self {
+            let mut link = seed.join(stream.cu_stream().cast())?;
+            connect_peers(&mut link, &stream, ranks)?;
+            Ok(Self {
                 transport: Transport::Nccl(link),
                 stream,
                 main,
-            };
-            x.connect_peers(ranks)?;
-            Ok(x)
+            })
         };
         let thread = agree(
             comm,
@@ -97,27 +96,6 @@ impl DeviceExchange {
         Ok((main.clone(), gpu, stream))
     }
 
-    /// Sends one byte to every other rank and receives one from each: NCCL connects two ranks
-    /// at their first transfer (up to a second for four GPUs, measured on H200s), which is
-    /// then paid here, once, and not by the first exchange of LETs.
-    fn connect_peers(&mut self, ranks: usize) -> Result<()> {
-        let bytes = self
-            .stream
-            .alloc_zeros::<u8>(2 * ranks)
-            .map_err(driver_err("allocation"))?;
-        let (ptr, _guard) = bytes.device_ptr(&self.stream);
-        let send: Vec<(usize, usize)> = (0..ranks).map(|r| (r, 1)).collect();
-        let recv: Vec<(usize, usize)> = (0..ranks).map(|r| (ranks + r, 1)).collect();
-        let Transport::Nccl(comm) = &mut self.transport else {
-            return Ok(());
-        };
-        // SAFETY: `bytes` holds both ranges and lives until the stream is synchronized below.
-        unsafe { comm.alltoallv(ptr, &send, ptr, &recv) }?;
-        self.stream
-            .synchronize()
-            .map_err(driver_err("exchange synchronize"))
-    }
-
     /// What the exchange is, e.g. "NCCL 2.28.3".
     pub fn description(&self) -> &str {
         match &self.transport {
@@ -160,6 +138,23 @@ impl DeviceExchange {
             .join(&self.stream)
             .map_err(driver_err("stream ordering"))
     }
+}
+
+/// Sends one byte to every other rank of `comm` (its transfers on `stream`) and receives one
+/// from each: NCCL connects two ranks at their first transfer (up to a second for four GPUs,
+/// measured on H200s), which is then paid here, once, and not by the first exchange of LETs.
+fn connect_peers(comm: &mut DeviceComm, stream: &Arc<CudaStream>, ranks: usize) -> Result<()> {
+    let bytes = stream
+        .alloc_zeros::<u8>(2 * ranks)
+        .map_err(driver_err("allocation"))?;
+    let (ptr, _guard) = bytes.device_ptr(stream);
+    let send: Vec<(usize, usize)> = (0..ranks).map(|r| (r, 1)).collect();
+    let recv: Vec<(usize, usize)> = (0..ranks).map(|r| (ranks + r, 1)).collect();
+    // SAFETY: `bytes` holds both ranges and lives until the stream is synchronized below.
+    unsafe { comm.alltoallv(ptr, &send, ptr, &recv) }?;
+    stream
+        .synchronize()
+        .map_err(driver_err("exchange synchronize"))
 }
 
 /// A [`DeviceExchange`] being connected on a thread of its own ([`DeviceExchange::start`]), or

@@ -6,7 +6,8 @@
 //! cell's box at the rebuild (its grid cell; a refit moves boxes, not keys), kept with the
 //! tree through refits and checkpoints (their rebuild boxes), and sent in the LET records, so
 //! that the receiving rank finds the cells of its own tree and of the LETs that are parts of
-//! one cell (`lets::union`). `cuda/cells.cuh` `cell_key` is the device's twin.
+//! one cell (`lets::union`). `cell_key`, `key_level` and `key_box` of `cuda/lets.cu` are the
+//! device's twins.
 
 use super::MAX_LEVEL;
 

@@ -478,6 +478,7 @@ impl GpuWalk {
         };
         let list = self.kernel == WalkKernel::List;
         let ngroups = groups.count;
+        let stack = list_stack(w.linked.unwrap_or(0));
         let blocks = if list {
             // Persistent warps, each with its stack, taking groups until none is left.
             let resident = match p.periodic {
@@ -488,7 +489,6 @@ impl GpuWalk {
             if !after {
                 self.buffers.clear_control(&self.program, false)?;
             }
-            let stack = list_stack(w.linked.unwrap_or(0));
             self.buffers.prepare_list(
                 &self.program,
                 blocks as usize * (BLOCK / 32) as usize * stack,
@@ -530,7 +530,7 @@ impl GpuWalk {
             accumulate: accumulate as i32,
             control: b.control(after).ptr(),
             stacks: b.stacks.ptr(),
-            stack_cap: list_stack(w.linked.unwrap_or(0)) as i32,
+            stack_cap: stack as i32,
         };
         if ngroups == 0 {
             return Ok(Launched {
