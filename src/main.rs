@@ -240,8 +240,8 @@ struct RunArgs {
     /// ends bit for bit as one that never stopped).
     #[arg(long, value_name = "STEPS", value_parser = clap::value_parser!(u64).range(1..))]
     stop_after: Option<u64>,
-    /// Log one line per step as well (time, step sizes, active particles, energies, seconds
-    /// per phase).
+    /// Log one line per step as well (time, step sizes, active particles, energies,
+    /// milliseconds per phase).
     #[arg(long, short)]
     verbose: bool,
     /// Seconds between two progress lines (steps, simulated time, time per step, time left,
@@ -1058,6 +1058,9 @@ fn run(a: RunArgs, comm: &dyn Comm) -> Result<()> {
     let phases: Vec<String> = s.times.iter().map(|(n, t)| format!("{n} {t:.2}")).collect();
     outln!("time per phase [s]: {}", phases.join(", "));
     outln!("{}; {} rebalances", s.describe_coverage(), s.rebalances);
+    if let Some(line) = s.describe_step_costs() {
+        outln!("{line}");
+    }
     if let Some((calls, steps)) = s.mpi_calls.filter(|c| c.1 > 0) {
         outln!(
             "MPI (rank 0): {:.1} collective operations a step, over {steps} steps",

@@ -67,6 +67,9 @@ fn block_steps_with_every_particle_in_the_top_bin_are_shared_steps_bit_for_bit()
     let sa = simulation::run(&config(1000, shared, &a), &a, &SingleProcess).unwrap();
     let sb = simulation::run(&config(1000, block, &b), &b, &SingleProcess).unwrap();
     assert_eq!((sa.steps, sb.steps), (16, 16));
+    // Every step gave all 1000 particles new forces: all in the decade 10^3–10^4.
+    assert_eq!(sb.step_costs.steps_in(3), 16);
+    assert_eq!(sb.step_costs.steps(), 16);
     let (pa, pb) = (
         read_snapshot(&One, &sa.final_files[0]).unwrap().0,
         read_snapshot(&One, &sb.final_files[0]).unwrap().0,
@@ -113,6 +116,21 @@ fn block_steps_conserve_energy_with_fewer_force_evaluations() {
         "fewer than three bins: {dt_min} .. {dt_max}"
     );
     assert!(dt_min >= 1.0 / 128.0);
+    // The summary's steps by their active particles: every step counted once, in the decade
+    // of its active particles, whose bounds then hold the force evaluations after the initial
+    // one; the eight full synchronisations in the decade of all 2000.
+    let c = &s.step_costs;
+    assert_eq!(c.steps(), s.steps);
+    let (low, high) = (0..13u32).fold((0, 0), |(lo, hi), k| {
+        let steps = c.steps_in(k as usize);
+        (
+            lo + steps * 10u64.pow(k),
+            hi + steps * (10u64.pow(k + 1) - 1),
+        )
+    });
+    let after = s.force_evaluations - n as u64;
+    assert!(low <= after && after <= high, "{low} <= {after} <= {high}");
+    assert!(c.steps_in(3) >= 8, "{}", c.describe());
     // Shared steps of the smallest step used would evaluate every particle every time. A
     // Plummer sphere's accelerations span a narrow range (most particles sit in the two
     // deepest bins), so the saving is modest here: 0.85 of the shared count.

@@ -4,6 +4,7 @@ pub mod conservation;
 pub mod error_stats;
 pub mod ranks;
 pub mod report;
+pub mod step_costs;
 pub mod timers;
 pub mod virtual_ranks;
 

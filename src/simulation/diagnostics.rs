@@ -31,6 +31,7 @@
 //! coordinates is not conserved (it changes by the Layzer–Irvine work of the expansion, which
 //! hinoki does not integrate), so its change measures nothing.
 use crate::diag::conservation::Conserved;
+use crate::diag::step_costs::StepCosts;
 use crate::diag::PhaseTimes;
 use crate::domain::Load;
 use crate::error::{Error, Result};
@@ -109,6 +110,8 @@ pub struct Diagnostics {
     step_lines: bool,
     /// A comoving run: `time` is the scale factor, and no energies are reported.
     comoving: bool,
+    /// The steps recorded after the initial evaluation, timed by their active particles.
+    costs: StepCosts,
 }
 
 impl Diagnostics {
@@ -121,6 +124,7 @@ impl Diagnostics {
             start,
             step_lines: false,
             comoving: false,
+            costs: StepCosts::default(),
         }
     }
 
@@ -134,6 +138,7 @@ impl Diagnostics {
             start,
             step_lines: false,
             comoving: false,
+            costs: StepCosts::default(),
         })
     }
 
@@ -166,6 +171,7 @@ impl Diagnostics {
             start,
             step_lines: false,
             comoving: false,
+            costs: StepCosts::default(),
         })
     }
 
@@ -192,10 +198,19 @@ impl Diagnostics {
         &self.start
     }
 
+    /// This rank's time of the steps recorded after the initial evaluation, by their active
+    /// particles.
+    pub fn costs(&self) -> &StepCosts {
+        &self.costs
+    }
+
     /// Logs the step on one `tracing` line (see [`Diagnostics::with_step_lines`]) and, when it
     /// carries energies, appends its JSON line (flushed at once, so the file is complete up to
     /// the last step whatever happens).
     pub fn record(&mut self, s: &StepReport) -> Result<()> {
+        if s.step > 0 {
+            self.costs.record(s.active, &s.phases);
+        }
         let Some(out) = self.out.as_mut() else {
             return Ok(());
         };
@@ -258,7 +273,8 @@ fn angular_momentum_drift(start: &Conserved, now: &Conserved) -> f64 {
 }
 
 /// The one-line log of a step (`start`: the baseline; `comoving`: `s.time` is the scale
-/// factor, steps are in ln a, and no energies are given).
+/// factor, steps are in ln a, and no energies are given); the step's phases in milliseconds to
+/// the microsecond, which a step of few active particles needs.
 fn log_line(start: &Conserved, s: &StepReport, comoving: bool) -> String {
     let when = match comoving {
         true => format!("a = {:.6}  z = {:.4}  dln(a)", s.time, 1.0 / s.time - 1.0),
@@ -297,9 +313,9 @@ fn log_line(start: &Conserved, s: &StepReport, comoving: bool) -> String {
     let phases: Vec<String> = s
         .phases
         .iter()
-        .map(|(n, t)| format!("{n} {:.3}", t))
+        .map(|(n, t)| format!("{n} {:.3}", 1e3 * t))
         .collect();
-    line + &format!("  [s] {}", phases.join(", "))
+    line + &format!("  [ms] {}", phases.join(", "))
 }
 
 #[cfg(test)]

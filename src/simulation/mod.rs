@@ -25,6 +25,7 @@ pub use diagnostics::relative_energy_error;
 use crate::comm::{agree, sum_and_max, Comm};
 use crate::diag::conservation::Conserved;
 use crate::diag::ranks::{coverage, phase_spreads, Spread};
+use crate::diag::step_costs::StepCosts;
 use crate::diag::PhaseTimes;
 use crate::domain::{self, Balance, Load};
 use crate::error::{Error, Result};
@@ -97,6 +98,9 @@ pub struct RunSummary {
     /// This rank's MPI operations ([`Comm::calls`]: the points where it waits for the other
     /// ranks) over the same steps, with their number; `None` on one rank.
     pub mpi_calls: Option<(u64, u64)>,
+    /// This rank's steps after the initial evaluation (since the restart, in a continued
+    /// run), counted and timed by their active particles.
+    pub step_costs: StepCosts,
 }
 
 /// How many particles `ics` holds for the whole job (a file's from its header, without
@@ -458,6 +462,7 @@ pub fn run_with(
         stopped,
         device_work,
         mpi_calls,
+        step_costs: run.diag.costs().clone(),
     };
     if comm.rank() == 0 {
         summary.log();
@@ -1206,6 +1211,24 @@ impl RunSummary {
             self.describe_coverage(),
             phases.join(", ")
         );
+        if let Some(line) = self.describe_step_costs() {
+            tracing::info!("{line}");
+        }
+    }
+
+    /// This rank's steps by their active particles in words ([`StepCosts::describe`]):
+    /// "time per step by its active particles (128 steps after the initial evaluation):
+    /// 10^3–10^4: 64 steps, 15.3 ms (force 14.9 ms), 40 %; …"; `None` without such steps.
+    pub fn describe_step_costs(&self) -> Option<String> {
+        let c = &self.step_costs;
+        (c.steps() > 0).then(|| {
+            format!(
+                "time per step by its active particles ({} steps after the initial \
+                 evaluation): {}",
+                c.steps(),
+                c.describe()
+            )
+        })
     }
 
     /// The share of the wall time in named phases in words: "phases cover 98.7 % of the wall
