@@ -8,12 +8,23 @@ use super::PhaseTimes;
 /// Decades of active particles: 1–9, 10–99, …, and 10^(DECADES−1) and more in the last.
 const DECADES: usize = 13;
 
+/// The steps of one decade of active particles.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+struct Decade {
+    /// Steps counted.
+    steps: u64,
+    /// Their seconds on this rank (what their phases cover).
+    seconds: f64,
+    /// Their force evaluations' seconds (`total`).
+    force_seconds: f64,
+}
+
 /// The steps of a run in decades of their active particles: how many, their seconds on this
-/// rank (all the step's phases) and their force time (`total`).
+/// rank and their force time.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct StepCosts {
-    /// Per decade k (active particles in [10^k, 10^(k+1))): steps, seconds, force seconds.
-    decades: [(u64, f64, f64); DECADES],
+    /// Decade k: the steps with 10^k to 10^(k+1) − 1 active particles.
+    decades: [Decade; DECADES],
 }
 
 impl StepCosts {
@@ -23,20 +34,20 @@ impl StepCosts {
     pub fn record(&mut self, active: u64, phases: &PhaseTimes) {
         let k = (active.max(1).ilog10() as usize).min(DECADES - 1);
         let d = &mut self.decades[k];
-        d.0 += 1;
-        d.1 += phases.covered();
-        d.2 += phases.get("total");
+        d.steps += 1;
+        d.seconds += phases.covered();
+        d.force_seconds += phases.get("total");
     }
 
     /// Steps counted.
     pub fn steps(&self) -> u64 {
-        self.decades.iter().map(|d| d.0).sum()
+        self.decades.iter().map(|d| d.steps).sum()
     }
 
     /// Steps counted in decade `k`: with 10^k to 10^(k+1) − 1 active particles (the last
     /// decade: 10^k and more; 0 beyond it).
     pub fn steps_in(&self, k: usize) -> u64 {
-        self.decades.get(k).map_or(0, |d| d.0)
+        self.decades.get(k).map_or(0, |d| d.steps)
     }
 
     /// One line: for each decade that holds steps, its steps, the mean milliseconds of a step
@@ -46,24 +57,26 @@ impl StepCosts {
         let all: f64 = self
             .decades
             .iter()
-            .map(|d| d.1)
+            .map(|d| d.seconds)
             .sum::<f64>()
             .max(f64::MIN_POSITIVE);
         let parts: Vec<String> = self
             .decades
             .iter()
             .enumerate()
-            .filter(|(_, d)| d.0 > 0)
-            .map(|(k, &(n, s, f))| {
+            .filter(|(_, d)| d.steps > 0)
+            .map(|(k, d)| {
                 let range = match k + 1 {
                     DECADES => format!("10^{k} and more"),
                     up => format!("10^{k}–10^{up}"),
                 };
+                let n = d.steps as f64;
                 format!(
-                    "{range}: {n} steps, {:.1} ms (force {:.1} ms), {:.0} %",
-                    1e3 * s / n as f64,
-                    1e3 * f / n as f64,
-                    100.0 * s / all
+                    "{range}: {} steps, {:.1} ms (force {:.1} ms), {:.0} %",
+                    d.steps,
+                    1e3 * d.seconds / n,
+                    1e3 * d.force_seconds / n,
+                    100.0 * d.seconds / all
                 )
             })
             .collect();
@@ -94,11 +107,9 @@ mod tests {
         c.record(u64::MAX, &phases(0.5, 0.0));
         assert_eq!(c.steps(), 5);
         assert_eq!((c.steps_in(2), c.steps_in(DECADES)), (2, 0));
-        assert!((c.decades[2].1 - 0.006).abs() < 1e-12);
-        assert!((c.decades[2].2 - 0.004).abs() < 1e-12);
-        assert_eq!(c.decades[3].0, 1);
-        assert_eq!(c.decades[0].0, 1);
-        assert_eq!(c.decades[DECADES - 1].0, 1);
+        assert!((c.decades[2].seconds - 0.006).abs() < 1e-12);
+        assert!((c.decades[2].force_seconds - 0.004).abs() < 1e-12);
+        assert_eq!([0, 3, DECADES - 1].map(|k| c.steps_in(k)), [1, 1, 1]);
         let line = c.describe();
         assert!(
             line.starts_with("10^0–10^1: 1 steps, 1.0 ms (force 0.0 ms), 0 %; "),

@@ -1217,14 +1217,15 @@ impl RunSummary {
     }
 
     /// This rank's steps by their active particles in words ([`StepCosts::describe`]):
-    /// "time per step by its active particles (128 steps after the initial evaluation):
-    /// 10^3–10^4: 64 steps, 15.3 ms (force 14.9 ms), 40 %; …"; `None` without such steps.
+    /// "time per step by its active particles (128 steps timed, the first evaluation left
+    /// out): 10^3–10^4: 64 steps, 15.3 ms (force 14.9 ms), 40 %; …"; `None` without such
+    /// steps.
     pub fn describe_step_costs(&self) -> Option<String> {
         let c = &self.step_costs;
         (c.steps() > 0).then(|| {
             format!(
-                "time per step by its active particles ({} steps after the initial \
-                 evaluation): {}",
+                "time per step by its active particles ({} steps timed, the first \
+                 evaluation left out): {}",
                 c.steps(),
                 c.describe()
             )
