@@ -16,6 +16,7 @@ pub use self::mpi::MpiComm;
 pub use single::SingleProcess;
 
 use crate::{Error, Result};
+use std::ffi::c_char;
 
 /// The collectives hinoki needs, over all ranks of a job.
 ///
@@ -133,6 +134,28 @@ pub fn agree<T>(comm: &dyn Comm, local: Result<T>) -> Result<T> {
             ))
         })),
     }
+}
+
+/// Opaque bytes (an NCCL unique id, a CUDA IPC handle) as little-endian words for the
+/// [`Comm`]'s collectives, 8 bytes a word (`bytes.len()` a multiple of 8).
+pub fn bytes_to_words(bytes: &[c_char]) -> Vec<u64> {
+    bytes
+        .chunks_exact(8)
+        .map(|c| u64::from_le_bytes(std::array::from_fn(|k| c[k] as u8)))
+        .collect()
+}
+
+/// The bytes that [`bytes_to_words`] made `words` of.
+pub fn words_to_bytes<const N: usize>(words: &[u64]) -> [c_char; N] {
+    std::array::from_fn(|k| words[k / 8].to_le_bytes()[k % 8] as c_char)
+}
+
+/// How many different values every rank's `value` takes (one allgather). Collective.
+pub fn distinct_over_ranks(comm: &dyn Comm, value: u64) -> usize {
+    let mut all = comm.allgather_u64(&[value]);
+    all.sort_unstable();
+    all.dedup();
+    all.len()
 }
 
 /// Replaces each of `sums` by its sum over all ranks (wrapping on overflow) and each of
@@ -379,6 +402,15 @@ mod tests {
             size(&[("OMPI_COMM_WORLD_SIZE", ""), ("PMI_SIZE", "2")]),
             Some(2)
         );
+    }
+
+    #[test]
+    fn opaque_bytes_go_through_words_unchanged() {
+        let bytes: [c_char; 64] = std::array::from_fn(|k| (k as i32 * 37 - 100) as c_char);
+        let words = bytes_to_words(&bytes);
+        assert_eq!(words.len(), 8);
+        assert_eq!(words_to_bytes::<64>(&words), bytes);
+        assert_eq!(distinct_over_ranks(&SingleProcess, 7), 1);
     }
 
     #[test]

@@ -7,7 +7,7 @@
 //! `libnccl.so`), through the few entry points hinoki calls; cudarc's NCCL module looks only for
 //! names the run-time packages do not install, and would panic where it finds none.
 
-use super::{agree, Comm};
+use super::{agree, bytes_to_words, distinct_over_ranks, words_to_bytes, Comm};
 use crate::{Error, Result};
 use libloading::Library;
 use std::ffi::{c_char, c_int, c_void, CStr};
@@ -138,15 +138,11 @@ impl NcclSeed {
     /// rank's).
     pub fn draw(comm: &dyn Comm, gpu: u64) -> Result<Self> {
         let api = agree(comm, Api::load())?;
-        let gpus = comm.allgather_u64(&[gpu]);
-        let mut seen = gpus.clone();
-        seen.sort_unstable();
-        seen.dedup();
-        if seen.len() < gpus.len() {
+        let gpus = distinct_over_ranks(comm, gpu);
+        if gpus < comm.size() {
             return Err(Error::comm(format!(
-                "{} ranks share {} GPUs, and NCCL joins only one rank per GPU",
-                gpus.len(),
-                seen.len()
+                "{} ranks share {gpus} GPUs, and NCCL joins only one rank per GPU",
+                comm.size(),
             )));
         }
         // Rank 0 draws the id and every rank receives it over `comm`.
@@ -157,17 +153,11 @@ impl NcclSeed {
             _ => Ok(()),
         };
         agree(comm, drawn)?;
-        let words: Vec<u64> = match comm.rank() {
-            0 => id
-                .chunks_exact(8)
-                .map(|c| u64::from_le_bytes(std::array::from_fn(|k| c[k] as u8)))
-                .collect(),
+        let words = match comm.rank() {
+            0 => bytes_to_words(&id),
             _ => Vec::new(),
         };
-        let words = comm.allgatherv_u64(&words)?;
-        for (k, b) in words.iter().flat_map(|w| w.to_le_bytes()).enumerate() {
-            id[k] = b as c_char;
-        }
+        let id = words_to_bytes(&comm.allgatherv_u64(&words)?);
         Ok(Self {
             api,
             id,

@@ -13,10 +13,9 @@
 //! are done ([`DeviceExchange::finish`](super::exchange::DeviceExchange::finish)).
 
 use super::cuda_runner::driver_err;
-use crate::comm::{agree, Comm};
+use crate::comm::{agree, bytes_to_words, distinct_over_ranks, words_to_bytes, Comm};
 use crate::error::{Error, Result};
 use cudarc::driver::sys;
-use std::ffi::c_char;
 
 /// Words (u64) of a 64-byte IPC handle.
 const HANDLE_WORDS: usize = 8;
@@ -31,16 +30,6 @@ const GROWTH: usize = 4;
 /// Bytes of the first send buffer, which every rank maps at once (so that a pair of GPUs that
 /// cannot reach each other's memory is found before the first exchange).
 const FIRST_BYTES: usize = 1 << 20;
-
-/// A 64-byte IPC handle as words, for the [`Comm`]'s collectives.
-fn handle_words(reserved: &[c_char; 64]) -> [u64; HANDLE_WORDS] {
-    std::array::from_fn(|w| u64::from_le_bytes(std::array::from_fn(|k| reserved[8 * w + k] as u8)))
-}
-
-/// The 64 bytes of an IPC handle from its words.
-fn handle_bytes(words: &[u64]) -> [c_char; 64] {
-    std::array::from_fn(|k| words[k / 8].to_le_bytes()[k % 8] as c_char)
-}
 
 /// A hash naming the operating system this process runs on (its boot id; else its host name):
 /// ranks with the same one can share device memory through IPC.
@@ -70,7 +59,7 @@ struct SendBuffer {
     /// Counts the buffers this rank has published, so that a receiver maps each once.
     generation: u64,
     /// Its IPC handle, as words.
-    handle: [u64; HANDLE_WORDS],
+    handle: Vec<u64>,
 }
 
 /// Another rank's send buffer, mapped into this rank's context.
@@ -106,13 +95,13 @@ impl IpcLink {
     /// Collective: every rank returns its link, or every rank the same error (ranks on several
     /// hosts, a device that refuses IPC, GPUs that cannot reach each other's memory).
     pub fn connect(comm: &dyn Comm, gpu: u64) -> Result<Self> {
-        let hosts = distinct(comm.allgather_u64(&[host_id()]));
+        let hosts = distinct_over_ranks(comm, host_id());
         if hosts > 1 {
             return Err(Error::comm(format!(
                 "the ranks run on {hosts} hosts, and CUDA IPC joins the ranks of one host"
             )));
         }
-        let gpus = distinct(comm.allgather_u64(&[gpu]));
+        let gpus = distinct_over_ranks(comm, gpu);
         let mut event: sys::CUevent = std::ptr::null_mut();
         let flags = sys::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32
             | sys::CUevent_flags::CU_EVENT_INTERPROCESS as u32;
@@ -146,13 +135,13 @@ impl IpcLink {
                 "IPC event handle",
             ),
         )?;
-        let all = comm.allgather_u64(&handle_words(&handle.reserved));
+        let all = comm.allgather_u64(&bytes_to_words(&handle.reserved));
         let opened = (0..link.size)
             .filter(|&r| r != link.rank)
             .try_for_each(|r| {
                 let words = &all[r * HANDLE_WORDS..(r + 1) * HANDLE_WORDS];
                 let theirs = sys::CUipcEventHandle {
-                    reserved: handle_bytes(words),
+                    reserved: words_to_bytes(words),
                 };
                 // SAFETY: writes one event handle, opened from rank r's.
                 check(
@@ -214,7 +203,7 @@ impl IpcLink {
                 ptr,
                 bytes,
                 generation,
-                handle: handle_words(&handle.reserved),
+                handle: bytes_to_words(&handle.reserved),
             });
         }
         Ok(self.send.as_ref().expect("made above"))
@@ -234,7 +223,7 @@ impl IpcLink {
             )?;
         }
         let theirs = sys::CUipcMemHandle {
-            reserved: handle_bytes(handle),
+            reserved: words_to_bytes(handle),
         };
         let mut ptr: sys::CUdeviceptr = 0;
         let lazy = sys::CUipcMem_flags::CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS as u32;
@@ -317,13 +306,6 @@ impl IpcLink {
     }
 }
 
-/// How many different values `all` holds.
-fn distinct(mut all: Vec<u64>) -> usize {
-    all.sort_unstable();
-    all.dedup();
-    all.len()
-}
-
 impl Drop for IpcLink {
     fn drop(&mut self) {
         // SAFETY: each handle was made or opened by this link and is not used again; errors
@@ -346,12 +328,6 @@ impl Drop for IpcLink {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn handles_go_through_words_unchanged() {
-        let bytes: [c_char; 64] = std::array::from_fn(|k| (k as i32 * 37 - 100) as c_char);
-        assert_eq!(handle_bytes(&handle_words(&bytes)), bytes);
-    }
 
     #[test]
     fn this_process_has_a_host_id() {

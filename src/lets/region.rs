@@ -101,28 +101,31 @@ impl Region {
 
 /// The box around `boxes`.
 fn bound_of(boxes: &[TargetBox]) -> TargetBox {
-    let mut lo = [f32::INFINITY; 3];
-    let mut hi = [f32::NEG_INFINITY; 3];
-    for (c, h) in boxes {
-        for k in 0..3 {
-            lo[k] = lo[k].min(c[k] - h[k]);
-            hi[k] = hi[k].max(c[k] + h[k]);
-        }
-    }
-    (
-        [0, 1, 2].map(|k| 0.5 * (lo[k] + hi[k])),
-        [0, 1, 2].map(|k| 0.5 * (hi[k] - lo[k])),
-    )
+    spanning(boxes.iter().map(|(c, h)| {
+        (
+            [0, 1, 2].map(|k| c[k] - h[k]),
+            [0, 1, 2].map(|k| c[k] + h[k]),
+        )
+    }))
 }
 
 /// The bounding box of `particles` (x, y, z, m).
 fn tight_box(particles: &[[f32; 4]]) -> TargetBox {
+    spanning(
+        particles
+            .iter()
+            .map(|p| ([p[0], p[1], p[2]], [p[0], p[1], p[2]])),
+    )
+}
+
+/// The box from the lowest to the highest of `corners` (each a lower and an upper corner).
+fn spanning(corners: impl Iterator<Item = ([f32; 3], [f32; 3])>) -> TargetBox {
     let mut lo = [f32::INFINITY; 3];
     let mut hi = [f32::NEG_INFINITY; 3];
-    for p in particles {
+    for (l, h) in corners {
         for k in 0..3 {
-            lo[k] = lo[k].min(p[k]);
-            hi[k] = hi[k].max(p[k]);
+            lo[k] = lo[k].min(l[k]);
+            hi[k] = hi[k].max(h[k]);
         }
     }
     (
