@@ -632,11 +632,27 @@ extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) crowded_leaves(const C
 // order in a breadth-first array; a cell with more than ncrit particles above TREE_MAX_LEVEL
 // splits into its non-empty octants, which are appended as the next level. Children of one
 // cell are therefore consecutive, which the subtree sizes, the preorder and the upward pass use.
+//
+// The levels follow one another on the device: each launch of split_level reads where its level
+// lies and how many of its cells split from the build's level record (LevelRecord), which the
+// level before wrote, and writes the next level's, so that the host launches several levels
+// before it reads the record back (src/tree/build_gpu.rs).
+
+// Words of the level record: where each level's cells start (TREE_MAX_LEVEL + 3 words: levels
+// 0 ..= TREE_MAX_LEVEL + 1, then the end), each level's cells that split and the cells that
+// split in it and above it (TREE_MAX_LEVEL + 3 words each), and what the arrays were short of
+// (two words: the cells and the splitting cells of one level they had to hold; 0 when enough).
+#define LEVEL_SLOTS (TREE_MAX_LEVEL + 3)
+#define LEVEL_RECORD_WORDS (3 * LEVEL_SLOTS + 2)
+// Octants per tile of split_level: one per thread, the 8 of a splitting cell in one tile.
+#define SPLIT_TILE BUILD_BLOCK
 
 // The arguments of tree_root.
 struct RUST_TWIN TreeRootArgs {
     // Particles.
     int n;
+    // Most particles of a leaf.
+    int ncrit;
     // Per breadth-first cell: first particle.
     unsigned *first;
     // Per breadth-first cell: number of particles.
@@ -649,9 +665,19 @@ struct RUST_TWIN TreeRootArgs {
     unsigned *split;
     // Per breadth-first cell that splits: its place among them (their moments' slot).
     unsigned *inner;
+    // The level record (LEVEL_RECORD_WORDS).
+    unsigned *record;
 };
 
-// The root: all n particles, no children yet, first in the list of cells that split.
+// Whether a cell of `level` holding n particles splits: more than a leaf holds, above the
+// deepest level.
+__device__ __forceinline__ bool cell_splits(unsigned n, int ncrit, int level)
+{
+    return n > (unsigned)ncrit && level < TREE_MAX_LEVEL;
+}
+
+// The root: all n particles, no children yet, first in the list of cells that split (where it
+// does); the level record of level 0 alone, nothing short.
 extern "C" __global__ void tree_root(const TreeRootArgs a)
 {
     if (blockIdx.x == 0 && threadIdx.x == 0) {
@@ -661,99 +687,30 @@ extern "C" __global__ void tree_root(const TreeRootArgs a)
         a.nchild[0] = 0;
         a.split[0] = 0;
         a.inner[0] = 0;
+        const unsigned splits = cell_splits((unsigned)a.n, a.ncrit, 0) ? 1u : 0u;
+        for (int k = 0; k < LEVEL_RECORD_WORDS; k++) a.record[k] = 0;
+        a.record[1] = 1;
+        a.record[LEVEL_SLOTS] = splits;
+        a.record[2 * LEVEL_SLOTS] = splits;
     }
 }
 
-// Whether a cell of `level` holding n particles splits: more than a leaf holds, above the
-// deepest level.
-__device__ __forceinline__ bool cell_splits(unsigned n, int ncrit, int level)
-{
-    return n > (unsigned)ncrit && level < TREE_MAX_LEVEL;
-}
-
-// The arguments of split_octants.
-struct RUST_TWIN SplitOctantsArgs {
+// The arguments of split_level.
+struct RUST_TWIN SplitLevelArgs {
     // The sorted keys.
     const u64 *keys;
-    // Per breadth-first cell: first particle.
-    const unsigned *first;
-    // Per breadth-first cell: number of particles.
-    const unsigned *count;
-    // The level's cells that split (more than ncrit particles, above TREE_MAX_LEVEL), ascending.
-    const unsigned *split;
-    // How many there are.
-    int nsplit;
-    // The level.
+    // The level whose splitting cells are split.
     int level;
     // Most particles of a leaf.
     int ncrit;
-    // Per octant of a splitting cell: first particle.
-    unsigned *oct_start;
-    // Per octant of a splitting cell: number of particles.
-    unsigned *oct_count;
-    // Per octant of a splitting cell: 1 when it is not empty (a cell of the next level).
-    unsigned *flag;
-    // Per octant of a splitting cell: 1 when that cell of the next level splits in turn.
-    unsigned *splits;
-};
-
-// For octant o of the splitting cell split[i] (thread j = 8 i + o): the start and size of its
-// key range, 1 in `flag` when it is not empty, and 1 in `splits` when it holds more than ncrit
-// particles below TREE_MAX_LEVEL (so that the next level splits it).
-extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) split_octants(const SplitOctantsArgs a)
-{
-    const long long m = 8ll * a.nsplit;
-    for (long long j = blockIdx.x * (long long)blockDim.x + threadIdx.x; j < m;
-         j += (long long)gridDim.x * blockDim.x) {
-        const unsigned c = a.split[j >> 3];
-        const unsigned o = (unsigned)(j & 7);
-        const unsigned f = a.first[c], n = a.count[c];
-        const int shift = 3 * (TREE_MAX_LEVEL - 1 - a.level);
-        // First key of the range with octant digit >= d, by bisection.
-        unsigned bounds[2];
-        for (int b = 0; b < 2; b++) {
-            const unsigned d = o + b;
-            unsigned l = f, r = f + n;
-            while (l < r) {
-                const unsigned mid = l + (r - l) / 2;
-                if (((a.keys[mid] >> shift) & 7) < d) l = mid + 1;
-                else r = mid;
-            }
-            bounds[b] = l;
-        }
-        const unsigned size = bounds[1] - bounds[0];
-        a.oct_start[j] = bounds[0];
-        a.oct_count[j] = size;
-        a.flag[j] = size > 0 ? 1u : 0u;
-        a.splits[j] = cell_splits(size, a.ncrit, a.level + 1) ? 1u : 0u;
-    }
-}
-
-// The arguments of split_emit.
-struct RUST_TWIN SplitEmitArgs {
-    // Per octant of a splitting cell: first particle.
-    const unsigned *oct_start;
-    // Per octant of a splitting cell: number of particles.
-    const unsigned *oct_count;
-    // Per octant of a splitting cell: its slot in the next level (the scanned flags).
-    const unsigned *slot;
-    // Per octant of a splitting cell: its place among the next level's splitting cells (the
-    // scanned `splits` of split_octants).
-    const unsigned *split_slot;
-    // The level's cells that split, ascending.
-    const unsigned *split;
-    // How many there are.
-    int nsplit;
-    // The level.
-    int level;
-    // Most particles of a leaf.
-    int ncrit;
-    // The next level's first cell.
-    int next_lo;
     // Cells the breadth-first arrays hold.
     int capacity;
     // Entries the lists of splitting cells hold.
     int split_capacity;
+    // The level's cells that split, ascending.
+    const unsigned *split;
+    // The next level's cells that split, ascending (written).
+    unsigned *next_split;
     // Per breadth-first cell: first particle.
     unsigned *first;
     // Per breadth-first cell: number of particles.
@@ -764,52 +721,150 @@ struct RUST_TWIN SplitEmitArgs {
     unsigned *child;
     // Per breadth-first cell: number of children.
     unsigned char *nchild;
-    // The next level's cells that split, ascending.
-    unsigned *next_split;
-    // Cells that split in this level and those above it: the first place of the next level's.
-    int inner_base;
     // Per breadth-first cell that splits: its place among them (their moments' slot).
     unsigned *inner;
-    // The next level's number of cells, then of its cells that split (two words).
-    unsigned *next_total;
+    // The level record (LEVEL_RECORD_WORDS): this level's is read, the next one's written.
+    unsigned *record;
+    // Per tile of octants, the published states of its new cells and of its new splitting
+    // cells (two arrays of `tiles` words one after the other): zero before the launch, which
+    // leaves them so.
+    u64 *tile_states;
+    // Tiles each array of tile_states holds.
+    int tiles;
+    // Two words, zero before the launch, which leaves them so: the next tile to take, and the
+    // tiles done.
+    unsigned *counters;
 };
 
-// Appends the non-empty octants (slot = scanned flag) as the next level at next_lo, each without
-// children until it splits, records each splitting cell's first child and number of children,
-// and lists the next level's cells that split. Cells beyond `capacity` (list entries beyond
-// `split_capacity`) are not written; next_total gets both sizes either way, so the caller can
-// grow and redo.
-extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) split_emit(const SplitEmitArgs a)
+// Splits the level's splitting cells (as the level record gives them; nothing when there are
+// none, which is also the record of a level after one whose arrays were short) into their octants, octant o of splitting cell i being number
+// 8 i + o: each octant's key range by bisection; the non-empty ones appended as the next level
+// in their order (their places the exclusive prefix sums of the non-empty flags, by a chained
+// scan over tiles of octants as scan_chained's), each without children until it splits; each
+// splitting cell's first child and number of children; and the next level's splitting cells
+// listed (their places the prefix sums of their flags, scanned alongside). The block holding
+// the last octant writes the next level's record, and what the arrays were short of (the next
+// level then has no splitting cells in the record, so that the levels after it stop): cells
+// beyond `capacity` and list entries beyond `split_capacity` are not written, so that the host
+// can grow the arrays and build again. Blocks take tiles in turn until none is left.
+extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) split_level(const SplitLevelArgs a)
 {
-    const long long m = 8ll * a.nsplit;
-    for (long long j = blockIdx.x * (long long)blockDim.x + threadIdx.x; j < m;
-         j += (long long)gridDim.x * blockDim.x) {
-        const unsigned n = a.oct_count[j];
-        if ((j & 7) == 0) {
-            const unsigned c = a.split[j >> 3];
-            unsigned kids = 0;
-            for (int k = 0; k < 8; k++) kids += a.oct_count[j + k] > 0;
-            a.nchild[c] = (unsigned char)kids;
-            a.child[c] = (unsigned)a.next_lo + a.slot[j];
+    __shared__ unsigned octant_count[SPLIT_TILE];
+    __shared__ unsigned tile_taken, cells_before, splits_before, last_done;
+    unsigned *const start = a.record, *const nsplit = a.record + LEVEL_SLOTS;
+    unsigned *const inner = a.record + 2 * LEVEL_SLOTS;
+    unsigned *const short_of = a.record + 3 * LEVEL_SLOTS;
+    const int level = a.level;
+    // Only the level before wrote these (a level after an array was short has none).
+    const unsigned m = 8u * nsplit[level];
+    if (m == 0) return;
+    const unsigned ntiles = (m + SPLIT_TILE - 1) / SPLIT_TILE;
+    const unsigned next_lo = start[level + 1], inner_base = inner[level];
+    const int shift = 3 * (TREE_MAX_LEVEL - 1 - level);
+    u64 *const cell_states = a.tile_states, *const split_states = a.tile_states + a.tiles;
+    for (;;) {
+        if (threadIdx.x == 0) {
+            tile_taken = atomicAdd(&a.counters[0], 1u);
+            // Each block takes one tile past the last before it stops: the last such take
+            // leaves the counter for the next launch.
+            if (tile_taken == ntiles + gridDim.x - 1) atomicExch(&a.counters[0], 0u);
         }
-        const bool splits = cell_splits(n, a.ncrit, a.level + 1);
-        if (n > 0) {
-            const long long d = (long long)a.next_lo + a.slot[j];
-            if (d < a.capacity) {
-                a.first[d] = a.oct_start[j];
-                a.count[d] = n;
-                a.levels[d] = (unsigned char)(a.level + 1);
-                a.nchild[d] = 0;
-                a.child[d] = 0;
-                if (splits) a.inner[d] = (unsigned)a.inner_base + a.split_slot[j];
-                if (splits && a.split_slot[j] < (unsigned)a.split_capacity)
-                    a.next_split[a.split_slot[j]] = (unsigned)d;
+        __syncthreads();
+        const unsigned tile = tile_taken;
+        if (tile >= ntiles) return;
+        const unsigned j = tile * SPLIT_TILE + threadIdx.x;
+        unsigned f = 0, n = 0;
+        if (j < m) {
+            const unsigned c = a.split[j >> 3];
+            const unsigned o = j & 7;
+            const unsigned cf = a.first[c], cn = a.count[c];
+            // First key of the range with octant digit >= d, by bisection.
+            unsigned bounds[2];
+            for (int b = 0; b < 2; b++) {
+                const unsigned d = o + b;
+                unsigned l = cf, r = cf + cn;
+                while (l < r) {
+                    const unsigned mid = l + (r - l) / 2;
+                    if (((a.keys[mid] >> shift) & 7) < d) l = mid + 1;
+                    else r = mid;
+                }
+                bounds[b] = l;
+            }
+            f = bounds[0];
+            n = bounds[1] - bounds[0];
+        }
+        const bool splits = j < m && cell_splits(n, a.ncrit, level + 1);
+        octant_count[threadIdx.x] = n;
+        unsigned cells_total, splits_total;
+        unsigned slot = block_exclusive_scan(n > 0 ? 1u : 0u, &cells_total);
+        unsigned split_slot = block_exclusive_scan(splits ? 1u : 0u, &splits_total);
+        if (threadIdx.x < 32) {
+            unsigned before[2] = {0, 0};
+            if (tile > 0) {
+                if (threadIdx.x == 0) {
+                    atomicExch(&cell_states[tile], (TILE_TOTAL << 32) | cells_total);
+                    atomicExch(&split_states[tile], (TILE_TOTAL << 32) | splits_total);
+                }
+                before[0] = tiles_before_by_look_back(cell_states, tile);
+                before[1] = tiles_before_by_look_back(split_states, tile);
+            }
+            if (threadIdx.x == 0) {
+                atomicExch(&cell_states[tile], (TILE_PREFIX << 32) | (before[0] + cells_total));
+                atomicExch(&split_states[tile], (TILE_PREFIX << 32) | (before[1] + splits_total));
+                cells_before = before[0];
+                splits_before = before[1];
             }
         }
-        if (j == m - 1) {
-            a.next_total[0] = a.slot[j] + (n > 0);
-            a.next_total[1] = a.split_slot[j] + splits;
+        __syncthreads();
+        slot += cells_before;
+        split_slot += splits_before;
+        if (j < m) {
+            if ((j & 7) == 0) {
+                const unsigned c = a.split[j >> 3];
+                unsigned kids = 0;
+                for (int k = 0; k < 8; k++) kids += octant_count[threadIdx.x + k] > 0;
+                a.nchild[c] = (unsigned char)kids;
+                a.child[c] = next_lo + slot;
+            }
+            if (n > 0) {
+                const long long d = (long long)next_lo + slot;
+                if (d < a.capacity) {
+                    a.first[d] = f;
+                    a.count[d] = n;
+                    a.levels[d] = (unsigned char)(level + 1);
+                    a.nchild[d] = 0;
+                    a.child[d] = 0;
+                    if (splits) a.inner[d] = inner_base + split_slot;
+                    if (splits && split_slot < (unsigned)a.split_capacity)
+                        a.next_split[split_slot] = (unsigned)d;
+                }
+            }
+            if (j == m - 1) {
+                const unsigned cells = slot + (n > 0), next_splits = split_slot + splits;
+                const unsigned long long end = (unsigned long long)next_lo + cells;
+                const bool cells_short = end > (unsigned long long)a.capacity;
+                const bool splits_short = next_splits > (unsigned)a.split_capacity;
+                if (cells_short) short_of[0] = (unsigned)end;
+                if (splits_short) short_of[1] = next_splits;
+                start[level + 2] = (unsigned)end;
+                nsplit[level + 1] = cells_short || splits_short ? 0u : next_splits;
+                inner[level + 1] = inner_base + next_splits;
+            }
         }
+        // The last tile done (every look-back is over) clears the states for the next launch.
+        if (threadIdx.x == 0) {
+            __threadfence();
+            last_done = atomicAdd(&a.counters[1], 1u) == ntiles - 1;
+        }
+        __syncthreads();
+        if (last_done) {
+            for (unsigned t = threadIdx.x; t < ntiles; t += BUILD_BLOCK) {
+                cell_states[t] = 0ull;
+                split_states[t] = 0ull;
+            }
+            if (threadIdx.x == 0) atomicExch(&a.counters[1], 0u);
+        }
+        __syncthreads();
     }
 }
 

@@ -12,8 +12,8 @@ use crate::error::Result;
 use crate::gpu::args::{
     CellOrderArgs, CellParentsArgs, ClosestPairArgs, CrowdedLeavesArgs, FrameMap,
     GatherParticlesArgs, KernelArgs, PairRecordArgs, RadixDigitCountsArgs, RadixPassArgs,
-    RefitCellsArgs, RefitParticlesArgs, SamplePositionsArgs, SplitEmitArgs, SplitOctantsArgs,
-    StoreCellsArgs, ToFrameArgs, TreeArrays, TreeKeysArgs, TreeRootArgs, UpwardArgs,
+    RefitCellsArgs, RefitParticlesArgs, SamplePositionsArgs, SplitLevelArgs, StoreCellsArgs,
+    ToFrameArgs, TreeArrays, TreeKeysArgs, TreeRootArgs, UpwardArgs,
 };
 use crate::gpu::launch::{grow, with_headroom, DeviceArray, KernelRunner};
 use crate::gpu::stages::{blocks, int, Stages};
@@ -47,8 +47,28 @@ fn a_thread_a_cell(name: &'static str) -> impl Fn(usize) -> (&'static str, usize
     move |_| (name, 1)
 }
 
+/// Tiles of `split_level` over the octants of `splits` splitting cells.
+fn split_tiles(splits: usize) -> usize {
+    (8 * splits).div_ceil(SPLIT_TILE).max(1)
+}
+
 /// Float64 words of the record of a tree's closeness (`pair_record` in cuda/build.cu).
 const CLOSENESS_WORDS: usize = 11;
+
+/// Words per part of the level record (LEVEL_SLOTS in cuda/build.cu): a word for each level and
+/// the end.
+const LEVEL_SLOTS: usize = MAX_LEVEL as usize + 3;
+/// Words of the level record (LEVEL_RECORD_WORDS): where the levels start, their splitting
+/// cells, the splitting cells in and above each, and what the arrays were short of.
+const LEVEL_RECORD_WORDS: usize = 3 * LEVEL_SLOTS + 2;
+/// Octants per tile of `split_level` (SPLIT_TILE).
+const SPLIT_TILE: usize = 256;
+/// Most blocks of a `split_level` launch, which take its tiles in turn.
+const SPLIT_GRID: usize = 1024;
+/// Levels split before the host first reads the level record back, where no tree was built
+/// before (then one more than the last tree needed), and between later reads.
+const FIRST_LEVELS: usize = 8;
+const MORE_LEVELS: usize = 4;
 
 /// What a build's arrays were too small for: the cells so far, or one level's splitting cells.
 enum Short {
@@ -140,14 +160,13 @@ struct StoredCells<R: KernelRunner> {
 struct SplitLists<R: KernelRunner> {
     /// Splitting cells of one level the arrays hold.
     capacity: usize,
-    /// Per octant of a level's splitting cells (8 each): start, size, slot in the next level,
-    /// place among the next level's splitting cells.
-    oct_start: R::Array<u32>,
-    oct_count: R::Array<u32>,
-    oct_slot: R::Array<u32>,
-    split_slot: R::Array<u32>,
     /// The splitting cells of the level being split and of the next one.
     split: [R::Array<u32>; 2],
+    /// Per tile of a level's octants (8 per splitting cell), the published states of its new
+    /// cells and of its new splitting cells (two arrays one after the other, zero between
+    /// launches), and `split_level`'s two counters (zero between launches).
+    tile_states: R::Array<u64>,
+    counters: R::Array<u32>,
 }
 
 /// Builds and refits trees with the kernels of `cuda/build.cu` on one device, keeping its
@@ -157,14 +176,15 @@ pub struct TreeBuilder<R: KernelRunner> {
     cells: Option<BuildCells<R>>,
     stored: Option<StoredCells<R>>,
     splits: Option<SplitLists<R>>,
-    /// Digit counts of the eight radix passes, and the size of the next tree level and of its
-    /// splitting cells.
+    /// Digit counts of the eight radix passes.
     digit_counts: R::Array<u32>,
     /// The next tile a radix pass hands out (zero between passes), and the last pass's number
     /// (its tile states carry it).
     sort_counter: R::Array<u32>,
     sort_epoch: u32,
-    next_total: R::Array<u32>,
+    /// The level record of the build (`split_level`), and the levels the last build split.
+    level_record: R::Array<u32>,
+    split_levels: usize,
     /// The closest pair along the curve's key, the most particles at distinct positions in
     /// one deepest leaf, then the record of both.
     pair_key: R::Array<u64>,
@@ -191,7 +211,8 @@ impl<R: KernelRunner> TreeBuilder<R> {
             digit_counts: r.alloc(8 * 256)?,
             sort_counter: r.alloc(1)?,
             sort_epoch: 0,
-            next_total: r.alloc(2)?,
+            level_record: r.alloc(LEVEL_RECORD_WORDS)?,
+            split_levels: FIRST_LEVELS - 1,
             pair_key: r.alloc(1)?,
             pair_record: r.alloc(CLOSENESS_WORDS)?,
             crowded: r.alloc(1)?,
@@ -296,16 +317,11 @@ impl<R: KernelRunner> TreeBuilder<R> {
     }
 
     /// The device bytes the builder holds over cells: the cells, their boxes, the float64
-    /// moments of the cells that split, the breadth-first lists of the build and its octant
-    /// lists of one level's splitting cells, and a refit's bounds.
+    /// moments of the cells that split, the breadth-first lists of the build and its lists of
+    /// one level's splitting cells with their tiles' states, and a refit's bounds.
     pub fn cell_bytes(&self) -> usize {
         let splits = self.splits.as_ref().map_or(0, |l| {
-            4 * (l.oct_start.len()
-                + l.oct_count.len()
-                + l.oct_slot.len()
-                + l.split_slot.len()
-                + l.split[0].len()
-                + l.split[1].len())
+            4 * (l.split[0].len() + l.split[1].len() + l.counters.len()) + 8 * l.tile_states.len()
         });
         let stored = self.stored.as_ref().map_or(0, |t| {
             t.cells.bytes() + 4 * (t.parent.len() + t.built.len())
@@ -609,11 +625,9 @@ impl<R: KernelRunner> TreeBuilder<R> {
         let arrays = |cap: usize| -> Result<SplitLists<R>> {
             Ok(SplitLists {
                 capacity: cap,
-                oct_start: r.alloc(8 * cap)?,
-                oct_count: r.alloc(8 * cap)?,
-                oct_slot: r.alloc(8 * cap)?,
-                split_slot: r.alloc(8 * cap)?,
                 split: [r.alloc(cap)?, r.alloc(cap)?],
+                tile_states: r.alloc(2 * split_tiles(cap))?,
+                counters: r.alloc(2)?,
             })
         };
         let len = (splits, splits.max(1));
@@ -811,7 +825,9 @@ impl<R: KernelRunner> TreeBuilder<R> {
     }
 
     /// The breadth-first cells, level by level (only the cells that split visited), and how
-    /// many of them split; `Err` with what did not fit.
+    /// many of them split; `Err` with what did not fit. The levels follow one another on the
+    /// device (`split_level` reads and writes the level record): the host launches one more
+    /// level than the last tree needed before it reads the record back, then a few at a time.
     fn levels(
         &mut self,
         s: &Stages<R>,
@@ -823,99 +839,86 @@ impl<R: KernelRunner> TreeBuilder<R> {
         let a = self.particles.as_ref().expect("sorted");
         let (cap, scap) = (c.capacity, l.capacity);
         // SAFETY (every launch below): the cell arrays hold `cap` cells, the lists of splitting
-        // cells `scap` and the octant arrays 8 per entry; split_emit writes none beyond.
+        // cells `scap` and the tiles' states those of `scap` splitting cells; split_level writes
+        // none beyond, and no level after one whose arrays were short.
         unsafe {
             s.launch(
                 "tree_root",
                 1,
                 &TreeRootArgs {
                     n: int(n)?,
+                    ncrit: int(ncrit)?,
                     first: c.bfs_first.ptr(),
                     count: c.bfs_count.ptr(),
                     level: c.bfs_level.ptr(),
                     nchild: c.bfs_nchild.ptr(),
                     split: l.split[0].ptr(),
                     inner: c.bfs_inner.ptr(),
+                    record: self.level_record.ptr(),
                 },
             )?;
         }
-        let mut levels = vec![0, 1];
-        // The root splits when it holds more than a leaf.
-        let mut nsplit = usize::from(n > ncrit);
-        // The cells that split so far (each one's moments get a slot in that order).
-        let mut inner = nsplit;
-        for level in 0..=MAX_LEVEL as usize {
-            if nsplit == 0 {
-                return Ok(Ok((levels, inner)));
+        // Levels 0 ..= MAX_LEVEL - 1 may split (cells at MAX_LEVEL never do).
+        let most = MAX_LEVEL as usize;
+        let (mut launched, mut batch) = (0, (self.split_levels + 1).min(most));
+        loop {
+            let upto = (launched + batch).min(most);
+            for level in launched..upto {
+                let (list, next_list) = (&l.split[level % 2], &l.split[1 - level % 2]);
+                // Splitting cells a level can hold: 8^level, and the lists' room.
+                let bound = 1usize
+                    .checked_shl(3 * level as u32)
+                    .map_or(scap, |b| b.min(scap));
+                let grid = (8 * bound).div_ceil(SPLIT_TILE).clamp(1, SPLIT_GRID) as u32;
+                // SAFETY: as above.
+                unsafe {
+                    s.launch(
+                        "split_level",
+                        grid,
+                        &SplitLevelArgs {
+                            keys: a.keys[0].ptr(),
+                            level: int(level)?,
+                            ncrit: int(ncrit)?,
+                            capacity: int(cap)?,
+                            split_capacity: int(scap)?,
+                            split: list.ptr(),
+                            next_split: next_list.ptr(),
+                            first: c.bfs_first.ptr(),
+                            count: c.bfs_count.ptr(),
+                            levels: c.bfs_level.ptr(),
+                            child: c.bfs_child.ptr(),
+                            nchild: c.bfs_nchild.ptr(),
+                            inner: c.bfs_inner.ptr(),
+                            record: self.level_record.ptr(),
+                            tile_states: l.tile_states.ptr(),
+                            tiles: int(split_tiles(scap))?,
+                            counters: l.counters.ptr(),
+                        },
+                    )?;
+                }
             }
-            if nsplit > scap {
-                return Ok(Err(Short::Splits(nsplit)));
+            launched = upto;
+            let record = s.fetch(&self.level_record, LEVEL_RECORD_WORDS)?;
+            let (start, nsplit) = (&record[..LEVEL_SLOTS], &record[LEVEL_SLOTS..]);
+            let (inner, short) = (&record[2 * LEVEL_SLOTS..], &record[3 * LEVEL_SLOTS..]);
+            if short[0] > 0 {
+                return Ok(Err(Short::Cells(short[0] as usize)));
             }
-            let (list, next_list) = (&l.split[level % 2], &l.split[1 - level % 2]);
-            let hi = levels[level + 1];
-            let m = 8 * nsplit;
-            // SAFETY: as above.
-            unsafe {
-                s.launch(
-                    "split_octants",
-                    blocks(m),
-                    &SplitOctantsArgs {
-                        keys: a.keys[0].ptr(),
-                        first: c.bfs_first.ptr(),
-                        count: c.bfs_count.ptr(),
-                        split: list.ptr(),
-                        nsplit: int(nsplit)?,
-                        level: int(level)?,
-                        ncrit: int(ncrit)?,
-                        oct_start: l.oct_start.ptr(),
-                        oct_count: l.oct_count.ptr(),
-                        flag: l.oct_slot.ptr(),
-                        splits: l.split_slot.ptr(),
-                    },
-                )?;
+            if short[1] > 0 {
+                return Ok(Err(Short::Splits(short[1] as usize)));
             }
-            s.scan(l.oct_slot.ptr(), m)?;
-            s.scan(l.split_slot.ptr(), m)?;
-            // SAFETY: as above.
-            unsafe {
-                s.launch(
-                    "split_emit",
-                    blocks(m),
-                    &SplitEmitArgs {
-                        oct_start: l.oct_start.ptr(),
-                        oct_count: l.oct_count.ptr(),
-                        slot: l.oct_slot.ptr(),
-                        split_slot: l.split_slot.ptr(),
-                        split: list.ptr(),
-                        nsplit: int(nsplit)?,
-                        level: int(level)?,
-                        ncrit: int(ncrit)?,
-                        next_lo: int(hi)?,
-                        capacity: int(cap)?,
-                        split_capacity: int(scap)?,
-                        first: c.bfs_first.ptr(),
-                        count: c.bfs_count.ptr(),
-                        levels: c.bfs_level.ptr(),
-                        child: c.bfs_child.ptr(),
-                        nchild: c.bfs_nchild.ptr(),
-                        next_split: next_list.ptr(),
-                        inner_base: int(inner)?,
-                        inner: c.bfs_inner.ptr(),
-                        next_total: self.next_total.ptr(),
-                    },
-                )?;
+            // The first level without splitting cells is the deepest (nsplit[level + 1] is
+            // known once `level` was split).
+            if let Some(deepest) = (0..=launched).find(|&k| nsplit[k] == 0) {
+                self.split_levels = deepest;
+                let levels = start[..deepest + 2].iter().map(|&v| v as usize).collect();
+                return Ok(Ok((levels, inner[deepest] as usize)));
             }
-            let [next, splits] = s.fetch(&self.next_total, 2)?[..] else {
-                unreachable!("two words fetched")
-            };
-            if hi + next as usize > cap {
-                return Ok(Err(Short::Cells(hi + next as usize)));
+            if launched == most {
+                unreachable!("cells at MAX_LEVEL never split")
             }
-            levels.push(hi + next as usize);
-            nsplit = splits as usize;
-            inner += nsplit;
+            batch = MORE_LEVELS;
         }
-        unreachable!("cells at MAX_LEVEL never split")
     }
 
     /// Launches a kernel once per tree level (`levels`: where each level's cells start, then
