@@ -182,7 +182,8 @@ impl<R: KernelRunner> LetArrays<R> {
         let (nc, nd) = (tree.cells, regions.len());
         // The destinations' boxes, padded as the host's export pads them: each bound, then its
         // groups' boxes, then its boxes; one upload of every destination's first group box,
-        // box count, amin and the boxes.
+        // box count, amin and the boxes, queued (the kernels after it read them; the host
+        // does not wait for the copy, nor for the layout's below).
         let (mut start, mut count, mut amin, mut words) =
             (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         for (d, region) in regions.iter().enumerate() {
@@ -201,7 +202,7 @@ impl<R: KernelRunner> LetArrays<R> {
         }
         let dests: Vec<u32> = [start, count, amin, words].concat();
         grow(r, &mut self.dests, dests.len())?;
-        r.upload(&dests, &mut self.dests)?;
+        r.upload_queued(&dests, &mut self.dests)?;
         let first = self.dests.ptr();
         let dest_word = |k: usize| first + 4 * (k * nd) as u64;
         let entries = nd * (nc + 1);
@@ -281,7 +282,7 @@ impl<R: KernelRunner> LetArrays<R> {
         }
         at.extend(shapes.iter().map(|l| l.cells as u32));
         grow(r, &mut self.layout, 2 * nd)?;
-        r.upload(&at, &mut self.layout)?;
+        r.upload_queued(&at, &mut self.layout)?;
         grow(r, &mut self.out, total)?;
         // SAFETY: out holds every destination's buffer at its `at`, sized from the scans.
         unsafe {

@@ -65,9 +65,10 @@ const LEVEL_RECORD_WORDS: usize = 3 * LEVEL_SLOTS + 2;
 const SPLIT_TILE: usize = 256;
 /// Most blocks of a `split_level` launch, which take its tiles in turn.
 const SPLIT_GRID: usize = 1024;
-/// Levels split before the host first reads the level record back, where no tree was built
-/// before (then one more than the last tree needed), and between later reads.
+/// Levels split before the host first reads the level record back where no tree was built
+/// before (after one, one more level than the last tree needed).
 const FIRST_LEVELS: usize = 8;
+/// Levels split between later reads of the level record (a tree deeper than the last).
 const MORE_LEVELS: usize = 4;
 
 /// What a build's arrays were too small for: the cells so far, or one level's splitting cells.
