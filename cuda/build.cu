@@ -634,9 +634,9 @@ extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) crowded_leaves(const C
 // cell are therefore consecutive, which the subtree sizes, the preorder and the upward pass use.
 //
 // The levels follow one another on the device: each launch of split_level reads where its level
-// lies and how many of its cells split from the build's level record (LevelRecord), which the
-// level before wrote, and writes the next level's, so that the host launches several levels
-// before it reads the record back (src/tree/build_gpu.rs).
+// lies and how many of its cells split from the build's level record (LEVEL_RECORD_WORDS words),
+// which the level before wrote, and writes the next level's, so that the host launches several
+// levels before it reads the record back (src/tree/build_gpu.rs).
 
 // Words of the level record: where each level's cells start (TREE_MAX_LEVEL + 3 words: levels
 // 0 ..= TREE_MAX_LEVEL + 1, then the end), each level's cells that split and the cells that
@@ -737,10 +737,11 @@ struct RUST_TWIN SplitLevelArgs {
 };
 
 // Splits the level's splitting cells (as the level record gives them; nothing when there are
-// none, which is also the record of a level after one whose arrays were short) into their octants, octant o of splitting cell i being number
-// 8 i + o: each octant's key range by bisection; the non-empty ones appended as the next level
-// in their order (their places the exclusive prefix sums of the non-empty flags, by a chained
-// scan over tiles of octants as scan_chained's), each without children until it splits; each
+// none, which is also the record of a level after one whose arrays were short) into their
+// octants, octant o of splitting cell i being number 8 i + o: each octant's key range by
+// bisection; the non-empty ones appended as the next level in their order (their places the
+// exclusive prefix sums of the non-empty flags, by a chained scan over tiles of octants as
+// scan_chained's), each without children until it splits; each
 // splitting cell's first child and number of children; and the next level's splitting cells
 // listed (their places the prefix sums of their flags, scanned alongside). The block holding
 // the last octant writes the next level's record, and what the arrays were short of (the next
