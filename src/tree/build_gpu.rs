@@ -183,9 +183,10 @@ pub struct TreeBuilder<R: KernelRunner> {
     /// (its tile states carry it).
     sort_counter: R::Array<u32>,
     sort_epoch: u32,
-    /// The level record of the build (`split_level`), and the levels the last build split.
+    /// The level record of the build (`split_level`), and the levels the last build split
+    /// (`None` before the first).
     level_record: R::Array<u32>,
-    split_levels: usize,
+    split_levels: Option<usize>,
     /// The closest pair along the curve's key, the most particles at distinct positions in
     /// one deepest leaf, then the record of both.
     pair_key: R::Array<u64>,
@@ -213,7 +214,7 @@ impl<R: KernelRunner> TreeBuilder<R> {
             sort_counter: r.alloc(1)?,
             sort_epoch: 0,
             level_record: r.alloc(LEVEL_RECORD_WORDS)?,
-            split_levels: FIRST_LEVELS - 1,
+            split_levels: None,
             pair_key: r.alloc(1)?,
             pair_record: r.alloc(CLOSENESS_WORDS)?,
             crowded: r.alloc(1)?,
@@ -861,7 +862,8 @@ impl<R: KernelRunner> TreeBuilder<R> {
         }
         // Levels 0 ..= MAX_LEVEL - 1 may split (cells at MAX_LEVEL never do).
         let most = MAX_LEVEL as usize;
-        let (mut launched, mut batch) = (0, (self.split_levels + 1).min(most));
+        let first = self.split_levels.map_or(FIRST_LEVELS, |d| d + 1);
+        let (mut launched, mut batch) = (0, first.min(most));
         loop {
             let upto = (launched + batch).min(most);
             for level in launched..upto {
@@ -911,7 +913,7 @@ impl<R: KernelRunner> TreeBuilder<R> {
             // The first level without splitting cells is the deepest (nsplit[level + 1] is
             // known once `level` was split).
             if let Some(deepest) = (0..=launched).find(|&k| nsplit[k] == 0) {
-                self.split_levels = deepest;
+                self.split_levels = Some(deepest);
                 let levels = start[..deepest + 2].iter().map(|&v| v as usize).collect();
                 return Ok(Ok((levels, inner[deepest] as usize)));
             }
