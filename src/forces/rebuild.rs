@@ -9,14 +9,18 @@
 //!   evaluation is compared with the walk at the rebuild, and the tree is rebuilt once the
 //!   accumulated excess Σ (t_walk − t_walk,rebuild) exceeds what a rebuild costs more than a refit
 //!   (on several ranks in open boundaries a rebuild also sends the strays home, which counts as
-//!   rebuild cost). Walk times are compared per walked particle (block steps walk a different
-//!   number each time), and the reference is the fastest rate of the interval (so the extra walk
-//!   of the acceleration criterion's first evaluation does not count as a slowdown). A refit's
-//!   walk counts at the lower of its rate and the next evaluation's (the last refit's, until the
-//!   next comes, at the lower of its rate and the one before's): a refitted tree only grows, so
-//!   a real slowdown lasts, while a spike of the timings (one slow evaluation: another process,
-//!   a late message) does not count; so an interval holds at least two refits. An interval
-//!   whose refits lost more walk time than the rebuilds they saved (their excess, against a
+//!   rebuild cost). Walk times are compared per walked particle against evaluations that walk
+//!   about as many ([`walk_class`]: block steps walk from a few particles to all, and a GPU
+//!   walks a few at a far higher cost per particle than all of them), the reference of each
+//!   class being its fastest rate of the interval: its first evaluation after the rebuild,
+//!   which no later one of its class is measured against before it (so the extra walk of the
+//!   acceleration criterion's first evaluation does not count as a slowdown either). A refit's
+//!   slowdown (its rate over its class's reference, less 1) counts at the lower of its own and
+//!   the next measured refit's, of any class (the last refit's, until the next comes, at the lower
+//!   of its own and the one before's; the first after a rebuild at its own): a refitted tree
+//!   only grows, so a real slowdown lasts, while a spike of the timings (one slow evaluation:
+//!   another process, a late message) does not count. An interval whose refits lost more walk
+//!   time than the rebuilds they saved (their excess, against a
 //!   rebuild's extra cost per refit) shows that refits do not pay here
 //!   (particles that cross their cells in a step or two, or a rebuild that is cheap against the
 //!   walk, as on CPUs); probing every other evaluation would then cost more than rebuilding every
@@ -109,6 +113,15 @@ pub const MAX_BACKOFF: u64 = 64;
 /// before the next.
 pub const PROBE_SHARE: f64 = 0.001;
 
+/// The classes of walked particles whose walks `auto` compares ([`walk_class`]).
+pub const WALK_CLASSES: usize = 32;
+
+/// The class of an evaluation that walks `walked` particles: ⌊log₄ walked⌋ (0 for none), so that
+/// `auto` measures a refit's walk against evaluations that walk within a factor of 4 as many.
+pub fn walk_class(walked: u64) -> usize {
+    (walked.max(1).ilog2() / 2) as usize
+}
+
 /// One group in this many walks in a probe of `rebuild = "auto"` ([`Probe`]).
 pub const PROBE_EVERY: usize = 128;
 
@@ -140,21 +153,24 @@ impl Probe {
 /// The state that decides rebuild or refit, identical on every rank: evaluations since the
 /// last rebuild and, for [`Rebuild::Auto`], the walk times measured since (seconds, maxima
 /// over the ranks). Saved in checkpoints.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct RebuildClock {
     /// Force evaluations on the current tree, its rebuild included (0: no tree yet).
     pub since_rebuild: u64,
-    /// Auto: the fastest walk of the interval, seconds per walked particle.
-    pub reference: f64,
-    /// Auto: Σ (rate − reference) · walked particles over the refitted evaluations, each
-    /// refit's rate the lower of its own and the next evaluation's (the last refit's, the
-    /// lower of its own and the one before's) (s).
+    /// Auto: the fastest walk of the interval in each [`walk_class`], seconds per walked
+    /// particle (0: none yet).
+    pub references: [f64; WALK_CLASSES],
+    /// Auto: Σ slowdown · reference · walked particles over the measured refits, each refit's
+    /// slowdown the lower of its own and the next measured refit's (the last refit's, the lower
+    /// of its own and the one before's) (s).
     pub excess: f64,
-    /// Auto: the last refit's part of `excess`, to be replaced when the next evaluation
-    /// confirms its rate (s).
+    /// Auto: the last measured refit's part of `excess`, to be replaced when the next one
+    /// confirms its slowdown (s).
     pub provisional: f64,
-    /// Auto: the last evaluation's walk: seconds per walked particle, walked particles.
-    pub last: (f64, u64),
+    /// Auto: the last measured refit of the interval: its slowdown (its rate over its class's
+    /// reference, less 1; +∞: none since the rebuild) and its class's reference times its
+    /// walked particles (s).
+    pub last: (f64, f64),
     /// Auto: seconds of the last rebuild (phases sort, build, moments, and the strays sent
     /// home before it).
     pub rebuild_cost: f64,
@@ -168,6 +184,24 @@ pub struct RebuildClock {
     /// Auto: the last probe, or the last interval of refits, found that refits pay: the next
     /// interval starts with a refit rather than a probe.
     pub trusted: bool,
+}
+
+impl Default for RebuildClock {
+    /// No tree yet: the next evaluation rebuilds.
+    fn default() -> Self {
+        Self {
+            since_rebuild: 0,
+            references: [0.0; WALK_CLASSES],
+            excess: 0.0,
+            provisional: 0.0,
+            last: (f64::INFINITY, 0.0),
+            rebuild_cost: 0.0,
+            refit_cost: 0.0,
+            skip: 0,
+            backoff: 0,
+            trusted: false,
+        }
+    }
 }
 
 impl RebuildClock {
@@ -202,6 +236,7 @@ impl RebuildClock {
         probe: Option<Probe>,
     ) {
         let rate = walk / walked.max(1) as f64;
+        let class = walk_class(walked);
         if rebuilt {
             // The interval that ends here: rebuild only (a back-off rebuild or a probe), or
             // rebuild and refits.
@@ -219,9 +254,15 @@ impl RebuildClock {
                     // cost: the first build of a run is slower than the others, it warms the
                     // device up); where they lost, the evaluations that keep such losses under
                     // PROBE_SHARE of the force time.
+                    // A loss that rests on the last refit's walk alone, which no later walk
+                    // confirmed (a spike of the timings, perhaps), sets the shortest back-off.
                     let lost = self.excess - (n - 1) as f64 * (rebuild - self.refit_cost);
                     if lost > 0.0 {
-                        self.back_off((lost / (PROBE_SHARE * (walk + rebuild))).ceil());
+                        let share = match self.excess > self.provisional {
+                            true => (lost / (PROBE_SHARE * (walk + rebuild))).ceil(),
+                            false => 1.0,
+                        };
+                        self.back_off(share);
                         self.trusted = false;
                     } else {
                         (self.skip, self.backoff) = (0, 0);
@@ -229,23 +270,34 @@ impl RebuildClock {
                 }
             }
             self.since_rebuild = 1;
-            (self.reference, self.excess, self.provisional) = (rate, 0.0, 0.0);
+            self.references = [0.0; WALK_CLASSES];
+            self.references[class] = rate;
+            (self.excess, self.provisional) = (0.0, 0.0);
+            self.last = (f64::INFINITY, 0.0);
             self.rebuild_cost = rebuild;
         } else {
             self.since_rebuild += 1;
-            self.reference = self.reference.min(rate);
-            // The rate that both this refit and the evaluation before it reached: the last
-            // refit's, now confirmed (or not) by this one, and this one's until the next.
-            let (last_rate, last_walked) = self.last;
-            let lasting = (rate.min(last_rate) - self.reference).max(0.0);
-            if self.since_rebuild > 2 {
-                self.excess += lasting * last_walked as f64 - self.provisional;
-            }
-            self.provisional = lasting * walked as f64;
-            self.excess += self.provisional;
             self.refit_cost += (refit - self.refit_cost) / (self.since_rebuild - 1) as f64;
+            let reference = &mut self.references[class];
+            if *reference == 0.0 {
+                // The first of its class: its reference, measured against nothing.
+                *reference = rate;
+                return;
+            }
+            *reference = reference.min(rate);
+            let slowdown = rate / *reference - 1.0;
+            let weight = *reference * walked as f64;
+            // The slowdown that both this refit and the measured one before it reached: the
+            // last one's, now confirmed (or not) by this one, and this one's until the next.
+            let (last_slowdown, last_weight) = self.last;
+            let lasting = slowdown.min(last_slowdown);
+            if last_slowdown.is_finite() {
+                self.excess += lasting * last_weight - self.provisional;
+            }
+            self.provisional = lasting * weight;
+            self.excess += self.provisional;
+            self.last = (slowdown, weight);
         }
-        self.last = (rate, walked);
     }
 
     /// After a probe or an interval of refits that lost: rebuilds in a row before the next
@@ -465,7 +517,7 @@ mod tests {
         assert_eq!(c.excess, 0.0);
         // A faster walk lowers the reference.
         c.record(false, (0.4, 50), 0.0, 0.1, None);
-        assert!((c.reference - 0.008).abs() < 1e-15);
+        assert!((c.references[walk_class(50)] - 0.008).abs() < 1e-15);
     }
 
     #[test]
@@ -489,13 +541,57 @@ mod tests {
     }
 
     #[test]
+    fn walks_are_measured_against_walks_of_as_many_particles() {
+        // Block steps: 10^6 particles walk in 1 s, 10^4 in 0.1 s (ten times the time per
+        // particle: a GPU's walk of few is bound by latency). Refitted trees that walk as fast
+        // lose nothing, however the steps alternate (against the fastest rate of any step, the
+        // second small step of each pair would lose 0.09 s).
+        let mut c = RebuildClock::default();
+        c.record(true, (1.0, 1_000_000), 0.5, 0.0, None);
+        c.trusted = true;
+        for _ in 0..4 {
+            for (walk, walked) in [(0.1, 10_000), (0.1, 10_000), (1.0, 1_000_000)] {
+                assert!(!c.due(Rebuild::Auto));
+                c.record(false, (walk, walked), 0.0, 0.1, None);
+            }
+        }
+        assert_eq!(c.excess, 0.0);
+        // The interval paid; in the next, the first refit walks six times as long as the
+        // rebuild's walk of as many: counted at once (0.5 s against the 0.4 s a rebuild costs
+        // more than a refit), it is the last.
+        c.record(true, (0.1, 10_000), 0.5, 0.0, None);
+        assert!(!c.due(Rebuild::Auto));
+        c.record(false, (0.6, 10_000), 0.0, 0.1, None);
+        assert!((c.excess - 0.5).abs() < 1e-12);
+        assert!(c.due(Rebuild::Auto));
+    }
+
+    #[test]
     fn refits_that_lose_end_the_trust_and_back_off() {
-        // The probe predicted a gain, but the refits walk 1.42 s: the second confirms the
-        // first's excess, and the two lost 0.84 s against the 0.8 s their rebuilds would have
-        // cost. 27 evaluations keep 0.04 s under 0.1 % of 1.5 s (16 of them still to come).
+        // The probe predicted a gain, but the first refit walks 1.42 s: the first after a
+        // rebuild counts at its own slowdown, and its 0.42 s exceed the 0.4 s a rebuild costs
+        // more than a refit, so the next evaluation rebuilds. The interval lost 0.02 s on one
+        // walk that no other confirmed: the trust ends with the shortest back-off, which
+        // doubles at each such interval (1, 2, 4 rebuilds before the next probe).
         let (c, pattern) = auto_pattern(probe(1.01, 0.001), 1.42);
-        assert_eq!(pattern, "BprrBBBBBBBBBBBB");
-        assert_eq!((c.trusted, c.skip, c.backoff), (false, 16, 27));
+        assert_eq!(pattern, "BprBBprBBBprBBBB");
+        assert_eq!((c.trusted, c.skip, c.backoff), (false, 1, 4));
+        // Confirmed by a second refit (two of 1.3 s: 0.6 s, against two rebuilds that now
+        // cost 0.3 s, 0.2 s more than a refit), the loss (0.2 s) sets the back-off that keeps
+        // it under 0.1 % of the force time: 154 evaluations of 1.3 s, at most MAX_BACKOFF.
+        let mut c = RebuildClock::default();
+        c.record(true, (1.0, 100), 0.5, 0.0, None);
+        c.trusted = true;
+        for walk in [1.3, 1.3] {
+            assert!(!c.due(Rebuild::Auto));
+            c.record(false, (walk, 100), 0.0, 0.1, None);
+        }
+        assert!(c.due(Rebuild::Auto));
+        c.record(true, (1.0, 100), 0.3, 0.0, None);
+        assert_eq!(
+            (c.trusted, c.skip, c.backoff),
+            (false, MAX_BACKOFF, MAX_BACKOFF)
+        );
     }
 
     #[test]

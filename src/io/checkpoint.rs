@@ -10,8 +10,8 @@
 //! - magic `HINOKICK` (8 bytes), header length `h` (u64);
 //! - the header, `h` bytes of JSON: format version, sequence number, step, tick, time, config
 //!   hash, rank, size, particle counts, force evaluations, the diagnostics baseline and the last
-//!   diagnostics, the tree-rebuild clock (`since_rebuild`, `clock`, `backoff`,
-//!   `refits_trusted`, `last_walk`), the number of cells of the saved tree (`tree_cells`, 0:
+//!   diagnostics, the tree-rebuild clock (`since_rebuild`, `rebuild_clock`, `walk_references`,
+//!   `backoff`, `refits_trusted`, `last_refit`), the number of cells of the saved tree (`tree_cells`, 0:
 //!   none), its frame's key cube (`tree_grid`), centre
 //!   (`tree_centre`) and whether it is a periodic box (`tree_periodic`), the last domain
 //!   decomposition's key cube (`domain_grid`) and splitters (`domain_splitters`, empty: none),
@@ -28,13 +28,15 @@
 //! Version 2 files (written before the rebuild interval existed) are read too, as "rebuild the
 //! tree at the next evaluation": bit for bit the uninterrupted run with `rebuild = 1`; so are
 //! version 3 files (written before trees were built in a frame), without their tree, and
-//! version 4 files (written before the domains were saved), without domains.
+//! version 4 files (written before the domains were saved), without domains, and version 5
+//! files (written before the rebuild clock compared walks by class of walked particles), their
+//! one reference rate taken as that of their last walk's class.
 
 use crate::comm::Comm;
 use crate::diag::conservation::Conserved;
 use crate::domain::Domains;
 use crate::error::{Error, Result};
-use crate::forces::rebuild::{RebuildClock, TreeTopology};
+use crate::forces::rebuild::{walk_class, RebuildClock, TreeTopology};
 use crate::forces::EngineState;
 use crate::integrate::IntegratorState;
 use crate::io::config::IcsConfig;
@@ -56,8 +58,11 @@ const _: () = assert!(
 
 const MAGIC: &[u8; 8] = b"HINOKICK";
 /// The layout version this hinoki writes (and reads, with [`OLD_VERSION`],
-/// [`UNFRAMED_VERSION`] and [`UNDIVIDED_VERSION`]).
-const VERSION: u32 = 5;
+/// [`UNFRAMED_VERSION`], [`UNDIVIDED_VERSION`] and [`ONE_REFERENCE_VERSION`]).
+const VERSION: u32 = 6;
+/// The layout whose rebuild clock holds one reference rate (before the classes of walked
+/// particles, [`crate::forces::rebuild::walk_class`]): read as that of its last walk's class.
+const ONE_REFERENCE_VERSION: u32 = 5;
 /// The layout before the domains were saved: read without them (the next rebalance comes
 /// from the load imbalance alone until a decomposition).
 const UNDIVIDED_VERSION: u32 = 4;
@@ -111,20 +116,32 @@ struct Header {
     /// Force evaluations on the current tree (see `RebuildClock`; absent before version 3).
     #[serde(default)]
     since_rebuild: u64,
-    /// The rest of the rebuild clock: reference, excess, rebuild_cost, refit_cost, as f64 bit
-    /// patterns (exact, unlike JSON numbers).
-    #[serde(default)]
+    /// Versions 3 to 5: the rest of the rebuild clock of one reference rate (reference,
+    /// excess, rebuild_cost, refit_cost), as f64 bit patterns (exact, unlike JSON numbers).
+    #[serde(default, skip_serializing)]
     clock: [u64; 4],
+    /// The rest of the rebuild clock: excess, provisional, rebuild_cost, refit_cost, as f64
+    /// bit patterns (absent before version 6).
+    #[serde(default)]
+    rebuild_clock: [u64; 4],
+    /// The rebuild clock's reference rate of each class of walked particles, as f64 bit
+    /// patterns (absent before version 6).
+    #[serde(default)]
+    walk_references: Vec<u64>,
+    /// The rebuild clock's last measured refit: its slowdown and weight, as f64 bit patterns
+    /// (absent before version 6).
+    #[serde(default)]
+    last_refit: [u64; 2],
     /// The rebuild clock's back-off counters: skip, backoff.
     #[serde(default)]
     backoff: [u64; 2],
     /// The rebuild clock's `trusted` (absent before the probes sampled the walk: false).
     #[serde(default)]
     refits_trusted: bool,
-    /// The rebuild clock's last walk: its rate and the last refit's provisional excess as f64
-    /// bit patterns, and its walked particles (absent before refits' rates were confirmed by
-    /// the next: 0, as after a rebuild).
-    #[serde(default)]
+    /// Versions 3 to 5: the rebuild clock's last walk: its rate and the last refit's
+    /// provisional excess as f64 bit patterns, and its walked particles (absent before refits'
+    /// rates were confirmed by the next: 0, as after a rebuild).
+    #[serde(default, skip_serializing)]
     last_walk: [u64; 3],
     /// Cells of the saved tree (0: none).
     #[serde(default)]
@@ -214,10 +231,13 @@ pub fn write_checkpoint(
         start: s.start.sums(),
         last: s.last.sums(),
         since_rebuild: c.since_rebuild,
-        clock: [c.reference, c.excess, c.rebuild_cost, c.refit_cost].map(f64::to_bits),
+        clock: [0; 4],
+        rebuild_clock: [c.excess, c.provisional, c.rebuild_cost, c.refit_cost].map(f64::to_bits),
+        walk_references: c.references.map(f64::to_bits).to_vec(),
+        last_refit: [c.last.0, c.last.1].map(f64::to_bits),
         backoff: [c.skip, c.backoff],
         refits_trusted: c.trusted,
-        last_walk: [c.last.0.to_bits(), c.provisional.to_bits(), c.last.1],
+        last_walk: [0; 3],
         tree_cells: cells,
         tree_grid: tree.map_or([0; 4], |t| {
             let (o, side) = (t.frame.cube.origin, t.frame.cube.side);
@@ -267,6 +287,45 @@ pub fn write_checkpoint(
         w.write_all(&sum.to_le_bytes())
     })?;
     Ok(path)
+}
+
+/// The rebuild clock a header holds; a version 3 to 5 header's single reference rate is that of
+/// the class of its last walk ([`RebuildClock::references`]).
+fn rebuild_clock(header: &Header) -> RebuildClock {
+    let mut c = RebuildClock {
+        since_rebuild: header.since_rebuild,
+        skip: header.backoff[0],
+        backoff: header.backoff[1],
+        trusted: header.refits_trusted,
+        ..RebuildClock::default()
+    };
+    if header.version < VERSION {
+        let [reference, excess, rebuild_cost, refit_cost] = header.clock.map(f64::from_bits);
+        let [last_rate, provisional, last_walked] = header.last_walk;
+        c.references[walk_class(last_walked)] = reference;
+        (c.excess, c.rebuild_cost, c.refit_cost) = (excess, rebuild_cost, refit_cost);
+        c.provisional = f64::from_bits(provisional);
+        c.last = match c.since_rebuild > 1 && reference > 0.0 {
+            true => (
+                f64::from_bits(last_rate) / reference - 1.0,
+                reference * last_walked as f64,
+            ),
+            false => (f64::INFINITY, 0.0),
+        };
+    } else {
+        let [excess, provisional, rebuild_cost, refit_cost] =
+            header.rebuild_clock.map(f64::from_bits);
+        (c.excess, c.provisional) = (excess, provisional);
+        (c.rebuild_cost, c.refit_cost) = (rebuild_cost, refit_cost);
+        for (r, &bits) in c.references.iter_mut().zip(&header.walk_references) {
+            *r = f64::from_bits(bits);
+        }
+        c.last = (
+            f64::from_bits(header.last_refit[0]),
+            f64::from_bits(header.last_refit[1]),
+        );
+    }
+    c
 }
 
 /// The domains a header saved: `None` without splitters (one rank, or no decomposition yet).
@@ -336,7 +395,15 @@ pub fn read_checkpoint(
     if hash.finish() != stored {
         return Err(bad("corrupt: checksum mismatch".into()));
     }
-    if ![OLD_VERSION, UNFRAMED_VERSION, UNDIVIDED_VERSION, VERSION].contains(&header.version) {
+    if ![
+        OLD_VERSION,
+        UNFRAMED_VERSION,
+        UNDIVIDED_VERSION,
+        ONE_REFERENCE_VERSION,
+        VERSION,
+    ]
+    .contains(&header.version)
+    {
         return Err(bad(format!(
             "checkpoint version {} (this hinoki reads versions {OLD_VERSION} to {VERSION})",
             header.version
@@ -400,21 +467,8 @@ pub fn read_checkpoint(
             .map_err(|e| bad(format!("corrupt saved tree: {e}")))?;
     }
     let topology = topology.filter(|_| header.version != UNFRAMED_VERSION);
-    let [reference, excess, rebuild_cost, refit_cost] = header.clock.map(f64::from_bits);
-    let [last_rate, provisional, last_walked] = header.last_walk;
     let engine = EngineState {
-        clock: RebuildClock {
-            since_rebuild: header.since_rebuild,
-            reference,
-            excess,
-            provisional: f64::from_bits(provisional),
-            last: (f64::from_bits(last_rate), last_walked),
-            rebuild_cost,
-            refit_cost,
-            skip: header.backoff[0],
-            backoff: header.backoff[1],
-            trusted: header.refits_trusted,
-        },
+        clock: rebuild_clock(&header),
         topology,
         domains: domains_of(&header),
     };
@@ -594,7 +648,7 @@ mod tests {
     }
 
     #[test]
-    fn the_tree_survives_and_versions_2_and_3_read_without_it() {
+    fn the_tree_survives_and_versions_2_to_5_read() {
         let dir = TestDir::new("checkpoint-tree");
         let (s, refit) = states();
         assert!(refit.topology.is_some() && refit.clock.since_rebuild == 1);
@@ -605,20 +659,49 @@ mod tests {
         let data = std::fs::read(&path).unwrap();
         let h_len = u64::from_le_bytes(data[8..16].try_into().unwrap()) as usize;
         let mut header: serde_json::Value = serde_json::from_slice(&data[16..16 + h_len]).unwrap();
+        // The rebuild clock as versions 3 to 5 wrote it: one reference rate, that of the 500
+        // particles walked at the rebuild.
+        let o = header.as_object_mut().unwrap();
+        for key in ["rebuild_clock", "walk_references", "last_refit"] {
+            o.remove(key).unwrap();
+        }
+        let cl = &refit.clock;
+        let reference = cl.references[walk_class(500)];
+        o.insert(
+            "clock".into(),
+            serde_json::json!(
+                [reference, cl.excess, cl.rebuild_cost, cl.refit_cost].map(f64::to_bits)
+            ),
+        );
+        o.insert(
+            "last_walk".into(),
+            serde_json::json!([reference.to_bits(), 0, 500]),
+        );
+        let write_header = |h: &serde_json::Value| {
+            let json = serde_json::to_vec(h).unwrap();
+            let mut old = MAGIC.to_vec();
+            old.extend((json.len() as u64).to_le_bytes());
+            old.extend(&json);
+            old.extend(&data[16 + h_len..data.len() - 8]);
+            let mut hash = Xxh64::new();
+            hash.update(&old);
+            old.extend(hash.finish().to_le_bytes());
+            std::fs::write(&path, old).unwrap();
+        };
+        // Version 5: the same clock and tree.
+        header["version"] = ONE_REFERENCE_VERSION.into();
+        write_header(&header);
+        let c = read_checkpoint(&path, (0, 1), 42).unwrap();
+        assert!(
+            c.state == s && c.engine == refit,
+            "version 5 reads otherwise"
+        );
         // The same file as version 3 wrote it: the rebuild clock kept, the tree (then in
         // absolute coordinates) left out.
         let mut v3 = header.clone();
         v3["version"] = UNFRAMED_VERSION.into();
         v3.as_object_mut().unwrap().remove("tree_centre").unwrap();
-        let json = serde_json::to_vec(&v3).unwrap();
-        let mut old = MAGIC.to_vec();
-        old.extend((json.len() as u64).to_le_bytes());
-        old.extend(&json);
-        old.extend(&data[16 + h_len..data.len() - 8]);
-        let mut hash = Xxh64::new();
-        hash.update(&old);
-        old.extend(hash.finish().to_le_bytes());
-        std::fs::write(&path, old).unwrap();
+        write_header(&v3);
         let c = read_checkpoint(&path, (0, 1), 42).unwrap();
         assert_eq!((&c.state, c.engine.clock), (&s, refit.clock));
         assert!(c.engine.topology.is_none());
