@@ -543,12 +543,14 @@ impl Backend for GpuBackend {
             Exchange::Mpi => return Ok(staged("--exchange mpi")),
             Exchange::Nccl => DeviceExchange::start(&self.ctx, comm)?,
             Exchange::Ipc => DeviceExchange::start_ipc(&self.ctx, comm)?,
-            Exchange::Auto => match DeviceExchange::start(&self.ctx, comm) {
+            // On one host CUDA IPC, ready at once (NCCL takes a second or two to connect, while
+            // the LETs go through the host); across hosts NCCL.
+            Exchange::Auto => match DeviceExchange::start_ipc(&self.ctx, comm) {
                 Ok(connecting) => connecting,
-                Err(nccl) => match DeviceExchange::start_ipc(&self.ctx, comm) {
+                Err(ipc) => match DeviceExchange::start(&self.ctx, comm) {
                     Ok(connecting) => connecting,
-                    Err(ipc) if ipc.message == nccl.message => return Ok(staged(&nccl.message)),
-                    Err(ipc) => return Ok(staged(&format!("{}; {}", nccl.message, ipc.message))),
+                    Err(nccl) if nccl.message == ipc.message => return Ok(staged(&ipc.message)),
+                    Err(nccl) => return Ok(staged(&format!("{}; {}", ipc.message, nccl.message))),
                 },
             },
         };

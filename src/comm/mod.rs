@@ -96,8 +96,8 @@ pub trait Comm: Send + Sync {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Exchange {
-    /// NCCL where every rank can open it (its own GPU, the library found), else CUDA IPC
-    /// where every rank is on one host, else MPI.
+    /// CUDA IPC where every rank is on one host, else NCCL where every rank can open it (its
+    /// own GPU, the library found), else MPI.
     Auto,
     /// Device to device through NCCL ([`nccl::DeviceComm`]); an error where it cannot be had.
     Nccl,

@@ -181,8 +181,8 @@ pub struct ForceParams {
     #[arg(long, default_value_t = ForceParams::default().lets)]
     #[serde(deserialize_with = "by_name")]
     pub lets: LetWalk,
-    /// Multi-rank, GPU backend: how the LETs go from GPU to GPU: auto (NCCL where every rank
-    /// can open it, else CUDA IPC where the ranks share one host, else MPI), nccl (device to
+    /// Multi-rank, GPU backend: how the LETs go from GPU to GPU: auto (CUDA IPC where the
+    /// ranks share one host, else NCCL where every rank can open it, else MPI), nccl (device to
     /// device; an error where NCCL cannot be had), ipc (device to device between the ranks of
     /// one host, ranks sharing a GPU too; an error elsewhere), mpi (staged through host memory).
     #[arg(long, default_value_t = ForceParams::default().exchange)]
