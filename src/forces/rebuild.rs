@@ -11,10 +11,10 @@
 //!   (on several ranks in open boundaries a rebuild also sends the strays home, which counts as
 //!   rebuild cost). Walk times are compared per walked particle against evaluations that walk
 //!   about as many ([`walk_class`]: block steps walk from a few particles to all, and a GPU
-//!   walks a few at a far higher cost per particle than all of them), the reference of each
-//!   class being its fastest rate of the interval: its first evaluation after the rebuild,
-//!   which no later one of its class is measured against before it (so the extra walk of the
-//!   acceleration criterion's first evaluation does not count as a slowdown either). A refit's
+//!   walks a few at a far higher cost per particle than all of them); each class's reference
+//!   is the fastest rate of its walks since the rebuild, the first of them measured against
+//!   nothing (so the extra walk of the acceleration criterion's first evaluation does not count
+//!   as a slowdown either). A refit's
 //!   slowdown (its rate over its class's reference, less 1) counts at the lower of its own and
 //!   the next measured refit's, of any class (the last refit's, until the next comes, at the lower
 //!   of its own and the one before's; the first after a rebuild at its own): a refitted tree
@@ -116,7 +116,7 @@ pub const PROBE_SHARE: f64 = 0.001;
 /// The classes of walked particles whose walks `auto` compares ([`walk_class`]).
 pub const WALK_CLASSES: usize = 32;
 
-/// The class of an evaluation that walks `walked` particles: ⌊log₄ walked⌋ (0 for none), so that
+/// The class of an evaluation that walks `walked` particles: ⌊log₄ walked⌋ (0 for fewer than 4), so that
 /// `auto` measures a refit's walk against evaluations that walk within a factor of 4 as many.
 pub fn walk_class(walked: u64) -> usize {
     (walked.max(1).ilog2() / 2) as usize
@@ -253,9 +253,9 @@ impl RebuildClock {
                     // What the refits lost against rebuilding each time (at this rebuild's
                     // cost: the first build of a run is slower than the others, it warms the
                     // device up); where they lost, the evaluations that keep such losses under
-                    // PROBE_SHARE of the force time.
-                    // A loss that rests on the last refit's walk alone, which no later walk
-                    // confirmed (a spike of the timings, perhaps), sets the shortest back-off.
+                    // PROBE_SHARE of the force time, or, where the loss rests on the last
+                    // refit's walk alone, which no later walk confirmed (a spike of the
+                    // timings, perhaps), the shortest back-off.
                     let lost = self.excess - (n - 1) as f64 * (rebuild - self.refit_cost);
                     if lost > 0.0 {
                         let share = match self.excess > self.provisional {
@@ -523,8 +523,8 @@ mod tests {
     #[test]
     fn auto_refits_only_where_its_probe_predicts_that_refits_pay() {
         // A refitted walk 5 % slower loses 0.05 s against the 0.4 s a refit saves: refit, and
-        // GOTHIC's rule rebuilds once the refits' excess walk exceeds 0.4 s (after 8 of them,
-        // the first counted once the second confirms it).
+        // GOTHIC's rule rebuilds once the refits' excess walk reaches 0.4 s (after 8 of them,
+        // each counted at once).
         let (c, pattern) = auto_pattern(probe(1.05, 0.02), 1.05);
         assert_eq!(pattern, "BprrrrrrrrBrrrrr");
         assert!(c.trusted);

@@ -10,9 +10,9 @@
 //! - magic `HINOKICK` (8 bytes), header length `h` (u64);
 //! - the header, `h` bytes of JSON: format version, sequence number, step, tick, time, config
 //!   hash, rank, size, particle counts, force evaluations, the diagnostics baseline and the last
-//!   diagnostics, the tree-rebuild clock (`since_rebuild`, `rebuild_clock`, `walk_references`,
-//!   `backoff`, `refits_trusted`, `last_refit`), the number of cells of the saved tree (`tree_cells`, 0:
-//!   none), its frame's key cube (`tree_grid`), centre
+//!   diagnostics, the tree-rebuild clock (`since_rebuild`, `rebuild_clock`,
+//!   `walk_references`, `backoff`, `refits_trusted`, `last_refit`), the number of cells of the
+//!   saved tree (`tree_cells`, 0: none), its frame's key cube (`tree_grid`), centre
 //!   (`tree_centre`) and whether it is a periodic box (`tree_periodic`), the last domain
 //!   decomposition's key cube (`domain_grid`) and splitters (`domain_splitters`, empty: none),
 //!   and the byte length of every array;
@@ -36,7 +36,7 @@ use crate::comm::Comm;
 use crate::diag::conservation::Conserved;
 use crate::domain::Domains;
 use crate::error::{Error, Result};
-use crate::forces::rebuild::{walk_class, RebuildClock, TreeTopology};
+use crate::forces::rebuild::{walk_class, RebuildClock, TreeTopology, WALK_CLASSES};
 use crate::forces::EngineState;
 use crate::integrate::IntegratorState;
 use crate::io::config::IcsConfig;
@@ -290,8 +290,9 @@ pub fn write_checkpoint(
 }
 
 /// The rebuild clock a header holds; a version 3 to 5 header's single reference rate is that of
-/// the class of its last walk ([`RebuildClock::references`]).
-fn rebuild_clock(header: &Header) -> RebuildClock {
+/// the class of its last walk ([`RebuildClock::references`]). Fails where a version 6 header
+/// holds another number of classes than [`WALK_CLASSES`].
+fn rebuild_clock(header: &Header) -> std::result::Result<RebuildClock, String> {
     let mut c = RebuildClock {
         since_rebuild: header.since_rebuild,
         skip: header.backoff[0],
@@ -317,6 +318,13 @@ fn rebuild_clock(header: &Header) -> RebuildClock {
             header.rebuild_clock.map(f64::from_bits);
         (c.excess, c.provisional) = (excess, provisional);
         (c.rebuild_cost, c.refit_cost) = (rebuild_cost, refit_cost);
+        if header.walk_references.len() != WALK_CLASSES {
+            return Err(format!(
+                "corrupt: {} classes of walked particles in the rebuild clock where this hinoki \
+                 has {WALK_CLASSES}",
+                header.walk_references.len()
+            ));
+        }
         for (r, &bits) in c.references.iter_mut().zip(&header.walk_references) {
             *r = f64::from_bits(bits);
         }
@@ -325,7 +333,7 @@ fn rebuild_clock(header: &Header) -> RebuildClock {
             f64::from_bits(header.last_refit[1]),
         );
     }
-    c
+    Ok(c)
 }
 
 /// The domains a header saved: `None` without splitters (one rank, or no decomposition yet).
@@ -468,7 +476,7 @@ pub fn read_checkpoint(
     }
     let topology = topology.filter(|_| header.version != UNFRAMED_VERSION);
     let engine = EngineState {
-        clock: rebuild_clock(&header),
+        clock: rebuild_clock(&header).map_err(bad)?,
         topology,
         domains: domains_of(&header),
     };
@@ -659,6 +667,23 @@ mod tests {
         let data = std::fs::read(&path).unwrap();
         let h_len = u64::from_le_bytes(data[8..16].try_into().unwrap()) as usize;
         let mut header: serde_json::Value = serde_json::from_slice(&data[16..16 + h_len]).unwrap();
+        let write_header = |h: &serde_json::Value| {
+            let json = serde_json::to_vec(h).unwrap();
+            let mut old = MAGIC.to_vec();
+            old.extend((json.len() as u64).to_le_bytes());
+            old.extend(&json);
+            old.extend(&data[16 + h_len..data.len() - 8]);
+            let mut hash = Xxh64::new();
+            hash.update(&old);
+            old.extend(hash.finish().to_le_bytes());
+            std::fs::write(&path, old).unwrap();
+        };
+        // A clock of another number of classes is refused.
+        let mut short = header.clone();
+        short["walk_references"].as_array_mut().unwrap().pop();
+        write_header(&short);
+        let e = read_checkpoint(&path, (0, 1), 42).unwrap_err();
+        assert!(e.message.contains("classes of walked particles"), "{e}");
         // The rebuild clock as versions 3 to 5 wrote it: one reference rate, that of the 500
         // particles walked at the rebuild.
         let o = header.as_object_mut().unwrap();
@@ -677,17 +702,6 @@ mod tests {
             "last_walk".into(),
             serde_json::json!([reference.to_bits(), 0, 500]),
         );
-        let write_header = |h: &serde_json::Value| {
-            let json = serde_json::to_vec(h).unwrap();
-            let mut old = MAGIC.to_vec();
-            old.extend((json.len() as u64).to_le_bytes());
-            old.extend(&json);
-            old.extend(&data[16 + h_len..data.len() - 8]);
-            let mut hash = Xxh64::new();
-            hash.update(&old);
-            old.extend(hash.finish().to_le_bytes());
-            std::fs::write(&path, old).unwrap();
-        };
         // Version 5: the same clock and tree.
         header["version"] = ONE_REFERENCE_VERSION.into();
         write_header(&header);
