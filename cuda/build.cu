@@ -239,6 +239,42 @@ __device__ unsigned tiles_before_by_look_back(u64 *tiles, unsigned tile)
     }
 }
 
+// Called by the first warp: publishes `tile`'s own `total` in `tiles`, reads the sum of the
+// tiles before it back (tiles_before_by_look_back), publishes its inclusive prefix, and returns
+// that sum (0 for the first tile).
+__device__ unsigned publish_tile_prefix(u64 *tiles, unsigned tile, unsigned total)
+{
+    unsigned before = 0;
+    if (tile > 0) {
+        if (threadIdx.x == 0) atomicExch(&tiles[tile], (TILE_TOTAL << 32) | total);
+        before = tiles_before_by_look_back(tiles, tile);
+    }
+    if (threadIdx.x == 0) atomicExch(&tiles[tile], (TILE_PREFIX << 32) | (before + total));
+    return before;
+}
+
+// Called by every thread of a block once its tile is done: counts the tile in `*done`, and the
+// block of the last of `ntiles` tiles (every look-back over by then) zeroes the first `ntiles`
+// states of each of `arrays` state arrays `stride` words apart and the count, so that the next
+// launch finds them zero.
+__device__ void clear_states_after_last_tile(
+    u64 *states, unsigned arrays, unsigned stride, unsigned ntiles, unsigned *done)
+{
+    __shared__ unsigned last_done;
+    if (threadIdx.x == 0) {
+        __threadfence();
+        last_done = atomicAdd(done, 1u) == ntiles - 1;
+    }
+    __syncthreads();
+    if (last_done) {
+        for (unsigned k = 0; k < arrays; k++)
+            for (unsigned t = threadIdx.x; t < ntiles; t += BUILD_BLOCK)
+                states[k * stride + t] = 0ull;
+        if (threadIdx.x == 0) atomicExch(done, 0u);
+    }
+    __syncthreads();
+}
+
 // The arguments of scan_chained.
 struct RUST_TWIN ScanArgs {
     // The counts to scan in place.
@@ -259,7 +295,7 @@ struct RUST_TWIN ScanArgs {
 // In-place exclusive scan of data[0..m) (see above); *out = the scanned data[word].
 extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) scan_chained(const ScanArgs a)
 {
-    __shared__ unsigned tile_taken, tiles_before, last_done;
+    __shared__ unsigned tile_taken, tiles_before;
     const unsigned ntiles = gridDim.x;
     if (threadIdx.x == 0) {
         tile_taken = atomicAdd(&a.counters[0], 1u);
@@ -277,15 +313,8 @@ extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) scan_chained(const Sca
     unsigned total;
     unsigned run = block_exclusive_scan(sum, &total);
     if (threadIdx.x < 32) {
-        unsigned before = 0;
-        if (tile > 0) {
-            if (threadIdx.x == 0) atomicExch(&a.tiles[tile], (TILE_TOTAL << 32) | total);
-            before = tiles_before_by_look_back(a.tiles, tile);
-        }
-        if (threadIdx.x == 0) {
-            atomicExch(&a.tiles[tile], (TILE_PREFIX << 32) | (before + total));
-            tiles_before = before;
-        }
+        const unsigned before = publish_tile_prefix(a.tiles, tile, total);
+        if (threadIdx.x == 0) tiles_before = before;
     }
     __syncthreads();
     run += tiles_before;
@@ -294,16 +323,8 @@ extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) scan_chained(const Sca
         if (base + k == a.word) *a.out = run;
         run += v[k];
     }
-    // The last block done (every look-back is over) clears the states for the next launch.
-    if (threadIdx.x == 0) {
-        __threadfence();
-        last_done = atomicAdd(&a.counters[1], 1u) == ntiles - 1;
-    }
-    __syncthreads();
-    if (last_done) {
-        for (unsigned t = threadIdx.x; t < ntiles; t += BUILD_BLOCK) a.tiles[t] = 0ull;
-        if (threadIdx.x == 0) atomicExch(&a.counters[1], 0u);
-    }
+    // The last block done clears the states for the next launch.
+    clear_states_after_last_tile(a.tiles, 1, 0, ntiles, &a.counters[1]);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -751,7 +772,7 @@ struct RUST_TWIN SplitLevelArgs {
 extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) split_level(const SplitLevelArgs a)
 {
     __shared__ unsigned octant_count[SPLIT_TILE];
-    __shared__ unsigned tile_taken, cells_before, splits_before, last_done;
+    __shared__ unsigned tile_taken, cells_before, splits_before;
     unsigned *const start = a.record, *const nsplit = a.record + LEVEL_SLOTS;
     unsigned *const inner = a.record + 2 * LEVEL_SLOTS;
     unsigned *const short_of = a.record + 3 * LEVEL_SLOTS;
@@ -800,20 +821,11 @@ extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) split_level(const Spli
         unsigned slot = block_exclusive_scan(n > 0 ? 1u : 0u, &cells_total);
         unsigned split_slot = block_exclusive_scan(splits ? 1u : 0u, &splits_total);
         if (threadIdx.x < 32) {
-            unsigned before[2] = {0, 0};
-            if (tile > 0) {
-                if (threadIdx.x == 0) {
-                    atomicExch(&cell_states[tile], (TILE_TOTAL << 32) | cells_total);
-                    atomicExch(&split_states[tile], (TILE_TOTAL << 32) | splits_total);
-                }
-                before[0] = tiles_before_by_look_back(cell_states, tile);
-                before[1] = tiles_before_by_look_back(split_states, tile);
-            }
+            const unsigned cells = publish_tile_prefix(cell_states, tile, cells_total);
+            const unsigned splits_so_far = publish_tile_prefix(split_states, tile, splits_total);
             if (threadIdx.x == 0) {
-                atomicExch(&cell_states[tile], (TILE_PREFIX << 32) | (before[0] + cells_total));
-                atomicExch(&split_states[tile], (TILE_PREFIX << 32) | (before[1] + splits_total));
-                cells_before = before[0];
-                splits_before = before[1];
+                cells_before = cells;
+                splits_before = splits_so_far;
             }
         }
         __syncthreads();
@@ -852,20 +864,8 @@ extern "C" __global__ void __launch_bounds__(BUILD_BLOCK) split_level(const Spli
                 inner[level + 1] = inner_base + next_splits;
             }
         }
-        // The last tile done (every look-back is over) clears the states for the next launch.
-        if (threadIdx.x == 0) {
-            __threadfence();
-            last_done = atomicAdd(&a.counters[1], 1u) == ntiles - 1;
-        }
-        __syncthreads();
-        if (last_done) {
-            for (unsigned t = threadIdx.x; t < ntiles; t += BUILD_BLOCK) {
-                cell_states[t] = 0ull;
-                split_states[t] = 0ull;
-            }
-            if (threadIdx.x == 0) atomicExch(&a.counters[1], 0u);
-        }
-        __syncthreads();
+        // The last tile done clears both arrays' states for the next launch.
+        clear_states_after_last_tile(a.tile_states, 2, a.tiles, ntiles, &a.counters[1]);
     }
 }
 

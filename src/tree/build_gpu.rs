@@ -872,7 +872,7 @@ impl<R: KernelRunner> TreeBuilder<R> {
                 let bound = 1usize
                     .checked_shl(3 * level as u32)
                     .map_or(scap, |b| b.min(scap));
-                let grid = (8 * bound).div_ceil(SPLIT_TILE).clamp(1, SPLIT_GRID) as u32;
+                let grid = split_tiles(bound).min(SPLIT_GRID) as u32;
                 // SAFETY: as above.
                 unsafe {
                     s.launch(
