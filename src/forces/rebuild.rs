@@ -8,26 +8,27 @@
 //!   walks more slowly as its cells grow, so after a rebuild the walk time of every refitted
 //!   evaluation is compared with the walk at the rebuild, and the tree is rebuilt once the
 //!   accumulated excess Σ (t_walk − t_walk,rebuild) exceeds what a rebuild costs more than a refit
-//!   (on several ranks in open boundaries a rebuild also sends the strays home, which counts as
-//!   rebuild cost). Walk times are compared per walked particle against evaluations that walk
-//!   about as many ([`walk_class`]: block steps walk from a few particles to all, and a GPU
-//!   walks a few at a far higher cost per particle than all of them); each class's reference
-//!   is the fastest rate of its walks since the rebuild, the first of them measured against
-//!   nothing (so the extra walk of the acceleration criterion's first evaluation does not count
-//!   as a slowdown either). A refit's
+//!   (on several ranks in open boundaries a rebuild also sends home the strays of the
+//!   evaluations since the last one, a cost that counts spread over those evaluations:
+//!   rebuilding at each would have sent the same strays in as many parts). Walk times are
+//!   compared per walked particle against evaluations that walk about as many ([`walk_class`]:
+//!   block steps walk from a few particles to all, and a GPU walks a few at a far higher cost
+//!   per particle than all of them) on a rebuilt tree: each class's reference is its rate at
+//!   the last rebuild that walked as many, of this interval or an earlier one (in block steps
+//!   the rebuilds may fall on one class of steps for long), lowered by any faster walk since;
+//!   a refit of a class that no rebuilt tree has walked yet measures nothing. A refit's
 //!   slowdown (its rate over its class's reference, less 1) counts at the lower of its own and
-//!   the next measured refit's, of any class (the last refit's, until the next comes, at the lower
-//!   of its own and the one before's; the first after a rebuild at its own): a refitted tree
-//!   only grows, so a real slowdown lasts, while a spike of the timings (one slow evaluation:
-//!   another process, a late message) does not count. An interval whose refits lost more walk
-//!   time than the rebuilds they saved (their excess, against a
-//!   rebuild's extra cost per refit) shows that refits do not pay here
-//!   (particles that cross their cells in a step or two, or a rebuild that is cheap against the
-//!   walk, as on CPUs); probing every other evaluation would then cost more than rebuilding every
-//!   time, so such an interval, like a lost probe, is followed by plain rebuilds before the next
-//!   refit is tried: 1, 2, 4, … of them, and at least as many as keep the losses under
-//!   [`PROBE_SHARE`] of the force time, up to [`MAX_BACKOFF`]; an interval whose refits paid
-//!   resets the back-off.
+//!   the next measured refit's, of any class (the last refit's, until the next comes, at the
+//!   lower of its own and the one before's; the first after a rebuild at its own): a refitted
+//!   tree only grows, so a real slowdown lasts, while a spike of the timings (one slow
+//!   evaluation: another process, a late message) does not count. An interval whose refits
+//!   lost more walk time than the rebuilds they saved (their excess, against a rebuild's extra
+//!   cost per refit) shows that refits do not pay here (particles that cross their cells in a
+//!   step or two, or a rebuild that is cheap against the walk, as on CPUs); probing every
+//!   other evaluation would then cost more than rebuilding every time, so such an interval,
+//!   like a lost probe, is followed by plain rebuilds before the next refit is tried: 1, 2, 4,
+//!   … of them, and at least as many as keep the losses under [`PROBE_SHARE`] of the force
+//!   time, up to [`MAX_BACKOFF`]; an interval whose refits paid resets the back-off.
 //!
 //! A probe does not refit for real: where GOTHIC's rule would try the first refit of an
 //! interval whose refits have not yet paid, the evaluation rebuilds, and before it walks one
@@ -157,8 +158,8 @@ impl Probe {
 pub struct RebuildClock {
     /// Force evaluations on the current tree, its rebuild included (0: no tree yet).
     pub since_rebuild: u64,
-    /// Auto: the fastest walk of the interval in each [`walk_class`], seconds per walked
-    /// particle (0: none yet).
+    /// Auto: each [`walk_class`]'s walk at the last rebuild that walked as many, or a faster
+    /// refit's since, seconds per walked particle (0: no rebuild walked as many yet).
     pub references: [f64; WALK_CLASSES],
     /// Auto: Σ slowdown · reference · walked particles over the measured refits, each refit's
     /// slowdown the lower of its own and the next measured refit's (the last refit's, the lower
@@ -172,7 +173,7 @@ pub struct RebuildClock {
     /// walked particles (s).
     pub last: (f64, f64),
     /// Auto: seconds of the last rebuild (phases sort, build, moments, and the strays sent
-    /// home before it).
+    /// home before it over the evaluations they strayed in).
     pub rebuild_cost: f64,
     /// Auto: seconds a refit took, the mean over the last interval's refits (phase refit; 0
     /// before the first).
@@ -270,7 +271,6 @@ impl RebuildClock {
                 }
             }
             self.since_rebuild = 1;
-            self.references = [0.0; WALK_CLASSES];
             self.references[class] = rate;
             (self.excess, self.provisional) = (0.0, 0.0);
             self.last = (f64::INFINITY, 0.0);
@@ -278,18 +278,21 @@ impl RebuildClock {
         } else {
             self.since_rebuild += 1;
             self.refit_cost += (refit - self.refit_cost) / (self.since_rebuild - 1) as f64;
+            let (last_slowdown, last_weight) = self.last;
             let reference = &mut self.references[class];
             if *reference == 0.0 {
-                // The first of its class: its reference, measured against nothing.
-                *reference = rate;
-                return;
+                // No rebuilt tree has walked as many yet: slowed down as much as the last
+                // measured refit (its reference inferred so), or, before one, unmeasured.
+                if !last_slowdown.is_finite() {
+                    return;
+                }
+                *reference = rate / (1.0 + last_slowdown);
             }
             *reference = reference.min(rate);
             let slowdown = rate / *reference - 1.0;
             let weight = *reference * walked as f64;
             // The slowdown that both this refit and the measured one before it reached: the
             // last one's, now confirmed (or not) by this one, and this one's until the next.
-            let (last_slowdown, last_weight) = self.last;
             let lasting = slowdown.min(last_slowdown);
             if last_slowdown.is_finite() {
                 self.excess += lasting * last_weight - self.provisional;
@@ -368,8 +371,8 @@ impl Schedule {
         self.clock.probe_due(self.policy)
     }
 
-    /// Records an evaluation (a rebuild when `rebuilt`, after `strays` seconds of sending the
-    /// strays home) that took `times`, walked `walked` targets on this rank and measured
+    /// Records an evaluation (a rebuild when `rebuilt`, after `strays` seconds of sending home
+    /// the strays of the evaluations since the last rebuild) that took `times`, walked `walked` targets on this rank and measured
     /// `probe` there (`None` where it did not probe, e.g. for want of a tree to refit).
     /// Collective for `auto` on several ranks (one gather: the times' maxima over the ranks,
     /// the targets' sums).
@@ -385,7 +388,10 @@ impl Schedule {
         let p = probe.unwrap_or_default();
         let mut t = [
             times.get("walk") + times.get("walk_let"),
-            times.get("sort") + times.get("build") + times.get("moments") + strays,
+            times.get("sort")
+                + times.get("build")
+                + times.get("moments")
+                + strays / self.clock.since_rebuild.max(1) as f64,
             times.get("refit"),
             p.refit,
             p.refit_walk.0,
@@ -512,12 +518,17 @@ mod tests {
         // refit again.
         c.record(true, (1.0, 100), 0.5, 0.0, None);
         assert!(!c.due(Rebuild::Auto));
-        // Per walked particle: half the targets in half the time is no slowdown.
-        c.record(false, (0.5, 50), 0.0, 0.1, None);
+        // Per walked particle: fewer targets (of the class) in as much less time is no
+        // slowdown.
+        c.record(false, (0.64, 64), 0.0, 0.1, None);
         assert_eq!(c.excess, 0.0);
         // A faster walk lowers the reference.
-        c.record(false, (0.4, 50), 0.0, 0.1, None);
-        assert!((c.references[walk_class(50)] - 0.008).abs() < 1e-15);
+        c.record(false, (0.512, 64), 0.0, 0.1, None);
+        assert!((c.references[walk_class(64)] - 0.008).abs() < 1e-15);
+        // A class that no rebuilt tree walked yet is taken to have slowed down as much as the
+        // last measured refit (here: not at all), its reference inferred so.
+        c.record(false, (50.0, 10), 0.0, 0.1, None);
+        assert_eq!((c.excess, c.references[walk_class(10)]), (0.0, 5.0));
     }
 
     #[test]
@@ -616,6 +627,71 @@ mod tests {
         // The interval paid (1 s lost against 7 × 0.4 s saved), so no back-off.
         c.record(true, (1.0, 100), 0.5, 0.0, None);
         assert_eq!((c.skip, c.backoff, c.trusted), (0, 0, true));
+    }
+
+    /// The disk galaxy of 2^23 particles in block steps on one H200 (docs/performance.md, "Four
+    /// H200s again"): the first evaluation walks all particles, then each step of 0.04 walks
+    /// 78,556, 390,667, 78,616 and all. A rebuilt tree walks them in 1.35, 4.4, 1.35 and 57.7
+    /// ms; a tree refitted `k` steps after its rebuild walks the small steps (1 + 1.5 k) and
+    /// the middle ones (1 + k) times as long, all particles (1 + 0.07 k) times (measured: 3.6×
+    /// at 2 steps, 7.5× at 4; 1.34× at 1, 6.2× at 5; 1.21× at 3). A rebuild costs 5.8 ms, a
+    /// refit 2.2 ms, a probe 7.3 ms. Returns the pattern of `policy` (B rebuild, p probe, r
+    /// refit) and its force time (s).
+    fn disk_block_steps(policy: Rebuild) -> (String, f64) {
+        let fresh = |walked: u64| match walked {
+            8_388_608 => 57.7e-3,
+            390_667 => 4.4e-3,
+            _ => 1.35e-3,
+        };
+        let per_step = |walked: u64| match walked {
+            8_388_608 => 0.07,
+            390_667 => 1.0,
+            _ => 1.5,
+        };
+        let mut c = RebuildClock::default();
+        let (mut pattern, mut time, mut age) = (String::new(), 0.0, 0);
+        let steps = [78_556, 390_667, 78_616, 8_388_608];
+        for walked in std::iter::once(8_388_608).chain(steps.into_iter().cycle().take(16)) {
+            let (due, probing) = (c.due(policy), c.probe_due(policy));
+            age = if due { 0 } else { age + 1 };
+            let walk = fresh(walked) * (1.0 + per_step(walked) * age as f64);
+            let (rebuild, refit) = if due { (5.8e-3, 0.0) } else { (0.0, 2.2e-3) };
+            // The probe samples every particle's groups: slowed as all particles are.
+            let probe = probing.then(|| Probe {
+                refit: 2.2e-3,
+                refit_walk: (fresh(8_388_608) * (1.0 + per_step(8_388_608)), 8_388_608),
+                fresh_walk: (fresh(8_388_608), 8_388_608),
+                cost: 7.3e-3,
+            });
+            pattern.push(match (due, probing) {
+                (true, true) => 'p',
+                (true, false) => 'B',
+                _ => 'r',
+            });
+            time += walk + rebuild + refit + probe.map_or(0.0, |p| p.cost);
+            c.record(due, (walk, walked), rebuild, refit, probe);
+        }
+        (pattern, time)
+    }
+
+    #[test]
+    fn refits_of_block_steps_are_measured_against_rebuilt_trees() {
+        // A refit is measured against the last rebuilt tree that walked as many particles, of
+        // this interval or an earlier one, or, where none has, taken to have slowed down as the
+        // refit before it. The probe (of all particles' groups) predicts a gain; the second
+        // small step's refit loses 4 ms, the next interval's two refits 2 and 3.4 ms against
+        // the 3.6 ms a rebuild costs more, and `auto` rebuilds from then on, within 3 % of
+        // rebuilding every step. (Against the first walk of each class of the interval as
+        // reference, it measured neither the middle steps' refits nor the full steps', and
+        // refitted 11 of the 16 steps, 6 % slower than rebuilding every step.)
+        let (every, every_time) = disk_block_steps(Rebuild::default());
+        let (auto, auto_time) = disk_block_steps(Rebuild::Auto);
+        assert_eq!(every, "B".repeat(17));
+        assert_eq!(auto, "BprrBrrBBBBBBBBBB");
+        assert!(
+            auto_time < 1.03 * every_time,
+            "{auto}: {auto_time} s against {every_time} s"
+        );
     }
 
     #[test]
