@@ -71,6 +71,8 @@ pub struct ForceEngine {
     ids: Option<u64>,
     /// LET traffic of the last evaluation.
     let_stats: LetStats,
+    /// The strays the last evaluation sent home after its probe (all ranks).
+    probe_strays: u64,
     /// The float32 frame's warnings (see [`resolution`]: its resolution, crowded deepest
     /// cells) have been given.
     warned: [bool; 2],
@@ -142,6 +144,7 @@ impl ForceEngine {
             has_tree: false,
             ids: None,
             let_stats: LetStats::default(),
+            probe_strays: 0,
             warned: [false; 2],
             exchange: None,
             domains: None,
@@ -230,7 +233,8 @@ impl ForceEngine {
     /// walks the other rank's particles around it one by one: a long tail of the forest walk).
     /// Only before an evaluation that rebuilds the trees (between rebuilds the particles
     /// stay) without probing (`rebuild = "auto"`'s probe refits a sample of the last tree,
-    /// which needs its particles where they are: the strays go home at the next rebuild), and
+    /// which needs its particles where they are: the strays go home in that evaluation, after
+    /// the probe's sample and before the rebuild), and
     /// only in open boundaries: a periodic box's trees are not built in the domains' cube, and
     /// there sending strays home measured slower than leaving them (docs/performance.md,
     /// "Strays sent home"). Collective: one sum over the ranks, and a migration where any rank
@@ -246,14 +250,10 @@ impl ForceEngine {
             return Ok(0);
         };
         let t0 = Instant::now();
-        let mut strays = [self.backend.strays(d, comm.rank())?];
-        comm.allreduce_sum_u64(&mut strays);
-        if strays[0] > 0 {
-            self.backend.migrate(comm, &d.splitters)?;
-            self.has_tree = false;
-        }
+        let strays = pipeline::send_strays_home(self.backend.as_mut(), comm, d)?;
+        self.has_tree &= strays == 0;
         self.strays_seconds = t0.elapsed().as_secs_f64();
-        Ok(strays[0])
+        Ok(strays)
     }
 
     /// What a checkpoint must save of this engine to continue bit for bit (tree topology,
@@ -360,6 +360,12 @@ impl ForceEngine {
     /// LET traffic of this rank in the last evaluation (zero on one rank).
     pub fn let_stats(&self) -> LetStats {
         self.let_stats
+    }
+
+    /// The particles of the job that the last evaluation sent home after `rebuild = "auto"`'s
+    /// probe, for which they had stayed ([`ForceEngine::send_strays_home`]; 0 without a probe).
+    pub fn strays_after_probe(&self) -> u64 {
+        self.probe_strays
     }
 
     /// Fails, before anything is allocated, where `n` particles on this rank (with velocities
@@ -705,12 +711,18 @@ impl ForceEngine {
                 let due = self.schedule.due();
                 let rebuild = due || !self.has_tree;
                 let probe = self.schedule.probe_due() && self.has_tree;
-                let cube = open_domains(&self.domains, &self.params).map(|d| d.grid);
+                let domains = open_domains(&self.domains, &self.params);
+                let cube = domains.map(|d| d.grid);
+                let strays_stayed = domains.filter(|_| self.schedule.probe_due());
                 let e = pipeline::tree_forces(
                     self.backend.as_mut(),
                     comm,
                     params,
-                    pipeline::Trees { rebuild, probe },
+                    pipeline::Trees {
+                        rebuild,
+                        probe,
+                        strays_stayed,
+                    },
                     amag,
                     active,
                     keep,
@@ -718,10 +730,11 @@ impl ForceEngine {
                     &mut times,
                 )?;
                 self.has_tree = true;
-                let strays = std::mem::take(&mut self.strays_seconds);
+                let strays = std::mem::take(&mut self.strays_seconds) + times.get("domain");
                 self.schedule
                     .record(comm, due, &times, strays, e.walked, e.probe);
                 self.let_stats = e.stats;
+                self.probe_strays = e.strays;
                 self.job_bounds = e.bounds;
                 // Each said once per engine (its evaluations would repeat them every step).
                 let warnings = [e.resolution.as_ref().and_then(|r| r.warning()), e.crowding];

@@ -10,6 +10,7 @@ use super::ForceParams;
 use crate::backend::{Active, Backend, PreviousAcc, Source, TargetSpec};
 use crate::comm::Comm;
 use crate::diag::PhaseTimes;
+use crate::domain::Domains;
 use crate::error::{Error, Result};
 use crate::hash::{mix, GOLDEN};
 use crate::lets::{gather_regions, Incoming, LetShape, LetStats, LetWalk, Outgoing};
@@ -39,6 +40,8 @@ pub(super) struct Evaluation {
     pub crowding: Option<String>,
     /// What the probe of `rebuild = "auto"` measured on this rank, where it probed.
     pub probe: Option<Probe>,
+    /// The strays that stayed for the probe and went home after it (all ranks).
+    pub strays: u64,
     /// The bounding box of every rank's particles (length units), where the ranks agreed on
     /// it (several ranks, or a rebuild).
     pub bounds: Option<Bounds>,
@@ -49,17 +52,37 @@ pub(super) type Bounds = (DVec3, DVec3);
 
 /// What an evaluation does with its trees.
 #[derive(Clone, Copy, Debug)]
-pub(super) struct Trees {
+pub(super) struct Trees<'a> {
     /// Rebuild the tree (else refit the last one).
     pub rebuild: bool,
     /// Before the rebuild, probe whether refits would pay ([`Probe`]); this rank's last tree
     /// holds its particles, in their order.
     pub probe: bool,
+    /// The domains whose strays stayed for the probe (the same on every rank): they go home
+    /// after the probe's sample of the last tree, before the rebuild.
+    pub strays_stayed: Option<&'a Domains>,
+}
+
+/// Sends the particles that have moved out of their rank's domain of `d` to the ranks that own
+/// them, the domains unchanged; returns how many moved (over all ranks). Collective: one sum,
+/// and a migration where any rank has strays.
+pub(super) fn send_strays_home(
+    backend: &mut dyn Backend,
+    comm: &dyn Comm,
+    d: &Domains,
+) -> Result<u64> {
+    let mut strays = [backend.strays(d, comm.rank())?];
+    comm.allreduce_sum_u64(&mut strays);
+    if strays[0] > 0 {
+        backend.migrate(comm, &d.splitters)?;
+    }
+    Ok(strays[0])
 }
 
 /// Forces on this rank's particles (those `backend` holds) from the particles of every rank of
 /// `comm`, by the tree walk: the tree rebuilt when `trees.rebuild` (probed first when
-/// `trees.probe`), else refitted; `amag` (the
+/// `trees.probe`, and the strays that stayed for the probe sent home after it), else
+/// refitted; `amag` (the
 /// previous accelerations, acceleration units) feeds the acceleration criterion, whose first
 /// evaluation without them walks first with the modified criterion; with `active` other than
 /// all, only the groups holding an active particle walk. The results come down in the
@@ -99,6 +122,12 @@ pub(super) fn tree_forces(
         false => None,
     };
     let mut probe_time = t0.elapsed().as_secs_f64();
+    let mut strays = 0;
+    if let Some(d) = trees.strays_stayed {
+        let t0 = Instant::now();
+        strays = send_strays_home(backend, comm, d)?;
+        times.add("domain", t0.elapsed().as_secs_f64());
+    }
     // The frame's cube and centre are the keys' (timed with them when the tree is rebuilt).
     let t0 = Instant::now();
     let (rebuild, frame, bounds) = agree(
@@ -194,6 +223,7 @@ pub(super) fn tree_forces(
         resolution,
         crowding,
         probe,
+        strays,
         bounds,
     })
 }

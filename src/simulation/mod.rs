@@ -843,7 +843,7 @@ impl<'a> Run<'a> {
             },
             load: agreed.load,
             work: Work {
-                strays,
+                strays: strays + engine.strays_after_probe(),
                 ..agreed.work
             },
             rebalanced: rebalance,
