@@ -16,19 +16,21 @@
 //!   per particle than all of them) on a rebuilt tree: each class's reference is its rate at
 //!   the last rebuild that walked as many, of this interval or an earlier one (in block steps
 //!   the rebuilds may fall on one class of steps for long), lowered by any faster walk since;
-//!   a refit of a class that no rebuilt tree has walked yet measures nothing. A refit's
-//!   slowdown (its rate over its class's reference, less 1) counts at the lower of its own and
-//!   the next measured refit's, of any class (the last refit's, until the next comes, at the
-//!   lower of its own and the one before's; the first after a rebuild at its own): a refitted
-//!   tree only grows, so a real slowdown lasts, while a spike of the timings (one slow
-//!   evaluation: another process, a late message) does not count. An interval whose refits
-//!   lost more walk time than the rebuilds they saved (their excess, against a rebuild's extra
-//!   cost per refit) shows that refits do not pay here (particles that cross their cells in a
-//!   step or two, or a rebuild that is cheap against the walk, as on CPUs); probing every
-//!   other evaluation would then cost more than rebuilding every time, so such an interval,
-//!   like a lost probe, is followed by plain rebuilds before the next refit is tried: 1, 2, 4,
-//!   … of them, and at least as many as keep the losses under [`PROBE_SHARE`] of the force
-//!   time, up to [`MAX_BACKOFF`]; an interval whose refits paid resets the back-off.
+//!   a class that no rebuilt tree has walked yet is taken to have slowed down as much as the
+//!   last measured refit (its reference inferred so), and measures nothing before one. A
+//!   refit's slowdown (its rate over its class's reference, less 1) counts at the lower of its
+//!   own and the next measured refit's, of any class (the last refit's, until the next comes,
+//!   at the lower of its own and the one before's; the first after a rebuild at its own): a
+//!   refitted tree only grows, so a real slowdown lasts, while a spike of the timings (one
+//!   slow evaluation: another process, a late message) does not count. An interval whose
+//!   refits lost more walk time than the rebuilds they saved (their excess, against a
+//!   rebuild's extra cost per refit) shows that refits do not pay here (particles that cross
+//!   their cells in a step or two, or a rebuild that is cheap against the walk, as on CPUs);
+//!   probing every other evaluation would then cost more than rebuilding every time, so such
+//!   an interval, like a lost probe, is followed by plain rebuilds before the next refit is
+//!   tried: 1, 2, 4, … of them, and at least as many as keep the losses under
+//!   [`PROBE_SHARE`] of the force time, up to [`MAX_BACKOFF`]; an interval whose refits paid
+//!   resets the back-off.
 //!
 //! A probe does not refit for real: where GOTHIC's rule would try the first refit of an
 //! interval whose refits have not yet paid, the evaluation rebuilds, and before it walks one
@@ -372,10 +374,10 @@ impl Schedule {
     }
 
     /// Records an evaluation (a rebuild when `rebuilt`, after `strays` seconds of sending home
-    /// the strays of the evaluations since the last rebuild) that took `times`, walked `walked` targets on this rank and measured
-    /// `probe` there (`None` where it did not probe, e.g. for want of a tree to refit).
-    /// Collective for `auto` on several ranks (one gather: the times' maxima over the ranks,
-    /// the targets' sums).
+    /// the strays of the evaluations since the last rebuild) that took `times`, walked
+    /// `walked` targets on this rank and measured `probe` there (`None` where it did not
+    /// probe, e.g. for want of a tree to refit). Collective for `auto` on several ranks (one
+    /// gather: the times' maxima over the ranks, the targets' sums).
     pub(super) fn record(
         &mut self,
         comm: &dyn Comm,
@@ -679,9 +681,9 @@ mod tests {
         // A refit is measured against the last rebuilt tree that walked as many particles, of
         // this interval or an earlier one, or, where none has, taken to have slowed down as the
         // refit before it. The probe (of all particles' groups) predicts a gain; the second
-        // small step's refit loses 4 ms, the next interval's two refits 2 and 3.4 ms against
-        // the 3.6 ms a rebuild costs more, and `auto` rebuilds from then on, within 3 % of
-        // rebuilding every step. (Against the first walk of each class of the interval as
+        // small step's refit loses 4 ms, the next interval's two refits 2 and 7.9 ms (the
+        // middle step's inferred from the small step's slowdown) against the 3.6 ms a rebuild
+        // costs more, and `auto` rebuilds from then on, within 3 % of rebuilding every step. (Against the first walk of each class of the interval as
         // reference, it measured neither the middle steps' refits nor the full steps', and
         // refitted 11 of the 16 steps, 6 % slower than rebuilding every step.)
         let (every, every_time) = disk_block_steps(Rebuild::default());
