@@ -710,10 +710,11 @@ impl ForceEngine {
                 // are not those of its tree rebuilds whatever it says.
                 let due = self.schedule.due();
                 let rebuild = due || !self.has_tree;
-                let probe = self.schedule.probe_due() && self.has_tree;
+                let probe_due = self.schedule.probe_due();
+                let probe = probe_due && self.has_tree;
                 let domains = open_domains(&self.domains, &self.params);
                 let cube = domains.map(|d| d.grid);
-                let strays_stayed = domains.filter(|_| self.schedule.probe_due());
+                let strays_stayed = domains.filter(|_| probe_due);
                 let e = pipeline::tree_forces(
                     self.backend.as_mut(),
                     comm,

@@ -464,6 +464,16 @@ mod tests {
         assert_eq!(pattern, [true, false, false, true, false, false, true]);
     }
 
+    /// An evaluation's letter in a pattern of decisions: B a rebuild, p a rebuild that probes,
+    /// r a refit.
+    fn letter(rebuilt: bool, probed: bool) -> char {
+        match (rebuilt, probed) {
+            (true, true) => 'p',
+            (true, false) => 'B',
+            _ => 'r',
+        }
+    }
+
     /// A probe of `auto` whose refitted sample walks `slower` times as long per target as the
     /// rebuilt one's, and which cost `cost` seconds (refit 0.1 s).
     fn probe(slower: f64, cost: f64) -> Probe {
@@ -484,11 +494,7 @@ mod tests {
         for _ in 0..16 {
             let (due, probing) = (c.due(Rebuild::Auto), c.probe_due(Rebuild::Auto));
             assert!(due || !probing);
-            pattern.push(match (due, probing) {
-                (true, true) => 'p',
-                (true, false) => 'B',
-                _ => 'r',
-            });
+            pattern.push(letter(due, probing));
             let walk = if due { 1.0 } else { refit_walk };
             c.record(due, (walk, 100), 0.5, 0.1, probing.then_some(p));
         }
@@ -665,11 +671,7 @@ mod tests {
                 fresh_walk: (fresh(8_388_608), 8_388_608),
                 cost: 7.3e-3,
             });
-            pattern.push(match (due, probing) {
-                (true, true) => 'p',
-                (true, false) => 'B',
-                _ => 'r',
-            });
+            pattern.push(letter(due, probing));
             time += walk + rebuild + refit + probe.map_or(0.0, |p| p.cost);
             c.record(due, (walk, walked), rebuild, refit, probe);
         }
