@@ -68,3 +68,32 @@ extern "C" __global__ void __launch_bounds__(256) mask_inactive(const MaskArgs a
         }
     }
 }
+
+struct RUST_TWIN AddArgs {
+    // The groups walked: first target, targets.
+    const uint2 *groups;
+    // Groups.
+    int n_groups;
+    // Results added (the forest's, walked alongside the local tree's).
+    Results from;
+    // Results they are added to (the local tree's), in the same walk order.
+    Results to;
+};
+
+// The forest's results added to the local walk's for the targets of the groups walked (a warp
+// a group): to + from, as a forest walked after the local tree adds its sums (`store_result`
+// in gravity.cuh), so the same bits.
+extern "C" __global__ void __launch_bounds__(256) add_results(const AddArgs a)
+{
+    const unsigned lane = threadIdx.x & 31u;
+    const int warps = (gridDim.x * blockDim.x) >> 5;
+    for (int g = (blockIdx.x * blockDim.x + threadIdx.x) >> 5; g < a.n_groups; g += warps) {
+        const uint2 r = a.groups[g];
+        for (unsigned k = r.x + lane; k < r.x + r.y; k += 32u) {
+            const float4 o = a.to.out[k], f = a.from.out[k];
+            a.to.out[k] = make_float4(o.x + f.x, o.y + f.y, o.z + f.z, o.w + f.w);
+            const uint2 c = a.to.counts[k], d = a.from.counts[k];
+            a.to.counts[k] = make_uint2(c.x + d.x, c.y + d.y);
+        }
+    }
+}

@@ -53,6 +53,12 @@ pub enum GpuMemory {
 /// this fits, `auto` keeps every array.
 pub const KEPT_BYTES_MOST: usize = 165;
 
+/// Device bytes per particle of a forest's walk alongside the local walk (its results in walk
+/// order: 16 bytes of acceleration and potential, 8 of interaction counts), which a plan that
+/// keeps every array takes only where they fit beside [`KEPT_BYTES_MOST`]
+/// ([`crate::walk::gpu::GpuWalk::set_alongside`]).
+pub const FOREST_ALONGSIDE_BYTES: usize = 24;
+
 /// [`KEPT_BYTES_MOST`] rounded down from the least measured (139.9 for a uniform cube of
 /// 2^24 − 1): fewer bytes than this surely cannot hold the particles with every array kept.
 pub const KEPT_BYTES_LEAST: usize = 139;

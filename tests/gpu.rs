@@ -394,11 +394,12 @@ fn cube_in_two_frames(seed: u64) -> (Particles, TreeParams, [(Frame, bool); 2]) 
 }
 
 /// A forest queued on the device behind the local walk still running (the host waits once,
-/// for both) gives the sums of the forest walked after the local walk has been waited for, bit
+/// for both), or walked alongside it into arrays of its own added at the end (the list
+/// kernel), gives the sums of the forest walked after the local walk has been waited for, bit
 /// for bit: with open boundaries and in a periodic box, whose pieces the forest takes from the
 /// local walk.
 #[test]
-fn gpu_forest_queued_behind_the_local_walk_adds_the_same_bits() {
+fn gpu_forest_queued_behind_or_alongside_the_local_walk_adds_the_same_bits() {
     use hinoki::walk::gpu::{DeviceOwn, TreeWalk};
     let Some((ctx, s, mut builder)) = stages_and_builder() else {
         return;
@@ -434,20 +435,24 @@ fn gpu_forest_queued_behind_the_local_walk_adds_the_same_bits() {
             g.walk(&mine, &wp, false, t).unwrap();
             g.walk(&forest, &wp, true, t).unwrap();
             let after = g.download(mine.n_targets).unwrap();
-            g.begin(&mine, &wp, t).unwrap();
-            g.walk_forest(&forest, &wp, t).unwrap();
-            g.end(t).unwrap();
-            let queued = g.download(mine.n_targets).unwrap();
-            let what = format!("{kernel}, periodic {is_periodic}");
             let bits = |o: &WalkOutput| -> Vec<[u32; 4]> {
                 o.acc_pot.iter().map(|a| a.map(f32::to_bits)).collect()
             };
-            assert!(bits(&after) == bits(&queued), "{what}: the sums differ");
-            assert_eq!(
-                (&after.p2p, &after.m2p),
-                (&queued.p2p, &queued.m2p),
-                "{what}"
-            );
+            for alongside in [false, true] {
+                g.set_alongside(alongside);
+                g.begin(&mine, &wp, t).unwrap();
+                g.walk_forest(&forest, &wp, t).unwrap();
+                g.end(t).unwrap();
+                let queued = g.download(mine.n_targets).unwrap();
+                let what = format!("{kernel}, periodic {is_periodic}, alongside {alongside}");
+                assert!(bits(&after) == bits(&queued), "{what}: the sums differ");
+                assert_eq!(
+                    (&after.p2p, &after.m2p),
+                    (&queued.p2p, &queued.m2p),
+                    "{what}"
+                );
+            }
+            let what = format!("{kernel}, periodic {is_periodic}");
             // Both trees were walked: every target saw cells or particles of the other half.
             let alone = {
                 g.walk(&mine, &wp, false, t).unwrap();

@@ -36,6 +36,7 @@
 #define unsort_results HINOKI_IN_LAYOUT(unsort_results)
 #define clear_results HINOKI_IN_LAYOUT(clear_results)
 #define mask_inactive HINOKI_IN_LAYOUT(mask_inactive)
+#define add_results HINOKI_IN_LAYOUT(add_results)
 
 // walk_vg and walk_list take n_targets without reading it, which g++ warns of under -Wextra.
 #pragma GCC diagnostic push
@@ -76,6 +77,7 @@ std::span<const Kernel> HINOKI_IN_LAYOUT(walk_kernels)()
         HINOKI_LAYOUT_ENTRY(unsort_results),
         HINOKI_LAYOUT_ENTRY(clear_results),
         HINOKI_LAYOUT_ENTRY(mask_inactive),
+        HINOKI_LAYOUT_ENTRY(add_results),
     };
     return table;
 }

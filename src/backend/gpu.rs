@@ -22,7 +22,7 @@ use crate::lets::union_gpu::{Forest, UnionArrays};
 use crate::lets::{Incoming, LetShape, Outgoing, Region};
 use crate::particles::Particles;
 use crate::particles_gpu::DeviceParticles;
-use crate::resources::GpuMemory;
+use crate::resources::{GpuMemory, FOREST_ALONGSIDE_BYTES, KEPT_BYTES_MOST, PAYLOAD_BYTES};
 use crate::sfc::frame::{centre_of, strided, CENTRE_SAMPLES};
 use crate::sfc::{Frame, GridBox, Order};
 use crate::tree::build_gpu::{DeviceTree, TreeBuilder};
@@ -134,7 +134,10 @@ impl GpuBackend {
     ) -> Result<Self> {
         layout.validate_for(kernel)?;
         let ctx = GpuContext::open(local_rank())?;
-        let walk = GpuWalk::new(&ctx, kernel, layout)?;
+        let mut walk = GpuWalk::new(&ctx, kernel, layout)?;
+        // Until a plan is made for a particle count (`ensure_room`): alongside where every
+        // array is kept.
+        walk.set_alongside(memory != GpuMemory::Release);
         let stages = Stages::new(ctx.stage_program()?);
         Ok(Self {
             builder: TreeBuilder::new(&stages)?,
@@ -255,6 +258,11 @@ impl Backend for GpuBackend {
         let plan = crate::resources::device_plan(self.memory, n, payload, room, total)
             .map_err(|e| Error::device(format!("{}: {e}", self.ctx.name)))?;
         self.release = plan == GpuMemory::Release;
+        // A forest walks alongside the local walk where its arrays fit too.
+        let held =
+            KEPT_BYTES_MOST + FOREST_ALONGSIDE_BYTES + if payload { PAYLOAD_BYTES } else { 0 };
+        let alongside = n.saturating_mul(held) <= room;
+        self.walk.set_alongside(!self.release && alongside);
         if self.release && self.memory == GpuMemory::Auto {
             tracing::info!(
                 "GPU memory: each stage's transient arrays are released at its end \

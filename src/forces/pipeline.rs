@@ -363,11 +363,11 @@ fn periodic_frame(lo: DVec3, hi: DVec3, side: f64, agreed: &[f64]) -> Result<Fra
 /// ranks, the LETs of the others, exported against every rank's region (`let_boxes` boxes
 /// each) and exchanged while the local tree is walked (seed 001's proposed overlap): where the
 /// backend walks in the background (the GPU), the export's kernels and the exchange run beside
-/// the local walk, and the received forest is unpacked and its walk queued behind the local
-/// one before the host waits for both; else the exchange goes through MPI in a communication
-/// thread while this one walks, and the forest is walked after both. With `params.lets`
-/// merged, the LETs are exchanged first and then merged with the local tree into one tree,
-/// which is walked once. Adds the traffic to `stats`. Collective.
+/// the local walk, and the received forest is unpacked and its walk launched alongside the
+/// local one (or queued behind it) before the host waits for both; else the exchange goes
+/// through MPI in a communication thread while this one walks, and the forest is walked after
+/// both. With `params.lets` merged, the LETs are exchanged first and then merged with the
+/// local tree into one tree, which is walked once. Adds the traffic to `stats`. Collective.
 fn walk_everything(
     backend: &mut dyn Backend,
     comm: &dyn Comm,
@@ -495,8 +495,8 @@ fn exchange_while_walking(
     }
 }
 
-/// Once the LETs are here (`incoming`): the forest loaded and walked (queued behind the local
-/// walk where that was begun, and then both waited for; or merged with the local tree and
+/// Once the LETs are here (`incoming`): the forest loaded and walked (alongside or behind the
+/// local walk where that was begun, and then both waited for; or merged with the local tree and
 /// walked with it), the host's phases settled against the local walk's end. Returns the
 /// forest's cells and particles.
 fn walk_the_forest(

@@ -228,7 +228,8 @@ impl Emulator {
 mod tests {
     use super::*;
     use crate::gpu::args::{
-        ClearArgs, DirectArgs, LinkArgs, MaskArgs, PeriodicGroupsArgs, UnsortArgs, WalkArgs,
+        AddArgs, ClearArgs, DirectArgs, LinkArgs, MaskArgs, PeriodicGroupsArgs, UnsortArgs,
+        WalkArgs,
     };
 
     /// The argument block of a kernel of `cuda/emulate/selftest.cu`, whose parameters are its
@@ -828,6 +829,7 @@ mod tests {
                 ("unsort_results", size_of::<UnsortArgs>()),
                 ("clear_results", size_of::<ClearArgs>()),
                 ("mask_inactive", size_of::<MaskArgs>()),
+                ("add_results", size_of::<AddArgs>()),
             ] {
                 let m = message(&emu, name);
                 assert!(

@@ -26,14 +26,19 @@ pub(super) struct Buffers {
     pub out: RunnerArray<f32>,
     pub counts: RunnerArray<u32>,
     /// The list kernel's control words: the next group to take, and a stack-overflow flag;
-    /// and those of a forest's walk queued behind a walk (so that their reset leaves that
-    /// walk's flag to be read).
+    /// and those of a forest's walk queued behind a walk or alongside it (so that their reset
+    /// leaves that walk's flag to be read).
     pub control: RunnerArray<u32>,
     pub queued_control: RunnerArray<u32>,
-    /// The list kernel's per-warp stacks of cell indices.
-    pub stacks: RunnerArray<u32>,
-    /// The list kernel's children of every cell, 8 slots per cell.
-    pub children: RunnerArray<u32>,
+    /// The list kernel's stacks and child lists.
+    pub list: ListRoom,
+    /// A forest's walk alongside a local walk still running (`Mode::Alongside`): its results
+    /// in walk order (acceleration and potential, 4 floats, and the p2p and m2p counts, 2 u32,
+    /// per target), stacks and child lists of its own, so that it shares nothing the local
+    /// walk reads or writes.
+    pub alongside_out: RunnerArray<f32>,
+    pub alongside_counts: RunnerArray<u32>,
+    pub alongside_list: ListRoom,
     /// The periodic walk's groups, (first target, targets) pairs (room for one per target),
     /// and how many there are.
     pub pieces: RunnerArray<u32>,
@@ -54,8 +59,10 @@ impl Buffers {
             counts: r.alloc(1)?,
             control: r.alloc(2)?,
             queued_control: r.alloc(2)?,
-            stacks: r.alloc(1)?,
-            children: r.alloc(1)?,
+            list: ListRoom::new(r)?,
+            alongside_out: r.alloc(1)?,
+            alongside_counts: r.alloc(1)?,
+            alongside_list: ListRoom::new(r)?,
             pieces: r.alloc(1)?,
             piece_count: r.alloc(1)?,
             ewald: None,
@@ -72,8 +79,10 @@ impl Buffers {
                 + self.counts.len()
                 + self.control.len()
                 + self.queued_control.len()
-                + self.stacks.len()
-                + self.children.len()
+                + self.list.words()
+                + self.alongside_out.len()
+                + self.alongside_counts.len()
+                + self.alongside_list.words()
                 + self.pieces.len()
                 + self.piece_count.len()
                 + self.ewald.as_ref().map_or(0, |e| e.len()))
@@ -107,34 +116,41 @@ impl Buffers {
         grow(r, &mut self.out, 4 * nt)
     }
 
+    /// Grows the results of a forest's walk alongside a local walk to `nt` targets.
+    pub fn reserve_alongside(&mut self, r: &Runner, nt: usize) -> Result<()> {
+        grow(r, &mut self.alongside_out, 4 * nt)?;
+        grow(r, &mut self.alongside_counts, 2 * nt)
+    }
+
     /// Releases the results in walk order, the list kernel's child lists and the periodic
     /// walk's groups, which the next walk makes anew (so that they take no room in the stages
     /// between walks, when memory is short).
     pub fn release_results(&mut self, r: &Runner) -> Result<()> {
         self.out = r.alloc(1)?;
         self.counts = r.alloc(1)?;
-        self.children = r.alloc(1)?;
+        self.list.children = r.alloc(1)?;
+        self.alongside_out = r.alloc(1)?;
+        self.alongside_counts = r.alloc(1)?;
+        self.alongside_list.children = r.alloc(1)?;
         self.pieces = r.alloc(1)?;
         Ok(())
     }
 
-    /// Grows the list kernel's stacks to `stack_len` cell indices and its child lists to `nc`
-    /// cells.
-    pub fn prepare_list(&mut self, r: &Runner, stack_len: usize, nc: usize) -> Result<()> {
-        if self.stacks.len() < stack_len {
-            // Exactly `stack_len`: the stacks depend on the GPU's resident warps, not on N.
-            self.stacks = r.alloc(1)?;
-            self.stacks = r.alloc(stack_len)?;
+    /// The list room of a walk (`alongside` another still running: its own).
+    pub fn list_room(&mut self, alongside: bool) -> &mut ListRoom {
+        match alongside {
+            true => &mut self.alongside_list,
+            false => &mut self.list,
         }
-        grow(r, &mut self.children, 8 * nc)
     }
 
-    /// Clears the list kernel's control words of a walk (queued `after` another: its own).
+    /// Clears the list kernel's control words of a walk (queued `after` another, or
+    /// alongside it: its own).
     pub fn clear_control(&mut self, r: &Runner, after: bool) -> Result<()> {
         r.fill(self.control_mut(after), 2, 0)
     }
 
-    /// The list kernel's control words of a walk (queued `after` another).
+    /// The list kernel's control words of a walk (queued `after` another, or alongside it).
     pub fn control(&self, after: bool) -> &RunnerArray<u32> {
         match after {
             true => &self.queued_control,
@@ -259,6 +275,38 @@ impl Buffers {
             None => take_counts(r, &self.counts, n, &mut p2p, &mut m2p)?,
         }
         Ok((acc, pot, p2p, m2p))
+    }
+}
+
+/// The list kernel's room for one walk: its per-warp stacks of cell indices and the children
+/// of every cell, 8 slots per cell.
+pub(super) struct ListRoom {
+    pub stacks: RunnerArray<u32>,
+    pub children: RunnerArray<u32>,
+}
+
+impl ListRoom {
+    /// Empty stacks and lists on `r`'s device.
+    fn new(r: &Runner) -> Result<Self> {
+        Ok(Self {
+            stacks: r.alloc(1)?,
+            children: r.alloc(1)?,
+        })
+    }
+
+    /// Words held on the device.
+    fn words(&self) -> usize {
+        self.stacks.len() + self.children.len()
+    }
+
+    /// Grows the stacks to `stack_len` cell indices and the child lists to `nc` cells.
+    pub fn prepare(&mut self, r: &Runner, stack_len: usize, nc: usize) -> Result<()> {
+        if self.stacks.len() < stack_len {
+            // Exactly `stack_len`: the stacks depend on the GPU's resident warps, not on N.
+            self.stacks = r.alloc(1)?;
+            self.stacks = r.alloc(stack_len)?;
+        }
+        grow(r, &mut self.children, 8 * nc)
     }
 }
 

@@ -16,8 +16,8 @@ use super::mac::Mac;
 use crate::diag::PhaseTimes;
 use crate::error::{Error, Result};
 use crate::gpu::args::{
-    ClearArgs, DirectArgs, KernelArgs, LinkArgs, MaskArgs, PeriodicGroupsArgs, Results, TreeArrays,
-    UnsortArgs, WalkArgs,
+    AddArgs, ClearArgs, DirectArgs, KernelArgs, LinkArgs, MaskArgs, PeriodicGroupsArgs, Results,
+    TreeArrays, UnsortArgs, WalkArgs,
 };
 use crate::gpu::launch::{DeviceArray, KernelRunner};
 use crate::gpu::runner::{Mark, Runner, RunnerArray};
@@ -78,8 +78,11 @@ pub struct GpuWalk {
     side: Option<Runner>,
     /// A walk [`GpuWalk::begin`] left running.
     pending: Option<Launched>,
-    /// A forest's walk [`GpuWalk::walk_forest`] queued behind it.
+    /// A forest's walk [`GpuWalk::walk_forest`] queued behind it or alongside it.
     pending_forest: Option<Launched>,
+    /// Whether a forest's walk runs alongside a local walk still running, into arrays of its
+    /// own ([`GpuWalk::set_alongside`]), rather than queued behind it.
+    alongside: bool,
     /// Room lent for the counts in walk order ([`GpuWalk::lend_counts`]): its device address
     /// and the targets it holds.
     lent_counts: Option<(u64, usize)>,
@@ -108,6 +111,18 @@ enum Mode {
     /// (the program's stream follows the side one), its results added to that walk's; its
     /// list kernel counts its groups in control words of its own.
     After,
+    /// A forest's walk (list kernel) on the program's stream alongside a `Beside` walk still
+    /// running, whose SMs its blocks take as that walk's warps run out of groups: its results
+    /// written into arrays of its own, with stacks, child lists and control words of its own,
+    /// and added to that walk's once both are done ([`GpuWalk::end`]).
+    Alongside,
+}
+
+impl Mode {
+    /// A forest's walk with control words of its own, behind or alongside a local walk.
+    fn queued(self) -> bool {
+        matches!(self, Mode::After | Mode::Alongside)
+    }
 }
 
 /// Where a walk's results are in the particles' order after [`GpuWalk::unsort`]: 4 floats
@@ -166,6 +181,7 @@ impl GpuWalk {
             side: None,
             pending: None,
             pending_forest: None,
+            alongside: false,
             lent_counts: None,
             program,
             kernel,
@@ -182,6 +198,14 @@ impl GpuWalk {
             self.layout = layout;
         }
         Ok(())
+    }
+
+    /// Walks a forest alongside a local walk still running, into results, stacks and child
+    /// lists of its own (about 24 bytes a target, and as many stacks as the local walk's),
+    /// where `alongside` (a plan that keeps every array, with room for these); else queued
+    /// behind it ([`GpuWalk::walk_forest`]). The sums are the same bit for bit.
+    pub fn set_alongside(&mut self, alongside: bool) {
+        self.alongside = alongside;
     }
 
     /// The walk kernel in use.
@@ -383,10 +407,12 @@ impl GpuWalk {
 
     /// The walk of a forest (the received LETs) `w` for the targets of the local walk, its
     /// results added to that walk's. Where [`GpuWalk::begin`] left the local walk running, it
-    /// is queued behind it on the device (the program's stream follows the side one) and
-    /// [`GpuWalk::end`] waits for both, so that the forest's walk starts as the local one
-    /// ends, not after a round trip through the host; otherwise it is walked here
-    /// ([`GpuWalk::walk`]). Times `walk` (the launch, or the walk).
+    /// is launched on the device without a round trip through the host, and
+    /// [`GpuWalk::end`] waits for both: alongside the local walk, whose SMs it takes as they
+    /// free up in its tail, into arrays of its own added at the end (the list kernel, where
+    /// [`GpuWalk::set_alongside`] allows it), else queued behind it (the program's stream
+    /// follows the side one). Otherwise it is walked here ([`GpuWalk::walk`]). Times `walk`
+    /// (the launch, or the walk).
     pub fn walk_forest(
         &mut self,
         w: &TreeWalk,
@@ -400,20 +426,27 @@ impl GpuWalk {
             return Err(Error::device("a forest walked twice behind one local walk"));
         }
         let t0 = Instant::now();
+        let mode = match self.alongside && self.kernel == WalkKernel::List {
+            true => Mode::Alongside,
+            false => Mode::After,
+        };
         // Its control words cleared first: an upload waits for the program's stream, which
-        // then waits for the local walk.
+        // then (queued behind) waits for the local walk.
         self.buffers.clear_control(&self.program, true)?;
-        self.program.follow(side)?;
-        self.pending_forest = Some(self.launch_walk(w, p, Mode::After)?);
+        if mode == Mode::After {
+            self.program.follow(side)?;
+        }
+        self.pending_forest = Some(self.launch_walk(w, p, mode)?);
         times.add("walk", t0.elapsed().as_secs_f64());
         Ok(())
     }
 
     /// Waits for the walk [`GpuWalk::begin`] left running (none: returns at once), and for a
-    /// forest's queued behind it ([`GpuWalk::walk_forest`]); the stage program's later work
-    /// follows them. Returns when the local walk ended on the host's clock (its launch and its
-    /// time on the device; `None` where nothing was launched). Times `walk` (the wait for the
-    /// local walk) and `walk_let` (the further wait for the forest's).
+    /// forest's behind or alongside it ([`GpuWalk::walk_forest`]), whose results alongside
+    /// are then added to the local walk's; the stage program's later work follows them.
+    /// Returns when the local walk ended on the host's clock (its launch and its time on the
+    /// device; `None` where nothing was launched). Times `walk` (the wait for the local walk)
+    /// and `walk_let` (the further wait for the forest's and the addition).
     pub fn end(&mut self, times: &mut PhaseTimes) -> Result<Option<Instant>> {
         let forest = self.pending_forest.take();
         let Some(launched) = self.pending.take() else {
@@ -427,6 +460,10 @@ impl GpuWalk {
         if let Some(forest) = forest {
             // The stacks are checked through the program's stream, which holds the forest.
             let t0 = Instant::now();
+            if forest.mode == Mode::Alongside {
+                // Behind the forest on its stream, and after the local walk, waited for above.
+                self.add_alongside(forest.groups)?;
+            }
             self.program.synchronize()?;
             times.add("walk_let", t0.elapsed().as_secs_f64());
             self.check_stacks(&forest)?;
@@ -438,11 +475,49 @@ impl GpuWalk {
             .transpose()
     }
 
+    /// The results of a forest walked alongside the local walk added to the local walk's, for
+    /// the targets of `groups` (those it walked).
+    fn add_alongside(&self, groups: DeviceGroups) -> Result<()> {
+        if groups.count == 0 {
+            return Ok(());
+        }
+        const WARPS: u32 = 256 / 32;
+        let b = &self.buffers;
+        self.launch(
+            "add_results",
+            (groups.count as u32).div_ceil(WARPS).min(1 << 16),
+            256,
+            &AddArgs {
+                groups: groups.at,
+                n_groups: groups.count as i32,
+                from: Results {
+                    out: b.alongside_out.ptr(),
+                    counts: b.alongside_counts.ptr(),
+                },
+                to: self.walk_results(),
+            },
+        )
+    }
+
     /// The list kernel's lists of children of the cells `first..cells` of `tree` (8 slots a
     /// cell, grown to `cells` cells), made on the device; returns their device address, where
     /// a merged tree's merged cells then put theirs ([`TreeWalk::linked`]).
     pub fn link(&mut self, tree: TreeArrays, first: usize, cells: usize) -> Result<u64> {
-        self.buffers.prepare_list(&self.program, 0, cells)?;
+        self.link_into(false, tree, first, cells)
+    }
+
+    /// [`GpuWalk::link`] into the lists of a walk alongside another (`alongside`: its own).
+    fn link_into(
+        &mut self,
+        alongside: bool,
+        tree: TreeArrays,
+        first: usize,
+        cells: usize,
+    ) -> Result<u64> {
+        self.buffers
+            .list_room(alongside)
+            .prepare(&self.program, 0, cells)?;
+        let children = self.buffers.list_room(alongside).children.ptr();
         if cells > first {
             self.launch(
                 "link_children",
@@ -452,27 +527,30 @@ impl GpuWalk {
                     tree,
                     first_cell: first as i32,
                     n_cells: cells as i32,
-                    children: self.buffers.children.ptr(),
+                    children,
                 },
             )?;
         }
-        Ok(self.buffers.children.ptr())
+        Ok(children)
     }
 
     /// Launches `w` with `p` (after the periodic groups and the list kernel's children, on the
     /// program's stream) as `mode` says: on the program's stream, or beside on a stream of its
     /// own that follows it (timed).
     fn launch_walk(&mut self, w: &TreeWalk, p: &WalkParams, mode: Mode) -> Result<Launched> {
-        let after = mode == Mode::After;
+        let (queued, alongside) = (mode.queued(), mode == Mode::Alongside);
         self.reserve_results(w.n_targets)?;
+        if alongside {
+            self.buffers.reserve_alongside(&self.program, w.n_targets)?;
+        }
         let ewald = match p.periodic {
             true => self.buffers.ewald_table(&self.program)?,
             false => 0,
         };
         let groups = match (&self.pending, p.periodic) {
-            // The groups of the local walk a forest's is queued behind: the same targets, and
-            // the periodic pieces already cut.
-            (Some(local), _) if after => local.groups,
+            // The groups of the local walk a forest's is queued behind or alongside: the same
+            // targets, and the periodic pieces already cut.
+            (Some(local), _) if queued => local.groups,
             (_, true) => self.periodic_groups(w.targets, w.groups, w.n_targets)?,
             (_, false) => w.groups,
         };
@@ -486,33 +564,43 @@ impl GpuWalk {
                 false => self.list_blocks,
             };
             let blocks = resident.min((ngroups as u32).div_ceil(BLOCK / 32));
-            if !after {
+            if !queued {
                 self.buffers.clear_control(&self.program, false)?;
             }
-            self.buffers.prepare_list(
+            self.buffers.list_room(alongside).prepare(
                 &self.program,
                 blocks as usize * (BLOCK / 32) as usize * stack,
                 w.cells,
             )?;
             if w.linked.is_none() {
-                self.link(w.tree, 0, w.cells)?;
+                self.link_into(alongside, w.tree, 0, w.cells)?;
             }
             blocks
         } else {
             (ngroups as u32 * self.layout.g).div_ceil(BLOCK)
         };
         let b = &self.buffers;
-        let results = self.walk_results();
+        let results = match alongside {
+            true => Results {
+                out: b.alongside_out.ptr(),
+                counts: b.alongside_counts.ptr(),
+            },
+            false => self.walk_results(),
+        };
         let accumulate = match mode {
             Mode::Here { accumulate } => accumulate,
-            Mode::Beside => false,
+            Mode::Beside | Mode::Alongside => false,
             Mode::After => true,
+        };
+        let room = match alongside {
+            true => &b.alongside_list,
+            false => &b.list,
         };
         let (own_kind, own) = w.own.args();
         let args = WalkArgs {
             tree: w.tree,
             n_cells: w.cells as i32,
-            children: b.children.ptr(),
+            children: room.children.ptr(),
             targets: w.targets,
             n_targets: w.n_targets as i32,
             own_kind,
@@ -528,8 +616,8 @@ impl GpuWalk {
             out: results.out,
             counts: results.counts,
             accumulate: accumulate as i32,
-            control: b.control(after).ptr(),
-            stacks: b.stacks.ptr(),
+            control: b.control(queued).ptr(),
+            stacks: room.stacks.ptr(),
             stack_cap: stack as i32,
         };
         if ngroups == 0 {
@@ -577,8 +665,11 @@ impl GpuWalk {
 
     /// After `launched` is done: an error where it was a list kernel's whose stack overflowed.
     fn check_stacks(&self, launched: &Launched) -> Result<()> {
-        let after = launched.mode == Mode::After;
-        if launched.list && self.buffers.list_overflowed(&self.program, after)? {
+        if launched.list
+            && self
+                .buffers
+                .list_overflowed(&self.program, launched.mode.queued())?
+        {
             return Err(Error::device(format!(
                 "the list kernel's stack overflowed: a tree deeper than {} levels",
                 MAX_LEVEL as usize + 1
