@@ -26,10 +26,10 @@ pub(super) struct Buffers {
     pub out: RunnerArray<f32>,
     pub counts: RunnerArray<u32>,
     /// The list kernel's control words: the next group to take, and a stack-overflow flag;
-    /// and those of a forest's walk queued behind a walk or alongside it (so that their reset
+    /// and those of a forest's walk behind or alongside a local walk (so that their reset
     /// leaves that walk's flag to be read).
     pub control: RunnerArray<u32>,
-    pub queued_control: RunnerArray<u32>,
+    pub forest_control: RunnerArray<u32>,
     /// The list kernel's stacks and child lists.
     pub list: ListRoom,
     /// A forest's walk alongside a local walk still running (`Mode::Alongside`): its results
@@ -58,7 +58,7 @@ impl Buffers {
             out: r.alloc(1)?,
             counts: r.alloc(1)?,
             control: r.alloc(2)?,
-            queued_control: r.alloc(2)?,
+            forest_control: r.alloc(2)?,
             list: ListRoom::new(r)?,
             alongside_out: r.alloc(1)?,
             alongside_counts: r.alloc(1)?,
@@ -78,7 +78,7 @@ impl Buffers {
                 + self.out.len()
                 + self.counts.len()
                 + self.control.len()
-                + self.queued_control.len()
+                + self.forest_control.len()
                 + self.list.words()
                 + self.alongside_out.len()
                 + self.alongside_counts.len()
@@ -144,23 +144,24 @@ impl Buffers {
         }
     }
 
-    /// Clears the list kernel's control words of a walk (queued `after` another, or
-    /// alongside it: its own).
-    pub fn clear_control(&mut self, r: &Runner, after: bool) -> Result<()> {
-        r.fill(self.control_mut(after), 2, 0)
+    /// Clears the list kernel's control words of a walk (a `forest`'s behind or alongside a
+    /// local walk: its own).
+    pub fn clear_control(&mut self, r: &Runner, forest: bool) -> Result<()> {
+        r.fill(self.control_mut(forest), 2, 0)
     }
 
-    /// The list kernel's control words of a walk (queued `after` another, or alongside it).
-    pub fn control(&self, after: bool) -> &RunnerArray<u32> {
-        match after {
-            true => &self.queued_control,
+    /// The list kernel's control words of a walk (a `forest`'s behind or alongside a local
+    /// walk: its own).
+    pub fn control(&self, forest: bool) -> &RunnerArray<u32> {
+        match forest {
+            true => &self.forest_control,
             false => &self.control,
         }
     }
 
-    fn control_mut(&mut self, after: bool) -> &mut RunnerArray<u32> {
-        match after {
-            true => &mut self.queued_control,
+    fn control_mut(&mut self, forest: bool) -> &mut RunnerArray<u32> {
+        match forest {
+            true => &mut self.forest_control,
             false => &mut self.control,
         }
     }
@@ -189,10 +190,11 @@ impl Buffers {
         Ok(count[0] as usize)
     }
 
-    /// The list kernel's stack-overflow flag after a walk (queued `after` another).
-    pub fn list_overflowed(&self, r: &Runner, after: bool) -> Result<bool> {
+    /// The list kernel's stack-overflow flag after a walk (a `forest`'s behind or alongside a
+    /// local walk).
+    pub fn list_overflowed(&self, r: &Runner, forest: bool) -> Result<bool> {
         let mut flags = [0u32; 2];
-        r.download(self.control(after), &mut flags)?;
+        r.download(self.control(forest), &mut flags)?;
         Ok(flags[1] != 0)
     }
 

@@ -119,8 +119,9 @@ enum Mode {
 }
 
 impl Mode {
-    /// A forest's walk with control words of its own, behind or alongside a local walk.
-    fn queued(self) -> bool {
+    /// A forest's walk behind or alongside a local walk still running: it takes that walk's
+    /// groups, and counts them in control words of its own.
+    fn forest(self) -> bool {
         matches!(self, Mode::After | Mode::Alongside)
     }
 }
@@ -538,7 +539,7 @@ impl GpuWalk {
     /// program's stream) as `mode` says: on the program's stream, or beside on a stream of its
     /// own that follows it (timed).
     fn launch_walk(&mut self, w: &TreeWalk, p: &WalkParams, mode: Mode) -> Result<Launched> {
-        let (queued, alongside) = (mode.queued(), mode == Mode::Alongside);
+        let (forest, alongside) = (mode.forest(), mode == Mode::Alongside);
         self.reserve_results(w.n_targets)?;
         if alongside {
             self.buffers.reserve_alongside(&self.program, w.n_targets)?;
@@ -550,7 +551,7 @@ impl GpuWalk {
         let groups = match (&self.pending, p.periodic) {
             // The groups of the local walk a forest's is queued behind or alongside: the same
             // targets, and the periodic pieces already cut.
-            (Some(local), _) if queued => local.groups,
+            (Some(local), _) if forest => local.groups,
             (_, true) => self.periodic_groups(w.targets, w.groups, w.n_targets)?,
             (_, false) => w.groups,
         };
@@ -564,7 +565,7 @@ impl GpuWalk {
                 false => self.list_blocks,
             };
             let blocks = resident.min((ngroups as u32).div_ceil(BLOCK / 32));
-            if !queued {
+            if !forest {
                 self.buffers.clear_control(&self.program, false)?;
             }
             self.buffers.list_room(alongside).prepare(
@@ -616,7 +617,7 @@ impl GpuWalk {
             out: results.out,
             counts: results.counts,
             accumulate: accumulate as i32,
-            control: b.control(queued).ptr(),
+            control: b.control(forest).ptr(),
             stacks: room.stacks.ptr(),
             stack_cap: stack as i32,
         };
@@ -668,7 +669,7 @@ impl GpuWalk {
         if launched.list
             && self
                 .buffers
-                .list_overflowed(&self.program, launched.mode.queued())?
+                .list_overflowed(&self.program, launched.mode.forest())?
         {
             return Err(Error::device(format!(
                 "the list kernel's stack overflowed: a tree deeper than {} levels",
