@@ -211,9 +211,12 @@ fn field(decl: &str, doc: Vec<String>) -> Result<Field, String> {
     })
 }
 
+/// A kernel's comments as doc lines: plain text, whose brackets (`[0] the next group`) are no
+/// links to rustdoc.
 fn doc_lines(out: &mut String, indent: &str, doc: &[String]) {
     for line in doc {
-        let _ = writeln!(out, "{indent}#[doc = {:?}]", format!(" {line}"));
+        let text = line.replace('[', "\\[").replace(']', "\\]");
+        let _ = writeln!(out, "{indent}#[doc = {:?}]", format!(" {text}"));
     }
 }
 
@@ -472,6 +475,8 @@ mod tests {
             assert!(code.contains(&format!("pub struct {name} {{")), "{name}");
         }
         assert!(code.contains("    pub tree: TreeArrays,"));
+        // Brackets in a comment stay text, not rustdoc links.
+        assert!(code.contains(r#"walk_list: \\[0\\] the next group to take"#));
     }
 
     #[test]
