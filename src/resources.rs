@@ -74,6 +74,21 @@ pub const RELEASED_BYTES_LEAST: usize = 110;
 /// Device bytes per particle for velocities and ids, where a run (or several ranks) holds them.
 pub const PAYLOAD_BYTES: usize = 32;
 
+/// Whether `n` particles of `per_particle` device bytes each, with their payload
+/// ([`PAYLOAD_BYTES`] each) when `payload`, fit in `room` bytes.
+pub fn fits(n: usize, per_particle: usize, payload: bool, room: usize) -> bool {
+    n.saturating_mul(per_particle + payload_bytes(payload)) <= room
+}
+
+/// [`PAYLOAD_BYTES`] where the payload is held, else none.
+fn payload_bytes(payload: bool) -> usize {
+    if payload {
+        PAYLOAD_BYTES
+    } else {
+        0
+    }
+}
+
 /// How `n` particles (with their payload when `payload`) are held on a GPU with `room` bytes
 /// usable of `total` when `asked` says how: [`GpuMemory::Keep`] or [`GpuMemory::Release`]
 /// (`auto`: keep where [`KEPT_BYTES_MOST`] a particle fit); `Err` with why they cannot fit
@@ -85,8 +100,7 @@ pub fn device_plan(
     room: usize,
     total: usize,
 ) -> std::result::Result<GpuMemory, String> {
-    let payload = if payload { PAYLOAD_BYTES } else { 0 };
-    let fits = |per: usize| n.saturating_mul(per + payload) <= room;
+    let fits = |per: usize| fits(n, per, payload, room);
     let (plan, least) = match asked {
         GpuMemory::Keep => (GpuMemory::Keep, KEPT_BYTES_LEAST),
         GpuMemory::Release => (GpuMemory::Release, RELEASED_BYTES_LEAST),
@@ -96,7 +110,7 @@ pub fn device_plan(
     if fits(least) {
         return Ok(plan);
     }
-    let per = least + payload;
+    let per = least + payload_bytes(payload);
     Err(format!(
         "{n} particles need at least {} of GPU memory ({per} bytes each{}), but {} of its {} \
          are free: at most {:.3e} particles fit",

@@ -22,7 +22,7 @@ use crate::lets::union_gpu::{Forest, UnionArrays};
 use crate::lets::{Incoming, LetShape, Outgoing, Region};
 use crate::particles::Particles;
 use crate::particles_gpu::DeviceParticles;
-use crate::resources::{GpuMemory, FOREST_ALONGSIDE_BYTES, KEPT_BYTES_MOST, PAYLOAD_BYTES};
+use crate::resources::{fits, GpuMemory, FOREST_ALONGSIDE_BYTES, KEPT_BYTES_MOST};
 use crate::sfc::frame::{centre_of, strided, CENTRE_SAMPLES};
 use crate::sfc::{Frame, GridBox, Order};
 use crate::tree::build_gpu::{DeviceTree, TreeBuilder};
@@ -259,9 +259,7 @@ impl Backend for GpuBackend {
             .map_err(|e| Error::device(format!("{}: {e}", self.ctx.name)))?;
         self.release = plan == GpuMemory::Release;
         // A forest walks alongside the local walk where its arrays fit too.
-        let held =
-            KEPT_BYTES_MOST + FOREST_ALONGSIDE_BYTES + if payload { PAYLOAD_BYTES } else { 0 };
-        let alongside = n.saturating_mul(held) <= room;
+        let alongside = fits(n, KEPT_BYTES_MOST + FOREST_ALONGSIDE_BYTES, payload, room);
         self.walk.set_alongside(!self.release && alongside);
         if self.release && self.memory == GpuMemory::Auto {
             tracing::info!(
