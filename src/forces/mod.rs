@@ -105,7 +105,7 @@ impl ForceEngine {
         let open = || {
             GpuBackend::open(
                 params.kernel,
-                params.vg.initial(),
+                params.vg.initial(params.box_size > 0.0),
                 params.vg == VgChoice::Auto,
                 params.tree_build,
                 params.gpu_memory,

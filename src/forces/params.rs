@@ -131,8 +131,8 @@ pub struct ForceParams {
     #[serde(deserialize_with = "by_name")]
     pub backend: Backend,
     /// GPU kernel shape "V,G" (V targets per thread, G threads, a power of two ≤ 32, per group
-    /// of V·G consecutive targets), or "auto" to time a few shapes on the first force
-    /// evaluation and keep the fastest.
+    /// of V·G consecutive targets), "auto" to time a few shapes on the first force evaluation
+    /// and keep the fastest, or "default": 2,32 with open boundaries, 1,32 in a periodic box.
     #[arg(long, default_value_t = ForceParams::default().vg)]
     #[serde(deserialize_with = "by_name")]
     pub vg: VgChoice,

@@ -11,7 +11,7 @@ use hinoki::tree::{Tree, TreeParams};
 use hinoki::walk::cpu::{grouped_walk, WalkParams};
 use hinoki::walk::direct::periodic_direct_forces;
 use hinoki::walk::ewald::MAX_GROUP_HALF;
-use hinoki::walk::gpu::{GpuLayout, GpuWalk, WalkKernel};
+use hinoki::walk::gpu::{GpuLayout, GpuWalk, WalkKernel, PERIODIC_LAYOUT};
 use hinoki::walk::groups::{tree_groups, tree_groups_within, Group};
 use hinoki::walk::mac::{Criterion, Mac};
 use rand::{Rng, SeedableRng};
@@ -317,7 +317,11 @@ fn gpu_periodic_walk_meets_the_periodic_direct_sum() {
         .flat_map(|(ids, t)| t.index.iter().map(|&k| ids[k as usize]))
         .collect();
     for kernel in KERNELS {
-        for layout in [GpuLayout::default(), GpuLayout { v: 4, g: 8 }] {
+        for layout in [
+            PERIODIC_LAYOUT,
+            GpuLayout::default(),
+            GpuLayout { v: 4, g: 8 },
+        ] {
             if kernel == WalkKernel::List && layout.g != 32 {
                 continue;
             }
@@ -394,6 +398,7 @@ fn gpu_periodic_walk_matches_the_cpu_on_the_same_tree() {
         .collect();
     for (kernel, layout) in [
         (WalkKernel::Vg, GpuLayout { v: 4, g: 8 }),
+        (WalkKernel::List, PERIODIC_LAYOUT),
         (WalkKernel::List, GpuLayout::default()),
     ] {
         let mut g = gpu(kernel, layout).unwrap();

@@ -7,7 +7,7 @@
 mod buffers;
 mod layout;
 
-pub use layout::{GpuLayout, VgChoice, WalkKernel};
+pub use layout::{GpuLayout, VgChoice, WalkKernel, PERIODIC_LAYOUT};
 
 use super::cpu::{Forces, Units, WalkOutput, WalkParams};
 use super::groups::Group;
