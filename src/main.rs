@@ -979,7 +979,7 @@ fn ranks_report(
             "lets",
             json!({
                 "boxes_per_rank": params.let_boxes,
-                "walk": params.lets.resolve(params.box_size > 0.0).name(),
+                "walk": params.lets.resolve(params.periodic()).name(),
                 "exchange": engine.exchange(),
                 "bytes_sent": traffic[1], "bytes_received": traffic[2],
                 "cells_received": traffic[3], "particles_received": traffic[4],

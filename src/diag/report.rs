@@ -50,7 +50,7 @@ pub fn check_against_direct(
         .filter(|&i| k >= n || pick(p.id[i]))
         .map(|i| mine.start + i)
         .collect();
-    let (acc_ref, pot_ref) = match params.box_size > 0.0 {
+    let (acc_ref, pot_ref) = match params.periodic() {
         true => periodic_direct_forces(&pos, &mass, params.eps, params.box_size, &idx),
         false => direct_forces(&pos, &mass, params.eps, &idx),
     };

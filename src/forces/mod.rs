@@ -94,7 +94,7 @@ pub struct ForceEngine {
 /// moves at every rebuild). `None` before a decomposition and on one rank. (Of the engine's
 /// fields, not of the engine, so that its backend can be borrowed beside them.)
 fn open_domains<'a>(domains: &'a Option<Domains>, params: &ForceParams) -> Option<&'a Domains> {
-    domains.as_ref().filter(|_| params.box_size == 0.0)
+    domains.as_ref().filter(|_| !params.periodic())
 }
 
 impl ForceEngine {
@@ -105,7 +105,7 @@ impl ForceEngine {
         let open = || {
             GpuBackend::open(
                 params.kernel,
-                params.vg.initial(params.box_size > 0.0),
+                params.vg.initial(params.periodic()),
                 params.vg == VgChoice::Auto,
                 params.tree_build,
                 params.gpu_memory,
@@ -164,7 +164,7 @@ impl ForceEngine {
     /// every evaluation, and an interval of more than 1 is kept with a warning.
     pub fn with_rebuild(mut self, rebuild: Rebuild) -> Self {
         let policy = match rebuild {
-            _ if self.params.box_size == 0.0 => rebuild,
+            _ if !self.params.periodic() => rebuild,
             Rebuild::Auto => {
                 tracing::info!(
                     "rebuild = \"auto\" rebuilds the tree at every evaluation in a periodic box \

@@ -220,6 +220,11 @@ impl Default for ForceParams {
 }
 
 impl ForceParams {
+    /// Whether the evaluation is in a periodic box (`box_size` > 0) rather than open.
+    pub fn periodic(&self) -> bool {
+        self.box_size > 0.0
+    }
+
     /// What the walks need of these parameters (θ is already in the tree's S_eff) in the frame
     /// of a tree whose cube has side `side` (length units): ε² in units of side².
     pub fn walk_params(&self, side: f64) -> WalkParams {
@@ -232,7 +237,7 @@ impl ForceParams {
             },
             eps2: (eps * eps) as f32,
             quadrupole: self.multipole >= 2,
-            periodic: self.box_size > 0.0,
+            periodic: self.periodic(),
         }
     }
 

@@ -182,7 +182,7 @@ pub(super) fn tree_forces(
     let spec = TargetSpec {
         order: params.order,
         group: params.group,
-        periodic: params.box_size > 0.0,
+        periodic: params.periodic(),
         amag,
         active,
     };
@@ -260,7 +260,7 @@ fn sample_walk(
     let spec = TargetSpec {
         order: params.order,
         group: params.group,
-        periodic: params.box_size > 0.0,
+        periodic: params.periodic(),
         amag,
         active: Active::Sample { every: PROBE_EVERY },
     };

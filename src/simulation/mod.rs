@@ -1107,7 +1107,7 @@ fn agree_on_step(
 ) -> Result<Agreed> {
     let b = phases.time("timestep", || engine.bins(tl, tick))?;
     // Only where the next evaluation rebuilds, the only one that can rebalance.
-    let measured = comm.size() > 1 && engine.params().box_size == 0.0 && engine.rebuild_due();
+    let measured = comm.size() > 1 && !engine.params().periodic() && engine.rebuild_due();
     let (lo, hi) = match measured {
         true => phases.time("domain", || engine.bounds())?,
         false => (DVec3::ZERO, DVec3::ZERO),
